@@ -1,0 +1,99 @@
+# Build helpers, in the manner of Abseil's absl_cc_library:
+#
+#   granary_cc_library(NAME core SRCS a.cc HDRS a.h DEPS absl::status)
+#     -> target granary_core, alias granary::core
+#   granary_cc_test(NAME task_test SRCS task_test.cc DEPS granary::core)
+#     -> gtest binary registered with ctest
+#   granary_cc_binary(NAME granary-bench SRCS main.cc DEPS ...)
+#   granary_grain_library(NAME counter_grains PROTOS counter.proto [DEPS ...])
+#     -> runs protoc with the C++, gRPC and Granary generators; target NAME holds
+#        messages, gRPC stubs and grain references (needs only granary::core);
+#        target NAME_impl adds the grain base classes (needs granary::silo).
+
+set(GRANARY_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+
+function(granary_cc_library)
+  cmake_parse_arguments(G "" "NAME" "SRCS;HDRS;DEPS" ${ARGN})
+  set(target granary_${G_NAME})
+  if(G_SRCS)
+    add_library(${target} STATIC ${G_SRCS} ${G_HDRS})
+    target_compile_options(${target} PRIVATE ${GRANARY_WARNINGS})
+    target_include_directories(${target} PUBLIC ${CMAKE_SOURCE_DIR})
+    target_link_libraries(${target} PUBLIC ${G_DEPS})
+  else()
+    add_library(${target} INTERFACE)
+    target_include_directories(${target} INTERFACE ${CMAKE_SOURCE_DIR})
+    target_link_libraries(${target} INTERFACE ${G_DEPS})
+  endif()
+  add_library(granary::${G_NAME} ALIAS ${target})
+endfunction()
+
+function(granary_cc_test)
+  cmake_parse_arguments(G "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${G_NAME} ${G_SRCS})
+  target_compile_options(${G_NAME} PRIVATE ${GRANARY_WARNINGS})
+  target_include_directories(${G_NAME} PRIVATE ${CMAKE_SOURCE_DIR})
+  target_link_libraries(${G_NAME} PRIVATE ${G_DEPS} GTest::gmock GTest::gtest_main)
+  set_target_properties(${G_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME ${G_NAME} COMMAND ${G_NAME})
+  if(NOT G_TIMEOUT)
+    set(G_TIMEOUT 300)
+  endif()
+  set_tests_properties(${G_NAME} PROPERTIES TIMEOUT ${G_TIMEOUT})
+  if(G_LABELS)
+    set_tests_properties(${G_NAME} PROPERTIES LABELS "${G_LABELS}")
+  endif()
+endfunction()
+
+function(granary_cc_binary)
+  cmake_parse_arguments(G "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${G_NAME} ${G_SRCS})
+  target_compile_options(${G_NAME} PRIVATE ${GRANARY_WARNINGS})
+  target_include_directories(${G_NAME} PRIVATE ${CMAKE_SOURCE_DIR})
+  target_link_libraries(${G_NAME} PRIVATE ${G_DEPS})
+endfunction()
+
+# Runs protoc over PROTOS (paths relative to the current source dir). Generated
+# files land in the build tree mirroring the source tree, so a proto at
+# examples/counter.proto is included as "examples/counter.pb.h".
+function(granary_grain_library)
+  cmake_parse_arguments(G "" "NAME" "PROTOS;DEPS" ${ARGN})
+  set(out_root ${CMAKE_BINARY_DIR}/gen)
+  file(RELATIVE_PATH rel_dir ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  set(msg_srcs)
+  set(impl_srcs)
+  foreach(proto ${G_PROTOS})
+    get_filename_component(abs ${proto} ABSOLUTE)
+    get_filename_component(stem ${proto} NAME_WE)
+    get_filename_component(sub ${proto} DIRECTORY)
+    if(sub)
+      set(base ${out_root}/${rel_dir}/${sub}/${stem})
+    else()
+      set(base ${out_root}/${rel_dir}/${stem})
+    endif()
+    set(outs ${base}.pb.cc ${base}.pb.h ${base}.grpc.pb.cc ${base}.grpc.pb.h
+             ${base}.granary.cc ${base}.granary.h ${base}.grain.cc ${base}.grain.h)
+    add_custom_command(
+      OUTPUT ${outs}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${out_root}
+      COMMAND protobuf::protoc
+        -I ${CMAKE_SOURCE_DIR} -I ${CMAKE_SOURCE_DIR}/proto
+        --cpp_out=${out_root}
+        --grpc_out=${out_root} --plugin=protoc-gen-grpc=${GRANARY_GRPC_CPP_PLUGIN}
+        --granary_out=${out_root} --plugin=protoc-gen-granary=$<TARGET_FILE:protoc-gen-granary>
+        ${abs}
+      DEPENDS ${abs} protoc-gen-granary ${CMAKE_SOURCE_DIR}/proto/granary/options.proto
+      COMMENT "Generating grain code for ${rel_dir}/${proto}"
+      VERBATIM)
+    list(APPEND msg_srcs ${base}.pb.cc ${base}.grpc.pb.cc ${base}.granary.cc)
+    list(APPEND impl_srcs ${base}.grain.cc)
+  endforeach()
+  add_library(${G_NAME} STATIC ${msg_srcs})
+  target_include_directories(${G_NAME} PUBLIC ${out_root} ${CMAKE_SOURCE_DIR})
+  target_compile_options(${G_NAME} PRIVATE -w)
+  target_link_libraries(${G_NAME} PUBLIC granary::core granary::options_proto
+                        protobuf::libprotobuf gRPC::grpc++ ${G_DEPS})
+  add_library(${G_NAME}_impl STATIC ${impl_srcs})
+  target_compile_options(${G_NAME}_impl PRIVATE -w)
+  target_link_libraries(${G_NAME}_impl PUBLIC ${G_NAME} granary::silo)
+endfunction()

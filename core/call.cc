@@ -1,0 +1,108 @@
+#include "core/call.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+
+namespace granary {
+namespace internal {
+
+TurnContext*& CurrentTurnSlot() {
+  thread_local TurnContext* current = nullptr;
+  return current;
+}
+
+absl::Status NoInvokerError(const GrainId& id) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "grain reference ", id.ToString(),
+      " has no runtime: obtain it from a silo or client, or use it inside "
+      "grain code"));
+}
+
+void CallAwaiter::await_suspend(std::coroutine_handle<> h) {
+  TurnContext* turn = CurrentTurn();
+  call_->SetWaiter(h, turn != nullptr ? turn->activation : nullptr, invoker_);
+  call_->set_request_context(turn != nullptr ? turn->request
+                                             : RequestContext{NewChainId()});
+  call_->AddRef();  // the invoker's
+  CallInvoker* invoker = invoker_;
+  CallBase* call = call_;
+  // `this` may be gone once Invoke returns: the call can finish (and resume
+  // the caller) before it does.
+  invoker->Invoke(call);
+}
+
+}  // namespace internal
+
+uint64_t NewChainId() {
+  static std::atomic<uint64_t> next_block{1};
+  constexpr uint64_t kBlock = 1024;
+  thread_local uint64_t next = 0;
+  thread_local uint64_t end = 0;
+  if (next == end) {
+    next = next_block.fetch_add(1, std::memory_order_relaxed) * kBlock;
+    end = next + kBlock;
+  }
+  return next++;
+}
+
+CallInvoker* GrainRef::invoker() const {
+  if (invoker_ != nullptr) return invoker_;
+  TurnContext* turn = CurrentTurn();
+  return turn != nullptr ? turn->invoker : nullptr;
+}
+
+void CallBase::Fail(absl::Status status) {
+  if (TryClaim()) Deliver(std::move(status));
+}
+
+void CallBase::ArmDeadline(TimerQueue* timers) {
+  if (one_way_ || deadline_ == absl::InfiniteFuture()) return;
+  deadline_timers_ = timers;
+  AddRef();  // the timer's
+  timers->Schedule(this, deadline_);
+}
+
+void CallBase::OnTimer() {
+  if (TryClaim()) {
+    Deliver(absl::DeadlineExceededError(absl::StrCat(
+        "deadline of ", absl::FormatDuration(timeout_), " passed calling ",
+        target_.ToString(), " method #", method_,
+        "; whether the grain ran the request is unknown")));
+  }
+  Release();  // the timer's
+}
+
+void CallBase::Deliver(absl::Status status) {
+  status_ = std::move(status);
+  // The caller of Deliver holds a reference, so this never frees the call.
+  if (deadline_timers_ != nullptr && deadline_timers_->Cancel(this)) Release();
+  if (one_way_) {
+    if (!status_.ok()) {
+      GRANARY_LOG(kWarning) << "one-way call to " << target_.ToString()
+                            << " method #" << method_ << " failed: " << status_;
+    }
+    return;
+  }
+  if (done_fn_ != nullptr) {
+    done_fn_(done_ctx_, this);
+    return;
+  }
+  if (!waiter_) return;
+  kind = MessageKind::kResponse;
+  if (sink_ != nullptr) {
+    sink_->Post(this);
+  } else {
+    ResumeWaiter();
+  }
+}
+
+void CallBase::ResumeWaiter() {
+  if (sink_ == nullptr) {
+    ScopedTurn outside(nullptr);  // the caller runs outside any activation
+    waiter_.resume();
+  } else {
+    waiter_.resume();
+  }
+}
+
+}  // namespace granary

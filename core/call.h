@@ -1,0 +1,324 @@
+// File: core/call.h
+// -----------------------------------------------------------------------------
+// Calls between grains, and from outside into grains.
+//
+// A call is one heap object (`Call<Req, Resp>`) that carries the request to
+// the target activation, is filled with the reply there, and travels back to
+// the caller: the same object, so an awaited call costs one allocation for
+// the message and none for the reply. Local calls move protobuf objects and
+// never serialize them.
+//
+// Generated references (`CounterRef`) call `internal::Ask` / `internal::Tell`;
+// a `CallInvoker` (the silo runtime, or the client SDK) routes the call.
+//
+//   CounterRef counter = silo.Get<CounterRef>("alice");
+//   AddRequest req; req.set_amount(5);
+//   absl::StatusOr<CounterValue> v = counter.Add(req).Get();  // plain thread
+//   CounterValue w = co_await counter.Add(req);               // coroutine
+//
+// Completion: exactly one of the callee's reply and the deadline wins
+// (`TryClaim`); only the winner writes the result, and it hands the call back
+// to the caller: posted to the caller activation's mailbox (the reply resumes
+// grain code as a message of its own activation, never inline on another
+// activation's thread), resumed inline for callers outside any activation, or
+// passed to a callback for generic (serialized) callers.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include "absl/strings/string_view.h"
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/grain_id.h"
+#include "core/mpsc_queue.h"
+#include "core/status.h"
+#include "core/task.h"
+#include "core/timer_queue.h"
+#include "google/protobuf/empty.pb.h"
+#include "google/protobuf/message.h"
+
+namespace granary {
+
+class CallBase;
+class CallInvoker;
+
+// Default deadline of a request (DESIGN.md: 30 s).
+inline constexpr absl::Duration kDefaultCallTimeout = absl::Seconds(30);
+
+struct CallOptions {
+  // How long the caller waits for the reply. Expiry gives the caller
+  // DEADLINE_EXCEEDED; whether the callee ran the request is then unknown.
+  absl::Duration timeout = kDefaultCallTimeout;
+};
+
+// What a mailbox holds.
+enum class MessageKind : uint8_t {
+  kRequest,   // a call to run (awaited or one-way)
+  kResponse,  // a finished call coming back to the activation that awaits it
+  kTimer,     // a grain timer tick
+  kControl,   // runtime control (idle collection)
+};
+
+struct Message : MpscNode {
+  explicit Message(MessageKind k) : kind(k) {}
+  virtual ~Message() = default;
+  MessageKind kind;
+};
+
+// Something that accepts messages for later processing on its own thread of
+// control: an activation. Replies to calls made by grain code are posted here.
+class MessageSink {
+ public:
+  virtual void Post(Message* m) = 0;
+
+ protected:
+  ~MessageSink() = default;
+};
+
+// The request a turn is serving: calls made during the turn inherit its
+// chain id, which lets A -> B -> A re-enter A (call-chain reentrancy).
+struct RequestContext {
+  uint64_t chain_id = 0;
+};
+
+// Thread-local state of the turn that runs on this thread, if any.
+struct TurnContext {
+  CallInvoker* invoker = nullptr;  // where refs without an invoker send
+  MessageSink* activation = nullptr;  // where replies come back
+  RequestContext request;
+};
+
+namespace internal {
+TurnContext*& CurrentTurnSlot();
+}  // namespace internal
+
+// The turn running on this thread, or nullptr outside grain code.
+inline TurnContext* CurrentTurn() { return internal::CurrentTurnSlot(); }
+
+// Installs `ctx` as the current turn for its lifetime, restoring the previous
+// one after.
+class ScopedTurn {
+ public:
+  explicit ScopedTurn(TurnContext* ctx)
+      : saved_(std::exchange(internal::CurrentTurnSlot(), ctx)) {}
+  ~ScopedTurn() { internal::CurrentTurnSlot() = saved_; }
+  ScopedTurn(const ScopedTurn&) = delete;
+  ScopedTurn& operator=(const ScopedTurn&) = delete;
+
+ private:
+  TurnContext* saved_;
+};
+
+// A fresh chain id for a call that starts a chain (from outside, a timer).
+uint64_t NewChainId();
+
+// Routes calls to their target activations.
+class CallInvoker {
+ public:
+  virtual ~CallInvoker() = default;
+  // Takes one reference on `call` (released when the call is done with).
+  // Must eventually finish the call unless it is one-way.
+  virtual void Invoke(CallBase* call) = 0;
+};
+
+// Generic completion for callers that are neither coroutines nor activations
+// (the gateway, tests): runs on the thread that finishes the call.
+using CallDoneFn = void (*)(void* ctx, CallBase* call);
+
+class CallBase : public Message, public TimerEntry {
+ public:
+  CallBase(GrainId target, uint32_t method, bool one_way)
+      : Message(MessageKind::kRequest),
+        target_(std::move(target)),
+        method_(method),
+        one_way_(one_way) {}
+
+  const GrainId& target() const { return target_; }
+  uint32_t method() const { return method_; }
+  bool one_way() const { return one_way_; }
+
+  const RequestContext& request_context() const { return context_; }
+  void set_request_context(const RequestContext& c) { context_ = c; }
+  absl::Duration timeout() const { return timeout_; }
+  void set_timeout(absl::Duration t) { timeout_ = t; }
+  absl::Time deadline() const { return deadline_; }
+  void set_deadline(absl::Time d) { deadline_ = d; }
+
+  virtual google::protobuf::Message& request() = 0;
+  virtual google::protobuf::Message& reply() = 0;
+
+  // The outcome once finished: OK means reply() holds the answer.
+  const absl::Status& status() const { return status_; }
+
+  // --- caller side -------------------------------------------------------
+  // Where the finished call goes: resume `waiter`, either by posting this
+  // call to `sink` (an activation) or inline when `sink` is null.
+  void SetWaiter(std::coroutine_handle<> waiter, MessageSink* sink,
+                 CallInvoker* invoker) {
+    waiter_ = waiter;
+    sink_ = sink;
+    invoker_ = invoker;
+  }
+  void SetDoneCallback(CallDoneFn fn, void* ctx) {
+    done_fn_ = fn;
+    done_ctx_ = ctx;
+  }
+  std::coroutine_handle<> waiter() const { return waiter_; }
+
+  // --- callee side -------------------------------------------------------
+  // Wins the right to finish the call (against the deadline). Only the
+  // winner may write the status or reply and then call Deliver().
+  bool TryClaim() { return !claimed_.exchange(true, std::memory_order_acq_rel); }
+  // Claims and finishes with `status`; a no-op when already claimed.
+  void Fail(absl::Status status);
+  // After a successful TryClaim: records `status` and hands the call back to
+  // its caller. For OK, reply() must hold the answer.
+  void Deliver(absl::Status status);
+
+  // Resumes the awaiting coroutine; for the activation that processes a
+  // kResponse message, and for inline delivery.
+  void ResumeWaiter();
+
+  // The invoker arms the deadline through a timer queue; see Invoke paths.
+  void ArmDeadline(TimerQueue* timers);
+
+  // --- lifetime ------------------------------------------------------------
+  void AddRef() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Release() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+ protected:
+  ~CallBase() override = default;
+
+ private:
+  void OnTimer() override;  // the deadline passed
+
+  GrainId target_;
+  uint32_t method_;
+  bool one_way_;
+  std::atomic<bool> claimed_{false};
+  std::atomic<int> refs_{1};
+  RequestContext context_;
+  absl::Duration timeout_ = kDefaultCallTimeout;
+  absl::Time deadline_ = absl::InfiniteFuture();
+  absl::Status status_;
+  TimerQueue* deadline_timers_ = nullptr;
+  std::coroutine_handle<> waiter_;
+  MessageSink* sink_ = nullptr;
+  CallInvoker* invoker_ = nullptr;
+  CallDoneFn done_fn_ = nullptr;
+  void* done_ctx_ = nullptr;
+};
+
+// Releases a call reference at scope exit.
+class CallRef {
+ public:
+  explicit CallRef(CallBase* c) : call_(c) {}
+  ~CallRef() {
+    if (call_ != nullptr) call_->Release();
+  }
+  CallRef(const CallRef&) = delete;
+  CallRef& operator=(const CallRef&) = delete;
+  CallBase* get() const { return call_; }
+
+ private:
+  CallBase* call_;
+};
+
+template <typename Req, typename Resp>
+class Call final : public CallBase {
+ public:
+  Call(GrainId target, uint32_t method, bool one_way, Req request)
+      : CallBase(std::move(target), method, one_way),
+        request_(std::move(request)) {}
+  Call(GrainId target, uint32_t method, bool one_way)
+      : CallBase(std::move(target), method, one_way) {}
+
+  google::protobuf::Message& request() override { return request_; }
+  google::protobuf::Message& reply() override { return reply_; }
+  Req& typed_request() { return request_; }
+  Resp& typed_reply() { return reply_; }
+
+ private:
+  Req request_;
+  Resp reply_;
+};
+
+// The handle of a grain reference: which grain, and which runtime carries
+// calls to it. Generated references derive from it. Cheap to copy; calling
+// never needs the grain to exist.
+class GrainRef {
+ public:
+  GrainRef() = default;
+  GrainRef(CallInvoker* invoker, GrainId id)
+      : invoker_(invoker), id_(std::move(id)) {}
+
+  const GrainId& id() const { return id_; }
+  // The runtime calls go to: the one given at construction, else the runtime
+  // of the turn running on this thread; nullptr when neither exists.
+  CallInvoker* invoker() const;
+
+  friend bool operator==(const GrainRef& a, const GrainRef& b) {
+    return a.id_ == b.id_;
+  }
+
+ private:
+  CallInvoker* invoker_ = nullptr;
+  GrainId id_;
+};
+
+namespace internal {
+
+// Suspends the calling coroutine and sends `call`; the caller is resumed when
+// the call finishes.
+class CallAwaiter {
+ public:
+  CallAwaiter(CallBase* call, CallInvoker* invoker)
+      : call_(call), invoker_(invoker) {}
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h);
+  void await_resume() const noexcept {}
+
+ private:
+  CallBase* call_;
+  CallInvoker* invoker_;
+};
+
+absl::Status NoInvokerError(const GrainId& id);
+
+template <typename Req, typename Resp>
+Task<Resp> Ask(CallInvoker* invoker, GrainId id, uint32_t method, Req request,
+               CallOptions options) {
+  if (invoker == nullptr) throw StatusError(NoInvokerError(id));
+  auto* call = new Call<Req, Resp>(std::move(id), method, /*one_way=*/false,
+                                   std::move(request));
+  call->set_timeout(options.timeout);
+  CallRef hold(call);
+  co_await CallAwaiter(call, invoker);
+  if (!call->status().ok()) throw StatusError(call->status());
+  co_return std::move(call->typed_reply());
+}
+
+// Sends a one-way call. Nothing comes back; failures are logged by the
+// runtime that routes it.
+template <typename Req>
+void Tell(CallInvoker* invoker, GrainId id, uint32_t method, Req request) {
+  auto* call = new Call<Req, google::protobuf::Empty>(
+      std::move(id), method, /*one_way=*/true, std::move(request));
+  TurnContext* turn = CurrentTurn();
+  call->set_request_context(
+      turn != nullptr ? turn->request : RequestContext{NewChainId()});
+  if (invoker == nullptr) {
+    call->Fail(NoInvokerError(call->target()));
+    call->Release();
+    return;
+  }
+  invoker->Invoke(call);  // takes our reference
+}
+
+}  // namespace internal
+}  // namespace granary

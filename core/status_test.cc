@@ -1,0 +1,54 @@
+#include "core/status.h"
+
+#include <stdexcept>
+
+#include "gtest/gtest.h"
+
+namespace granary {
+namespace {
+
+absl::StatusOr<int> Half(int v) {
+  if (v % 2 != 0) return absl::InvalidArgumentError("odd");
+  return v / 2;
+}
+
+absl::Status Check(int v) {
+  if (v < 0) return absl::OutOfRangeError("negative");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Quarter(int v) {
+  GRANARY_RETURN_IF_ERROR(Check(v));
+  GRANARY_ASSIGN_OR_RETURN(int h, Half(v));
+  GRANARY_ASSIGN_OR_RETURN(int q, Half(h));
+  return q;
+}
+
+TEST(StatusTest, MacrosPropagateErrors) {
+  EXPECT_EQ(*Quarter(8), 2);
+  EXPECT_EQ(Quarter(-4).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(Quarter(6).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StatusTest, ExceptionsMapToStatuses) {
+  auto from = [](auto thrower) {
+    try {
+      thrower();
+    } catch (...) {
+      return StatusFromException(std::current_exception());
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s = from([] { throw StatusError(absl::AbortedError("etag")); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  s = from([] { throw std::logic_error("bad"); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(s.message(), "bad");
+  s = from([] { throw 42; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  s = from([] { throw StatusError(absl::OkStatus()); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace granary

@@ -1,0 +1,223 @@
+// File: core/task.h
+// -----------------------------------------------------------------------------
+// `granary::Task<T>`: the coroutine type of grain methods and grain references.
+//
+// A Task is lazy (nothing runs until it is awaited or started), move-only, and
+// owns its coroutine frame. Awaiting a Task runs it and resumes the awaiter by
+// symmetric transfer when it finishes; an exception thrown inside propagates to
+// the awaiter.
+//
+//   granary::Task<int> Twice(CounterRef c) {
+//     CounterValue v = co_await c.Get(GetRequest{});
+//     co_return 2 * v.value();
+//   }
+//
+// Outside any coroutine, `Get()` (core/sync_wait.h) runs a Task to completion
+// and returns `absl::StatusOr<T>`.
+//
+// Threading: a Task is used by one thread at a time; the runtime decides on
+// which thread its frame resumes.
+#pragma once
+
+#include <coroutine>
+#include <exception>
+#include <new>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "core/status.h"
+
+namespace granary {
+
+template <typename T = void>
+class Task;
+
+namespace internal {
+
+// Called when a started (detached) task reaches its final suspend point,
+// instead of resuming an awaiting coroutine. It may destroy the frame.
+using TaskDoneFn = void (*)(void* ctx);
+
+class TaskPromiseBase {
+ public:
+  struct FinalAwaiter {
+    bool await_ready() const noexcept { return false; }
+    template <typename P>
+    std::coroutine_handle<> await_suspend(
+        std::coroutine_handle<P> h) noexcept {
+      TaskPromiseBase& p = h.promise();
+      if (p.continuation_) return p.continuation_;
+      if (p.done_fn_ != nullptr) p.done_fn_(p.done_ctx_);  // may destroy h
+      return std::noop_coroutine();
+    }
+    void await_resume() const noexcept {}
+  };
+
+  std::suspend_always initial_suspend() const noexcept { return {}; }
+  FinalAwaiter final_suspend() const noexcept { return {}; }
+  void unhandled_exception() noexcept { exception_ = std::current_exception(); }
+
+  void set_continuation(std::coroutine_handle<> c) noexcept {
+    continuation_ = c;
+  }
+  void set_done(TaskDoneFn fn, void* ctx) noexcept {
+    done_fn_ = fn;
+    done_ctx_ = ctx;
+  }
+  const std::exception_ptr& exception() const noexcept { return exception_; }
+  void RethrowIfFailed() const {
+    if (exception_) std::rethrow_exception(exception_);
+  }
+
+ private:
+  std::coroutine_handle<> continuation_;
+  TaskDoneFn done_fn_ = nullptr;
+  void* done_ctx_ = nullptr;
+  std::exception_ptr exception_;
+};
+
+template <typename T>
+class TaskPromise final : public TaskPromiseBase {
+ public:
+  Task<T> get_return_object() noexcept;
+
+  template <typename U>
+    requires std::is_convertible_v<U&&, T>
+  void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
+    value_.emplace(std::forward<U>(v));
+  }
+
+  // Moves the result out, or rethrows the task's exception.
+  T TakeResult() {
+    RethrowIfFailed();
+    return std::move(*value_);
+  }
+  bool has_value() const noexcept { return value_.has_value(); }
+  T& value() noexcept { return *value_; }
+
+ private:
+  std::optional<T> value_;
+};
+
+template <>
+class TaskPromise<void> final : public TaskPromiseBase {
+ public:
+  Task<void> get_return_object() noexcept;
+  void return_void() noexcept {}
+  void TakeResult() { RethrowIfFailed(); }
+};
+
+}  // namespace internal
+
+template <typename T>
+class [[nodiscard]] Task {
+ public:
+  using promise_type = internal::TaskPromise<T>;
+  using Handle = std::coroutine_handle<promise_type>;
+  using value_type = T;
+
+  Task() noexcept = default;
+  explicit Task(Handle h) noexcept : handle_(h) {}
+  Task(Task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+  Task& operator=(Task&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      handle_ = std::exchange(other.handle_, {});
+    }
+    return *this;
+  }
+  Task(const Task&) = delete;
+  Task& operator=(const Task&) = delete;
+  ~Task() { Reset(); }
+
+  bool valid() const noexcept { return static_cast<bool>(handle_); }
+
+  auto operator co_await() && noexcept {
+    struct Awaiter {
+      Handle h;
+      bool await_ready() const noexcept { return !h || h.done(); }
+      std::coroutine_handle<> await_suspend(
+          std::coroutine_handle<> caller) noexcept {
+        h.promise().set_continuation(caller);
+        return h;
+      }
+      T await_resume() { return h.promise().TakeResult(); }
+    };
+    return Awaiter{handle_};
+  }
+
+  // Runs the task to completion on this thread (and whichever threads resume
+  // it), blocking until it finishes. For code outside coroutines; never call
+  // it from grain code, which would block a worker.
+  auto Get() && -> std::conditional_t<std::is_void_v<T>, absl::Status,
+                                      absl::StatusOr<T>>;
+
+  // Gives up ownership of the frame. The caller becomes responsible for
+  // destroying it (the runtime does so from the done callback).
+  Handle Release() noexcept { return std::exchange(handle_, {}); }
+
+ private:
+  void Reset() noexcept {
+    if (handle_) handle_.destroy();
+    handle_ = {};
+  }
+
+  Handle handle_;
+};
+
+namespace internal {
+
+template <typename T>
+Task<T> TaskPromise<T>::get_return_object() noexcept {
+  return Task<T>(std::coroutine_handle<TaskPromise<T>>::from_promise(*this));
+}
+
+inline Task<void> TaskPromise<void>::get_return_object() noexcept {
+  return Task<void>(
+      std::coroutine_handle<TaskPromise<void>>::from_promise(*this));
+}
+
+// Starts `task` without an awaiting coroutine. When it finishes, `done(ctx)`
+// is called on the finishing thread, with the frame still alive at its final
+// suspend point; `done` must eventually destroy the returned handle.
+template <typename T>
+typename Task<T>::Handle StartDetached(Task<T> task, TaskDoneFn done,
+                                       void* ctx) {
+  auto h = task.Release();
+  h.promise().set_done(done, ctx);
+  h.resume();
+  return h;
+}
+
+}  // namespace internal
+
+template <typename T>
+auto Task<T>::Get() && -> std::conditional_t<std::is_void_v<T>, absl::Status,
+                                             absl::StatusOr<T>> {
+  absl::Notification done;
+  auto h = internal::StartDetached(
+      std::move(*this),
+      [](void* ctx) { static_cast<absl::Notification*>(ctx)->Notify(); },
+      &done);
+  done.WaitForNotification();
+  struct Destroy {
+    Handle h;
+    ~Destroy() { h.destroy(); }
+  } destroy{h};
+  try {
+    if constexpr (std::is_void_v<T>) {
+      h.promise().TakeResult();
+      return absl::OkStatus();
+    } else {
+      return h.promise().TakeResult();
+    }
+  } catch (...) {
+    return StatusFromException(std::current_exception());
+  }
+}
+
+}  // namespace granary

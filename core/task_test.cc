@@ -1,0 +1,94 @@
+#include "core/task.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace granary {
+namespace {
+
+using ::testing::HasSubstr;
+
+Task<int> Value(int v) { co_return v; }
+
+Task<int> Sum(int n) {
+  int total = 0;
+  for (int i = 1; i <= n; ++i) total += co_await Value(i);
+  co_return total;
+}
+
+Task<std::string> Throws() {
+  throw std::runtime_error("boom");
+  co_return "never";
+}
+
+Task<void> Nothing(int* counter) {
+  ++*counter;
+  co_return;
+}
+
+TEST(TaskTest, IsLazyUntilAwaited) {
+  int counter = 0;
+  Task<void> t = Nothing(&counter);
+  EXPECT_EQ(counter, 0);
+  EXPECT_TRUE(std::move(t).Get().ok());
+  EXPECT_EQ(counter, 1);
+}
+
+TEST(TaskTest, AwaitChainsReturnValues) {
+  absl::StatusOr<int> r = Sum(100).Get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 5050);
+}
+
+TEST(TaskTest, ExceptionPropagatesToAwaiter) {
+  auto outer = []() -> Task<std::string> {
+    try {
+      co_return co_await Throws();
+    } catch (const std::runtime_error& e) {
+      co_return std::string("caught ") + e.what();
+    }
+  };
+  EXPECT_EQ(*outer().Get(), "caught boom");
+}
+
+TEST(TaskTest, GetTurnsExceptionsIntoStatus) {
+  absl::StatusOr<std::string> r = Throws().Get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r.status().message(), HasSubstr("boom"));
+
+  auto chosen = []() -> Task<int> {
+    throw StatusError(absl::NotFoundError("no such thing"));
+    co_return 0;
+  };
+  EXPECT_EQ(chosen().Get().status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(TaskTest, DestroyingAnUnstartedTaskFreesItsFrame) {
+  int counter = 0;
+  { Task<void> t = Nothing(&counter); }
+  EXPECT_EQ(counter, 0);
+}
+
+TEST(TaskTest, MoveOnly) {
+  static_assert(!std::is_copy_constructible_v<Task<int>>);
+  Task<int> a = Value(3);
+  Task<int> b = std::move(a);
+  EXPECT_FALSE(a.valid());
+  EXPECT_EQ(*std::move(b).Get(), 3);
+}
+
+TEST(TaskTest, DeepAwaitChainDoesNotOverflowTheStack) {
+  // Symmetric transfer: a million sequential awaits use constant stack.
+  absl::StatusOr<int> r = []() -> Task<int> {
+    int total = 0;
+    for (int i = 0; i < 1000000; ++i) total += co_await Value(1);
+    co_return total;
+  }().Get();
+  EXPECT_EQ(*r, 1000000);
+}
+
+}  // namespace
+}  // namespace granary

@@ -1,0 +1,94 @@
+#include "core/timer_queue.h"
+
+#include <vector>
+
+namespace granary {
+
+TimerQueue::TimerQueue(Clock* clock) : clock_(clock) {}
+
+TimerQueue::~TimerQueue() { Stop(); }
+
+absl::Status TimerQueue::Start() {
+  absl::MutexLock lock(&mu_);
+  if (thread_.joinable()) {
+    return absl::FailedPreconditionError("timer queue already started");
+  }
+  stopping_ = false;
+  if (!clock_->IsReal()) {
+    subscription_ = clock_->Subscribe([this] { Wake(); });
+  }
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void TimerQueue::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!thread_.joinable()) return;
+    stopping_ = true;
+    cv_.SignalAll();
+  }
+  thread_.join();
+  if (subscription_ != 0) clock_->Unsubscribe(subscription_);
+  subscription_ = 0;
+}
+
+void TimerQueue::Wake() {
+  absl::MutexLock lock(&mu_);
+  woken_ = true;
+  cv_.SignalAll();
+}
+
+void TimerQueue::Schedule(TimerEntry* e, absl::Time when) {
+  absl::MutexLock lock(&mu_);
+  e->key_ = {when, next_seq_++};
+  e->scheduled_ = true;
+  auto [it, inserted] = entries_.emplace(e->key_, e);
+  (void)inserted;
+  if (it == entries_.begin()) cv_.Signal();  // earlier than what we sleep for
+}
+
+bool TimerQueue::Cancel(TimerEntry* e) {
+  absl::MutexLock lock(&mu_);
+  if (!e->scheduled_) return false;
+  entries_.erase(e->key_);
+  e->scheduled_ = false;
+  return true;
+}
+
+size_t TimerQueue::size() const {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
+void TimerQueue::Loop() {
+  std::vector<TimerEntry*> due;
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    absl::Time now = clock_->Now();
+    while (!entries_.empty() && entries_.begin()->first.first <= now) {
+      TimerEntry* e = entries_.begin()->second;
+      entries_.erase(entries_.begin());
+      e->scheduled_ = false;
+      due.push_back(e);
+    }
+    if (!due.empty()) {
+      mu_.Unlock();
+      for (TimerEntry* e : due) e->OnTimer();
+      due.clear();
+      mu_.Lock();
+      continue;  // time moved while we were firing
+    }
+    if (woken_) {
+      woken_ = false;
+      continue;
+    }
+    if (entries_.empty() || !clock_->IsReal()) {
+      cv_.Wait(&mu_);
+    } else {
+      cv_.WaitWithDeadline(&mu_, entries_.begin()->first.first);
+    }
+  }
+}
+
+}  // namespace granary
