@@ -185,6 +185,13 @@ class CallBase : public Message, public TimerEntry {
   // The invoker arms the deadline through a timer queue; see Invoke paths.
   void ArmDeadline(TimerQueue* timers);
 
+  // Scratch space of the runtime serving the call: the activation running it
+  // and the coroutine frame of the grain method.
+  void* callee() const { return callee_; }
+  void set_callee(void* c) { callee_ = c; }
+  void* callee_frame() const { return callee_frame_; }
+  void set_callee_frame(void* f) { callee_frame_ = f; }
+
   // --- lifetime ------------------------------------------------------------
   void AddRef() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Release() {
@@ -212,6 +219,8 @@ class CallBase : public Message, public TimerEntry {
   CallInvoker* invoker_ = nullptr;
   CallDoneFn done_fn_ = nullptr;
   void* done_ctx_ = nullptr;
+  void* callee_ = nullptr;
+  void* callee_frame_ = nullptr;
 };
 
 // Releases a call reference at scope exit.

@@ -1,0 +1,39 @@
+#include "examples/counter_grain.h"
+
+#include "silo/silo.h"
+
+namespace granary::examples {
+
+Task<CounterValue> CounterGrain::Add(const AddRequest& request) {
+  value_ += request.amount();
+  CounterValue reply;
+  reply.set_value(value_);
+  co_return reply;
+}
+
+Task<CounterValue> CounterGrain::Get(const GetRequest&) {
+  CounterValue reply;
+  reply.set_value(value_);
+  co_return reply;
+}
+
+Task<void> CounterGrain::Bump(const AddRequest& request) {
+  value_ += request.amount();
+  co_return;
+}
+
+Task<PingReply> PingGrain::Ping(const PingRequest& request) {
+  PingReply reply;
+  reply.set_message(request.message());
+  reply.set_silo(SiloName());
+  reply.set_activation_id(ActivationId());
+  co_return reply;
+}
+
+absl::Status AddExampleGrains(silo::Silo& silo) {
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<CounterGrain>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<PingGrain>());
+  return absl::OkStatus();
+}
+
+}  // namespace granary::examples

@@ -1,0 +1,482 @@
+#include "silo/activation.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "silo/grain_timer.h"
+#include "silo/silo.h"
+
+namespace granary::silo {
+
+const char* DeactivationReasonName(DeactivationReason r) {
+  switch (r) {
+    case DeactivationReason::kIdle:
+      return "idle";
+    case DeactivationReason::kRequested:
+      return "requested";
+    case DeactivationReason::kShutdown:
+      return "shutdown";
+    case DeactivationReason::kActivationFailed:
+      return "activation_failed";
+  }
+  return "unknown";
+}
+
+Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
+                       uint64_t activation_id)
+    : silo_(silo),
+      type_(type),
+      id_(std::move(id)),
+      activation_id_(activation_id),
+      last_active_ns_(absl::ToUnixNanos(silo->clock()->Now())) {
+  turn_.invoker = silo;
+  turn_.activation = this;
+}
+
+Activation::~Activation() = default;
+
+void Activation::Post(Message* m) {
+  mailbox_.Push(m);
+  pending_.fetch_add(1, std::memory_order_seq_cst);
+  if (!scheduled_.exchange(true, std::memory_order_seq_cst)) {
+    silo_->scheduler().Schedule(this);
+  }
+}
+
+void Activation::DrainMailbox() {
+  while (Message* m = mailbox_.Pop()) {
+    ++popped_;
+    if (m->kind == MessageKind::kResponse) {
+      responses_.push_back(m);
+    } else {
+      waiting_.push_back(m);
+    }
+  }
+}
+
+bool Activation::Eligible(Message* m) const {
+  if (m->kind == MessageKind::kControl) return running_.empty();
+  if (state_ != State::kActive) return false;
+  if (running_.empty()) return true;
+  const InterfaceInfo& iface = *type_->info->interface;
+  if (m->kind == MessageKind::kTimer) return iface.reentrant;
+  if (iface.reentrant) return true;
+  auto* call = static_cast<CallBase*>(m);
+  const MethodInfo& method = iface.methods[call->method()];
+  if (method.always_interleave) return true;
+  const uint64_t chain = call->request_context().chain_id;
+  bool all_read_only = true;
+  for (const Running& r : running_) {
+    if (r.chain_id == chain) return true;
+    all_read_only = all_read_only && r.read_only;
+  }
+  return method.read_only && all_read_only;
+}
+
+Message* Activation::NextMessage() {
+  if (!responses_.empty() || waiting_.empty()) DrainMailbox();
+  if (!responses_.empty()) {
+    Message* m = responses_.front();
+    responses_.pop_front();
+    return m;
+  }
+  if (waiting_.empty()) DrainMailbox();
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if (Eligible(*it)) {
+      Message* m = *it;
+      waiting_.erase(it);
+      return m;
+    }
+    // Without anything running every message is eligible, so a scan only
+    // continues past the first entry while requests are suspended.
+  }
+  return nullptr;
+}
+
+bool Activation::HasReadyWork() const {
+  if (!responses_.empty()) return true;
+  if (state_ == State::kActive && deactivate_requested_ && running_.empty()) {
+    return true;
+  }
+  for (Message* m : waiting_) {
+    if (Eligible(m)) return true;
+  }
+  return false;
+}
+
+void Activation::Run() {
+  ScopedTurn scoped(&turn_);
+  now_ = silo_->clock()->Now();
+  if (state_ == State::kCreating) BeginActivation();
+  int budget = silo_->options().turn_budget;
+  bool served = false;
+  while (budget > 0 && state_ != State::kGone) {
+    Message* m = NextMessage();
+    if (m == nullptr) break;
+    --budget;
+    served = served || m->kind == MessageKind::kRequest;
+    Process(m);
+    if (state_ == State::kActive && deactivate_requested_ && running_.empty()) {
+      BeginDeactivation(deactivation_reason_);
+    }
+  }
+  if (state_ == State::kGone) {
+    delete this;
+    return;
+  }
+  if (served) {
+    last_active_ns_.store(absl::ToUnixNanos(silo_->clock()->Now()),
+                          std::memory_order_relaxed);
+  }
+  pending_.fetch_sub(popped_, std::memory_order_seq_cst);
+  popped_ = 0;
+  if (budget == 0 || HasReadyWork()) {
+    silo_->scheduler().Schedule(this);  // still scheduled
+    return;
+  }
+  scheduled_.store(false, std::memory_order_seq_cst);
+  if (pending_.load(std::memory_order_seq_cst) > 0 &&
+      !scheduled_.exchange(true, std::memory_order_seq_cst)) {
+    silo_->scheduler().Schedule(this);
+  }
+}
+
+void Activation::Process(Message* m) {
+  switch (m->kind) {
+    case MessageKind::kResponse: {
+      auto* call = static_cast<CallBase*>(m);
+      turn_.request = call->request_context();
+      call->waiter().resume();
+      return;
+    }
+    case MessageKind::kRequest:
+      StartRequest(static_cast<CallBase*>(m));
+      return;
+    case MessageKind::kTimer:
+      StartTick(static_cast<GrainTimer*>(m));
+      return;
+    case MessageKind::kControl:
+      HandleControl(m);
+      return;
+  }
+}
+
+void Activation::StartRequest(CallBase* call) {
+  if (call->deadline() < now_) {
+    call->Fail(absl::DeadlineExceededError(absl::StrCat(
+        "request to ", id_.ToString(), " expired before it ran")));
+    call->Release();
+    return;
+  }
+  const MethodInfo& method = type_->info->interface->methods[call->method()];
+  running_.push_back(Running{call, call->request_context().chain_id,
+                             method.read_only});
+  call->set_callee(this);
+  turn_.request = call->request_context();
+  try {
+    type_->info->invokers[call->method()](grain_.get(), call);
+  } catch (...) {
+    // The method threw before its coroutine started (e.g. out of memory).
+    OnRequestDone(call, call->TryClaim(),
+                  StatusFromException(std::current_exception()));
+  }
+}
+
+void Activation::OnRequestDone(CallBase* call, bool claimed,
+                               absl::Status status) {
+  RemoveRunning(call);
+  if (claimed) call->Deliver(std::move(status));
+  call->Release();  // the callee's reference
+}
+
+void Activation::RemoveRunning(Message* m) {
+  auto it = std::find_if(running_.begin(), running_.end(),
+                         [m](const Running& r) { return r.msg == m; });
+  if (it != running_.end()) running_.erase(it);
+}
+
+void Activation::HandleControl(Message* m) {
+  if (m == &collect_msg_) {
+    collect_posted_.store(false, std::memory_order_relaxed);
+    const absl::Duration idle =
+        now_ - absl::FromUnixNanos(last_active_ns_.load(std::memory_order_relaxed));
+    if (state_ == State::kActive && running_.empty() && waiting_.empty() &&
+        idle >= type_->idle_timeout) {
+      BeginDeactivation(DeactivationReason::kIdle);
+    }
+  } else if (m == &shutdown_msg_) {
+    deactivate_requested_ = true;
+    deactivation_reason_ = DeactivationReason::kShutdown;
+  }
+}
+
+// --- lifecycle -----------------------------------------------------------
+
+void Activation::StartLifecycle(Task<void> task, void (*done)(void*)) {
+  lifecycle_ = task.Release();
+  lifecycle_.promise().set_done(done, this);
+  turn_.request = RequestContext{NewChainId()};
+  lifecycle_.resume();
+}
+
+absl::Status Activation::TakeLifecycleResult() {
+  absl::Status status;
+  if (lifecycle_.promise().exception()) {
+    status = StatusFromException(lifecycle_.promise().exception());
+  }
+  lifecycle_.destroy();
+  lifecycle_ = {};
+  return status;
+}
+
+void Activation::BeginActivation() {
+  state_ = State::kActivating;
+  try {
+    grain_ = type_->factory();
+  } catch (...) {
+    grain_ = nullptr;
+    OnActivated(StatusFromException(std::current_exception()));
+    return;
+  }
+  if (grain_ == nullptr) {
+    OnActivated(absl::InternalError("grain factory returned null"));
+    return;
+  }
+  grain_->activation_ = this;
+  try {
+    StartLifecycle(grain_->OnActivate(), [](void* self) {
+      auto* a = static_cast<Activation*>(self);
+      a->OnActivated(a->TakeLifecycleResult());
+    });
+  } catch (...) {
+    OnActivated(StatusFromException(std::current_exception()));
+  }
+}
+
+void Activation::OnActivated(absl::Status status) {
+  if (status.ok()) {
+    state_ = State::kActive;
+    return;
+  }
+  activation_status_ = absl::Status(
+      status.code(), absl::StrCat("activation of ", id_.ToString(),
+                                  " failed: ", status.message()));
+  GRANARY_LOG(kWarning) << "grain=" << id_.ToString() << " "
+                        << activation_status_;
+  // Fail what is queued now; later arrivals are routed to a new activation.
+  DrainMailbox();
+  for (Message* m : waiting_) {
+    if (m->kind == MessageKind::kRequest) {
+      auto* call = static_cast<CallBase*>(m);
+      call->Fail(activation_status_);
+      call->Release();
+    }
+  }
+  waiting_.clear();
+  state_ = State::kDeactivating;
+  deactivation_reason_ = DeactivationReason::kActivationFailed;
+  OnDeactivated();
+}
+
+void Activation::BeginDeactivation(DeactivationReason reason) {
+  state_ = State::kDeactivating;
+  deactivation_reason_ = reason;
+  for (auto& [id, timer] : timers_) {
+    if (silo_->timers().Cancel(timer)) {
+      delete timer;
+    } else {
+      timer->cancelled = true;  // in flight to the mailbox; freed when drained
+    }
+  }
+  timers_.clear();
+  try {
+    StartLifecycle(grain_->OnDeactivate(), [](void* self) {
+      auto* a = static_cast<Activation*>(self);
+      absl::Status s = a->TakeLifecycleResult();
+      if (!s.ok()) {
+        GRANARY_LOG(kWarning) << "grain=" << a->id_.ToString()
+                              << " OnDeactivate failed: " << s;
+      }
+      a->OnDeactivated();
+    });
+  } catch (...) {
+    GRANARY_LOG(kWarning) << "grain=" << id_.ToString()
+                          << " OnDeactivate threw before starting";
+    OnDeactivated();
+  }
+}
+
+void Activation::OnDeactivated() {
+  silo_->catalog().Remove(this);
+  (void)silo_->directory().Unregister(
+      id_, directory::ActivationAddress{silo_->name(), activation_id_});
+  // No sender can reach us now; whatever was posted before is in the mailbox.
+  DrainMailbox();
+  for (Message* m : waiting_) {
+    switch (m->kind) {
+      case MessageKind::kRequest:
+        silo_->Reroute(static_cast<CallBase*>(m));
+        break;
+      case MessageKind::kTimer:
+        delete static_cast<GrainTimer*>(m);
+        break;
+      case MessageKind::kControl:
+      case MessageKind::kResponse:
+        break;
+    }
+  }
+  waiting_.clear();
+  grain_.reset();
+  state_ = State::kGone;
+  silo_->OnActivationGone(this);
+}
+
+void Activation::Abandon(const absl::Status& status) {
+  DrainMailbox();
+  for (Message* m : waiting_) {
+    if (m->kind == MessageKind::kRequest) {
+      auto* call = static_cast<CallBase*>(m);
+      call->Fail(status);
+      call->Release();
+    } else if (m->kind == MessageKind::kTimer) {
+      delete static_cast<GrainTimer*>(m);
+    }
+  }
+  waiting_.clear();
+  // Replies to suspended calls die with the frames that await them.
+  responses_.clear();
+  for (const Running& r : running_) {
+    if (r.msg->kind == MessageKind::kRequest) {
+      auto* call = static_cast<CallBase*>(r.msg);
+      if (call->callee_frame() != nullptr) {
+        std::coroutine_handle<>::from_address(call->callee_frame()).destroy();
+      }
+      call->Fail(status);
+      call->Release();
+    } else if (r.msg->kind == MessageKind::kTimer) {
+      auto* timer = static_cast<GrainTimer*>(r.msg);
+      if (timer->frame != nullptr) {
+        std::coroutine_handle<>::from_address(timer->frame).destroy();
+      }
+      timers_.erase(timer->id);
+      delete timer;
+    }
+  }
+  running_.clear();
+  if (lifecycle_) {
+    lifecycle_.destroy();
+    lifecycle_ = {};
+  }
+  for (auto& [id, timer] : timers_) {
+    if (silo_->timers().Cancel(timer)) delete timer;
+  }
+  timers_.clear();
+  grain_.reset();
+  state_ = State::kGone;
+}
+
+// --- idle collection and shutdown -----------------------------------------
+
+void Activation::MaybeCollect(absl::Time now) {
+  const absl::Time last =
+      absl::FromUnixNanos(last_active_ns_.load(std::memory_order_relaxed));
+  if (now - last < type_->idle_timeout) return;
+  if (collect_posted_.exchange(true, std::memory_order_relaxed)) return;
+  Post(&collect_msg_);
+}
+
+void Activation::RequestShutdown() {
+  if (shutdown_posted_.exchange(true, std::memory_order_relaxed)) return;
+  Post(&shutdown_msg_);
+}
+
+void Activation::DeactivateOnIdle() {
+  deactivate_requested_ = true;
+  deactivation_reason_ = DeactivationReason::kRequested;
+}
+
+// --- timers ----------------------------------------------------------------
+
+TimerId Activation::RegisterTimer(std::function<Task<void>()> tick,
+                                  absl::Duration due, absl::Duration period) {
+  auto* t = new GrainTimer;
+  t->silo = silo_;
+  t->grain = id_;
+  t->activation_id = activation_id_;
+  t->id = next_timer_id_++;
+  t->tick = std::move(tick);
+  t->period = period;
+  timers_.emplace(t->id, t);
+  silo_->timers().Schedule(t, silo_->clock()->Now() + due);
+  return t->id;
+}
+
+void Activation::CancelTimer(TimerId id) {
+  auto it = timers_.find(id);
+  if (it == timers_.end()) return;
+  GrainTimer* t = it->second;
+  timers_.erase(it);
+  if (silo_->timers().Cancel(t)) {
+    delete t;
+  } else {
+    t->cancelled = true;  // queued or running: freed when it comes back
+  }
+}
+
+void Activation::StartTick(GrainTimer* timer) {
+  if (timer->cancelled) {
+    delete timer;
+    return;
+  }
+  const uint64_t chain = NewChainId();
+  running_.push_back(Running{timer, chain, false});
+  turn_.request = RequestContext{chain};
+  timer->owner = this;
+  Task<void> task;
+  try {
+    task = timer->tick();
+  } catch (...) {
+    GRANARY_LOG(kWarning) << "grain=" << id_.ToString()
+                          << " timer tick threw before starting";
+    OnTickDone(timer);
+    return;
+  }
+  auto h = task.Release();
+  timer->frame = h.address();
+  h.promise().set_done(
+      [](void* ctx) {
+        auto* t = static_cast<GrainTimer*>(ctx);
+        auto h = std::coroutine_handle<internal::TaskPromise<void>>::from_address(
+            t->frame);
+        if (h.promise().exception()) {
+          GRANARY_LOG(kWarning)
+              << "grain=" << t->grain.ToString() << " timer tick failed: "
+              << StatusFromException(h.promise().exception());
+        }
+        h.destroy();
+        t->frame = nullptr;
+        t->owner->OnTickDone(t);
+      },
+      timer);
+  h.resume();
+}
+
+void Activation::OnTickDone(GrainTimer* timer) {
+  RemoveRunning(timer);
+  const bool repeat = !timer->cancelled && state_ == State::kActive &&
+                      timer->period > absl::ZeroDuration();
+  if (repeat) {
+    silo_->timers().Schedule(timer, silo_->clock()->Now() + timer->period);
+    return;
+  }
+  if (!timer->cancelled) timers_.erase(timer->id);
+  delete timer;
+}
+
+void GrainTimer::OnTimer() {
+  if (!silo->catalog().PostIfCurrent(grain, activation_id, this)) delete this;
+}
+
+}  // namespace granary::silo

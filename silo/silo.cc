@@ -1,0 +1,273 @@
+#include "silo/silo.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "core/log.h"
+#include "directory/local_grain_directory.h"
+
+namespace granary::silo {
+
+class Silo::IdleCollector final : public TimerEntry {
+ public:
+  explicit IdleCollector(Silo* silo) : silo_(silo) {}
+  void OnTimer() override { silo_->CollectIdle(); }
+
+ private:
+  Silo* silo_;
+};
+
+namespace {
+
+int DefaultWorkers(int requested) {
+  if (requested > 0) return requested;
+  unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+}  // namespace
+
+Silo::Silo(SiloOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::System()),
+      directory_(std::make_unique<directory::LocalGrainDirectory>()),
+      placement_(std::make_unique<LocalPlacement>(options_.name)),
+      timers_(clock_),
+      scheduler_(DefaultWorkers(options_.workers)),
+      collector_(std::make_unique<IdleCollector>(this)) {
+  if (options_.turn_budget < 1) options_.turn_budget = 1;
+}
+
+Silo::~Silo() { Stop(); }
+
+absl::Status Silo::AddGrainType(
+    const GrainClassInfo& info,
+    std::function<std::unique_ptr<Grain>()> factory) {
+  if (state_.load() != State::kNew) {
+    return absl::FailedPreconditionError(
+        "grain types must be added before the silo starts");
+  }
+  std::string name(info.interface->type_name);
+  if (types_.contains(name)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("grain type ", name, " is already registered"));
+  }
+  auto entry = std::make_unique<GrainTypeEntry>();
+  entry->info = &info;
+  entry->factory = std::move(factory);
+  entry->idle_timeout = info.interface->idle_timeout_s > 0
+                            ? absl::Seconds(info.interface->idle_timeout_s)
+                            : options_.default_idle_timeout;
+  types_.emplace(std::move(name), std::move(entry));
+  return absl::OkStatus();
+}
+
+absl::Status Silo::Start() {
+  State expected = State::kNew;
+  if (!state_.compare_exchange_strong(expected, State::kRunning)) {
+    return absl::FailedPreconditionError("silo already started");
+  }
+  GRANARY_RETURN_IF_ERROR(timers_.Start());
+  GRANARY_RETURN_IF_ERROR(scheduler_.Start());
+  timers_.Schedule(collector_.get(),
+                   clock_->Now() + options_.collection_period);
+  GRANARY_LOG(kInfo) << "silo=" << options_.name << " started workers="
+                     << scheduler_.workers() << " grain_types="
+                     << types_.size();
+  return absl::OkStatus();
+}
+
+void Silo::Stop() {
+  State expected = State::kRunning;
+  if (!state_.compare_exchange_strong(expected, State::kStopping)) {
+    if (expected == State::kNew) state_.store(State::kStopped);
+    return;
+  }
+  // 1. Deactivate every activation (OnDeactivate runs); no new ones start.
+  catalog_.ForEach([](Activation* a) { a->RequestShutdown(); });
+  const absl::Time give_up = absl::Now() + options_.shutdown_timeout;
+  {
+    absl::MutexLock lock(&gone_mu_);
+    while (catalog_.size() > 0) {
+      if (gone_cv_.WaitWithDeadline(&gone_mu_, give_up)) break;
+    }
+  }
+  // 2. Stop timers and workers.
+  timers_.Cancel(collector_.get());
+  timers_.Stop();
+  scheduler_.Stop();
+  // 3. Whatever did not deactivate in time is abandoned.
+  std::vector<Activation*> stuck = catalog_.TakeAll();
+  if (!stuck.empty()) {
+    GRANARY_LOG(kWarning) << "silo=" << options_.name << " abandoning "
+                          << stuck.size()
+                          << " activations that did not deactivate in time";
+  }
+  const absl::Status unavailable = absl::UnavailableError(
+      absl::StrCat("silo ", options_.name, " shut down"));
+  for (Activation* a : stuck) a->Abandon(unavailable);
+  for (Activation* a : stuck) delete a;
+  state_.store(State::kStopped);
+  GRANARY_LOG(kInfo) << "silo=" << options_.name << " stopped";
+}
+
+const GrainTypeEntry* Silo::FindType(absl::string_view type) const {
+  auto it = types_.find(type);
+  return it == types_.end() ? nullptr : it->second.get();
+}
+
+void Silo::Invoke(CallBase* call) {
+  CallRef hold(call);  // the reference Invoke was given
+  const GrainTypeEntry* type = FindType(call->target().type());
+  if (type == nullptr) {
+    call->Fail(absl::UnimplementedError(absl::StrCat(
+        "unknown grain type ", call->target().type(), " (silo ",
+        options_.name, " hosts no such type)")));
+    return;
+  }
+  if (call->method() >= type->info->interface->method_count) {
+    call->Fail(absl::UnimplementedError(
+        absl::StrCat("grain type ", call->target().type(), " has no method #",
+                     call->method())));
+    return;
+  }
+  if (state_.load(std::memory_order_acquire) != State::kRunning &&
+      state_.load(std::memory_order_acquire) != State::kStopping) {
+    call->Fail(absl::UnavailableError(
+        absl::StrCat("silo ", options_.name, " is not running")));
+    return;
+  }
+  if (!call->one_way()) {
+    call->set_deadline(clock_->Now() + call->timeout());
+    call->ArmDeadline(&timers_);
+  }
+  call->AddRef();  // handed to the activation
+  Deliver(call, type);
+}
+
+void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
+  const bool delivered = catalog_.PostOrCreate(
+      call->target(), call, [&]() -> Activation* {
+        if (stopping()) return nullptr;
+        const uint64_t activation_id =
+            next_activation_id_.fetch_add(1, std::memory_order_relaxed);
+        directory::ActivationAddress mine{
+            placement_->Place(call->target(), *type->info->interface),
+            activation_id};
+        absl::StatusOr<directory::ActivationAddress> winner =
+            directory_->RegisterIfAbsent(call->target(), mine);
+        if (winner.ok() && !(*winner == mine)) {
+          // A single silo registers under the catalog lock, so another
+          // winner means a stale entry of a gone activation: replace it.
+          (void)directory_->Unregister(call->target(), *winner);
+          winner = directory_->RegisterIfAbsent(call->target(), mine);
+        }
+        return new Activation(this, type, call->target(), activation_id);
+      });
+  if (!delivered) {
+    call->Fail(absl::UnavailableError(absl::StrCat(
+        "silo ", options_.name, " is shutting down; ",
+        call->target().ToString(), " cannot be activated")));
+    call->Release();
+  }
+}
+
+void Silo::Reroute(CallBase* call) {
+  const GrainTypeEntry* type = FindType(call->target().type());
+  Deliver(call, type);
+}
+
+void Silo::OnActivationGone(Activation*) {
+  if (stopping()) {
+    absl::MutexLock lock(&gone_mu_);
+    gone_cv_.SignalAll();
+  }
+}
+
+void Silo::CollectIdle() {
+  const absl::Time now = clock_->Now();
+  catalog_.ForEach([now](Activation* a) { a->MaybeCollect(now); });
+  if (!stopping()) {
+    timers_.Schedule(collector_.get(), now + options_.collection_period);
+  }
+}
+
+namespace {
+
+struct SerializedCall {
+  Silo::SerializedDone done;
+};
+
+void SerializedCallDone(void* ctx, CallBase* call) {
+  std::unique_ptr<SerializedCall> c(static_cast<SerializedCall*>(ctx));
+  if (!call->status().ok()) {
+    c->done(call->status());
+    return;
+  }
+  std::string out;
+  if (!call->reply().SerializeToString(&out)) {
+    c->done(absl::InternalError("reply failed to serialize"));
+    return;
+  }
+  c->done(std::move(out));
+}
+
+}  // namespace
+
+void Silo::InvokeSerialized(absl::string_view type_name, std::string key,
+                            absl::string_view method_name,
+                            absl::string_view payload, CallOptions options,
+                            SerializedDone done) {
+  const GrainTypeEntry* type = FindType(type_name);
+  if (type == nullptr) {
+    done(absl::UnimplementedError(
+        absl::StrCat("unknown grain type ", type_name)));
+    return;
+  }
+  const InterfaceInfo& iface = *type->info->interface;
+  const MethodInfo* method = iface.FindMethod(method_name);
+  if (method == nullptr) {
+    done(absl::UnimplementedError(absl::StrCat(
+        "grain type ", type_name, " has no method ", method_name)));
+    return;
+  }
+  CallBase* call = method->new_call(GrainId(iface.type_name, std::move(key)));
+  if (!call->request().ParseFromArray(payload.data(),
+                                      static_cast<int>(payload.size()))) {
+    call->Release();
+    done(absl::InvalidArgumentError(absl::StrCat(
+        "payload is not a valid ", call->request().GetTypeName(),
+        " for ", method->full_name)));
+    return;
+  }
+  call->set_timeout(options.timeout);
+  call->set_request_context(RequestContext{NewChainId()});
+  if (method->one_way) {
+    Invoke(call);
+    done(std::string());
+    return;
+  }
+  call->SetDoneCallback(&SerializedCallDone,
+                        new SerializedCall{std::move(done)});
+  Invoke(call);
+}
+
+absl::StatusOr<std::string> Silo::CallSerialized(absl::string_view type,
+                                                 std::string key,
+                                                 absl::string_view method,
+                                                 absl::string_view payload,
+                                                 CallOptions options) {
+  absl::Notification ready;
+  absl::StatusOr<std::string> result;
+  InvokeSerialized(type, std::move(key), method, payload, options,
+                   [&](absl::StatusOr<std::string> r) {
+                     result = std::move(r);
+                     ready.Notify();
+                   });
+  ready.WaitForNotification();
+  return result;
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,160 @@
+// File: silo/silo.h
+// -----------------------------------------------------------------------------
+// A silo: hosts activations of the grain types registered with it, runs them
+// on a worker pool, and routes calls to them.
+//
+//   granary::silo::SiloOptions options;
+//   options.workers = 2;
+//   granary::silo::Silo silo(options);
+//   silo.AddGrain<CounterGrain>();          // derives from CounterGrainBase
+//   GRANARY_RETURN_IF_ERROR(silo.Start());
+//   auto counter = silo.Get<CounterRef>("alice");
+//   absl::StatusOr<CounterValue> v = counter.Add(req).Get();
+//   silo.Stop();
+//
+// Lifecycle: New --Start()--> Running --Stop()--> Stopping --> Stopped.
+// Stop() asks every activation to deactivate (OnDeactivate runs), waits up to
+// `shutdown_timeout` for them, stops timers and workers, then fails whatever
+// is still queued with UNAVAILABLE. Stop() is idempotent and also runs from
+// the destructor.
+//
+// Threading: AddGrain before Start; everything else is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/call.h"
+#include "core/clock.h"
+#include "core/timer_queue.h"
+#include "directory/grain_directory.h"
+#include "silo/activation.h"
+#include "silo/catalog.h"
+#include "silo/grain.h"
+#include "silo/placement.h"
+#include "silo/scheduler.h"
+
+namespace granary::silo {
+
+struct SiloOptions {
+  // The silo's identity, reported to grains (SiloName()) and in logs.
+  std::string name = "silo";
+  // Worker threads; 0 means the number of hardware threads.
+  int workers = 0;
+  // Messages one activation may process per scheduling before the worker
+  // moves on to another activation.
+  int turn_budget = 64;
+  // Time source; nullptr means the system clock. Tests pass a FakeClock.
+  Clock* clock = nullptr;
+  // Idle timeout of grain types that do not set idle_timeout_s.
+  absl::Duration default_idle_timeout = absl::Minutes(10);
+  // How often the idle collector looks for idle activations.
+  absl::Duration collection_period = absl::Seconds(1);
+  // How long Stop() waits for activations to deactivate.
+  absl::Duration shutdown_timeout = absl::Seconds(10);
+};
+
+class Silo final : public CallInvoker {
+ public:
+  explicit Silo(SiloOptions options = {});
+  ~Silo() override;
+  Silo(const Silo&) = delete;
+  Silo& operator=(const Silo&) = delete;
+
+  // Registers grain implementation GrainT (deriving from a generated
+  // XGrainBase), constructed with `factory()` or default-constructed.
+  template <typename GrainT>
+  absl::Status AddGrain() {
+    return AddGrainType(GrainT::ClassInfo(),
+                        [] { return std::make_unique<GrainT>(); });
+  }
+  template <typename GrainT, typename Factory>
+  absl::Status AddGrain(Factory factory) {
+    return AddGrainType(GrainT::ClassInfo(),
+                        [f = std::move(factory)]() -> std::unique_ptr<Grain> {
+                          return f();
+                        });
+  }
+  absl::Status AddGrainType(const GrainClassInfo& info,
+                            std::function<std::unique_ptr<Grain>()> factory);
+
+  absl::Status Start();
+  void Stop();
+
+  // A reference to grain `key` of RefT's type, calling through this silo.
+  template <typename RefT>
+  RefT Get(std::string key) {
+    return RefT(this, std::move(key));
+  }
+
+  // CallInvoker.
+  void Invoke(CallBase* call) override;
+
+  // Calls `method` of grain `type`/`key` with a serialized request; `done`
+  // gets the serialized reply or the error (UNIMPLEMENTED for an unknown type
+  // or method, INVALID_ARGUMENT for a payload that does not parse). For a
+  // one-way method `done` gets an empty reply once the call is accepted. The
+  // generic path of gateways and tools.
+  using SerializedDone = std::function<void(absl::StatusOr<std::string>)>;
+  void InvokeSerialized(absl::string_view type, std::string key,
+                        absl::string_view method, absl::string_view payload,
+                        CallOptions options, SerializedDone done);
+  // Blocking form of InvokeSerialized, for tools and tests.
+  absl::StatusOr<std::string> CallSerialized(absl::string_view type,
+                                             std::string key,
+                                             absl::string_view method,
+                                             absl::string_view payload,
+                                             CallOptions options = {});
+
+  size_t ActivationCount() const { return catalog_.size(); }
+  const SiloOptions& options() const { return options_; }
+  const std::string& name() const { return options_.name; }
+  Clock* clock() const { return clock_; }
+  bool stopping() const {
+    return state_.load(std::memory_order_acquire) >= State::kStopping;
+  }
+
+  // --- runtime internals (activations) ------------------------------------
+  TimerQueue& timers() { return timers_; }
+  Scheduler& scheduler() { return scheduler_; }
+  Catalog& catalog() { return catalog_; }
+  directory::GrainDirectory& directory() { return *directory_; }
+  // Routes a call again after the activation that held it went away.
+  void Reroute(CallBase* call);
+  // An activation left the catalog.
+  void OnActivationGone(Activation* a);
+
+ private:
+  enum class State : int { kNew, kRunning, kStopping, kStopped };
+  class IdleCollector;
+
+  const GrainTypeEntry* FindType(absl::string_view type) const;
+  void Deliver(CallBase* call, const GrainTypeEntry* type);
+  void CollectIdle();
+
+  SiloOptions options_;
+  Clock* const clock_;
+  std::atomic<State> state_{State::kNew};
+  absl::flat_hash_map<std::string, std::unique_ptr<GrainTypeEntry>> types_;
+  std::unique_ptr<directory::GrainDirectory> directory_;
+  std::unique_ptr<PlacementDirector> placement_;
+  TimerQueue timers_;
+  Scheduler scheduler_;
+  Catalog catalog_;
+  std::unique_ptr<IdleCollector> collector_;
+  std::atomic<uint64_t> next_activation_id_{1};
+
+  absl::Mutex gone_mu_;
+  absl::CondVar gone_cv_;
+};
+
+}  // namespace granary::silo
