@@ -76,13 +76,12 @@ bool Activation::Eligible(Message* m) const {
 }
 
 Message* Activation::NextMessage() {
-  if (!responses_.empty() || waiting_.empty()) DrainMailbox();
+  DrainMailbox();
   if (!responses_.empty()) {
     Message* m = responses_.front();
     responses_.pop_front();
     return m;
   }
-  if (waiting_.empty()) DrainMailbox();
   for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
     if (Eligible(*it)) {
       Message* m = *it;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "core/log.h"
+#include "core/process.h"
 #include "directory/local_grain_directory.h"
 
 namespace granary::silo {
@@ -37,6 +38,7 @@ Silo::Silo(SiloOptions options)
       timers_(clock_),
       scheduler_(DefaultWorkers(options_.workers)),
       collector_(std::make_unique<IdleCollector>(this)) {
+  InitProcess();
   if (options_.turn_budget < 1) options_.turn_budget = 1;
 }
 
@@ -236,10 +238,11 @@ void Silo::InvokeSerialized(absl::string_view type_name, std::string key,
   CallBase* call = method->new_call(GrainId(iface.type_name, std::move(key)));
   if (!call->request().ParseFromArray(payload.data(),
                                       static_cast<int>(payload.size()))) {
+    absl::Status error = absl::InvalidArgumentError(
+        absl::StrCat("payload is not a valid ", call->request().GetTypeName(),
+                     " for ", method->full_name));
     call->Release();
-    done(absl::InvalidArgumentError(absl::StrCat(
-        "payload is not a valid ", call->request().GetTypeName(),
-        " for ", method->full_name)));
+    done(std::move(error));
     return;
   }
   call->set_timeout(options.timeout);

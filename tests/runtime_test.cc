@@ -1,0 +1,351 @@
+// Runtime behaviour in one process: turns, single activation, reentrancy,
+// deadlines, idle collection, timers and errors. Time is a FakeClock; tests
+// wait for events, never for wall-clock time.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "core/detach.h"
+#include "examples/counter_grain.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "silo/silo.h"
+#include "tests/test_grains.h"
+
+namespace granary::testing {
+namespace {
+
+using ::granary::examples::AddRequest;
+using ::granary::examples::CounterRef;
+using ::granary::examples::CounterValue;
+using ::granary::examples::GetRequest;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Text MakeText(std::string s) {
+  Text t;
+  t.set_text(std::move(s));
+  return t;
+}
+
+AddRequest Amount(int64_t n) {
+  AddRequest r;
+  r.set_amount(n);
+  return r;
+}
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartSilo(2); }
+  void TearDown() override { silo_->Stop(); }
+
+  void StartSilo(int workers) {
+    silo::SiloOptions options;
+    options.name = "test-silo";
+    options.workers = workers;
+    options.clock = &clock_;
+    options.shutdown_timeout = absl::Seconds(2);
+    silo_ = std::make_unique<silo::Silo>(options);
+    ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
+    ASSERT_TRUE(silo_->Start().ok());
+  }
+
+  FakeClock clock_;
+  TestState state_;
+  std::unique_ptr<silo::Silo> silo_;
+};
+
+TEST_F(RuntimeTest, CounterAddGetAndOneWayBump) {
+  auto counter = silo_->Get<CounterRef>("alice");
+  EXPECT_EQ(counter.Add(Amount(5)).Get()->value(), 5);
+  EXPECT_EQ(counter.Add(Amount(2)).Get()->value(), 7);
+  counter.Bump(Amount(10));
+  // Bump and Get come from one sender, so the mailbox keeps their order.
+  EXPECT_EQ(counter.Get(GetRequest()).Get()->value(), 17);
+  EXPECT_EQ(silo_->ActivationCount(), 1u);
+}
+
+TEST_F(RuntimeTest, TurnIsolationFromManyOutsideThreads) {
+  constexpr int kThreads = 64;
+  constexpr int kTotal = 100000;
+  auto counter = silo_->Get<CounterRef>("shared");
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    const int n = kTotal / kThreads + (t < kTotal % kThreads ? 1 : 0);
+    threads.emplace_back([counter, n] {
+      for (int i = 0; i < n; ++i) {
+        ASSERT_TRUE(counter.Add(Amount(1)).Get().ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(counter.Get(GetRequest()).Get()->value(), kTotal);
+}
+
+TEST_F(RuntimeTest, TurnIsolationFromGrainsOnAllWorkers) {
+  constexpr int kDrivers = 64;
+  constexpr int kPerDriver = 100000 / kDrivers;  // 1562
+  std::atomic<int> done{0};
+  absl::Notification all_done;
+  for (int d = 0; d < kDrivers; ++d) {
+    AddManyRequest r;
+    r.set_counter("from-grains");
+    r.set_count(kPerDriver);
+    Detach(silo_->Get<DriverRef>("driver-" + std::to_string(d)).AddMany(r),
+           [&](absl::StatusOr<Text> t) {
+             EXPECT_TRUE(t.ok()) << t.status();
+             if (done.fetch_add(1) + 1 == kDrivers) all_done.Notify();
+           });
+  }
+  all_done.WaitForNotification();
+  EXPECT_EQ(silo_->Get<CounterRef>("from-grains").Get(GetRequest()).Get()->value(),
+            kDrivers * kPerDriver);
+}
+
+TEST_F(RuntimeTest, SingleActivationUnderContention) {
+  constexpr int kCalls = 10000;
+  constexpr int kKeys = 100;
+  std::atomic<int> done{0};
+  std::atomic<int> failed{0};
+  absl::Notification all_done;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kCalls; i += 4) {
+        Detach(silo_->Get<LifecycleRef>("fresh-" + std::to_string(i % kKeys))
+                   .Touch(MakeText("x")),
+               [&](absl::StatusOr<Text> r) {
+                 if (!r.ok()) failed.fetch_add(1);
+                 if (done.fetch_add(1) + 1 == kCalls) all_done.Notify();
+               });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  all_done.WaitForNotification();
+  EXPECT_EQ(failed.load(), 0);
+  absl::MutexLock lock(&state_.mu);
+  int total = 0;
+  for (const auto& [key, n] : state_.activations) {
+    EXPECT_EQ(n, 1) << key;
+    total += n;
+  }
+  EXPECT_EQ(total, kKeys);
+  EXPECT_EQ(state_.activations.size(), static_cast<size_t>(kKeys));
+}
+
+TEST_F(RuntimeTest, CallChainReentersNonReentrantGrain) {
+  PeerRequest r;
+  r.set_peer("b");
+  absl::StatusOr<Text> reply =
+      silo_->Get<TurnsRef>("a").CallPeer(r, CallOptions{absl::Seconds(30)}).Get();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->text(), "peer said callback leaf from b");
+}
+
+TEST_F(RuntimeTest, RequestOutsideTheChainWaitsForTheTurnToEnd) {
+  auto grain = silo_->Get<TurnsRef>("blocker");
+  absl::Notification block_done, leaf_done;
+  Detach(grain.Block(MakeText("")), [&](absl::StatusOr<Text>) { block_done.Notify(); });
+  ASSERT_TRUE(state_.WaitForLog("block-start"));
+  Detach(grain.Leaf(MakeText("")), [&](absl::StatusOr<Text>) { leaf_done.Notify(); });
+  // Leaf is queued ahead of Release; it must still wait for Block's turn.
+  ASSERT_TRUE(grain.Release(MakeText("")).Get().ok());
+  block_done.WaitForNotification();
+  leaf_done.WaitForNotification();
+  EXPECT_THAT(state_.Log(),
+              ElementsAre("block-start", "release", "block-done", "leaf"));
+}
+
+TEST_F(RuntimeTest, ReadOnlyRequestsInterleaveOnlyWithEachOther) {
+  auto grain = silo_->Get<TurnsRef>("reader");
+  absl::Notification readblock_done, write_done;
+  Detach(grain.ReadBlock(MakeText("")),
+         [&](absl::StatusOr<Text>) { readblock_done.Notify(); });
+  ASSERT_TRUE(state_.WaitForLog("readblock-start"));
+  // A read-only request runs while the read-only ReadBlock is suspended.
+  ASSERT_TRUE(grain.Read(MakeText("")).Get().ok());
+  // A write waits until ReadBlock finishes.
+  Detach(grain.Write(MakeText("")), [&](absl::StatusOr<Text>) { write_done.Notify(); });
+  ASSERT_TRUE(grain.Release(MakeText("")).Get().ok());
+  readblock_done.WaitForNotification();
+  write_done.WaitForNotification();
+  EXPECT_THAT(state_.Log(), ElementsAre("readblock-start", "read", "release",
+                                        "readblock-done", "write"));
+}
+
+TEST_F(RuntimeTest, DeadlineExceededWhenGrainNeverReplies) {
+  absl::Notification failed;
+  absl::Status status;
+  Detach(silo_->Get<ProbeRef>("hung").Hang(MakeText(""), CallOptions{absl::Seconds(5)}),
+         [&](absl::StatusOr<Text> r) {
+           status = r.status();
+           failed.Notify();
+         });
+  ASSERT_TRUE(state_.WaitForLog("hang-start:hung"));
+  clock_.Advance(absl::Seconds(6));
+  failed.WaitForNotification();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(status.message(), HasSubstr("unknown"));
+  // The silo stays healthy.
+  EXPECT_EQ(silo_->Get<ProbeRef>("other").Echo(MakeText("ok")).Get()->text(), "ok");
+  EXPECT_EQ(silo_->Get<CounterRef>("c").Add(Amount(1)).Get()->value(), 1);
+}
+
+TEST_F(RuntimeTest, IdleGrainIsCollectedBusyOneIsNot) {
+  auto idle = silo_->Get<LifecycleRef>("idle");
+  auto busy = silo_->Get<LifecycleRef>("busy");
+  ASSERT_TRUE(idle.Touch(MakeText("")).Get().ok());
+  ASSERT_TRUE(busy.Touch(MakeText("")).Get().ok());
+  clock_.Advance(absl::Seconds(40));
+  ASSERT_TRUE(busy.Touch(MakeText("")).Get().ok());
+  clock_.Advance(absl::Seconds(30));  // idle: 70 s > 60 s; busy: 30 s
+  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return state_.deactivations["idle"] == 1;
+  }));
+  {
+    absl::MutexLock lock(&state_.mu);
+    EXPECT_EQ(state_.deactivations["busy"], 0);
+  }
+  // A call after deactivation activates the grain again.
+  ASSERT_TRUE(idle.Touch(MakeText("")).Get().ok());
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_EQ(state_.activations["idle"], 2);
+  EXPECT_EQ(state_.activations["busy"], 1);
+}
+
+TEST_F(RuntimeTest, DeactivateOnIdleThenReactivate) {
+  auto grain = silo_->Get<LifecycleRef>("explicit");
+  ASSERT_TRUE(grain.Deactivate(MakeText("")).Get().ok());
+  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return state_.deactivations["explicit"] == 1;
+  }));
+  ASSERT_TRUE(grain.Touch(MakeText("")).Get().ok());
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_EQ(state_.activations["explicit"], 2);
+}
+
+TEST_F(RuntimeTest, TimerTicksAreTurnsThatNeverOverlapAndStopOnDeactivation) {
+  auto grain = silo_->Get<LifecycleRef>("ticker");
+  const size_t timers_before = silo_->timers().size();
+  TimerRequest start;
+  start.set_period_ms(1000);
+  ASSERT_TRUE(grain.StartTimer(start).Get().ok());
+  for (int i = 1; i <= 5; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    // Requests arriving while a tick is suspended must wait for it.
+    for (int j = 0; j < 10; ++j) grain.Touch(MakeText("")).Get().IgnoreError();
+    ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return state_.ticks >= i;
+    }));
+    // A request runs only after the tick's turn ended, and the timer is
+    // re-armed as that turn ends: once Stats answers, the next Advance fires.
+    ASSERT_TRUE(grain.Stats(MakeText("")).Get().ok());
+  }
+  TimerStats stats = *grain.Stats(MakeText("")).Get();
+  EXPECT_EQ(stats.ticks(), 5);
+  EXPECT_EQ(stats.overlaps(), 0);
+
+  ASSERT_TRUE(grain.Deactivate(MakeText("")).Get().ok());
+  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return state_.deactivations["ticker"] == 1;
+  }));
+  // The grain's timer left the timer queue with the activation.
+  EXPECT_EQ(silo_->timers().size(), timers_before);
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_EQ(silo_->Get<ProbeRef>("barrier").Echo(MakeText("")).Get()->text(), "");
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_EQ(state_.ticks, 5);
+  EXPECT_EQ(state_.activations["ticker"], 1);
+}
+
+TEST_F(RuntimeTest, ThrowingMethodYieldsInternalWithMessage) {
+  ThrowRequest r;
+  r.set_message("kaboom");
+  absl::StatusOr<Text> reply = silo_->Get<ProbeRef>("thrower").Throw(r).Get();
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(reply.status().message(), HasSubstr("kaboom"));
+  // The grain chose its status.
+  r.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  reply = silo_->Get<ProbeRef>("thrower").Throw(r).Get();
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kFailedPrecondition);
+  // The activation survives its exceptions.
+  EXPECT_EQ(silo_->Get<ProbeRef>("thrower").Echo(MakeText("still here")).Get()->text(),
+            "still here");
+}
+
+TEST_F(RuntimeTest, UnknownMethodTypeAndMalformedPayload) {
+  std::string payload = MakeText("x").SerializeAsString();
+  auto r = silo_->CallSerialized("granary.testing.Probe", "k", "NoSuchMethod", payload);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(r.status().message(), HasSubstr("NoSuchMethod"));
+
+  r = silo_->CallSerialized("granary.testing.NoSuchType", "k", "Echo", payload);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(r.status().message(), HasSubstr("granary.testing.NoSuchType"));
+
+  r = silo_->CallSerialized("granary.testing.Probe", "k", "Echo", "\xff\xff\xff");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+
+  r = silo_->CallSerialized("granary.testing.Probe", "k", "Echo", payload);
+  ASSERT_TRUE(r.ok()) << r.status();
+  Text reply;
+  ASSERT_TRUE(reply.ParseFromString(*r));
+  EXPECT_EQ(reply.text(), "x");
+
+  // A grain type this silo does not host, through a typed reference.
+  absl::StatusOr<Text> unhosted =
+      silo_->Get<UnhostedRef>("k").Echo(MakeText("x")).Get();
+  EXPECT_EQ(unhosted.status().code(), absl::StatusCode::kUnimplemented);
+
+  // A reference with no runtime at all, used outside grain code.
+  absl::StatusOr<Text> orphan = ProbeRef("k").Echo(MakeText("x")).Get();
+  EXPECT_EQ(orphan.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RuntimeTest, StopDeactivatesGrainsAndRefusesNewCalls) {
+  ASSERT_TRUE(silo_->Get<LifecycleRef>("s1").Touch(MakeText("")).Get().ok());
+  ASSERT_TRUE(silo_->Get<LifecycleRef>("s2").Touch(MakeText("")).Get().ok());
+  silo_->Stop();
+  {
+    absl::MutexLock lock(&state_.mu);
+    EXPECT_EQ(state_.deactivations["s1"], 1);
+    EXPECT_EQ(state_.deactivations["s2"], 1);
+  }
+  EXPECT_EQ(silo_->ActivationCount(), 0u);
+  auto after = silo_->Get<LifecycleRef>("s3").Touch(MakeText("")).Get();
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable);
+  silo_->Stop();  // idempotent
+}
+
+TEST(SiloTest, RejectsDuplicateTypesAndLateRegistration) {
+  silo::Silo silo;
+  EXPECT_TRUE(silo.AddGrain<examples::CounterGrain>().ok());
+  EXPECT_EQ(silo.AddGrain<examples::CounterGrain>().code(),
+            absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(silo.Start().ok());
+  EXPECT_EQ(silo.Start().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(silo.AddGrain<examples::PingGrain>().code(),
+            absl::StatusCode::kFailedPrecondition);
+  silo.Stop();
+}
+
+TEST(SiloTest, SingleWorkerWithTurnBudgetOneStillCompletesChains) {
+  silo::SiloOptions options;
+  options.workers = 1;
+  options.turn_budget = 1;
+  silo::Silo silo(options);
+  TestState state;
+  ASSERT_TRUE(AddTestGrains(silo, &state).ok());
+  ASSERT_TRUE(silo.Start().ok());
+  PeerRequest r;
+  r.set_peer("y");
+  EXPECT_TRUE(silo.Get<TurnsRef>("x").CallPeer(r).Get().ok());
+  silo.Stop();
+}
+
+}  // namespace
+}  // namespace granary::testing

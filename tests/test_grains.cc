@@ -1,0 +1,167 @@
+#include "tests/test_grains.h"
+
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+#include "examples/counter_grain.h"
+
+namespace granary::testing {
+namespace {
+
+Text MakeText(std::string s) {
+  Text t;
+  t.set_text(std::move(s));
+  return t;
+}
+
+class ProbeGrain final : public ProbeGrainBase {
+ public:
+  explicit ProbeGrain(TestState* state) : state_(state) {}
+  Task<Text> Echo(const Text& r) override { co_return MakeText(r.text()); }
+  Task<Text> Hang(const Text& r) override {
+    state_->Record("hang-start:" + GetGrainId().key());
+    co_await never_;
+    co_return MakeText("unreachable");
+  }
+  Task<Text> Throw(const ThrowRequest& r) override {
+    if (r.code() == 0) throw std::runtime_error(r.message());
+    throw StatusError(
+        absl::Status(static_cast<absl::StatusCode>(r.code()), r.message()));
+    co_return Text();
+  }
+
+ private:
+  TestState* state_;
+  GrainEvent never_;
+};
+
+class TurnsGrain final : public TurnsGrainBase {
+ public:
+  explicit TurnsGrain(TestState* state) : state_(state) {}
+
+  Task<Text> CallPeer(const PeerRequest& r) override {
+    PeerRequest back;
+    back.set_peer(GetGrainId().key());
+    Text t = co_await GetGrain<TurnsRef>(r.peer()).CallBack(back);
+    co_return MakeText("peer said " + t.text());
+  }
+  Task<Text> CallBack(const PeerRequest& r) override {
+    Text t = co_await GetGrain<TurnsRef>(r.peer()).Leaf(MakeText("from " + GetGrainId().key()));
+    co_return MakeText("callback " + t.text());
+  }
+  Task<Text> Leaf(const Text& r) override {
+    state_->Record("leaf");
+    co_return MakeText("leaf " + r.text());
+  }
+  Task<Text> Block(const Text&) override {
+    state_->Record("block-start");
+    co_await released_;
+    state_->Record("block-done");
+    co_return MakeText("unblocked");
+  }
+  Task<Text> Release(const Text&) override {
+    state_->Record("release");
+    released_.Set();
+    read_released_.Set();
+    co_return MakeText("released");
+  }
+  Task<Text> ReadBlock(const Text&) override {
+    state_->Record("readblock-start");
+    co_await read_released_;
+    state_->Record("readblock-done");
+    co_return MakeText("read unblocked");
+  }
+  Task<Text> Read(const Text&) override {
+    state_->Record("read");
+    co_return MakeText("read");
+  }
+  Task<Text> Write(const Text&) override {
+    state_->Record("write");
+    co_return MakeText("write");
+  }
+
+ private:
+  TestState* state_;
+  GrainEvent released_;
+  GrainEvent read_released_;
+};
+
+class LifecycleGrain final : public LifecycleGrainBase {
+ public:
+  explicit LifecycleGrain(TestState* state) : state_(state) {}
+
+  Task<void> OnActivate() override {
+    absl::MutexLock lock(&state_->mu);
+    ++state_->activations[GetGrainId().key()];
+    co_return;
+  }
+  Task<void> OnDeactivate() override {
+    absl::MutexLock lock(&state_->mu);
+    ++state_->deactivations[GetGrainId().key()];
+    co_return;
+  }
+  Task<Text> Touch(const Text& r) override {
+    if (busy_) ++overlaps_;
+    co_return MakeText(r.text());
+  }
+  Task<Text> StartTimer(const TimerRequest& r) override {
+    RegisterTimer([this]() { return Tick(); },
+                  absl::Milliseconds(r.period_ms()),
+                  absl::Milliseconds(r.period_ms()));
+    co_return MakeText("started");
+  }
+  Task<TimerStats> Stats(const Text&) override {
+    TimerStats s;
+    s.set_ticks(ticks_);
+    s.set_overlaps(overlaps_);
+    co_return s;
+  }
+  Task<Text> Deactivate(const Text&) override {
+    DeactivateOnIdle();
+    co_return MakeText("bye");
+  }
+
+ private:
+  Task<void> Tick() {
+    if (busy_) ++overlaps_;
+    busy_ = true;
+    ++ticks_;
+    // Suspend mid-tick: requests and later ticks must wait for this turn.
+    co_await GetGrain<ProbeRef>("tick-probe").Echo(MakeText("tick"));
+    busy_ = false;
+    absl::MutexLock lock(&state_->mu);
+    ++state_->ticks;
+  }
+
+  TestState* state_;
+  bool busy_ = false;
+  int64_t ticks_ = 0;
+  int64_t overlaps_ = 0;
+};
+
+class DriverGrain final : public DriverGrainBase {
+ public:
+  Task<Text> AddMany(const AddManyRequest& r) override {
+    auto counter = GetGrain<examples::CounterRef>(r.counter());
+    examples::AddRequest add;
+    add.set_amount(1);
+    for (int64_t i = 0; i < r.count(); ++i) co_await counter.Add(add);
+    co_return MakeText("done");
+  }
+};
+
+}  // namespace
+
+absl::Status AddTestGrains(silo::Silo& silo, TestState* state) {
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<ProbeGrain>(
+      [state] { return std::make_unique<ProbeGrain>(state); }));
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<TurnsGrain>(
+      [state] { return std::make_unique<TurnsGrain>(state); }));
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<LifecycleGrain>(
+      [state] { return std::make_unique<LifecycleGrain>(state); }));
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<DriverGrain>());
+  GRANARY_RETURN_IF_ERROR(examples::AddExampleGrains(silo));
+  return absl::OkStatus();
+}
+
+}  // namespace granary::testing

@@ -1,0 +1,52 @@
+// Grains for the runtime tests, and the state they report into. Tests wait
+// on that state (absl::Mutex::Await with a generous limit), never on sleeps.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "silo/silo.h"
+#include "tests/test_grains.grain.h"
+
+namespace granary::testing {
+
+struct TestState {
+  absl::Mutex mu;
+  std::vector<std::string> log ABSL_GUARDED_BY(mu);
+  std::map<std::string, int> activations ABSL_GUARDED_BY(mu);
+  std::map<std::string, int> deactivations ABSL_GUARDED_BY(mu);
+  int ticks ABSL_GUARDED_BY(mu) = 0;
+
+  void Record(std::string entry) {
+    absl::MutexLock lock(&mu);
+    log.push_back(std::move(entry));
+  }
+  std::vector<std::string> Log() {
+    absl::MutexLock lock(&mu);
+    return log;
+  }
+  // Waits until `pred()` holds (evaluated under mu); false after 60 s, which
+  // only a broken runtime reaches.
+  template <typename Pred>
+  bool WaitUntil(Pred pred) {
+    absl::MutexLock lock(&mu);
+    return mu.AwaitWithTimeout(absl::Condition(&pred), absl::Seconds(60));
+  }
+  bool WaitForLog(const std::string& entry) {
+    return WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      for (const auto& e : log) {
+        if (e == entry) return true;
+      }
+      return false;
+    });
+  }
+};
+
+// Registers every test grain (and the example Counter) with `silo`.
+absl::Status AddTestGrains(silo::Silo& silo, TestState* state);
+
+}  // namespace granary::testing
