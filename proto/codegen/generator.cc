@@ -54,10 +54,11 @@ const std::set<std::string>& ReservedNames() {
   return *names;
 }
 
+// protoc prefixes generator errors with the file name.
 std::string Where(const pb::FileDescriptor* file,
                   const pb::ServiceDescriptor* service,
                   const pb::MethodDescriptor* method = nullptr) {
-  std::string s = absl::StrCat(file->name(), ": service ", service->full_name());
+  std::string s = absl::StrCat("service ", service->full_name());
   if (method != nullptr) absl::StrAppend(&s, ", method ", method->name());
   return s;
 }

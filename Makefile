@@ -1,0 +1,44 @@
+# Granary: `make run` and `make test` work on a fresh Debian 12 machine as root.
+BUILD ?= build
+GENERATOR ?= Ninja
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build run test test-asan test-tsan bench-quick clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -G $(GENERATOR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
+
+build: configure
+	@cmake --build $(BUILD)
+
+# Until the gateway exists, `run` shows the runtime working: a short hosted
+# benchmark of every scenario, printing one RESULT line per round.
+run: build
+	$(BUILD)/bin/granary-bench --hosted --rounds=5 --scale=0.2
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure
+
+# AddressSanitizer + UndefinedBehaviorSanitizer (Debug).
+test-asan: deps
+	@cmake --preset asan > /dev/null
+	@cmake --build build-asan
+	cd build-asan && ctest --output-on-failure
+
+# ThreadSanitizer: the runtime is concurrent; run it before calling
+# scheduler or messaging work done.
+test-tsan: deps
+	@cmake --preset tsan > /dev/null
+	@cmake --build build-tsan
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure
+
+bench-quick: build
+	$(BUILD)/bin/granary-bench --hosted --rounds=5 --scale=0.5
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

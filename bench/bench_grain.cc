@@ -1,0 +1,148 @@
+#include "bench/bench_grain.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "bench/stats.h"
+#include "silo/silo.h"
+
+namespace granary::bench {
+
+void BenchStats::OnActivate() {
+  absl::MutexLock lock(&mu_);
+  ++activations_;
+}
+
+void BenchStats::OnDeactivate() {
+  absl::MutexLock lock(&mu_);
+  ++deactivations_;
+}
+
+int64_t BenchStats::activations() const {
+  absl::MutexLock lock(&mu_);
+  return activations_;
+}
+
+int64_t BenchStats::deactivations() const {
+  absl::MutexLock lock(&mu_);
+  return deactivations_;
+}
+
+bool BenchStats::WaitForDeactivations(int64_t n, absl::Duration limit) {
+  absl::MutexLock lock(&mu_);
+  auto reached = [this, n]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return deactivations_ >= n;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&reached), limit);
+}
+
+Task<void> BenchGrainImpl::OnActivate() {
+  stats_->OnActivate();
+  co_return;
+}
+
+Task<void> BenchGrainImpl::OnDeactivate() {
+  stats_->OnDeactivate();
+  co_return;
+}
+
+Task<PingReply> BenchGrainImpl::Ping(const PingRequest& request) {
+  PingReply reply;
+  reply.set_seq(request.seq());
+  co_return reply;
+}
+
+Task<void> BenchGrainImpl::Tell(const TellRequest& request) {
+  count_ += request.amount();
+  ++tells_;
+  if (request.sent_ns() != 0) {
+    latencies_ns_.push_back(absl::GetCurrentTimeNanos() - request.sent_ns());
+  }
+  co_return;
+}
+
+Task<CountReply> BenchGrainImpl::Count(const CountRequest& request) {
+  CountReply reply;
+  reply.set_count(count_);
+  reply.set_tells(tells_);
+  reply.set_balls(balls_);
+  if (!latencies_ns_.empty()) {
+    reply.set_p50_ns(NearestRank(latencies_ns_, 0.50));
+    reply.set_p99_ns(NearestRank(latencies_ns_, 0.99));
+  }
+  if (request.reset()) {
+    count_ = tells_ = balls_ = 0;
+    latencies_ns_.clear();
+  }
+  co_return reply;
+}
+
+Task<ChainReply> BenchGrainImpl::Chain(const ChainRequest& request) {
+  ChainReply reply;
+  if (request.depth() <= 0) co_return reply;
+  ChainRequest next;
+  next.set_depth(request.depth() - 1);
+  ChainReply below = co_await GetGrain<BenchGrainRef>(
+                         absl::StrCat(GetGrainId().key(), "/", next.depth()))
+                         .Chain(next);
+  reply.set_depth_reached(below.depth_reached() + 1);
+  co_return reply;
+}
+
+Task<PingPongReply> BenchGrainImpl::PingPong(const PingPongRequest& request) {
+  PingPongReply reply;
+  if (request.exchanges() <= 0) co_return reply;
+  BallRequest ball;
+  ball.set_origin(GetGrainId().key());
+  ball.set_from(GetGrainId().key());
+  ball.set_remaining(request.exchanges() - 1);
+  GetGrain<BenchGrainRef>(request.peer()).Ball(std::move(ball));
+  co_await volley_done_;
+  reply.set_exchanges(request.exchanges());
+  co_return reply;
+}
+
+Task<void> BenchGrainImpl::Ball(const BallRequest& request) {
+  if (request.remaining() < 0) {  // the volley ended elsewhere
+    volley_done_.Set();
+    co_return;
+  }
+  ++balls_;
+  const std::string& self = GetGrainId().key();
+  if (request.remaining() == 0) {
+    if (request.origin() == self) {
+      volley_done_.Set();
+    } else {
+      BallRequest end;
+      end.set_remaining(-1);
+      GetGrain<BenchGrainRef>(request.origin()).Ball(std::move(end));
+    }
+    co_return;
+  }
+  BallRequest next;
+  next.set_origin(request.origin());
+  next.set_from(self);
+  next.set_remaining(request.remaining() - 1);
+  GetGrain<BenchGrainRef>(request.from()).Ball(std::move(next));
+}
+
+Task<WhereReply> BenchGrainImpl::Where(const WhereRequest&) {
+  WhereReply reply;
+  reply.set_silo(SiloName());
+  reply.set_activation_id(absl::StrCat(ActivationId()));
+  co_return reply;
+}
+
+Task<google::protobuf::Empty> BenchGrainImpl::Deactivate(const DeactivateRequest&) {
+  DeactivateOnIdle();
+  co_return google::protobuf::Empty();
+}
+
+absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats) {
+  return silo.AddGrain<BenchGrainImpl>(
+      [stats] { return std::make_unique<BenchGrainImpl>(stats); });
+}
+
+}  // namespace granary::bench

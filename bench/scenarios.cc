@@ -1,0 +1,246 @@
+#include "bench/scenarios.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "bench/stats.h"
+#include "core/detach.h"
+
+namespace granary::bench {
+namespace {
+
+int64_t Scaled(double base, double scale, int64_t minimum) {
+  return std::max<int64_t>(minimum, std::llround(base * scale));
+}
+
+// Counts down completions from any thread; the last one wakes the waiter.
+class Latch {
+ public:
+  explicit Latch(int64_t n) : left_(n) {
+    if (n == 0) done_.Notify();
+  }
+  void CountDown() {
+    if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.Notify();
+  }
+  void Wait() { done_.WaitForNotification(); }
+
+ private:
+  std::atomic<int64_t> left_;
+  absl::Notification done_;
+};
+
+BenchGrainRef Grain(const ScenarioContext& ctx, std::string key) {
+  return BenchGrainRef(ctx.invoker, std::move(key));
+}
+
+void Fail(ScenarioResult& r, std::string why) {
+  r.verified = false;
+  if (r.failure.empty()) r.failure = std::move(why);
+}
+
+// First calls to batches of 100 fresh grains, each batch then deactivated;
+// verified by the silo's OnActivate / OnDeactivate counts.
+void Activation(const ScenarioContext& ctx, ScenarioResult& r) {
+  constexpr int kBatch = 100;
+  const int64_t batches = Scaled(100, ctx.scale, 1);
+  r.ops = batches * kBatch;
+  r.latencies_ns.resize(r.ops);
+  const int64_t act0 = ctx.stats->activations();
+  const int64_t deact0 = ctx.stats->deactivations();
+  std::atomic<int64_t> errors{0};
+  const absl::Time t0 = absl::Now();
+  for (int64_t b = 0; b < batches; ++b) {
+    std::vector<BenchGrainRef> grains;
+    grains.reserve(kBatch);
+    for (int i = 0; i < kBatch; ++i) {
+      grains.push_back(
+          Grain(ctx, absl::StrCat("act-", ctx.round, "-", b, "-", i)));
+    }
+    Latch activated(kBatch);
+    for (int i = 0; i < kBatch; ++i) {
+      int64_t* slot = &r.latencies_ns[b * kBatch + i];
+      const int64_t start = absl::GetCurrentTimeNanos();
+      PingRequest ping;
+      ping.set_seq(i);
+      Detach(grains[i].Ping(ping), [&, slot, start](absl::StatusOr<PingReply> p) {
+        *slot = absl::GetCurrentTimeNanos() - start;
+        if (!p.ok()) errors.fetch_add(1);
+        activated.CountDown();
+      });
+    }
+    activated.Wait();
+    Latch deactivated(kBatch);
+    for (int i = 0; i < kBatch; ++i) {
+      Detach(grains[i].Deactivate(DeactivateRequest()),
+             [&](absl::StatusOr<google::protobuf::Empty> e) {
+               if (!e.ok()) errors.fetch_add(1);
+               deactivated.CountDown();
+             });
+    }
+    deactivated.Wait();
+    if (!ctx.stats->WaitForDeactivations(deact0 + (b + 1) * kBatch,
+                                         absl::Seconds(60))) {
+      Fail(r, "deactivations were not confirmed within 60 s");
+      break;
+    }
+  }
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  r.errors = errors.load();
+  r.verified = true;
+  const int64_t acts = ctx.stats->activations() - act0;
+  const int64_t deacts = ctx.stats->deactivations() - deact0;
+  if (acts != r.ops) Fail(r, absl::StrCat("OnActivate ran ", acts, " times, expected ", r.ops));
+  if (deacts != r.ops) Fail(r, absl::StrCat("OnDeactivate ran ", deacts, " times, expected ", r.ops));
+  if (r.errors > 0) Fail(r, absl::StrCat(r.errors, " calls failed"));
+}
+
+// One-way Tells into one grain from one outside thread, then Count.
+void OneWay(const ScenarioContext& ctx, ScenarioResult& r) {
+  r.ops = Scaled(10000, ctx.scale, 100);
+  BenchGrainRef target = Grain(ctx, "oneway-target");
+  CountRequest reset;
+  reset.set_reset(true);
+  if (!target.Count(reset).Get().ok()) {
+    Fail(r, "could not reset the target");
+    return;
+  }
+  const absl::Time t0 = absl::Now();
+  for (int64_t i = 0; i < r.ops; ++i) {
+    TellRequest tell;
+    tell.set_amount(1);
+    tell.set_sent_ns(absl::GetCurrentTimeNanos());
+    target.Tell(std::move(tell));
+  }
+  absl::StatusOr<CountReply> count = target.Count(reset).Get();
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  r.verified = true;
+  if (!count.ok()) {
+    Fail(r, absl::StrCat("Count failed: ", count.status().ToString()));
+    return;
+  }
+  r.p50_ns = count->p50_ns();
+  r.p99_ns = count->p99_ns();
+  if (count->count() != r.ops || count->tells() != r.ops) {
+    Fail(r, absl::StrCat("grain counted ", count->count(), " in ",
+                         count->tells(), " tells, expected ", r.ops));
+  }
+}
+
+// Sequential awaited Pings from a thread outside the runtime.
+void Ask(const ScenarioContext& ctx, ScenarioResult& r) {
+  r.ops = Scaled(5000, ctx.scale, 100);
+  r.latencies_ns.reserve(r.ops);
+  BenchGrainRef target = Grain(ctx, "ask-target");
+  const absl::Time t0 = absl::Now();
+  for (int64_t i = 0; i < r.ops; ++i) {
+    PingRequest ping;
+    ping.set_seq(i);
+    const int64_t start = absl::GetCurrentTimeNanos();
+    absl::StatusOr<PingReply> reply = target.Ping(ping).Get();
+    r.latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
+    if (!reply.ok() || reply->seq() != i) ++r.errors;
+  }
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  r.verified = r.errors == 0;
+  if (r.errors > 0) Fail(r, absl::StrCat(r.errors, " pings failed or mismatched"));
+}
+
+// Sequential awaited call chains of `chain_depth` grains.
+void Chain(const ScenarioContext& ctx, ScenarioResult& r) {
+  r.ops = Scaled(2000, ctx.scale, 20);
+  r.latencies_ns.reserve(r.ops);
+  BenchGrainRef head = Grain(ctx, "chain");
+  ChainRequest req;
+  req.set_depth(ctx.chain_depth);
+  const absl::Time t0 = absl::Now();
+  for (int64_t i = 0; i < r.ops; ++i) {
+    const int64_t start = absl::GetCurrentTimeNanos();
+    absl::StatusOr<ChainReply> reply = head.Chain(req).Get();
+    r.latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
+    if (!reply.ok() || reply->depth_reached() != ctx.chain_depth) ++r.errors;
+  }
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  r.verified = r.errors == 0;
+  if (r.errors > 0) {
+    Fail(r, absl::StrCat(r.errors, " chains failed or fell short of depth ",
+                         ctx.chain_depth));
+  }
+}
+
+// Two grains volleying one-way balls, in volleys of 100 exchanges; a sample
+// is a volley's time divided by its exchanges.
+void PingPong(const ScenarioContext& ctx, ScenarioResult& r) {
+  constexpr int64_t kVolley = 100;
+  const int64_t volleys = Scaled(100, ctx.scale, 1);
+  r.ops = volleys * kVolley;
+  BenchGrainRef a = Grain(ctx, "pingpong-a");
+  BenchGrainRef b = Grain(ctx, "pingpong-b");
+  CountRequest reset;
+  reset.set_reset(true);
+  if (!a.Count(reset).Get().ok() || !b.Count(reset).Get().ok()) {
+    Fail(r, "could not reset the players");
+    return;
+  }
+  PingPongRequest req;
+  req.set_peer("pingpong-b");
+  req.set_exchanges(kVolley);
+  const absl::Time t0 = absl::Now();
+  for (int64_t v = 0; v < volleys; ++v) {
+    const int64_t start = absl::GetCurrentTimeNanos();
+    absl::StatusOr<PingPongReply> reply = a.PingPong(req).Get();
+    r.latencies_ns.push_back((absl::GetCurrentTimeNanos() - start) / kVolley);
+    if (!reply.ok() || reply->exchanges() != kVolley) ++r.errors;
+  }
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  absl::StatusOr<CountReply> ca = a.Count(reset).Get();
+  absl::StatusOr<CountReply> cb = b.Count(reset).Get();
+  r.verified = true;
+  if (!ca.ok() || !cb.ok()) {
+    Fail(r, "could not read the players' counts");
+    return;
+  }
+  if (ca->balls() + cb->balls() != r.ops) {
+    Fail(r, absl::StrCat("players received ", ca->balls() + cb->balls(),
+                         " balls, expected ", r.ops));
+  }
+  if (r.errors > 0) Fail(r, absl::StrCat(r.errors, " volleys failed"));
+}
+
+}  // namespace
+
+const std::vector<std::string>& ScenarioNames() {
+  static const auto* names = new std::vector<std::string>{
+      "activation", "oneway", "ask", "chain", "pingpong"};
+  return *names;
+}
+
+bool IsScenario(absl::string_view name) {
+  for (const auto& n : ScenarioNames()) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
+  ScenarioResult r;
+  r.scenario = std::string(name);
+  const int64_t rss0 = ResidentBytes();
+  if (name == "activation") Activation(ctx, r);
+  else if (name == "oneway") OneWay(ctx, r);
+  else if (name == "ask") Ask(ctx, r);
+  else if (name == "chain") Chain(ctx, r);
+  else if (name == "pingpong") PingPong(ctx, r);
+  else Fail(r, "unknown scenario");
+  r.rss_delta_bytes = ResidentBytes() - rss0;
+  if (!r.latencies_ns.empty()) {
+    r.p50_ns = NearestRank(r.latencies_ns, 0.50);
+    r.p99_ns = NearestRank(r.latencies_ns, 0.99);
+  }
+  return r;
+}
+
+}  // namespace granary::bench

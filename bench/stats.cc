@@ -1,0 +1,43 @@
+#include "bench/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <unistd.h>
+
+namespace granary::bench {
+
+int64_t NearestRank(std::vector<int64_t> samples, double p) {
+  if (samples.empty()) return 0;
+  size_t rank = static_cast<size_t>(std::ceil(p * samples.size()));
+  if (rank == 0) rank = 1;
+  if (rank > samples.size()) rank = samples.size();
+  std::nth_element(samples.begin(), samples.begin() + (rank - 1), samples.end());
+  return samples[rank - 1];
+}
+
+RateSummary Summarize(const std::vector<double>& rates) {
+  RateSummary s;
+  if (rates.empty()) return s;
+  s.min = *std::min_element(rates.begin(), rates.end());
+  s.max = *std::max_element(rates.begin(), rates.end());
+  double sum = 0;
+  for (double r : rates) sum += r;
+  s.mean = sum / rates.size();
+  double var = 0;
+  for (double r : rates) var += (r - s.mean) * (r - s.mean);
+  s.stddev = rates.size() > 1 ? std::sqrt(var / (rates.size() - 1)) : 0;
+  return s;
+}
+
+int64_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long size = 0, resident = 0;
+  int n = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE);
+}
+
+}  // namespace granary::bench

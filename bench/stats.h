@@ -1,0 +1,29 @@
+// File: bench/stats.h
+// -----------------------------------------------------------------------------
+// Small statistics helpers for the load generator: nearest-rank percentiles,
+// the mean and spread of round rates, and the process's resident memory.
+//
+//   int64_t p99 = NearestRank(samples, 0.99);   // samples are copied
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace granary::bench {
+
+// The nearest-rank percentile: the smallest sample with at least p of all
+// samples at or below it. 0 for no samples.
+int64_t NearestRank(std::vector<int64_t> samples, double p);
+
+struct RateSummary {
+  double mean = 0;
+  double min = 0;
+  double max = 0;
+  double stddev = 0;
+};
+RateSummary Summarize(const std::vector<double>& rates);
+
+// Resident set size of this process in bytes (from /proc/self/statm).
+int64_t ResidentBytes();
+
+}  // namespace granary::bench
