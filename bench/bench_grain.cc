@@ -11,31 +11,31 @@
 namespace granary::bench {
 
 void BenchStats::OnActivate() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++activations_;
 }
 
 void BenchStats::OnDeactivate() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++deactivations_;
 }
 
 int64_t BenchStats::activations() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return activations_;
 }
 
 int64_t BenchStats::deactivations() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return deactivations_;
 }
 
 bool BenchStats::WaitForDeactivations(int64_t n, absl::Duration limit) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto reached = [this, n]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return deactivations_ >= n;
   };
-  return mu_.AwaitWithTimeout(absl::Condition(&reached), limit);
+  return mu_.AwaitWithTimeout(reached, limit);
 }
 
 Task<void> BenchGrainImpl::OnActivate() {

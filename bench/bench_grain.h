@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 #include "absl/time/time.h"
 #include "bench/bench.grain.h"
 
@@ -32,7 +32,7 @@ class BenchStats {
   bool WaitForDeactivations(int64_t n, absl::Duration limit);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   int64_t activations_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t deactivations_ ABSL_GUARDED_BY(mu_) = 0;
 };

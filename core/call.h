@@ -241,7 +241,7 @@ class CallRef {
 template <typename Req, typename Resp>
 class Call final : public CallBase {
  public:
-  Call(GrainId target, uint32_t method, bool one_way, Req request)
+  Call(GrainId target, uint32_t method, bool one_way, Req&& request)
       : CallBase(std::move(target), method, one_way),
         request_(std::move(request)) {}
   Call(GrainId target, uint32_t method, bool one_way)
@@ -315,7 +315,7 @@ Task<Resp> Ask(CallInvoker* invoker, GrainId id, uint32_t method, Req request,
 // Sends a one-way call. Nothing comes back; failures are logged by the
 // runtime that routes it.
 template <typename Req>
-void Tell(CallInvoker* invoker, GrainId id, uint32_t method, Req request) {
+void Tell(CallInvoker* invoker, GrainId id, uint32_t method, Req&& request) {
   auto* call = new Call<Req, google::protobuf::Empty>(
       std::move(id), method, /*one_way=*/true, std::move(request));
   TurnContext* turn = CurrentTurn();

@@ -10,19 +10,19 @@ Clock* Clock::System() {
 }
 
 absl::Time FakeClock::Now() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return now_;
 }
 
 int FakeClock::Subscribe(std::function<void()> fn) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   int id = next_id_++;
   subscribers_.emplace_back(id, std::move(fn));
   return id;
 }
 
 void FakeClock::Unsubscribe(int id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   subscribers_.erase(
       std::remove_if(subscribers_.begin(), subscribers_.end(),
                      [id](const auto& s) { return s.first == id; }),
@@ -32,7 +32,7 @@ void FakeClock::Unsubscribe(int id) {
 void FakeClock::Advance(absl::Duration d) {
   std::vector<std::function<void()>> wake;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     now_ += d;
     for (auto& [id, fn] : subscribers_) wake.push_back(fn);
   }

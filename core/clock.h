@@ -14,7 +14,7 @@
 #include <functional>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -57,7 +57,7 @@ class FakeClock final : public Clock {
   void Advance(absl::Duration d);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<int, std::function<void()>>> subscribers_
       ABSL_GUARDED_BY(mu_);

@@ -28,7 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
+#include "core/sync.h"
 #include "core/status.h"
 
 namespace granary {
@@ -37,6 +37,16 @@ template <typename T = void>
 class Task;
 
 namespace internal {
+
+// How long Task::Get spins before it blocks (each iteration is one pause
+// instruction, tens of nanoseconds).
+inline constexpr int kGetSpinIterations = 1000;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 // Called when a started (detached) task reaches its final suspend point,
 // instead of resuming an awaiting coroutine. It may destroy the frame.
@@ -198,11 +208,17 @@ typename Task<T>::Handle StartDetached(Task<T> task, TaskDoneFn done,
 template <typename T>
 auto Task<T>::Get() && -> std::conditional_t<std::is_void_v<T>, absl::Status,
                                              absl::StatusOr<T>> {
-  absl::Notification done;
+  Notification done;
   auto h = internal::StartDetached(
       std::move(*this),
-      [](void* ctx) { static_cast<absl::Notification*>(ctx)->Notify(); },
+      [](void* ctx) { static_cast<Notification*>(ctx)->Notify(); },
       &done);
+  // Most calls answer within microseconds: spin briefly before sleeping,
+  // which would add a thread wake-up to every synchronous call.
+  for (int i = 0; i < internal::kGetSpinIterations && !done.HasBeenNotified();
+       ++i) {
+    internal::CpuRelax();
+  }
   done.WaitForNotification();
   struct Destroy {
     Handle h;

@@ -81,6 +81,12 @@ TEST(TaskTest, MoveOnly) {
 }
 
 TEST(TaskTest, DeepAwaitChainDoesNotOverflowTheStack) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__) || \
+    !defined(__OPTIMIZE__)
+  GTEST_SKIP() << "symmetric transfer keeps the stack flat only where the "
+                  "compiler emits its tail calls: optimized builds without "
+                  "sanitizer instrumentation";
+#endif
   // Symmetric transfer: a million sequential awaits use constant stack.
   absl::StatusOr<int> r = []() -> Task<int> {
     int total = 0;

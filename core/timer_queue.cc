@@ -9,7 +9,7 @@ TimerQueue::TimerQueue(Clock* clock) : clock_(clock) {}
 TimerQueue::~TimerQueue() { Stop(); }
 
 absl::Status TimerQueue::Start() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (thread_.joinable()) {
     return absl::FailedPreconditionError("timer queue already started");
   }
@@ -23,7 +23,7 @@ absl::Status TimerQueue::Start() {
 
 void TimerQueue::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!thread_.joinable()) return;
     stopping_ = true;
     cv_.SignalAll();
@@ -34,13 +34,13 @@ void TimerQueue::Stop() {
 }
 
 void TimerQueue::Wake() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   woken_ = true;
   cv_.SignalAll();
 }
 
 void TimerQueue::Schedule(TimerEntry* e, absl::Time when) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   e->key_ = {when, next_seq_++};
   e->scheduled_ = true;
   auto [it, inserted] = entries_.emplace(e->key_, e);
@@ -49,7 +49,7 @@ void TimerQueue::Schedule(TimerEntry* e, absl::Time when) {
 }
 
 bool TimerQueue::Cancel(TimerEntry* e) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!e->scheduled_) return false;
   entries_.erase(e->key_);
   e->scheduled_ = false;
@@ -57,13 +57,13 @@ bool TimerQueue::Cancel(TimerEntry* e) {
 }
 
 size_t TimerQueue::size() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return entries_.size();
 }
 
 void TimerQueue::Loop() {
   std::vector<TimerEntry*> due;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
     absl::Time now = clock_->Now();
     while (!entries_.empty() && entries_.begin()->first.first <= now) {

@@ -24,7 +24,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
 
@@ -69,8 +69,8 @@ class TimerQueue {
 
   Clock* const clock_;
   int subscription_ = 0;
-  mutable absl::Mutex mu_;
-  absl::CondVar cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   absl::btree_map<std::pair<absl::Time, uint64_t>, TimerEntry*> entries_
       ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;

@@ -3,36 +3,36 @@
 #include <atomic>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
+#include "core/sync.h"
 #include "gtest/gtest.h"
 
 namespace granary {
 namespace {
 
 struct Recorder : TimerEntry {
-  Recorder(int id, std::vector<int>* log, absl::Mutex* mu,
-           absl::Notification* last = nullptr)
+  Recorder(int id, std::vector<int>* log, Mutex* mu,
+           Notification* last = nullptr)
       : id(id), log(log), mu(mu), last(last) {}
   void OnTimer() override {
     {
-      absl::MutexLock lock(mu);
+      MutexLock lock(mu);
       log->push_back(id);
     }
     if (last != nullptr) last->Notify();
   }
   int id;
   std::vector<int>* log;
-  absl::Mutex* mu;
-  absl::Notification* last;
+  Mutex* mu;
+  Notification* last;
 };
 
 TEST(TimerQueueTest, FakeClockFiresInDeadlineOrderWhenAdvanced) {
   FakeClock clock;
   TimerQueue timers(&clock);
   ASSERT_TRUE(timers.Start().ok());
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<int> log;
-  absl::Notification third_fired;
+  Notification third_fired;
   Recorder a(1, &log, &mu), b(2, &log, &mu), c(3, &log, &mu, &third_fired);
   absl::Time t0 = clock.Now();
   timers.Schedule(&c, t0 + absl::Seconds(30));
@@ -41,7 +41,7 @@ TEST(TimerQueueTest, FakeClockFiresInDeadlineOrderWhenAdvanced) {
   clock.Advance(absl::Seconds(31));
   third_fired.WaitForNotification();
   timers.Stop();
-  absl::MutexLock lock(&mu);
+  MutexLock lock(&mu);
   EXPECT_EQ(log, (std::vector<int>{1, 2, 3}));
 }
 
@@ -49,9 +49,9 @@ TEST(TimerQueueTest, CancelledEntryNeverFires) {
   FakeClock clock;
   TimerQueue timers(&clock);
   ASSERT_TRUE(timers.Start().ok());
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<int> log;
-  absl::Notification later_fired;
+  Notification later_fired;
   Recorder cancelled(1, &log, &mu), later(2, &log, &mu, &later_fired);
   timers.Schedule(&cancelled, clock.Now() + absl::Seconds(1));
   timers.Schedule(&later, clock.Now() + absl::Seconds(2));
@@ -61,16 +61,16 @@ TEST(TimerQueueTest, CancelledEntryNeverFires) {
   later_fired.WaitForNotification();
   EXPECT_FALSE(timers.Cancel(&later));  // already fired
   timers.Stop();
-  absl::MutexLock lock(&mu);
+  MutexLock lock(&mu);
   EXPECT_EQ(log, (std::vector<int>{2}));
 }
 
 TEST(TimerQueueTest, SystemClockFires) {
   TimerQueue timers(Clock::System());
   ASSERT_TRUE(timers.Start().ok());
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<int> log;
-  absl::Notification fired;
+  Notification fired;
   Recorder r(7, &log, &mu, &fired);
   timers.Schedule(&r, absl::Now() + absl::Milliseconds(5));
   fired.WaitForNotification();

@@ -12,7 +12,7 @@ LocalGrainDirectory::Shard& LocalGrainDirectory::ShardFor(const GrainId& id) {
 absl::StatusOr<ActivationAddress> LocalGrainDirectory::RegisterIfAbsent(
     const GrainId& id, const ActivationAddress& address) {
   Shard& s = ShardFor(id);
-  absl::MutexLock lock(&s.mu);
+  MutexLock lock(&s.mu);
   auto [it, inserted] = s.entries.try_emplace(id, address);
   return it->second;
 }
@@ -20,7 +20,7 @@ absl::StatusOr<ActivationAddress> LocalGrainDirectory::RegisterIfAbsent(
 absl::StatusOr<ActivationAddress> LocalGrainDirectory::Lookup(
     const GrainId& id) {
   Shard& s = ShardFor(id);
-  absl::MutexLock lock(&s.mu);
+  MutexLock lock(&s.mu);
   auto it = s.entries.find(id);
   if (it == s.entries.end()) {
     return absl::NotFoundError(absl::StrCat("no activation of ", id.ToString()));
@@ -31,7 +31,7 @@ absl::StatusOr<ActivationAddress> LocalGrainDirectory::Lookup(
 absl::Status LocalGrainDirectory::Unregister(const GrainId& id,
                                              const ActivationAddress& address) {
   Shard& s = ShardFor(id);
-  absl::MutexLock lock(&s.mu);
+  MutexLock lock(&s.mu);
   auto it = s.entries.find(id);
   if (it != s.entries.end() && it->second == address) s.entries.erase(it);
   return absl::OkStatus();
@@ -40,7 +40,7 @@ absl::Status LocalGrainDirectory::Unregister(const GrainId& id,
 size_t LocalGrainDirectory::size() const {
   size_t n = 0;
   for (const Shard& s : shards_) {
-    absl::MutexLock lock(&s.mu);
+    MutexLock lock(&s.mu);
     n += s.entries.size();
   }
   return n;

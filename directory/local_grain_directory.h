@@ -7,7 +7,7 @@
 #include <array>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 #include "directory/grain_directory.h"
 
 namespace granary::directory {
@@ -24,7 +24,7 @@ class LocalGrainDirectory final : public GrainDirectory {
  private:
   static constexpr size_t kShards = 16;
   struct Shard {
-    mutable absl::Mutex mu;
+    mutable Mutex mu;
     absl::flat_hash_map<GrainId, ActivationAddress> entries ABSL_GUARDED_BY(mu);
   };
   Shard& ShardFor(const GrainId& id);

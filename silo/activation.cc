@@ -76,20 +76,21 @@ bool Activation::Eligible(Message* m) const {
 }
 
 Message* Activation::NextMessage() {
-  DrainMailbox();
-  if (!responses_.empty()) {
-    Message* m = responses_.front();
-    responses_.pop_front();
-    return m;
+  if (responses_.empty() && waiting_.empty()) {
+    // Fast path: nothing is held back, so the mailbox's oldest message is
+    // next in order; run it straight from the mailbox when it may run now.
+    Message* m = mailbox_.Pop();
+    if (m == nullptr) return nullptr;
+    ++popped_;
+    if (m->kind == MessageKind::kResponse || Eligible(m)) return m;
+    waiting_.push_back(m);
   }
-  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
-    if (Eligible(*it)) {
-      Message* m = *it;
-      waiting_.erase(it);
-      return m;
-    }
-    // Without anything running every message is eligible, so a scan only
-    // continues past the first entry while requests are suspended.
+  DrainMailbox();
+  if (!responses_.empty()) return responses_.pop_front();
+  // Without anything running every message is eligible, so a scan only
+  // continues past the first entry while requests are suspended.
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    if (Eligible(waiting_.at(i))) return waiting_.take(i);
   }
   return nullptr;
 }
@@ -99,8 +100,8 @@ bool Activation::HasReadyWork() const {
   if (state_ == State::kActive && deactivate_requested_ && running_.empty()) {
     return true;
   }
-  for (Message* m : waiting_) {
-    if (Eligible(m)) return true;
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    if (Eligible(waiting_.at(i))) return true;
   }
   return false;
 }
@@ -266,13 +267,13 @@ void Activation::OnActivated(absl::Status status) {
                         << activation_status_;
   // Fail what is queued now; later arrivals are routed to a new activation.
   DrainMailbox();
-  for (Message* m : waiting_) {
+  waiting_.ForEach([this](Message* m) {
     if (m->kind == MessageKind::kRequest) {
       auto* call = static_cast<CallBase*>(m);
       call->Fail(activation_status_);
       call->Release();
     }
-  }
+  });
   waiting_.clear();
   state_ = State::kDeactivating;
   deactivation_reason_ = DeactivationReason::kActivationFailed;
@@ -313,7 +314,7 @@ void Activation::OnDeactivated() {
       id_, directory::ActivationAddress{silo_->name(), activation_id_});
   // No sender can reach us now; whatever was posted before is in the mailbox.
   DrainMailbox();
-  for (Message* m : waiting_) {
+  waiting_.ForEach([this](Message* m) {
     switch (m->kind) {
       case MessageKind::kRequest:
         silo_->Reroute(static_cast<CallBase*>(m));
@@ -325,7 +326,7 @@ void Activation::OnDeactivated() {
       case MessageKind::kResponse:
         break;
     }
-  }
+  });
   waiting_.clear();
   grain_.reset();
   state_ = State::kGone;
@@ -334,7 +335,7 @@ void Activation::OnDeactivated() {
 
 void Activation::Abandon(const absl::Status& status) {
   DrainMailbox();
-  for (Message* m : waiting_) {
+  waiting_.ForEach([&status](Message* m) {
     if (m->kind == MessageKind::kRequest) {
       auto* call = static_cast<CallBase*>(m);
       call->Fail(status);
@@ -342,7 +343,7 @@ void Activation::Abandon(const absl::Status& status) {
     } else if (m->kind == MessageKind::kTimer) {
       delete static_cast<GrainTimer*>(m);
     }
-  }
+  });
   waiting_.clear();
   // Replies to suspended calls die with the frames that await them.
   responses_.clear();

@@ -38,7 +38,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 
@@ -48,6 +47,7 @@
 #include "core/call.h"
 #include "core/mpsc_queue.h"
 #include "silo/grain.h"
+#include "silo/message_fifo.h"
 #include "silo/scheduler.h"
 
 namespace granary::silo {
@@ -146,8 +146,8 @@ class Activation final : public Runnable, public MessageSink {
   // Worker-only.
   State state_ = State::kCreating;
   TurnContext turn_;
-  std::deque<Message*> responses_;
-  std::deque<Message*> waiting_;
+  MessageFifo responses_;
+  MessageFifo waiting_;
   absl::InlinedVector<Running, 4> running_;
   int64_t popped_ = 0;
   bool deactivate_requested_ = false;

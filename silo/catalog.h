@@ -18,7 +18,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 #include "core/grain_id.h"
 #include "silo/activation.h"
 
@@ -29,7 +29,7 @@ class Catalog {
   // Posts `m` to the activation of `id`; false when there is none.
   bool PostIfExists(const GrainId& id, Message* m) {
     Shard& s = ShardFor(id);
-    absl::ReaderMutexLock lock(&s.mu);
+    ReaderMutexLock lock(&s.mu);
     auto it = s.map.find(id);
     if (it == s.map.end()) return false;
     it->second->Post(m);
@@ -44,7 +44,7 @@ class Catalog {
   bool PostOrCreate(const GrainId& id, Message* m, MakeFn make) {
     if (PostIfExists(id, m)) return true;
     Shard& s = ShardFor(id);
-    absl::MutexLock lock(&s.mu);
+    MutexLock lock(&s.mu);
     auto it = s.map.find(id);
     if (it == s.map.end()) {
       Activation* a = make();
@@ -60,7 +60,7 @@ class Catalog {
   // the activation that registered them, never a later one).
   bool PostIfCurrent(const GrainId& id, uint64_t activation_id, Message* m) {
     Shard& s = ShardFor(id);
-    absl::ReaderMutexLock lock(&s.mu);
+    ReaderMutexLock lock(&s.mu);
     auto it = s.map.find(id);
     if (it == s.map.end() || it->second->activation_id() != activation_id) {
       return false;
@@ -72,7 +72,7 @@ class Catalog {
   // After this returns no sender can reach `a` any more.
   void Remove(Activation* a) {
     Shard& s = ShardFor(a->id());
-    absl::MutexLock lock(&s.mu);
+    MutexLock lock(&s.mu);
     auto it = s.map.find(a->id());
     if (it != s.map.end() && it->second == a) {
       s.map.erase(it);
@@ -85,7 +85,7 @@ class Catalog {
   template <typename Fn>
   void ForEach(Fn fn) {
     for (Shard& s : shards_) {
-      absl::ReaderMutexLock lock(&s.mu);
+      ReaderMutexLock lock(&s.mu);
       for (auto& [id, a] : s.map) fn(a);
     }
   }
@@ -94,7 +94,7 @@ class Catalog {
   std::vector<Activation*> TakeAll() {
     std::vector<Activation*> all;
     for (Shard& s : shards_) {
-      absl::MutexLock lock(&s.mu);
+      MutexLock lock(&s.mu);
       for (auto& [id, a] : s.map) all.push_back(a);
       size_.fetch_sub(s.map.size(), std::memory_order_relaxed);
       s.map.clear();
@@ -107,7 +107,7 @@ class Catalog {
  private:
   static constexpr size_t kShards = 64;
   struct alignas(64) Shard {
-    absl::Mutex mu;
+    Mutex mu;
     absl::flat_hash_map<GrainId, Activation*> map ABSL_GUARDED_BY(mu);
   };
   Shard& ShardFor(const GrainId& id) {

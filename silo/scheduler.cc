@@ -32,7 +32,7 @@ absl::Status Scheduler::Start() {
     return absl::FailedPreconditionError("scheduler already started");
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = false;
   }
   stop_flag_.store(false, std::memory_order_relaxed);
@@ -44,7 +44,7 @@ absl::Status Scheduler::Start() {
 
 void Scheduler::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     stop_flag_.store(true, std::memory_order_relaxed);
     cv_.SignalAll();
@@ -69,7 +69,7 @@ void Scheduler::Schedule(Runnable* r) {
 
 void Scheduler::PushShared(Runnable* r) {
   r->next_runnable_ = nullptr;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (tail_ == nullptr) {
     head_ = tail_ = r;
   } else {
@@ -82,7 +82,7 @@ void Scheduler::PushShared(Runnable* r) {
 
 Runnable* Scheduler::PopShared() {
   if (shared_size_.load(std::memory_order_acquire) == 0) return nullptr;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Runnable* r = head_;
   if (r == nullptr) return nullptr;
   head_ = r->next_runnable_;
@@ -130,7 +130,7 @@ void Scheduler::WorkerLoop(int index) {
       CpuRelax();
     }
     if (found) continue;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stopping_) break;
     if (head_ != nullptr) continue;
     ++sleepers_;

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 
 namespace granary::silo {
 
@@ -72,8 +72,8 @@ class Scheduler {
 
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
-  absl::Mutex mu_;
-  absl::CondVar cv_;
+  Mutex mu_;
+  CondVar cv_;
   Runnable* head_ ABSL_GUARDED_BY(mu_) = nullptr;
   Runnable* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
   int sleepers_ ABSL_GUARDED_BY(mu_) = 0;

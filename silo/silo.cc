@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "core/sync.h"
 #include "core/log.h"
 #include "core/process.h"
 #include "directory/local_grain_directory.h"
@@ -62,6 +62,7 @@ absl::Status Silo::AddGrainType(
   entry->idle_timeout = info.interface->idle_timeout_s > 0
                             ? absl::Seconds(info.interface->idle_timeout_s)
                             : options_.default_idle_timeout;
+  types_by_pointer_.emplace_back(info.interface->type_name.data(), entry.get());
   types_.emplace(std::move(name), std::move(entry));
   return absl::OkStatus();
 }
@@ -91,7 +92,7 @@ void Silo::Stop() {
   catalog_.ForEach([](Activation* a) { a->RequestShutdown(); });
   const absl::Time give_up = absl::Now() + options_.shutdown_timeout;
   {
-    absl::MutexLock lock(&gone_mu_);
+    MutexLock lock(&gone_mu_);
     while (catalog_.size() > 0) {
       if (gone_cv_.WaitWithDeadline(&gone_mu_, give_up)) break;
     }
@@ -116,36 +117,41 @@ void Silo::Stop() {
 }
 
 const GrainTypeEntry* Silo::FindType(absl::string_view type) const {
+  // Generated references name their type with the same static string the
+  // registered interface holds, so comparing pointers finds them at once.
+  for (const auto& [name, entry] : types_by_pointer_) {
+    if (name == type.data()) return entry;
+  }
   auto it = types_.find(type);
   return it == types_.end() ? nullptr : it->second.get();
 }
 
 void Silo::Invoke(CallBase* call) {
-  CallRef hold(call);  // the reference Invoke was given
+  // We own one reference: Deliver passes it on, the error paths drop it.
   const GrainTypeEntry* type = FindType(call->target().type());
+  absl::Status refused;
   if (type == nullptr) {
-    call->Fail(absl::UnimplementedError(absl::StrCat(
-        "unknown grain type ", call->target().type(), " (silo ",
-        options_.name, " hosts no such type)")));
-    return;
+    refused = absl::UnimplementedError(
+        absl::StrCat("unknown grain type ", call->target().type(), " (silo ",
+                     options_.name, " hosts no such type)"));
+  } else if (call->method() >= type->info->interface->method_count) {
+    refused = absl::UnimplementedError(absl::StrCat(
+        "grain type ", call->target().type(), " has no method #",
+        call->method()));
+  } else if (const State s = state_.load(std::memory_order_acquire);
+             s != State::kRunning && s != State::kStopping) {
+    refused = absl::UnavailableError(
+        absl::StrCat("silo ", options_.name, " is not running"));
   }
-  if (call->method() >= type->info->interface->method_count) {
-    call->Fail(absl::UnimplementedError(
-        absl::StrCat("grain type ", call->target().type(), " has no method #",
-                     call->method())));
-    return;
-  }
-  if (state_.load(std::memory_order_acquire) != State::kRunning &&
-      state_.load(std::memory_order_acquire) != State::kStopping) {
-    call->Fail(absl::UnavailableError(
-        absl::StrCat("silo ", options_.name, " is not running")));
+  if (!refused.ok()) {
+    call->Fail(std::move(refused));
+    call->Release();
     return;
   }
   if (!call->one_way()) {
     call->set_deadline(clock_->Now() + call->timeout());
     call->ArmDeadline(&timers_);
   }
-  call->AddRef();  // handed to the activation
   Deliver(call, type);
 }
 
@@ -183,7 +189,7 @@ void Silo::Reroute(CallBase* call) {
 
 void Silo::OnActivationGone(Activation*) {
   if (stopping()) {
-    absl::MutexLock lock(&gone_mu_);
+    MutexLock lock(&gone_mu_);
     gone_cv_.SignalAll();
   }
 }
@@ -262,7 +268,7 @@ absl::StatusOr<std::string> Silo::CallSerialized(absl::string_view type,
                                                  absl::string_view method,
                                                  absl::string_view payload,
                                                  CallOptions options) {
-  absl::Notification ready;
+  Notification ready;
   absl::StatusOr<std::string> result;
   InvokeSerialized(type, std::move(key), method, payload, options,
                    [&](absl::StatusOr<std::string> r) {

@@ -27,11 +27,13 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 #include "absl/time/time.h"
 #include "core/call.h"
 #include "core/clock.h"
@@ -145,6 +147,7 @@ class Silo final : public CallInvoker {
   Clock* const clock_;
   std::atomic<State> state_{State::kNew};
   absl::flat_hash_map<std::string, std::unique_ptr<GrainTypeEntry>> types_;
+  std::vector<std::pair<const char*, const GrainTypeEntry*>> types_by_pointer_;
   std::unique_ptr<directory::GrainDirectory> directory_;
   std::unique_ptr<PlacementDirector> placement_;
   TimerQueue timers_;
@@ -153,8 +156,8 @@ class Silo final : public CallInvoker {
   std::unique_ptr<IdleCollector> collector_;
   std::atomic<uint64_t> next_activation_id_{1};
 
-  absl::Mutex gone_mu_;
-  absl::CondVar gone_cv_;
+  Mutex gone_mu_;
+  CondVar gone_cv_;
 };
 
 }  // namespace granary::silo

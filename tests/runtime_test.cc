@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
+#include "core/sync.h"
 #include "core/detach.h"
 #include "examples/counter_grain.h"
 #include "gmock/gmock.h"
@@ -89,7 +89,7 @@ TEST_F(RuntimeTest, TurnIsolationFromGrainsOnAllWorkers) {
   constexpr int kDrivers = 64;
   constexpr int kPerDriver = 100000 / kDrivers;  // 1562
   std::atomic<int> done{0};
-  absl::Notification all_done;
+  Notification all_done;
   for (int d = 0; d < kDrivers; ++d) {
     AddManyRequest r;
     r.set_counter("from-grains");
@@ -110,7 +110,7 @@ TEST_F(RuntimeTest, SingleActivationUnderContention) {
   constexpr int kKeys = 100;
   std::atomic<int> done{0};
   std::atomic<int> failed{0};
-  absl::Notification all_done;
+  Notification all_done;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
@@ -127,7 +127,7 @@ TEST_F(RuntimeTest, SingleActivationUnderContention) {
   for (auto& t : threads) t.join();
   all_done.WaitForNotification();
   EXPECT_EQ(failed.load(), 0);
-  absl::MutexLock lock(&state_.mu);
+  MutexLock lock(&state_.mu);
   int total = 0;
   for (const auto& [key, n] : state_.activations) {
     EXPECT_EQ(n, 1) << key;
@@ -148,7 +148,7 @@ TEST_F(RuntimeTest, CallChainReentersNonReentrantGrain) {
 
 TEST_F(RuntimeTest, RequestOutsideTheChainWaitsForTheTurnToEnd) {
   auto grain = silo_->Get<TurnsRef>("blocker");
-  absl::Notification block_done, leaf_done;
+  Notification block_done, leaf_done;
   Detach(grain.Block(MakeText("")), [&](absl::StatusOr<Text>) { block_done.Notify(); });
   ASSERT_TRUE(state_.WaitForLog("block-start"));
   Detach(grain.Leaf(MakeText("")), [&](absl::StatusOr<Text>) { leaf_done.Notify(); });
@@ -162,7 +162,7 @@ TEST_F(RuntimeTest, RequestOutsideTheChainWaitsForTheTurnToEnd) {
 
 TEST_F(RuntimeTest, ReadOnlyRequestsInterleaveOnlyWithEachOther) {
   auto grain = silo_->Get<TurnsRef>("reader");
-  absl::Notification readblock_done, write_done;
+  Notification readblock_done, write_done;
   Detach(grain.ReadBlock(MakeText("")),
          [&](absl::StatusOr<Text>) { readblock_done.Notify(); });
   ASSERT_TRUE(state_.WaitForLog("readblock-start"));
@@ -178,7 +178,7 @@ TEST_F(RuntimeTest, ReadOnlyRequestsInterleaveOnlyWithEachOther) {
 }
 
 TEST_F(RuntimeTest, DeadlineExceededWhenGrainNeverReplies) {
-  absl::Notification failed;
+  Notification failed;
   absl::Status status;
   Detach(silo_->Get<ProbeRef>("hung").Hang(MakeText(""), CallOptions{absl::Seconds(5)}),
          [&](absl::StatusOr<Text> r) {
@@ -207,12 +207,12 @@ TEST_F(RuntimeTest, IdleGrainIsCollectedBusyOneIsNot) {
     return state_.deactivations["idle"] == 1;
   }));
   {
-    absl::MutexLock lock(&state_.mu);
+    MutexLock lock(&state_.mu);
     EXPECT_EQ(state_.deactivations["busy"], 0);
   }
   // A call after deactivation activates the grain again.
   ASSERT_TRUE(idle.Touch(MakeText("")).Get().ok());
-  absl::MutexLock lock(&state_.mu);
+  MutexLock lock(&state_.mu);
   EXPECT_EQ(state_.activations["idle"], 2);
   EXPECT_EQ(state_.activations["busy"], 1);
 }
@@ -224,7 +224,7 @@ TEST_F(RuntimeTest, DeactivateOnIdleThenReactivate) {
     return state_.deactivations["explicit"] == 1;
   }));
   ASSERT_TRUE(grain.Touch(MakeText("")).Get().ok());
-  absl::MutexLock lock(&state_.mu);
+  MutexLock lock(&state_.mu);
   EXPECT_EQ(state_.activations["explicit"], 2);
 }
 
@@ -257,7 +257,7 @@ TEST_F(RuntimeTest, TimerTicksAreTurnsThatNeverOverlapAndStopOnDeactivation) {
   EXPECT_EQ(silo_->timers().size(), timers_before);
   clock_.Advance(absl::Seconds(10));
   EXPECT_EQ(silo_->Get<ProbeRef>("barrier").Echo(MakeText("")).Get()->text(), "");
-  absl::MutexLock lock(&state_.mu);
+  MutexLock lock(&state_.mu);
   EXPECT_EQ(state_.ticks, 5);
   EXPECT_EQ(state_.activations["ticker"], 1);
 }
@@ -311,7 +311,7 @@ TEST_F(RuntimeTest, StopDeactivatesGrainsAndRefusesNewCalls) {
   ASSERT_TRUE(silo_->Get<LifecycleRef>("s2").Touch(MakeText("")).Get().ok());
   silo_->Stop();
   {
-    absl::MutexLock lock(&state_.mu);
+    MutexLock lock(&state_.mu);
     EXPECT_EQ(state_.deactivations["s1"], 1);
     EXPECT_EQ(state_.deactivations["s2"], 1);
   }

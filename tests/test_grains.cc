@@ -91,12 +91,12 @@ class LifecycleGrain final : public LifecycleGrainBase {
   explicit LifecycleGrain(TestState* state) : state_(state) {}
 
   Task<void> OnActivate() override {
-    absl::MutexLock lock(&state_->mu);
+    MutexLock lock(&state_->mu);
     ++state_->activations[GetGrainId().key()];
     co_return;
   }
   Task<void> OnDeactivate() override {
-    absl::MutexLock lock(&state_->mu);
+    MutexLock lock(&state_->mu);
     ++state_->deactivations[GetGrainId().key()];
     co_return;
   }
@@ -129,7 +129,7 @@ class LifecycleGrain final : public LifecycleGrainBase {
     // Suspend mid-tick: requests and later ticks must wait for this turn.
     co_await GetGrain<ProbeRef>("tick-probe").Echo(MakeText("tick"));
     busy_ = false;
-    absl::MutexLock lock(&state_->mu);
+    MutexLock lock(&state_->mu);
     ++state_->ticks;
   }
 

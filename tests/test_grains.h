@@ -1,5 +1,5 @@
 // Grains for the runtime tests, and the state they report into. Tests wait
-// on that state (absl::Mutex::Await with a generous limit), never on sleeps.
+// on that state (Mutex::Await with a generous limit), never on sleeps.
 #pragma once
 
 #include <map>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 #include "absl/time/time.h"
 #include "silo/silo.h"
 #include "tests/test_grains.grain.h"
@@ -15,26 +15,26 @@
 namespace granary::testing {
 
 struct TestState {
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<std::string> log ABSL_GUARDED_BY(mu);
   std::map<std::string, int> activations ABSL_GUARDED_BY(mu);
   std::map<std::string, int> deactivations ABSL_GUARDED_BY(mu);
   int ticks ABSL_GUARDED_BY(mu) = 0;
 
   void Record(std::string entry) {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     log.push_back(std::move(entry));
   }
   std::vector<std::string> Log() {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     return log;
   }
   // Waits until `pred()` holds (evaluated under mu); false after 60 s, which
   // only a broken runtime reaches.
   template <typename Pred>
   bool WaitUntil(Pred pred) {
-    absl::MutexLock lock(&mu);
-    return mu.AwaitWithTimeout(absl::Condition(&pred), absl::Seconds(60));
+    MutexLock lock(&mu);
+    return mu.AwaitWithTimeout(pred, absl::Seconds(60));
   }
   bool WaitForLog(const std::string& entry) {
     return WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
