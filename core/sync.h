@@ -100,11 +100,13 @@ class ABSL_LOCKABLE Mutex {
   void unlock() { Unlock(); }
 
  private:
-  // Lets a condition variable wait on a lock the caller already holds.
+  // Lets `changed_` wait on the lock the caller already holds. Releasing it
+  // to wait changes no guarded state, so it notifies nobody (and must not:
+  // the condition variable holds its own lock while calling unlock()).
   struct Adopted {
     explicit Adopted(Mutex* m) : m(m) {}
     void lock() { m->mu_.lock(); }
-    void unlock() { m->Unlock(); }
+    void unlock() { m->mu_.unlock(); }
     Mutex* m;
   };
   std::shared_mutex mu_;

@@ -43,9 +43,10 @@ void TimerQueue::Schedule(TimerEntry* e, absl::Time when) {
   MutexLock lock(&mu_);
   e->key_ = {when, next_seq_++};
   e->scheduled_ = true;
-  auto [it, inserted] = entries_.emplace(e->key_, e);
-  (void)inserted;
-  if (it == entries_.begin()) cv_.Signal();  // earlier than what we sleep for
+  entries_.emplace(e->key_, e);
+  // Wake the thread only when it sleeps past the new deadline; a later
+  // deadline is picked up when it next wakes.
+  if (when < sleeping_until_) cv_.Signal();
 }
 
 bool TimerQueue::Cancel(TimerEntry* e) {
@@ -84,10 +85,13 @@ void TimerQueue::Loop() {
       continue;
     }
     if (entries_.empty() || !clock_->IsReal()) {
+      sleeping_until_ = absl::InfiniteFuture();
       cv_.Wait(&mu_);
     } else {
-      cv_.WaitWithDeadline(&mu_, entries_.begin()->first.first);
+      sleeping_until_ = entries_.begin()->first.first;
+      cv_.WaitWithDeadline(&mu_, sleeping_until_);
     }
+    sleeping_until_ = absl::InfinitePast();  // awake: no signal needed
   }
 }
 
