@@ -40,6 +40,8 @@ ABSL_FLAG(double, scale, 1.0,
 ABSL_FLAG(int32_t, workers, 0, "Silo worker threads (0: hardware threads).");
 ABSL_FLAG(int32_t, turn_budget, 64, "Messages per activation per scheduling.");
 ABSL_FLAG(int32_t, depth, 5, "Depth of the chain scenario.");
+ABSL_FLAG(int32_t, idle_spin, 200,
+          "Pause instructions an idle silo worker spins before sleeping.");
 ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error.");
 
 namespace granary::bench {
@@ -115,6 +117,7 @@ int Main() {
   if (absl::GetFlag(FLAGS_depth) < 1) return Fail("--depth must be at least 1");
   if (absl::GetFlag(FLAGS_workers) < 0) return Fail("--workers must not be negative");
   if (absl::GetFlag(FLAGS_turn_budget) < 1) return Fail("--turn_budget must be at least 1");
+  if (absl::GetFlag(FLAGS_idle_spin) < 0) return Fail("--idle_spin must not be negative");
   std::vector<std::string> scenarios =
       absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',', absl::SkipEmpty());
   if (scenarios.empty()) return Fail("--scenarios is empty");
@@ -129,6 +132,7 @@ int Main() {
   options.name = "bench-silo";
   options.workers = absl::GetFlag(FLAGS_workers);
   options.turn_budget = absl::GetFlag(FLAGS_turn_budget);
+  options.idle_spin = absl::GetFlag(FLAGS_idle_spin);
   silo::Silo silo(options);
   BenchStats stats;
   if (absl::Status s = AddBenchGrains(silo, &stats); !s.ok()) return Fail(s.ToString());
@@ -161,9 +165,11 @@ int Main() {
     }
   }
   for (const std::string& s : scenarios) PrintSummary(s, results[s]);
-  std::printf("ENV workers=%d turn_budget=%d scale=%g rounds=%d warmup=%d\n",
-              silo.scheduler().workers(), options.turn_budget, scale, rounds,
-              warmup);
+  std::printf(
+      "ENV workers=%d turn_budget=%d idle_spin=%d scale=%g rounds=%d "
+      "warmup=%d\n",
+      silo.scheduler().workers(), options.turn_budget, options.idle_spin, scale,
+      rounds, warmup);
   silo.Stop();
   return all_verified ? 0 : 1;
 }

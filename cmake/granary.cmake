@@ -50,7 +50,7 @@ function(granary_cc_binary)
   add_executable(${G_NAME} ${G_SRCS})
   target_compile_options(${G_NAME} PRIVATE ${GRANARY_WARNINGS})
   target_include_directories(${G_NAME} PRIVATE ${CMAKE_SOURCE_DIR})
-  target_link_libraries(${G_NAME} PRIVATE ${G_DEPS})
+  target_link_libraries(${G_NAME} PRIVATE ${G_DEPS} ${GRANARY_MALLOC_LIBS})
 endfunction()
 
 # Runs protoc over PROTOS (paths relative to the current source dir). Generated

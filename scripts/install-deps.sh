@@ -8,6 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libprotoc-dev
   libabsl-dev librocksdb-dev civetweb libcivetweb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libjemalloc-dev
 )
 
 missing=()

@@ -40,7 +40,11 @@ Activation::~Activation() = default;
 void Activation::Post(Message* m) {
   mailbox_.Push(m);
   pending_.fetch_add(1, std::memory_order_seq_cst);
-  if (!scheduled_.exchange(true, std::memory_order_seq_cst)) {
+  // Seeing `scheduled_` set means the runner has not yet cleared it, so its
+  // re-check of `pending_` (after clearing) will see this message: no need
+  // for the exchange, which would bounce the cache line on every post.
+  if (!scheduled_.load(std::memory_order_seq_cst) &&
+      !scheduled_.exchange(true, std::memory_order_seq_cst)) {
     silo_->scheduler().Schedule(this);
   }
 }

@@ -23,7 +23,9 @@ inline void CpuRelax() {
 
 }  // namespace
 
-Scheduler::Scheduler(int workers) : slots_(workers > 0 ? workers : 1) {}
+Scheduler::Scheduler(int workers, int idle_spin)
+    : idle_spin_(idle_spin < 0 ? 0 : idle_spin),
+      slots_(workers > 0 ? workers : 1) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -122,7 +124,7 @@ void Scheduler::WorkerLoop(int index) {
     }
     // Nothing to do: spin briefly, then sleep.
     bool found = false;
-    for (int i = 0; i < 2000; ++i) {
+    for (int i = 0; i < idle_spin_; ++i) {
       if (shared_size_.load(std::memory_order_relaxed) > 0) {
         found = true;
         break;

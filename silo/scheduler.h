@@ -45,7 +45,9 @@ class Runnable {
 
 class Scheduler {
  public:
-  explicit Scheduler(int workers);
+  // `idle_spin`: pause instructions an idle worker spins, watching for work,
+  // before it sleeps.
+  Scheduler(int workers, int idle_spin);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -70,6 +72,7 @@ class Scheduler {
   void PushShared(Runnable* r);
   Runnable* PopShared();
 
+  const int idle_spin_;
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
   Mutex mu_;

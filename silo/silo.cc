@@ -36,7 +36,7 @@ Silo::Silo(SiloOptions options)
       directory_(std::make_unique<directory::LocalGrainDirectory>()),
       placement_(std::make_unique<LocalPlacement>(options_.name)),
       timers_(clock_),
-      scheduler_(DefaultWorkers(options_.workers)),
+      scheduler_(DefaultWorkers(options_.workers), options_.idle_spin),
       collector_(std::make_unique<IdleCollector>(this)) {
   InitProcess();
   if (options_.turn_budget < 1) options_.turn_budget = 1;
