@@ -64,10 +64,11 @@ void CallBase::ArmDeadline(TimerQueue* timers) {
 
 void CallBase::OnTimer() {
   if (TryClaim()) {
-    Deliver(absl::DeadlineExceededError(absl::StrCat(
+    status_ = absl::DeadlineExceededError(absl::StrCat(
         "deadline of ", absl::FormatDuration(timeout_), " passed calling ",
         target_.ToString(), " method #", method_,
-        "; whether the grain ran the request is unknown")));
+        "; whether the grain ran the request is unknown"));
+    HandBack(/*callee_may_hold=*/true);
   }
   Release();  // the timer's
 }
@@ -76,6 +77,10 @@ void CallBase::Deliver(absl::Status status) {
   status_ = std::move(status);
   // The caller of Deliver holds a reference, so this never frees the call.
   if (deadline_timers_ != nullptr && deadline_timers_->Cancel(this)) Release();
+  HandBack(/*callee_may_hold=*/false);
+}
+
+void CallBase::HandBack(bool callee_may_hold) {
   if (one_way_) {
     if (!status_.ok()) {
       GRANARY_LOG(kWarning) << "one-way call to " << target_.ToString()
@@ -88,21 +93,35 @@ void CallBase::Deliver(absl::Status status) {
     return;
   }
   if (!waiter_) return;
-  kind = MessageKind::kResponse;
-  if (sink_ != nullptr) {
-    sink_->Post(this);
-  } else {
+  if (sink_ == nullptr) {
     ResumeWaiter();
+  } else if (callee_may_hold) {
+    AddRef();  // the notice's
+    sink_->Post(new DeadlineNotice(this));
+  } else {
+    kind = MessageKind::kResponse;
+    sink_->Post(this);
   }
 }
 
-void CallBase::ResumeWaiter() {
-  if (sink_ == nullptr) {
-    ScopedTurn outside(nullptr);  // the caller runs outside any activation
-    waiter_.resume();
-  } else {
-    waiter_.resume();
+CallBase* AnsweredCall(Message* m) {
+  return m->kind == MessageKind::kDeadline
+             ? static_cast<DeadlineNotice*>(m)->call
+             : static_cast<CallBase*>(m);
+}
+
+void DropAnswer(Message* m) {
+  if (m->kind == MessageKind::kDeadline) {
+    auto* notice = static_cast<DeadlineNotice*>(m);
+    notice->call->Release();
+    delete notice;
   }
+  // A kResponse call is owned by the coroutine awaiting it.
+}
+
+void CallBase::ResumeWaiter() {
+  ScopedTurn outside(nullptr);  // the caller runs outside any activation
+  waiter_.resume();
 }
 
 }  // namespace granary

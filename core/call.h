@@ -58,6 +58,7 @@ struct CallOptions {
 enum class MessageKind : uint8_t {
   kRequest,   // a call to run (awaited or one-way)
   kResponse,  // a finished call coming back to the activation that awaits it
+  kDeadline,  // a DeadlineNotice: a call whose deadline passed
   kTimer,     // a grain timer tick
   kControl,   // runtime control (idle collection)
 };
@@ -178,8 +179,8 @@ class CallBase : public Message, public TimerEntry {
   // its caller. For OK, reply() must hold the answer.
   void Deliver(absl::Status status);
 
-  // Resumes the awaiting coroutine; for the activation that processes a
-  // kResponse message, and for inline delivery.
+  // Resumes an awaiting coroutine that runs outside any activation, on this
+  // thread. (Activations resume theirs when they process the answer.)
   void ResumeWaiter();
 
   // The invoker arms the deadline through a timer queue; see Invoke paths.
@@ -203,6 +204,9 @@ class CallBase : public Message, public TimerEntry {
 
  private:
   void OnTimer() override;  // the deadline passed
+  // Hands the finished call to its caller. `callee_may_hold` is true on the
+  // deadline path, where the callee may still have the call queued.
+  void HandBack(bool callee_may_hold);
 
   GrainId target_;
   uint32_t method_;
@@ -222,6 +226,19 @@ class CallBase : public Message, public TimerEntry {
   void* callee_ = nullptr;
   void* callee_frame_ = nullptr;
 };
+
+// Tells the awaiting activation that `call`'s deadline passed. A separate
+// message, because the callee may still hold the call itself in its mailbox
+// (a message is in one queue at a time). Holds a reference on the call.
+struct DeadlineNotice final : Message {
+  explicit DeadlineNotice(CallBase* c) : Message(MessageKind::kDeadline), call(c) {}
+  CallBase* call;
+};
+
+// The call a kResponse or kDeadline message answers.
+CallBase* AnsweredCall(Message* m);
+// Disposes of a kResponse or kDeadline message that will not be processed.
+void DropAnswer(Message* m);
 
 // Releases a call reference at scope exit.
 class CallRef {

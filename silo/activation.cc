@@ -52,7 +52,7 @@ void Activation::Post(Message* m) {
 void Activation::DrainMailbox() {
   while (Message* m = mailbox_.Pop()) {
     ++popped_;
-    if (m->kind == MessageKind::kResponse) {
+    if (m->kind == MessageKind::kResponse || m->kind == MessageKind::kDeadline) {
       responses_.push_back(m);
     } else {
       waiting_.push_back(m);
@@ -86,7 +86,10 @@ Message* Activation::NextMessage() {
     Message* m = mailbox_.Pop();
     if (m == nullptr) return nullptr;
     ++popped_;
-    if (m->kind == MessageKind::kResponse || Eligible(m)) return m;
+    if (m->kind == MessageKind::kResponse ||
+        m->kind == MessageKind::kDeadline || Eligible(m)) {
+      return m;
+    }
     waiting_.push_back(m);
   }
   DrainMailbox();
@@ -155,6 +158,15 @@ void Activation::Process(Message* m) {
       call->waiter().resume();
       return;
     }
+    case MessageKind::kDeadline: {
+      auto* notice = static_cast<DeadlineNotice*>(m);
+      CallBase* call = notice->call;
+      delete notice;
+      turn_.request = call->request_context();
+      CallRef hold(call);  // the notice's reference, kept until resumed
+      call->waiter().resume();
+      return;
+    }
     case MessageKind::kRequest:
       StartRequest(static_cast<CallBase*>(m));
       return;
@@ -175,7 +187,8 @@ void Activation::StartRequest(CallBase* call) {
     return;
   }
   const MethodInfo& method = type_->info->interface->methods[call->method()];
-  running_.push_back(Running{call, call->request_context().chain_id,
+  running_.push_back(Running{call, /*is_timer=*/false,
+                             call->request_context().chain_id,
                              method.read_only});
   call->set_callee(this);
   turn_.request = call->request_context();
@@ -327,7 +340,10 @@ void Activation::OnDeactivated() {
         delete static_cast<GrainTimer*>(m);
         break;
       case MessageKind::kControl:
+        break;
       case MessageKind::kResponse:
+      case MessageKind::kDeadline:
+        DropAnswer(m);
         break;
     }
   });
@@ -350,16 +366,17 @@ void Activation::Abandon(const absl::Status& status) {
   });
   waiting_.clear();
   // Replies to suspended calls die with the frames that await them.
+  responses_.ForEach([](Message* m) { DropAnswer(m); });
   responses_.clear();
   for (const Running& r : running_) {
-    if (r.msg->kind == MessageKind::kRequest) {
+    if (!r.is_timer) {
       auto* call = static_cast<CallBase*>(r.msg);
       if (call->callee_frame() != nullptr) {
         std::coroutine_handle<>::from_address(call->callee_frame()).destroy();
       }
       call->Fail(status);
       call->Release();
-    } else if (r.msg->kind == MessageKind::kTimer) {
+    } else {
       auto* timer = static_cast<GrainTimer*>(r.msg);
       if (timer->frame != nullptr) {
         std::coroutine_handle<>::from_address(timer->frame).destroy();
@@ -435,7 +452,7 @@ void Activation::StartTick(GrainTimer* timer) {
     return;
   }
   const uint64_t chain = NewChainId();
-  running_.push_back(Running{timer, chain, false});
+  running_.push_back(Running{timer, /*is_timer=*/true, chain, false});
   turn_.request = RequestContext{chain};
   timer->owner = this;
   Task<void> task;

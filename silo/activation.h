@@ -106,6 +106,8 @@ class Activation final : public Runnable, public MessageSink {
  private:
   struct Running {
     Message* msg;  // the call or timer being served
+    bool is_timer;  // msg->kind can change: a call whose deadline passed
+                    // becomes a response while its method still runs
     uint64_t chain_id;
     bool read_only;
   };

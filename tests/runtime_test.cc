@@ -195,6 +195,40 @@ TEST_F(RuntimeTest, DeadlineExceededWhenGrainNeverReplies) {
   EXPECT_EQ(silo_->Get<CounterRef>("c").Add(Amount(1)).Get()->value(), 1);
 }
 
+TEST_F(RuntimeTest, DeadlinePassesWhileCallWaitsBehindSuspendedRequest) {
+  // "busy" suspends in Block; "caller" (a grain) calls busy.Leaf with a 5 s
+  // deadline, which queues behind Block. The deadline must reach the caller
+  // while busy still holds the queued call.
+  auto busy = silo_->Get<TurnsRef>("busy");
+  absl::Notification block_done, caller_done;
+  Detach(busy.Block(MakeText("")), [&](absl::StatusOr<Text>) { block_done.Notify(); });
+  ASSERT_TRUE(state_.WaitForLog("block-start"));
+  const size_t armed_before = silo_->timers().size();
+  absl::StatusOr<Text> outcome;
+  PeerRequest r;
+  r.set_peer("busy");
+  Detach(silo_->Get<TurnsRef>("caller").LeafWithTimeout(r, CallOptions{absl::Seconds(60)}),
+         [&](absl::StatusOr<Text> t) {
+           outcome = std::move(t);
+           caller_done.Notify();
+         });
+  // Two more deadlines are armed once the caller's call and its Leaf call
+  // are both on their way; only then may time move.
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (silo_->timers().size() < armed_before + 2 && absl::Now() < give_up) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(silo_->timers().size(), armed_before + 2);
+  clock_.Advance(absl::Seconds(6));
+  caller_done.WaitForNotification();
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->text(), "DEADLINE_EXCEEDED");
+  // busy continues; the expired Leaf is dropped or answered into the void.
+  ASSERT_TRUE(busy.Release(MakeText("")).Get().ok());
+  block_done.WaitForNotification();
+  EXPECT_EQ(busy.Read(MakeText("")).Get()->text(), "read");
+}
+
 TEST_F(RuntimeTest, IdleGrainIsCollectedBusyOneIsNot) {
   auto idle = silo_->Get<LifecycleRef>("idle");
   auto busy = silo_->Get<LifecycleRef>("busy");

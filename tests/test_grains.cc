@@ -79,6 +79,18 @@ class TurnsGrain final : public TurnsGrainBase {
     state_->Record("write");
     co_return MakeText("write");
   }
+  Task<Text> LeafWithTimeout(const PeerRequest& r) override {
+    absl::Status status;
+    try {
+      co_await GetGrain<TurnsRef>(r.peer()).Leaf(MakeText("timed"),
+                                                 CallOptions{absl::Seconds(5)});
+    } catch (const StatusError& e) {
+      status = e.status();
+    }
+    state_->Record("leaf-with-timeout:" +
+                   std::string(absl::StatusCodeToString(status.code())));
+    co_return MakeText(absl::StatusCodeToString(status.code()));
+  }
 
  private:
   TestState* state_;
