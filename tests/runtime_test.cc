@@ -200,7 +200,7 @@ TEST_F(RuntimeTest, DeadlinePassesWhileCallWaitsBehindSuspendedRequest) {
   // deadline, which queues behind Block. The deadline must reach the caller
   // while busy still holds the queued call.
   auto busy = silo_->Get<TurnsRef>("busy");
-  absl::Notification block_done, caller_done;
+  Notification block_done, caller_done;
   Detach(busy.Block(MakeText("")), [&](absl::StatusOr<Text>) { block_done.Notify(); });
   ASSERT_TRUE(state_.WaitForLog("block-start"));
   const size_t armed_before = silo_->timers().size();
