@@ -79,7 +79,17 @@ void Scheduler::PushShared(Runnable* r) {
     tail_ = r;
   }
   shared_size_.fetch_add(1, std::memory_order_release);
-  if (sleepers_ > 0) cv_.Signal();
+  WakeOneLocked();
+}
+
+void Scheduler::WakeOneLocked() {
+  // One wake-up in flight is enough: the woken worker wakes the next one if
+  // it finds more work than it can take. A burst of pushes costs one futex
+  // call, not one per push.
+  if (sleepers_ > 0 && !wakeup_pending_) {
+    wakeup_pending_ = true;
+    cv_.Signal();
+  }
 }
 
 Runnable* Scheduler::PopShared() {
@@ -90,6 +100,7 @@ Runnable* Scheduler::PopShared() {
   head_ = r->next_runnable_;
   if (head_ == nullptr) tail_ = nullptr;
   shared_size_.fetch_sub(1, std::memory_order_relaxed);
+  if (head_ != nullptr) WakeOneLocked();  // more work than this worker
   return r;
 }
 
@@ -138,6 +149,7 @@ void Scheduler::WorkerLoop(int index) {
     ++sleepers_;
     cv_.Wait(&mu_);
     --sleepers_;
+    wakeup_pending_ = false;
     if (stopping_) break;
   }
   self.scheduler = nullptr;

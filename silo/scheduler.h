@@ -70,6 +70,7 @@ class Scheduler {
 
   void WorkerLoop(int index);
   void PushShared(Runnable* r);
+  void WakeOneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Runnable* PopShared();
 
   const int idle_spin_;
@@ -80,6 +81,7 @@ class Scheduler {
   Runnable* head_ ABSL_GUARDED_BY(mu_) = nullptr;
   Runnable* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
   int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool wakeup_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> shared_size_{0};
   std::atomic<bool> stop_flag_{false};
