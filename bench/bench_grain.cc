@@ -11,31 +11,40 @@
 namespace granary::bench {
 
 void BenchStats::OnActivate() {
-  MutexLock lock(&mu_);
-  ++activations_;
+  activations_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void BenchStats::OnDeactivate() {
-  MutexLock lock(&mu_);
-  ++deactivations_;
+  const int64_t n = deactivations_.fetch_add(1, std::memory_order_seq_cst) + 1;
+  if (n >= wanted_.load(std::memory_order_seq_cst)) {
+    MutexLock lock(&mu_);
+    reached_.SignalAll();
+  }
 }
 
 int64_t BenchStats::activations() const {
-  MutexLock lock(&mu_);
-  return activations_;
+  return activations_.load(std::memory_order_acquire);
 }
 
 int64_t BenchStats::deactivations() const {
-  MutexLock lock(&mu_);
-  return deactivations_;
+  return deactivations_.load(std::memory_order_acquire);
 }
 
 bool BenchStats::WaitForDeactivations(int64_t n, absl::Duration limit) {
+  const absl::Time give_up = absl::Now() + limit;
   MutexLock lock(&mu_);
-  auto reached = [this, n]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return deactivations_ >= n;
-  };
-  return mu_.AwaitWithTimeout(reached, limit);
+  wanted_.store(n, std::memory_order_seq_cst);
+  // Deactivations that saw the old `wanted_` signalled nobody; re-check the
+  // count under the lock before each wait (signals also take the lock).
+  bool ok = true;
+  while (deactivations_.load(std::memory_order_seq_cst) < n) {
+    if (reached_.WaitWithDeadline(&mu_, give_up)) {
+      ok = deactivations_.load(std::memory_order_seq_cst) >= n;
+      break;
+    }
+  }
+  wanted_.store(INT64_MAX, std::memory_order_seq_cst);
+  return ok;
 }
 
 Task<void> BenchGrainImpl::OnActivate() {
