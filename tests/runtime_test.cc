@@ -177,6 +177,34 @@ TEST_F(RuntimeTest, ReadOnlyRequestsInterleaveOnlyWithEachOther) {
                                         "readblock-done", "write"));
 }
 
+TEST_F(RuntimeTest, ReentrantTypeInterleavesAnyRequest) {
+  auto grain = silo_->Get<InterleavedRef>("r");
+  Notification block_done;
+  Detach(grain.Block(MakeText("")), [&](absl::StatusOr<Text>) { block_done.Notify(); });
+  ASSERT_TRUE(state_.WaitForLog("block-start"));
+  // Not in Block's chain, yet it runs while Block is suspended.
+  ASSERT_TRUE(grain.Leaf(MakeText("")).Get().ok());
+  ASSERT_TRUE(grain.Release(MakeText("")).Get().ok());
+  block_done.WaitForNotification();
+  EXPECT_THAT(state_.Log(),
+              ElementsAre("block-start", "leaf", "release", "block-done"));
+}
+
+TEST_F(RuntimeTest, FailedActivationFailsTheCallAndIsRetriedLater) {
+  auto bad = silo_->Get<FaultyRef>("bad-1");
+  absl::StatusOr<Text> r = bad.Echo(MakeText("x")).Get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r.status().message(), HasSubstr("cannot load bad-1"));
+  // Nothing is left behind; the next call tries to activate again.
+  r = bad.Echo(MakeText("x")).Get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  {
+    MutexLock lock(&state_.mu);
+    EXPECT_EQ(state_.activations["bad-1"], 2);
+  }
+  EXPECT_EQ(silo_->Get<FaultyRef>("good").Echo(MakeText("y")).Get()->text(), "y");
+}
+
 TEST_F(RuntimeTest, DeadlineExceededWhenGrainNeverReplies) {
   Notification failed;
   absl::Status status;

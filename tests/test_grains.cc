@@ -162,6 +162,49 @@ class DriverGrain final : public DriverGrainBase {
   }
 };
 
+class InterleavedGrain final : public InterleavedGrainBase {
+ public:
+  explicit InterleavedGrain(TestState* state) : state_(state) {}
+  Task<Text> Block(const Text&) override {
+    state_->Record("block-start");
+    co_await released_;
+    state_->Record("block-done");
+    co_return MakeText("unblocked");
+  }
+  Task<Text> Leaf(const Text&) override {
+    state_->Record("leaf");
+    co_return MakeText("leaf");
+  }
+  Task<Text> Release(const Text&) override {
+    state_->Record("release");
+    released_.Set();
+    co_return MakeText("released");
+  }
+
+ private:
+  TestState* state_;
+  GrainEvent released_;
+};
+
+class FaultyGrain final : public FaultyGrainBase {
+ public:
+  explicit FaultyGrain(TestState* state) : state_(state) {}
+  Task<void> OnActivate() override {
+    {
+      MutexLock lock(&state_->mu);
+      ++state_->activations[GetGrainId().key()];
+    }
+    if (GetGrainId().key().rfind("bad", 0) == 0) {
+      throw std::runtime_error("cannot load " + GetGrainId().key());
+    }
+    co_return;
+  }
+  Task<Text> Echo(const Text& r) override { co_return MakeText(r.text()); }
+
+ private:
+  TestState* state_;
+};
+
 }  // namespace
 
 absl::Status AddTestGrains(silo::Silo& silo, TestState* state) {
@@ -172,6 +215,10 @@ absl::Status AddTestGrains(silo::Silo& silo, TestState* state) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<LifecycleGrain>(
       [state] { return std::make_unique<LifecycleGrain>(state); }));
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<DriverGrain>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<InterleavedGrain>(
+      [state] { return std::make_unique<InterleavedGrain>(state); }));
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<FaultyGrain>(
+      [state] { return std::make_unique<FaultyGrain>(state); }));
   GRANARY_RETURN_IF_ERROR(examples::AddExampleGrains(silo));
   return absl::OkStatus();
 }
