@@ -20,6 +20,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -29,6 +30,10 @@
 #include "core/call.h"
 #include "core/grain_interface.h"
 #include "core/task.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
 
 namespace granary {
 
@@ -46,6 +51,9 @@ using InvokeFn = void (*)(Grain* grain, CallBase* call);
 struct GrainClassInfo {
   const InterfaceInfo* interface;
   const InvokeFn* invokers;
+  // The type as a named gRPC service forwarding to `invoker` (standard gRPC
+  // access; see silo/grpc_bridge.h).
+  std::unique_ptr<grpc::Service> (*new_grpc_service)(CallInvoker* invoker);
 };
 
 using TimerId = uint64_t;

@@ -67,6 +67,12 @@ absl::Status Silo::AddGrainType(
   return absl::OkStatus();
 }
 
+std::vector<const GrainClassInfo*> Silo::GrainTypes() const {
+  std::vector<const GrainClassInfo*> out;
+  for (const auto& [name, entry] : types_) out.push_back(entry->info);
+  return out;
+}
+
 absl::Status Silo::Start() {
   State expected = State::kNew;
   if (!state_.compare_exchange_strong(expected, State::kRunning)) {

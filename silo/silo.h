@@ -121,6 +121,9 @@ class Silo final : public CallInvoker {
                                              absl::string_view payload,
                                              CallOptions options = {});
 
+  // The grain types registered with this silo.
+  std::vector<const GrainClassInfo*> GrainTypes() const;
+
   size_t ActivationCount() const { return catalog_.size(); }
   const SiloOptions& options() const { return options_; }
   const std::string& name() const { return options_.name; }

@@ -1,0 +1,63 @@
+// File: silo/gateway_server.h
+// -----------------------------------------------------------------------------
+// The silo's gateway: the gRPC server clients connect to. It serves every
+// grain type the silo hosts as a standard gRPC service (see grpc_bridge.h),
+// the standard health service, and server reflection, which lists the grain
+// services so tools such as grpcurl need nothing but the address.
+//
+//   GatewayServer gateway(&silo, "127.0.0.1:0");
+//   GRANARY_RETURN_IF_ERROR(gateway.Start());   // after silo.Start()
+//   std::cout << gateway.address();             // 127.0.0.1:<bound port>
+//   ...
+//   silo.Stop();     // finishes every call still in the silo
+//   gateway.Stop();
+//
+// Lifecycle: New --Start()--> Serving --Stop()--> Stopped. Stop the silo
+// first: it answers whatever the gateway still waits for, so the gateway's
+// shutdown never waits on a grain. Stop() is idempotent.
+//
+// Threading: Start/Stop from one thread; gRPC's threads run the calls.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace grpc {
+class Server;
+class Service;
+}  // namespace grpc
+
+namespace granary::silo {
+
+class Silo;
+
+class GatewayServer {
+ public:
+  // `address` is HOST:PORT; port 0 picks a free port.
+  GatewayServer(Silo* silo, std::string address);
+  ~GatewayServer();
+  GatewayServer(const GatewayServer&) = delete;
+  GatewayServer& operator=(const GatewayServer&) = delete;
+
+  // Binds and starts serving. INVALID_ARGUMENT for an address gRPC cannot
+  // parse, UNAVAILABLE when it cannot bind.
+  absl::Status Start();
+  void Stop();
+
+  // The bound address, with the real port once started.
+  const std::string& address() const { return bound_address_; }
+  int port() const { return port_; }
+
+ private:
+  Silo* const silo_;
+  const std::string requested_address_;
+  std::string bound_address_;
+  int port_ = 0;
+  std::vector<std::unique_ptr<grpc::Service>> services_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace granary::silo

@@ -1,0 +1,103 @@
+#include "silo/grpc_bridge.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+
+namespace granary::silo {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+void SetBytes(const std::string& bytes, grpc::ByteBuffer* out) {
+  grpc::Slice slice(bytes);
+  *out = grpc::ByteBuffer(&slice, 1);
+}
+
+struct PendingUnary {
+  grpc::ServerUnaryReactor* reactor;
+  grpc::ByteBuffer* response;
+};
+
+void UnaryDone(void* ctx, CallBase* call) {
+  std::unique_ptr<PendingUnary> pending(static_cast<PendingUnary*>(ctx));
+  if (!call->status().ok()) {
+    pending->reactor->Finish(ToGrpc(call->status()));
+    return;
+  }
+  std::string bytes;
+  if (!call->reply().SerializeToString(&bytes)) {
+    pending->reactor->Finish(
+        grpc::Status(grpc::StatusCode::INTERNAL, "reply failed to serialize"));
+    return;
+  }
+  SetBytes(bytes, pending->response);
+  pending->reactor->Finish(grpc::Status::OK);
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
+                                     grpc::CallbackServerContext* context,
+                                     const InterfaceInfo& iface,
+                                     uint32_t method,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const MethodInfo& info = iface.methods[method];
+  const auto& metadata = context->client_metadata();
+  auto key_it = metadata.find(kGrainKeyMetadata);
+  if (key_it == metadata.end() || key_it->second.empty()) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("missing metadata '", kGrainKeyMetadata,
+                     "': the key of the ", iface.type_name,
+                     " grain to call")));
+    return reactor;
+  }
+  std::string key(key_it->second.data(), key_it->second.size());
+
+  absl::Duration timeout = kDefaultCallTimeout;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    timeout = absl::FromChrono(context->deadline()) - absl::Now();
+    if (timeout <= absl::ZeroDuration()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                   "deadline passed before the call started"));
+      return reactor;
+    }
+  }
+
+  CallBase* call = info.new_call(GrainId(iface.type_name, std::move(key)));
+  grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request));
+  if (!reader.status().ok() ||
+      !call->request().ParseFromZeroCopyStream(&reader)) {
+    grpc::Status bad(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat("payload is not a valid ",
+                                  call->request().GetTypeName(), " for ",
+                                  info.full_name));
+    call->Release();
+    reactor->Finish(bad);
+    return reactor;
+  }
+  call->set_timeout(timeout);
+  call->set_request_context(RequestContext{NewChainId()});
+  if (info.one_way) {
+    invoker->Invoke(call);
+    SetBytes(std::string(), response);  // google.protobuf.Empty
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  call->SetDoneCallback(&UnaryDone, new PendingUnary{reactor, response});
+  invoker->Invoke(call);
+  return reactor;
+}
+
+}  // namespace granary::silo
