@@ -31,11 +31,13 @@ test-asan: deps
 	cd build-asan && ctest --output-on-failure
 
 # ThreadSanitizer: the runtime is concurrent; run it before calling
-# scheduler or messaging work done.
+# scheduler or messaging work done. Tests labelled `grpc` run a gRPC server
+# and are left out: Debian's gRPC is built without TSan, so every object
+# handed across its (invisible) synchronization is reported as a race.
 test-tsan: deps
 	@cmake --preset tsan > /dev/null
 	@cmake --build build-tsan
-	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -LE grpc
 
 bench-quick: build
 	$(BUILD)/bin/granary-bench --hosted --rounds=5 --scale=0.5
