@@ -1,5 +1,6 @@
 #include "silo/gateway_server.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -9,23 +10,10 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/codegen/service_type.h"
+#include "silo/http_server.h"
 #include "silo/silo.h"
 
 namespace granary::silo {
-namespace {
-
-// HOST:PORT with a numeric port in [0, 65535]; [v6]:PORT accepted.
-bool ValidAddress(const std::string& address, std::string* host) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  int port = 0;
-  if (!absl::SimpleAtoi(address.substr(colon + 1), &port)) return false;
-  if (port < 0 || port > 65535) return false;
-  *host = address.substr(0, colon);
-  return true;
-}
-
-}  // namespace
 
 GatewayServer::GatewayServer(Silo* silo, std::string address)
     : silo_(silo), requested_address_(std::move(address)) {}
@@ -37,13 +25,17 @@ absl::Status GatewayServer::Start() {
     return absl::FailedPreconditionError("gateway already started");
   }
   std::string host;
-  if (!ValidAddress(requested_address_, &host)) {
+  int requested_port = 0;
+  if (!SplitHostPort(requested_address_, &host, &requested_port)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gateway address '", requested_address_, "' is not HOST:PORT"));
   }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second silo on the same port would
+  // start and silently take half the connections. Refuse the port instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(requested_address_, grpc::InsecureServerCredentials(),
                            &port_);
   for (const GrainClassInfo* info : silo_->GrainTypes()) {
@@ -65,7 +57,10 @@ absl::Status GatewayServer::Start() {
 
 void GatewayServer::Stop() {
   if (server_ == nullptr) return;
-  server_->Shutdown();
+  // Calls still open after the grace period are cancelled. With the silo
+  // stopped first they have all been answered; what remains is idle client
+  // connections, which an unbounded shutdown would wait on for seconds.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   server_->Wait();
   server_.reset();
   services_.clear();

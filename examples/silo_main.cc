@@ -1,0 +1,178 @@
+// granary-silo: a silo hosting the example grains. It is also the example of
+// how to build a silo for your own grains: register them, start the silo,
+// then its listeners.
+//
+//   granary-silo --gateway=127.0.0.1:30000 --http=127.0.0.1:8080
+//   granary-silo --config=silo.flags     # the same flags, one per line
+//
+// When every listener is bound it prints exactly one line to stdout:
+//   READY gateway=HOST:PORT silo=HOST:PORT http=HOST:PORT
+// SIGTERM or SIGINT shuts down gracefully (grains deactivate, calls still
+// queued are answered UNAVAILABLE) and exits 0; a second signal exits at once.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/log.h"
+#include "examples/counter_grain.h"
+#include "grpcpp/grpcpp.h"
+#include "silo/gateway_server.h"
+#include "silo/http_server.h"
+#include "silo/silo.h"
+
+ABSL_FLAG(std::string, gateway, "127.0.0.1:30000",
+          "HOST:PORT of the gateway clients connect to (port 0: any free port).");
+ABSL_FLAG(std::string, silo, "127.0.0.1:11111",
+          "HOST:PORT of the silo-to-silo endpoint (port 0: any free port).");
+ABSL_FLAG(std::string, http, "127.0.0.1:8080",
+          "HOST:PORT of the HTTP endpoint (port 0: any free port).");
+ABSL_FLAG(std::string, data_dir, "./granary-data",
+          "Directory for this silo's data; created if missing.");
+ABSL_FLAG(int32_t, workers, 0, "Worker threads (0: hardware threads).");
+ABSL_FLAG(int32_t, turn_budget, 64,
+          "Messages one activation processes per scheduling.");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+ABSL_FLAG(std::string, config, "",
+          "A file of these flags, one --name=value per line (# comments).");
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "granary-silo: %s\n", message.c_str());
+  return 2;
+}
+
+// `--config=FILE` is read as an Abseil flag file; command-line flags after
+// it override its values.
+std::vector<char*> WithConfigAsFlagfile(int argc, char** argv,
+                                        std::vector<std::string>* storage) {
+  storage->reserve(argc);
+  std::vector<char*> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (absl::StartsWith(arg, "--config=")) {
+      arg = "--flagfile=" + arg.substr(9);
+    } else if (arg == "--config" && i + 1 < argc) {
+      arg = std::string("--flagfile=") + argv[++i];
+    }
+    storage->push_back(std::move(arg));
+    out.push_back(storage->back().data());
+  }
+  return out;
+}
+
+int Main() {
+  using granary::silo::GatewayServer;
+  using granary::silo::HttpServer;
+  using granary::silo::Silo;
+
+  granary::LogLevel level;
+  if (!granary::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
+    return Fail("--log_level must be debug, info, warning or error");
+  }
+  granary::SetLogLevel(level);
+  if (absl::GetFlag(FLAGS_workers) < 0) return Fail("--workers must not be negative");
+  if (absl::GetFlag(FLAGS_turn_budget) < 1) return Fail("--turn_budget must be at least 1");
+  std::string host;
+  int port;
+  for (const auto& [name, value] :
+       {std::pair{"--gateway", absl::GetFlag(FLAGS_gateway)},
+        std::pair{"--silo", absl::GetFlag(FLAGS_silo)},
+        std::pair{"--http", absl::GetFlag(FLAGS_http)}}) {
+    if (!granary::silo::SplitHostPort(value, &host, &port)) {
+      return Fail(absl::StrCat(name, "='", value, "' is not HOST:PORT"));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(absl::GetFlag(FLAGS_data_dir), ec);
+  if (ec) {
+    return Fail(absl::StrCat("cannot create --data_dir '",
+                             absl::GetFlag(FLAGS_data_dir), "': ", ec.message()));
+  }
+
+  // Signals are taken by sigwait below, never by a handler on some thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // The silo-to-silo endpoint answers the standard health service until the
+  // cluster brings silo-to-silo messaging to it.
+  grpc::EnableDefaultHealthCheckService(true);
+  int silo_port = 0;
+  grpc::ServerBuilder silo_builder;
+  silo_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // see gateway
+  silo_builder.AddListeningPort(absl::GetFlag(FLAGS_silo),
+                                grpc::InsecureServerCredentials(), &silo_port);
+  std::unique_ptr<grpc::Server> silo_server = silo_builder.BuildAndStart();
+  if (silo_server == nullptr || silo_port == 0) {
+    return Fail(absl::StrCat("cannot listen on --silo=", absl::GetFlag(FLAGS_silo)));
+  }
+  granary::silo::SplitHostPort(absl::GetFlag(FLAGS_silo), &host, &port);
+  const std::string silo_address = absl::StrCat(host, ":", silo_port);
+
+  granary::silo::SiloOptions options;
+  // A restarted silo is a new silo: its identity carries its start time.
+  options.name = absl::StrCat(silo_address, "@", absl::ToUnixMillis(absl::Now()));
+  options.workers = absl::GetFlag(FLAGS_workers);
+  options.turn_budget = absl::GetFlag(FLAGS_turn_budget);
+  Silo silo(options);
+  if (absl::Status s = granary::examples::AddExampleGrains(silo); !s.ok()) {
+    return Fail(s.ToString());
+  }
+  if (absl::Status s = silo.Start(); !s.ok()) return Fail(s.ToString());
+  GatewayServer gateway(&silo, absl::GetFlag(FLAGS_gateway));
+  if (absl::Status s = gateway.Start(); !s.ok()) return Fail(s.ToString());
+  HttpServer http(absl::GetFlag(FLAGS_http));
+  if (absl::Status s = http.Start(); !s.ok()) return Fail(s.ToString());
+
+  std::printf("READY gateway=%s silo=%s http=%s\n", gateway.address().c_str(),
+              silo_address.c_str(), http.address().c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  GRANARY_LOG(kInfo) << "silo=" << options.name << " received signal " << sig
+                     << ", shutting down";
+  // A second signal ends the process at once.
+  std::thread([signals]() mutable {
+    int again = 0;
+    sigwait(&signals, &again);
+    std::_Exit(1);
+  }).detach();
+  silo.Stop();  // answers every call still in the silo
+  gateway.Stop();
+  http.Stop();
+  silo_server->Shutdown(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(500));
+  silo_server->Wait();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "A Granary silo with the example grains. Example: granary-silo "
+      "--gateway=127.0.0.1:30000");
+  std::vector<std::string> storage;
+  std::vector<char*> args = WithConfigAsFlagfile(argc, argv, &storage);
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  return Main();
+}
