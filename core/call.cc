@@ -104,12 +104,6 @@ void CallBase::HandBack(bool callee_may_hold) {
   }
 }
 
-CallBase* AnsweredCall(Message* m) {
-  return m->kind == MessageKind::kDeadline
-             ? static_cast<DeadlineNotice*>(m)->call
-             : static_cast<CallBase*>(m);
-}
-
 void DropAnswer(Message* m) {
   if (m->kind == MessageKind::kDeadline) {
     auto* notice = static_cast<DeadlineNotice*>(m);

@@ -235,8 +235,6 @@ struct DeadlineNotice final : Message {
   CallBase* call;
 };
 
-// The call a kResponse or kDeadline message answers.
-CallBase* AnsweredCall(Message* m);
 // Disposes of a kResponse or kDeadline message that will not be processed.
 void DropAnswer(Message* m);
 

@@ -55,8 +55,6 @@ void Scheduler::Stop() {
   threads_.clear();
 }
 
-bool Scheduler::OnWorker() const { return Self().scheduler == this; }
-
 void Scheduler::Schedule(Runnable* r) {
   WorkerIdentity& self = Self();
   if (self.scheduler == this) {

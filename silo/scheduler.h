@@ -59,8 +59,6 @@ class Scheduler {
   void Schedule(Runnable* r);
 
   int workers() const { return static_cast<int>(slots_.size()); }
-  // True on a worker thread of this scheduler.
-  bool OnWorker() const;
 
  private:
   static constexpr int kMaxSlotRuns = 16;
