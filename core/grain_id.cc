@@ -20,6 +20,16 @@ absl::string_view InternTypeName(absl::string_view name) {
   return *it;  // node_hash_set never moves its elements
 }
 
+absl::Status ValidateGrainKey(absl::string_view key) {
+  if (key.empty()) return absl::InvalidArgumentError("the grain key is empty");
+  if (key.size() > kMaxGrainKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the grain key is ", key.size(), " bytes; at most ",
+                     kMaxGrainKeyBytes, " are allowed"));
+  }
+  return absl::OkStatus();
+}
+
 std::string GrainId::ToString() const { return absl::StrCat(type_, "/", key_); }
 
 }  // namespace granary

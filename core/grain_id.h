@@ -11,11 +11,19 @@
 // go through InternTypeName() first.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include <utility>
 
 namespace granary {
+
+// Grain keys are non-empty and at most this many bytes.
+inline constexpr size_t kMaxGrainKeyBytes = 4096;
+
+// OK, or INVALID_ARGUMENT saying what is wrong with `key`.
+absl::Status ValidateGrainKey(absl::string_view key);
 
 // Returns a view of `name` with static storage duration. Thread-safe; meant
 // for the few distinct type names a process sees, not for arbitrary strings.

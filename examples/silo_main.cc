@@ -47,6 +47,8 @@ ABSL_FLAG(int32_t, workers, 0, "Worker threads (0: hardware threads).");
 ABSL_FLAG(int32_t, turn_budget, 64,
           "Messages one activation processes per scheduling.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+ABSL_FLAG(int32_t, max_message_bytes, 4 << 20,
+          "Largest message the gateway accepts or sends.");
 ABSL_FLAG(std::string, config, "",
           "A file of these flags, one --name=value per line (# comments).");
 
@@ -88,6 +90,9 @@ int Main() {
   granary::SetLogLevel(level);
   if (absl::GetFlag(FLAGS_workers) < 0) return Fail("--workers must not be negative");
   if (absl::GetFlag(FLAGS_turn_budget) < 1) return Fail("--turn_budget must be at least 1");
+  if (absl::GetFlag(FLAGS_max_message_bytes) < 1) {
+    return Fail("--max_message_bytes must be positive");
+  }
   std::string host;
   int port;
   for (const auto& [name, value] :
@@ -137,7 +142,8 @@ int Main() {
     return Fail(s.ToString());
   }
   if (absl::Status s = silo.Start(); !s.ok()) return Fail(s.ToString());
-  GatewayServer gateway(&silo, absl::GetFlag(FLAGS_gateway));
+  GatewayServer gateway(&silo, absl::GetFlag(FLAGS_gateway),
+                        absl::GetFlag(FLAGS_max_message_bytes));
   if (absl::Status s = gateway.Start(); !s.ok()) return Fail(s.ToString());
   HttpServer http(absl::GetFlag(FLAGS_http));
   if (absl::Status s = http.Start(); !s.ok()) return Fail(s.ToString());

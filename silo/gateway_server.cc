@@ -15,14 +15,20 @@
 
 namespace granary::silo {
 
-GatewayServer::GatewayServer(Silo* silo, std::string address)
-    : silo_(silo), requested_address_(std::move(address)) {}
+GatewayServer::GatewayServer(Silo* silo, std::string address,
+                             int max_message_bytes)
+    : silo_(silo),
+      requested_address_(std::move(address)),
+      max_message_bytes_(max_message_bytes) {}
 
 GatewayServer::~GatewayServer() { Stop(); }
 
 absl::Status GatewayServer::Start() {
   if (server_ != nullptr) {
     return absl::FailedPreconditionError("gateway already started");
+  }
+  if (max_message_bytes_ < 1) {
+    return absl::InvalidArgumentError("max_message_bytes must be positive");
   }
   std::string host;
   int requested_port = 0;
@@ -36,6 +42,8 @@ absl::Status GatewayServer::Start() {
   // gRPC sets SO_REUSEPORT by default: a second silo on the same port would
   // start and silently take half the connections. Refuse the port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(max_message_bytes_);
+  builder.SetMaxSendMessageSize(max_message_bytes_);
   builder.AddListeningPort(requested_address_, grpc::InsecureServerCredentials(),
                            &port_);
   for (const GrainClassInfo* info : silo_->GrainTypes()) {

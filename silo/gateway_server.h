@@ -36,8 +36,13 @@ class Silo;
 
 class GatewayServer {
  public:
+  // Largest request or reply message the gateway accepts (bigger ones fail
+  // with RESOURCE_EXHAUSTED).
+  static constexpr int kDefaultMaxMessageBytes = 4 << 20;
+
   // `address` is HOST:PORT; port 0 picks a free port.
-  GatewayServer(Silo* silo, std::string address);
+  GatewayServer(Silo* silo, std::string address,
+                int max_message_bytes = kDefaultMaxMessageBytes);
   ~GatewayServer();
   GatewayServer(const GatewayServer&) = delete;
   GatewayServer& operator=(const GatewayServer&) = delete;
@@ -54,6 +59,7 @@ class GatewayServer {
  private:
   Silo* const silo_;
   const std::string requested_address_;
+  const int max_message_bytes_;
   std::string bound_address_;
   int port_ = 0;
   std::vector<std::unique_ptr<grpc::Service>> services_;

@@ -64,6 +64,10 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
     return reactor;
   }
   std::string key(key_it->second.data(), key_it->second.size());
+  if (absl::Status valid = ValidateGrainKey(key); !valid.ok()) {
+    reactor->Finish(ToGrpc(valid));
+    return reactor;
+  }
 
   absl::Duration timeout = kDefaultCallTimeout;
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {

@@ -240,6 +240,10 @@ void Silo::InvokeSerialized(absl::string_view type_name, std::string key,
         absl::StrCat("unknown grain type ", type_name)));
     return;
   }
+  if (absl::Status valid = ValidateGrainKey(key); !valid.ok()) {
+    done(std::move(valid));
+    return;
+  }
   const InterfaceInfo& iface = *type->info->interface;
   const MethodInfo* method = iface.FindMethod(method_name);
   if (method == nullptr) {

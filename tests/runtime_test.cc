@@ -352,6 +352,12 @@ TEST_F(RuntimeTest, UnknownMethodTypeAndMalformedPayload) {
   r = silo_->CallSerialized("granary.testing.Probe", "k", "Echo", "\xff\xff\xff");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
 
+  r = silo_->CallSerialized("granary.testing.Probe", "", "Echo", payload);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  r = silo_->CallSerialized("granary.testing.Probe", std::string(kMaxGrainKeyBytes + 1, 'k'),
+                            "Echo", payload);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+
   r = silo_->CallSerialized("granary.testing.Probe", "k", "Echo", payload);
   ASSERT_TRUE(r.ok()) << r.status();
   Text reply;

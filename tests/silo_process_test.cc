@@ -204,6 +204,7 @@ TEST(SiloProcessTest, BadFlagsFailClearly) {
            {{"--gateway=nonsense"}, "--gateway='nonsense' is not HOST:PORT"},
            {{"--http=127.0.0.1:99999"}, "--http"},
            {{"--log_level=loud"}, "--log_level"},
+           {{"--max_message_bytes=0"}, "--max_message_bytes"},
            {{"--workers=abc"}, "workers"},
            {{"--no_such_flag=1"}, "no_such_flag"},
            {{"--config=" + dir + "/missing.flags"}, "missing.flags"},
