@@ -16,10 +16,10 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD)
 
-# Until the gateway exists, `run` shows the runtime working: a short hosted
-# benchmark of every scenario, printing one RESULT line per round.
+# A silo with the example grains, in the foreground (Ctrl-C stops it
+# gracefully). Its gateway listens on 127.0.0.1:30000.
 run: build
-	$(BUILD)/bin/granary-bench --hosted --rounds=5 --scale=0.2
+	$(BUILD)/bin/granary-silo --data_dir=./granary-data
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure
