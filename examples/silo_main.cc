@@ -28,6 +28,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/address.h"
 #include "core/log.h"
 #include "examples/counter_grain.h"
 #include "grpcpp/grpcpp.h"
@@ -99,7 +100,7 @@ int Main() {
        {std::pair{"--gateway", absl::GetFlag(FLAGS_gateway)},
         std::pair{"--silo", absl::GetFlag(FLAGS_silo)},
         std::pair{"--http", absl::GetFlag(FLAGS_http)}}) {
-    if (!granary::silo::SplitHostPort(value, &host, &port)) {
+    if (!granary::SplitHostPort(value, &host, &port)) {
       return Fail(absl::StrCat(name, "='", value, "' is not HOST:PORT"));
     }
   }
@@ -129,7 +130,7 @@ int Main() {
   if (silo_server == nullptr || silo_port == 0) {
     return Fail(absl::StrCat("cannot listen on --silo=", absl::GetFlag(FLAGS_silo)));
   }
-  granary::silo::SplitHostPort(absl::GetFlag(FLAGS_silo), &host, &port);
+  granary::SplitHostPort(absl::GetFlag(FLAGS_silo), &host, &port);
   const std::string silo_address = absl::StrCat(host, ":", silo_port);
 
   granary::silo::SiloOptions options;

@@ -3,14 +3,13 @@
 #include <chrono>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/address.h"
 #include "core/log.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/codegen/service_type.h"
-#include "silo/http_server.h"
 #include "silo/silo.h"
 
 namespace granary::silo {

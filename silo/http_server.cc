@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "civetweb.h"
+#include "core/address.h"
 
 namespace granary::silo {
 namespace {
@@ -23,15 +23,6 @@ int HandleRequest(mg_connection* conn, void*) {
 }
 
 }  // namespace
-
-bool SplitHostPort(const std::string& address, std::string* host, int* port) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  if (!absl::SimpleAtoi(address.substr(colon + 1), port)) return false;
-  if (*port < 0 || *port > 65535) return false;
-  *host = address.substr(0, colon);
-  return true;
-}
 
 HttpServer::HttpServer(std::string address)
     : requested_address_(std::move(address)) {}

@@ -40,7 +40,4 @@ class HttpServer {
   mg_context* ctx_ = nullptr;
 };
 
-// Splits HOST:PORT (port 0..65535; "[v6]:port" allowed). False when malformed.
-bool SplitHostPort(const std::string& address, std::string* host, int* port);
-
 }  // namespace granary::silo
