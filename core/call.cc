@@ -1,7 +1,9 @@
 #include "core/call.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/grain_interface.h"
 #include "core/log.h"
+#include "google/protobuf/io/zero_copy_stream.h"
 
 namespace granary {
 namespace internal {
@@ -116,6 +118,22 @@ void DropAnswer(Message* m) {
 void CallBase::ResumeWaiter() {
   ScopedTurn outside(nullptr);  // the caller runs outside any activation
   waiter_.resume();
+}
+
+absl::StatusOr<CallBase*> NewCallFromWire(
+    const InterfaceInfo& iface, const MethodInfo& method, std::string key,
+    google::protobuf::io::ZeroCopyInputStream* payload, absl::Duration timeout) {
+  CallBase* call = method.new_call(GrainId(iface.type_name, std::move(key)));
+  if (payload == nullptr || !call->request().ParseFromZeroCopyStream(payload)) {
+    absl::Status error = absl::InvalidArgumentError(
+        absl::StrCat("payload is not a valid ", call->request().GetTypeName(),
+                     " for ", method.full_name));
+    call->Release();
+    return error;
+  }
+  call->set_timeout(timeout);
+  call->set_request_context(RequestContext{NewChainId()});
+  return call;
 }
 
 }  // namespace granary

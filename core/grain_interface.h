@@ -11,12 +11,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "core/grain_id.h"
 
 namespace google::protobuf {
 class ServiceDescriptor;
+namespace io {
+class ZeroCopyInputStream;
+}  // namespace io
 }  // namespace google::protobuf
 
 namespace granary {
@@ -51,5 +57,13 @@ struct InterfaceInfo {
     return nullptr;
   }
 };
+
+// The generic (serialized) entry of gateways and tools: a new call of
+// `method` to grain `key` of `iface`, its request parsed from `payload`, with
+// `timeout` and a fresh call chain, holding one reference. INVALID_ARGUMENT
+// when the payload does not parse. The key must already be valid.
+absl::StatusOr<CallBase*> NewCallFromWire(
+    const InterfaceInfo& iface, const MethodInfo& method, std::string key,
+    google::protobuf::io::ZeroCopyInputStream* payload, absl::Duration timeout);
 
 }  // namespace granary

@@ -79,20 +79,15 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
     }
   }
 
-  CallBase* call = info.new_call(GrainId(iface.type_name, std::move(key)));
   grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request));
-  if (!reader.status().ok() ||
-      !call->request().ParseFromZeroCopyStream(&reader)) {
-    grpc::Status bad(grpc::StatusCode::INVALID_ARGUMENT,
-                     absl::StrCat("payload is not a valid ",
-                                  call->request().GetTypeName(), " for ",
-                                  info.full_name));
-    call->Release();
-    reactor->Finish(bad);
+  absl::StatusOr<CallBase*> made = NewCallFromWire(
+      iface, info, std::move(key), reader.status().ok() ? &reader : nullptr,
+      timeout);
+  if (!made.ok()) {
+    reactor->Finish(ToGrpc(made.status()));
     return reactor;
   }
-  call->set_timeout(timeout);
-  call->set_request_context(RequestContext{NewChainId()});
+  CallBase* call = *made;
   if (info.one_way) {
     invoker->Invoke(call);
     SetBytes(std::string(), response);  // google.protobuf.Empty

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/process.h"
 #include "directory/local_grain_directory.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace granary::silo {
 
@@ -251,18 +252,15 @@ void Silo::InvokeSerialized(absl::string_view type_name, std::string key,
         "grain type ", type_name, " has no method ", method_name)));
     return;
   }
-  CallBase* call = method->new_call(GrainId(iface.type_name, std::move(key)));
-  if (!call->request().ParseFromArray(payload.data(),
-                                      static_cast<int>(payload.size()))) {
-    absl::Status error = absl::InvalidArgumentError(
-        absl::StrCat("payload is not a valid ", call->request().GetTypeName(),
-                     " for ", method->full_name));
-    call->Release();
-    done(std::move(error));
+  google::protobuf::io::ArrayInputStream bytes(
+      payload.data(), static_cast<int>(payload.size()));
+  absl::StatusOr<CallBase*> made =
+      NewCallFromWire(iface, *method, std::move(key), &bytes, options.timeout);
+  if (!made.ok()) {
+    done(made.status());
     return;
   }
-  call->set_timeout(options.timeout);
-  call->set_request_context(RequestContext{NewChainId()});
+  CallBase* call = *made;
   if (method->one_way) {
     Invoke(call);
     done(std::string());
