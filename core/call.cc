@@ -88,6 +88,7 @@ void CallBase::HandBack(bool callee_may_hold) {
       GRANARY_LOG(kWarning) << "one-way call to " << target_.ToString()
                             << " method #" << method_ << " failed: " << status_;
     }
+    if (done_fn_ != nullptr) done_fn_(done_ctx_, this);
     return;
   }
   if (done_fn_ != nullptr) {

@@ -163,10 +163,16 @@ class CallBase : public Message, public TimerEntry {
     sink_ = sink;
     invoker_ = invoker;
   }
+  // Generic completion: `fn(ctx, call)` runs once the call is finished.
+  // For a one-way call it runs when the callee has finished with it (so a
+  // gateway can bound what a client has outstanding).
   void SetDoneCallback(CallDoneFn fn, void* ctx) {
     done_fn_ = fn;
     done_ctx_ = ctx;
   }
+  // A value of the generic caller's choosing (a gateway's correlation id).
+  uint64_t caller_tag() const { return caller_tag_; }
+  void set_caller_tag(uint64_t tag) { caller_tag_ = tag; }
   std::coroutine_handle<> waiter() const { return waiter_; }
 
   // --- callee side -------------------------------------------------------
@@ -223,6 +229,7 @@ class CallBase : public Message, public TimerEntry {
   CallInvoker* invoker_ = nullptr;
   CallDoneFn done_fn_ = nullptr;
   void* done_ctx_ = nullptr;
+  uint64_t caller_tag_ = 0;
   void* callee_ = nullptr;
   void* callee_frame_ = nullptr;
 };

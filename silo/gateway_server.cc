@@ -1,5 +1,6 @@
 #include "silo/gateway_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -10,15 +11,21 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/codegen/service_type.h"
+#include "silo/gateway_service.h"
 #include "silo/silo.h"
 
 namespace granary::silo {
 
 GatewayServer::GatewayServer(Silo* silo, std::string address,
-                             int max_message_bytes)
+                             int max_message_bytes, int max_in_flight)
     : silo_(silo),
       requested_address_(std::move(address)),
-      max_message_bytes_(max_message_bytes) {}
+      max_message_bytes_(max_message_bytes),
+      max_in_flight_(max_in_flight) {}
+
+int GatewayServer::open_streams() const {
+  return gateway_ == nullptr ? 0 : gateway_->open_streams();
+}
 
 GatewayServer::~GatewayServer() { Stop(); }
 
@@ -28,6 +35,9 @@ absl::Status GatewayServer::Start() {
   }
   if (max_message_bytes_ < 1) {
     return absl::InvalidArgumentError("max_message_bytes must be positive");
+  }
+  if (max_in_flight_ < 1) {
+    return absl::InvalidArgumentError("max_in_flight must be positive");
   }
   std::string host;
   int requested_port = 0;
@@ -45,6 +55,12 @@ absl::Status GatewayServer::Start() {
   builder.SetMaxSendMessageSize(max_message_bytes_);
   builder.AddListeningPort(requested_address_, grpc::InsecureServerCredentials(),
                            &port_);
+  GatewayServiceOptions gateway_options;
+  gateway_options.max_in_flight = max_in_flight_;
+  gateway_options.max_message_bytes = max_message_bytes_;
+  gateway_options.max_batch_bytes = std::min(1 << 20, max_message_bytes_ / 2);
+  gateway_ = std::make_unique<GatewayService>(silo_, gateway_options);
+  builder.RegisterService(gateway_->grpc_service());
   for (const GrainClassInfo* info : silo_->GrainTypes()) {
     services_.push_back(info->new_grpc_service(silo_));
     builder.RegisterService(services_.back().get());
@@ -53,10 +69,12 @@ absl::Status GatewayServer::Start() {
   if (server_ == nullptr || port_ == 0) {
     server_.reset();
     services_.clear();
+    gateway_.reset();
     return absl::UnavailableError(
         absl::StrCat("gateway could not listen on ", requested_address_));
   }
   bound_address_ = absl::StrCat(host, ":", port_);
+  gateway_->set_address(bound_address_);
   GRANARY_LOG(kInfo) << "silo=" << silo_->name() << " gateway listening on "
                      << bound_address_;
   return absl::OkStatus();
@@ -64,6 +82,9 @@ absl::Status GatewayServer::Start() {
 
 void GatewayServer::Stop() {
   if (server_ == nullptr) return;
+  // Streams of the gateway protocol finish (UNAVAILABLE) as soon as the
+  // replies of their accepted calls are written.
+  gateway_->Stop();
   // Calls still open after the grace period are cancelled. With the silo
   // stopped first they have all been answered; what remains is idle client
   // connections, which an unbounded shutdown would wait on for seconds.
@@ -71,6 +92,7 @@ void GatewayServer::Stop() {
   server_->Wait();
   server_.reset();
   services_.clear();
+  gateway_.reset();
 }
 
 }  // namespace granary::silo

@@ -1,9 +1,11 @@
 // File: silo/gateway_server.h
 // -----------------------------------------------------------------------------
-// The silo's gateway: the gRPC server clients connect to. It serves every
-// grain type the silo hosts as a standard gRPC service (see grpc_bridge.h),
-// the standard health service, and server reflection, which lists the grain
-// services so tools such as grpcurl need nothing but the address.
+// The silo's gateway: the gRPC server clients connect to. It serves the
+// gateway protocol (`granary.v1.Gateway`, see gateway_service.h) that the
+// client SDK multiplexes its calls over, every grain type the silo hosts as a
+// standard gRPC service (see grpc_bridge.h), the standard health service, and
+// server reflection, which lists the grain services so tools such as grpcurl
+// need nothing but the address.
 //
 //   GatewayServer gateway(&silo, "127.0.0.1:0");
 //   GRANARY_RETURN_IF_ERROR(gateway.Start());   // after silo.Start()
@@ -33,19 +35,26 @@ class Service;
 namespace granary::silo {
 
 class Silo;
+class GatewayService;
 
 class GatewayServer {
  public:
   // Largest request or reply message the gateway accepts (bigger ones fail
   // with RESOURCE_EXHAUSTED).
   static constexpr int kDefaultMaxMessageBytes = 4 << 20;
+  // Unfinished calls accepted per client stream of the gateway protocol.
+  static constexpr int kDefaultMaxInFlight = 16384;
 
   // `address` is HOST:PORT; port 0 picks a free port.
   GatewayServer(Silo* silo, std::string address,
-                int max_message_bytes = kDefaultMaxMessageBytes);
+                int max_message_bytes = kDefaultMaxMessageBytes,
+                int max_in_flight = kDefaultMaxInFlight);
   ~GatewayServer();
   GatewayServer(const GatewayServer&) = delete;
   GatewayServer& operator=(const GatewayServer&) = delete;
+
+  // Gateway-protocol streams open now.
+  int open_streams() const;
 
   // Binds and starts serving. INVALID_ARGUMENT for an address gRPC cannot
   // parse, UNAVAILABLE when it cannot bind.
@@ -60,6 +69,8 @@ class GatewayServer {
   Silo* const silo_;
   const std::string requested_address_;
   const int max_message_bytes_;
+  const int max_in_flight_;
+  std::unique_ptr<GatewayService> gateway_;
   std::string bound_address_;
   int port_ = 0;
   std::vector<std::unique_ptr<grpc::Service>> services_;

@@ -1,0 +1,664 @@
+#include "client/client.h"
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "core/address.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/sync.h"
+#include "core/timer_queue.h"
+#include "granary/v1/gateway.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace granary {
+namespace {
+
+// True while this thread runs a client reaction (a network thread). Calls
+// made there must not block on flow control.
+thread_local bool on_network_thread = false;
+
+class NetworkThreadScope {
+ public:
+  NetworkThreadScope() : saved_(std::exchange(on_network_thread, true)) {}
+  ~NetworkThreadScope() { on_network_thread = saved_; }
+
+ private:
+  bool saved_;
+};
+
+size_t RequestBytes(const v1::Request& r) {
+  return r.payload().size() + r.key().size() + r.method().size() + 24;
+}
+
+constexpr size_t kMaxBatchBytes = 1 << 20;
+
+}  // namespace
+
+class GatewayLink;
+
+// One `Gateway/Connect` stream. References: one held by its link until the
+// stream is done, one by gRPC until OnDone, and short-lived ones by callers
+// sending on it; the last deletes it.
+//
+// Writes come from any thread: a hold taken before StartCall keeps the stream
+// alive while writes may still start; it is removed once the stream is dead
+// and no write is out. Reads run back to back inside the reactions.
+class ClientStream final
+    : public grpc::ClientBidiReactor<v1::RequestBatch, v1::ReplyBatch> {
+ public:
+  ClientStream(GatewayLink* link, const ClientOptions& options)
+      : link_(link),
+        max_in_flight_(options.max_in_flight),
+        overflow_(options.overflow) {}
+
+  void Start(v1::Gateway::Stub* stub) {
+    stub->async()->Connect(&context_, this);
+    AddHold();  // the write flow, which runs outside the reactions
+    StartRead(&incoming_);
+    StartCall();
+  }
+
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  // Queues `request` for sending. For an awaited call, `call` is kept (with
+  // the reference the caller passes on success) until its reply or the
+  // stream's end. Fails with UNAVAILABLE when the stream is gone and
+  // RESOURCE_EXHAUSTED on overflow.
+  absl::Status Send(v1::Request request, CallBase* call);
+
+  // Ends the stream; calls still in flight fail with UNAVAILABLE `why`.
+  void Cancel(std::string why) {
+    {
+      MutexLock lock(&mu_);
+      if (cancel_reason_.empty()) cancel_reason_ = std::move(why);
+    }
+    context_.TryCancel();
+  }
+
+  int in_flight() const {
+    MutexLock lock(&mu_);
+    return in_flight_;
+  }
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  ~ClientStream() override = default;
+
+  void Advance();
+  void Finish(CallBase* call, const v1::Reply& reply);
+
+  GatewayLink* const link_;
+  const int max_in_flight_;
+  const ClientOptions::Overflow overflow_;
+  std::atomic<int> refs_{2};  // the link's and gRPC's
+  grpc::ClientContext context_;
+
+  // Read side (one read at a time).
+  v1::ReplyBatch incoming_;
+
+  mutable Mutex mu_;
+  CondVar space_;  // in_flight_ fell below the limit, or the stream died
+  std::deque<v1::Request> pending_ ABSL_GUARDED_BY(mu_);
+  int pending_one_way_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, CallBase*> waiting_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::RequestBatch writing_;  // owned by the write out
+  int writing_one_way_ ABSL_GUARDED_BY(mu_) = 0;
+  bool write_out_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_hold_ ABSL_GUARDED_BY(mu_) = true;
+  bool dead_ ABSL_GUARDED_BY(mu_) = false;
+  std::string cancel_reason_ ABSL_GUARDED_BY(mu_);
+};
+
+// One gateway: its channel and the current stream to it.
+class GatewayLink {
+ public:
+  GatewayLink(Client::Impl* client, std::string address,
+              const ClientOptions& options);
+  ~GatewayLink();
+
+  const std::string& address() const { return address_; }
+
+  // The live stream with a reference for the caller, opening one when the
+  // gateway is up and none is open; nullptr when the gateway is down.
+  ClientStream* Acquire();
+  bool up() const {
+    MutexLock lock(&mu_);
+    return up_;
+  }
+  int in_flight() const;
+  // Looks at the channel: marks the link up once it is connected, and asks
+  // for a prompt reconnect while it is not.
+  void Maintain();
+  // Ends the current stream (Close).
+  void CancelStream(const std::string& why);
+  bool has_stream() const {
+    MutexLock lock(&mu_);
+    return stream_ != nullptr;
+  }
+
+  // Wakes whoever waits on the client's connection events.
+  void Notify();
+  // The stream ended with `status`.
+  void OnStreamDone(ClientStream* stream, const grpc::Status& status);
+
+ private:
+  Client::Impl* const client_;
+  const std::string address_;
+  const ClientOptions& options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Gateway::Stub> stub_;
+  mutable Mutex mu_;
+  ClientStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool up_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class Client::Impl {
+ public:
+  explicit Impl(ClientOptions options)
+      : options_(std::move(options)), timers_(Clock::System()) {}
+
+  absl::Status Init() {
+    GRANARY_RETURN_IF_ERROR(timers_.Start());
+    for (const std::string& address : options_.gateways) {
+      links_.push_back(std::make_unique<GatewayLink>(this, address, options_));
+    }
+    maintenance_.impl = this;
+    timers_.Schedule(&maintenance_,
+                     absl::Now() + options_.reconnect_period);
+    return absl::OkStatus();
+  }
+
+  ~Impl() {
+    Close(absl::ZeroDuration());
+    links_.clear();
+  }
+
+  void Register(const InterfaceInfo& iface) {
+    {
+      ReaderMutexLock lock(&types_mu_);
+      if (types_.contains(iface.type_name.data())) return;
+    }
+    MutexLock lock(&types_mu_);
+    types_.emplace(iface.type_name.data(), &iface);
+  }
+
+  const InterfaceInfo* FindInterface(absl::string_view type) {
+    ReaderMutexLock lock(&types_mu_);
+    auto it = types_.find(type.data());
+    if (it != types_.end()) return it->second;
+    for (const auto& [name, iface] : types_) {
+      if (iface->type_name == type) return iface;
+    }
+    return nullptr;
+  }
+
+  void Invoke(CallBase* call);
+
+  absl::Status WaitForConnected(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (true) {
+      for (auto& link : links_) link->Maintain();
+      if (connected() > 0) return absl::OkStatus();
+      const absl::Time now = absl::Now();
+      if (now >= deadline) {
+        return absl::UnavailableError(absl::StrCat(
+            "no gateway reachable within ", absl::FormatDuration(timeout),
+            " (tried ", absl::StrJoin(options_.gateways, ", "), ")"));
+      }
+      // Wake on the connection events of the first gateway; look at the
+      // others every 20 ms.
+      MutexLock lock(&events_mu_);
+      events_.WaitWithDeadline(&events_mu_,
+                               std::min(deadline, now + absl::Milliseconds(20)));
+    }
+  }
+
+  int connected() const {
+    int n = 0;
+    for (const auto& link : links_) n += link->up() ? 1 : 0;
+    return n;
+  }
+
+  int in_flight() const {
+    int n = 0;
+    for (const auto& link : links_) n += link->in_flight();
+    return n;
+  }
+
+  // A stream made progress that Close or WaitForConnected may wait for.
+  void Notify() {
+    MutexLock lock(&events_mu_);
+    events_.SignalAll();
+  }
+
+  void Close(absl::Duration timeout) {
+    if (closed_.exchange(true)) {
+      MutexLock lock(&close_mu_);  // a concurrent Close finishes first
+      return;
+    }
+    MutexLock close_lock(&close_mu_);
+    const absl::Time deadline = absl::Now() + timeout;
+    {
+      MutexLock lock(&events_mu_);
+      while (in_flight() > 0 && absl::Now() < deadline) {
+        events_.WaitWithDeadline(&events_mu_, deadline);
+      }
+    }
+    for (auto& link : links_) {
+      link->CancelStream("client closed before the reply arrived");
+    }
+    {
+      MutexLock lock(&events_mu_);
+      auto any_stream = [&] {
+        for (auto& link : links_) {
+          if (link->has_stream()) return true;
+        }
+        return false;
+      };
+      while (any_stream()) events_.Wait(&events_mu_);
+    }
+    timers_.Stop();
+  }
+
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  struct Maintenance final : TimerEntry {
+    Impl* impl = nullptr;
+    void OnTimer() override {
+      if (impl->closed()) return;
+      for (auto& link : impl->links_) {
+        if (!link->up()) link->Maintain();
+      }
+      impl->timers_.Schedule(this,
+                             absl::Now() + impl->options_.reconnect_period);
+    }
+  };
+
+  GatewayLink* Pick(const GrainId& id) {
+    const size_t n = links_.size();
+    const size_t first = absl::HashOf(id) % n;
+    for (size_t i = 0; i < n; ++i) {
+      GatewayLink* link = links_[(first + i) % n].get();
+      if (link->up()) return link;
+    }
+    return nullptr;
+  }
+
+  const ClientOptions options_;
+  TimerQueue timers_;
+  std::vector<std::unique_ptr<GatewayLink>> links_;
+  Maintenance maintenance_;
+  std::atomic<bool> closed_{false};
+  Mutex close_mu_;
+
+  Mutex types_mu_;
+  absl::flat_hash_map<const char*, const InterfaceInfo*> types_
+      ABSL_GUARDED_BY(types_mu_);
+
+  Mutex events_mu_;
+  CondVar events_;
+};
+
+// --- ClientStream ------------------------------------------------------------
+
+absl::Status ClientStream::Send(v1::Request request, CallBase* call) {
+  {
+    MutexLock lock(&mu_);
+    while (!dead_ && in_flight_ >= max_in_flight_) {
+      if (overflow_ == ClientOptions::Overflow::kFail || on_network_thread) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            max_in_flight_, " calls already in flight to gateway ",
+            link_->address()));
+      }
+      space_.Wait(&mu_);
+    }
+    if (dead_) {
+      return absl::UnavailableError(absl::StrCat(
+          "connection to gateway ", link_->address(), " was lost"));
+    }
+    ++in_flight_;
+    if (call != nullptr) {
+      const uint64_t id = next_id_++;
+      request.set_id(id);
+      waiting_.emplace(id, call);
+    } else {
+      ++pending_one_way_;
+    }
+    pending_.push_back(std::move(request));
+  }
+  Advance();
+  return absl::OkStatus();
+}
+
+void ClientStream::Advance() {
+  bool write = false;
+  bool remove_hold = false;
+  {
+    MutexLock lock(&mu_);
+    if (write_out_ || !write_hold_) return;
+    if (dead_) {
+      write_hold_ = false;
+      remove_hold = true;
+    } else if (!pending_.empty()) {
+      size_t bytes = 0;
+      int one_way = 0;
+      while (!pending_.empty()) {
+        const size_t b = RequestBytes(pending_.front());
+        if (bytes > 0 && bytes + b > kMaxBatchBytes) break;
+        bytes += b;
+        if (pending_.front().id() == 0) ++one_way;
+        *writing_.add_requests() = std::move(pending_.front());
+        pending_.pop_front();
+      }
+      pending_one_way_ -= one_way;
+      writing_one_way_ = one_way;
+      write_out_ = true;
+      write = true;
+    }
+  }
+  if (write) StartWrite(&writing_);
+  if (remove_hold) RemoveHold();
+}
+
+void ClientStream::OnWriteDone(bool ok) {
+  {
+    MutexLock lock(&mu_);
+    write_out_ = false;
+    writing_.Clear();
+    // One-way calls are done with once written.
+    in_flight_ -= writing_one_way_;
+    writing_one_way_ = 0;
+    if (!ok) dead_ = true;
+    space_.SignalAll();
+  }
+  Advance();
+  link_->Notify();
+}
+
+void ClientStream::Finish(CallBase* call, const v1::Reply& reply) {
+  if (call->TryClaim()) {
+    absl::Status status;
+    if (reply.code() != 0) {
+      status = absl::Status(static_cast<absl::StatusCode>(reply.code()),
+                            reply.message());
+    } else if (!call->reply().ParseFromString(reply.payload())) {
+      status = absl::InternalError(absl::StrCat(
+          "reply from ", call->target().ToString(), " is not a valid ",
+          call->reply().GetTypeName()));
+    }
+    call->Deliver(std::move(status));
+  }
+  call->Release();
+}
+
+void ClientStream::OnReadDone(bool ok) {
+  if (!ok) {
+    {
+      MutexLock lock(&mu_);
+      dead_ = true;
+      space_.SignalAll();
+    }
+    Advance();  // removes the write hold once no write is out
+    return;
+  }
+  NetworkThreadScope network;
+  // Claim this batch's calls under one lock, then finish them outside it.
+  std::vector<std::pair<CallBase*, const v1::Reply*>> ready;
+  ready.reserve(incoming_.replies_size());
+  {
+    MutexLock lock(&mu_);
+    for (const v1::Reply& reply : incoming_.replies()) {
+      auto it = waiting_.find(reply.id());
+      if (it == waiting_.end()) continue;  // not ours: ignore
+      ready.emplace_back(it->second, &reply);
+      waiting_.erase(it);
+    }
+    in_flight_ -= static_cast<int>(ready.size());
+    space_.SignalAll();
+  }
+  // Finishing resumes awaiting coroutines here, on this network thread.
+  for (auto& [call, reply] : ready) Finish(call, *reply);
+  incoming_.Clear();
+  StartRead(&incoming_);
+  link_->Notify();
+}
+
+void ClientStream::OnDone(const grpc::Status& status) {
+  NetworkThreadScope network;
+  absl::flat_hash_map<uint64_t, CallBase*> waiting;
+  std::string why;
+  {
+    MutexLock lock(&mu_);
+    dead_ = true;
+    waiting.swap(waiting_);
+    pending_.clear();
+    in_flight_ = 0;
+    why = cancel_reason_;
+    space_.SignalAll();
+  }
+  if (why.empty()) {
+    why = absl::StrCat("connection to gateway ", link_->address(),
+                       " was lost: ", status.error_message());
+  }
+  for (auto& [id, call] : waiting) {
+    call->Fail(absl::UnavailableError(why));
+    call->Release();
+  }
+  link_->OnStreamDone(this, status);
+  Unref();  // gRPC's
+}
+
+// --- GatewayLink -------------------------------------------------------------
+
+GatewayLink::GatewayLink(Client::Impl* client, std::string address,
+                         const ClientOptions& options)
+    : client_(client), address_(std::move(address)), options_(options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Reconnect promptly: the client retries lost gateways on its own period.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A channel of its own per client, so two clients never share a stream.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  channel_ = grpc::CreateCustomChannel(address_,
+                                       grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Gateway::NewStub(channel_);
+}
+
+GatewayLink::~GatewayLink() = default;
+
+ClientStream* GatewayLink::Acquire() {
+  MutexLock lock(&mu_);
+  if (!up_ || client_->closed()) return nullptr;
+  if (stream_ == nullptr) {
+    stream_ = new ClientStream(this, options_);
+    stream_->Start(stub_.get());
+  }
+  stream_->Ref();
+  return stream_;
+}
+
+int GatewayLink::in_flight() const {
+  MutexLock lock(&mu_);
+  return stream_ == nullptr ? 0 : stream_->in_flight();
+}
+
+void GatewayLink::Maintain() {
+  grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+  if (state == GRPC_CHANNEL_READY) {
+    bool was_up;
+    {
+      MutexLock lock(&mu_);
+      was_up = std::exchange(up_, true);
+    }
+    if (!was_up) {
+      GRANARY_LOG(kInfo) << "client: connected to gateway " << address_;
+      client_->Notify();
+    }
+  } else if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
+  }
+}
+
+void GatewayLink::CancelStream(const std::string& why) {
+  ClientStream* stream;
+  {
+    MutexLock lock(&mu_);
+    up_ = false;
+    stream = stream_;
+    if (stream != nullptr) stream->Ref();
+  }
+  if (stream != nullptr) {
+    stream->Cancel(why);
+    stream->Unref();
+  }
+}
+
+void GatewayLink::OnStreamDone(ClientStream* stream,
+                               const grpc::Status& status) {
+  {
+    MutexLock lock(&mu_);
+    if (stream_ == stream) {
+      stream_ = nullptr;
+      // Any end we did not ask for means the gateway went away or is
+      // going: send nothing more here until the channel is connected again.
+      if (!client_->closed()) {
+        up_ = false;
+        GRANARY_LOG(kWarning) << "client: lost gateway " << address_ << ": "
+                              << status.error_message();
+      }
+    }
+  }
+  stream->Unref();  // the link's
+  client_->Notify();
+}
+
+void GatewayLink::Notify() { client_->Notify(); }
+
+// --- Client::Impl::Invoke ----------------------------------------------------
+
+void Client::Impl::Invoke(CallBase* call) {
+  // We own one reference on `call`.
+  auto fail = [call](absl::Status status) {
+    call->Fail(std::move(status));
+    call->Release();
+  };
+  if (closed()) {
+    return fail(absl::FailedPreconditionError("the client is closed"));
+  }
+  const InterfaceInfo* iface = FindInterface(call->target().type());
+  if (iface == nullptr || call->method() >= iface->method_count) {
+    return fail(absl::UnimplementedError(absl::StrCat(
+        "grain type ", call->target().type(), " method #", call->method(),
+        " is not registered with this client (obtain references with "
+        "Client::Get)")));
+  }
+  if (absl::Status valid = ValidateGrainKey(call->target().key());
+      !valid.ok()) {
+    return fail(std::move(valid));
+  }
+  v1::Request request;
+  request.set_method(std::string(iface->methods[call->method()].full_name));
+  request.set_key(call->target().key());
+  if (!call->request().SerializeToString(request.mutable_payload())) {
+    return fail(absl::InvalidArgumentError("request failed to serialize"));
+  }
+  if (RequestBytes(request) + 1024 >
+      static_cast<size_t>(options_.max_message_bytes)) {
+    return fail(absl::ResourceExhaustedError(absl::StrCat(
+        "request to ", call->target().ToString(), " is ",
+        request.payload().size(), " bytes, over the message limit of ",
+        options_.max_message_bytes)));
+  }
+  if (!call->one_way()) {
+    request.set_timeout_us(static_cast<uint64_t>(
+        std::max<int64_t>(1, absl::ToInt64Microseconds(call->timeout()))));
+  }
+  GatewayLink* link = Pick(call->target());
+  ClientStream* stream = link == nullptr ? nullptr : link->Acquire();
+  if (stream == nullptr) {
+    return fail(absl::UnavailableError(
+        absl::StrCat("no gateway is reachable (",
+                     absl::StrJoin(options_.gateways, ", "), ")")));
+  }
+  if (!call->one_way()) {
+    call->set_deadline(absl::Now() + call->timeout());
+    call->ArmDeadline(&timers_);
+  }
+  absl::Status sent =
+      stream->Send(std::move(request), call->one_way() ? nullptr : call);
+  stream->Unref();
+  if (!sent.ok()) return fail(std::move(sent));
+  if (call->one_way()) call->Release();  // written from the request copy
+}
+
+// --- Client ------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
+  if (options.gateways.empty()) {
+    return absl::InvalidArgumentError("no gateway address given");
+  }
+  for (const std::string& address : options.gateways) {
+    std::string host;
+    int port = 0;
+    if (!SplitHostPort(address, &host, &port) || port == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gateway address '", address, "' is not HOST:PORT"));
+    }
+  }
+  if (options.max_in_flight < 1) {
+    return absl::InvalidArgumentError("max_in_flight must be positive");
+  }
+  if (options.max_message_bytes < 4096) {
+    return absl::InvalidArgumentError(
+        "max_message_bytes must be at least 4096");
+  }
+  if (options.reconnect_period <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("reconnect_period must be positive");
+  }
+  const absl::Duration timeout = options.connect_timeout;
+  auto impl = std::make_unique<Impl>(std::move(options));
+  GRANARY_RETURN_IF_ERROR(impl->Init());
+  GRANARY_RETURN_IF_ERROR(impl->WaitForConnected(timeout));
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Client::~Client() = default;
+
+void Client::Register(const InterfaceInfo& iface) { impl_->Register(iface); }
+
+void Client::Invoke(CallBase* call) { impl_->Invoke(call); }
+
+absl::Status Client::WaitForConnected(absl::Duration timeout) {
+  return impl_->WaitForConnected(timeout);
+}
+
+int Client::connected_gateways() const { return impl_->connected(); }
+
+int Client::in_flight() const { return impl_->in_flight(); }
+
+void Client::Close(absl::Duration timeout) { impl_->Close(timeout); }
+
+}  // namespace granary

@@ -1,0 +1,478 @@
+#include "silo/gateway_service.h"
+
+#include <atomic>
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/call.h"
+#include "core/grain_interface.h"
+#include "core/log.h"
+#include "core/sync.h"
+#include "core/version.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "granary/v1/gateway.grpc.pb.h"
+#include "silo/grain.h"
+#include "silo/silo.h"
+
+namespace granary::silo {
+namespace {
+
+struct Route {
+  const InterfaceInfo* iface;
+  const MethodInfo* method;
+};
+
+// Bytes a reply adds to a batch, near enough for cutting batches.
+size_t ReplyBytes(const v1::Reply& r) {
+  return r.payload().size() + r.message().size() + 16;
+}
+
+}  // namespace
+
+class GatewayStream;
+
+class GatewayService::Impl final : public v1::Gateway::CallbackService {
+ public:
+  Impl(Silo* silo, GatewayServiceOptions options)
+      : silo_(silo),
+        options_(std::move(options)),
+        started_(absl::Now()),
+        address_(options_.address) {
+    for (const GrainClassInfo* info : silo_->GrainTypes()) {
+      const InterfaceInfo* iface = info->interface;
+      for (size_t i = 0; i < iface->method_count; ++i) {
+        routes_.emplace(std::string(iface->methods[i].full_name),
+                        Route{iface, &iface->methods[i]});
+      }
+    }
+  }
+
+  grpc::ServerBidiReactor<v1::RequestBatch, v1::ReplyBatch>* Connect(
+      grpc::CallbackServerContext* context) override;
+
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
+                                   const v1::StatusRequest* request,
+                                   v1::SiloStatus* reply) override;
+
+  const Route* FindRoute(const std::string& path) const {
+    auto it = routes_.find(path);
+    return it == routes_.end() ? nullptr : &it->second;
+  }
+
+  void Stop();
+  void Forget(GatewayStream* stream) {
+    MutexLock lock(&mu_);
+    streams_.erase(stream);
+  }
+  int open_streams() const {
+    MutexLock lock(&mu_);
+    return static_cast<int>(streams_.size());
+  }
+
+  Silo* silo() const { return silo_; }
+  const GatewayServiceOptions& options() const { return options_; }
+  void set_address(std::string a) {
+    MutexLock lock(&mu_);
+    address_ = std::move(a);
+  }
+  std::string address() const {
+    MutexLock lock(&mu_);
+    return address_;
+  }
+
+ private:
+  Silo* const silo_;
+  GatewayServiceOptions options_;
+  const absl::Time started_;
+  absl::flat_hash_map<std::string, Route> routes_;
+  mutable Mutex mu_;
+  absl::flat_hash_set<GatewayStream*> streams_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::string address_ ABSL_GUARDED_BY(mu_);
+};
+
+// One client connection. References: one held by gRPC until OnDone, one per
+// call accepted and not yet finished; the last one deletes the stream.
+//
+// State (all under mu_) moves the stream along; Advance() looks at it and
+// starts whatever gRPC operation is due, outside the lock:
+//   read   when no read is out, the client has not half-closed, the stream
+//          is healthy and fewer than max_in_flight calls are unfinished;
+//   write  when no write is out and replies are pending;
+//   finish once, when no write is out and either the stream broke, or the
+//          gateway is stopping / the client half-closed and every accepted
+//          call has been answered and written.
+class GatewayStream final
+    : public grpc::ServerBidiReactor<v1::RequestBatch, v1::ReplyBatch> {
+ public:
+  GatewayStream(GatewayService::Impl* service, std::string peer,
+                bool stopping)
+      : service_(service),
+        silo_(service->silo()),
+        peer_(std::move(peer)),
+        max_in_flight_(service->options().max_in_flight),
+        max_message_bytes_(service->options().max_message_bytes),
+        max_batch_bytes_(service->options().max_batch_bytes),
+        stopping_(stopping) {}
+
+  void Begin() { Advance(); }
+
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  // The gateway is stopping: answer nothing new, finish once drained.
+  void Stop() {
+    {
+      MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    Advance();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      {
+        MutexLock lock(&mu_);
+        reading_ = false;
+        reads_done_ = true;
+      }
+      Advance();
+      return;
+    }
+    Dispatch();
+    {
+      MutexLock lock(&mu_);
+      reading_ = false;
+    }
+    Advance();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      MutexLock lock(&mu_);
+      write_in_flight_ = false;
+      writing_.Clear();
+      if (!ok) Break();
+    }
+    Advance();
+  }
+
+  void OnCancel() override {
+    {
+      MutexLock lock(&mu_);
+      Break();
+    }
+    Advance();
+  }
+
+  void OnDone() override {
+    service_->Forget(this);
+    Unref();
+  }
+
+  // A call accepted from this stream finished (any worker thread).
+  static void CallDone(void* ctx, CallBase* call) {
+    auto* self = static_cast<GatewayStream*>(ctx);
+    self->Finished(call);
+    self->Unref();
+  }
+
+ private:
+  ~GatewayStream() override = default;
+
+  // Requires mu_. The client is gone or the stream failed: replies from now
+  // on are dropped.
+  void Break() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    broken_ = true;
+    pending_.clear();
+  }
+
+  void Finished(CallBase* call) {
+    if (call->one_way()) {
+      {
+        MutexLock lock(&mu_);
+        --in_flight_;
+      }
+      Advance();
+      return;
+    }
+    v1::Reply reply;
+    reply.set_id(call->caller_tag());
+    const absl::Status& status = call->status();
+    if (status.ok()) {
+      std::string* payload = reply.mutable_payload();
+      const int limit = max_message_bytes_ - 1024;
+      if (!call->reply().SerializeToString(payload)) {
+        reply.clear_payload();
+        reply.set_code(static_cast<int>(absl::StatusCode::kInternal));
+        reply.set_message("reply failed to serialize");
+      } else if (payload->size() > static_cast<size_t>(limit)) {
+        reply.clear_payload();
+        reply.set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+        reply.set_message(absl::StrCat(
+            "reply of ", call->target().ToString(), " is ", payload->size(),
+            " bytes, over the gateway's message limit of ", limit));
+      }
+    } else {
+      reply.set_code(static_cast<int>(status.code()));
+      reply.set_message(std::string(status.message()));
+    }
+    {
+      MutexLock lock(&mu_);
+      --in_flight_;
+      if (!broken_) {
+        pending_.push_back(std::move(reply));
+      }
+    }
+    Advance();
+  }
+
+  // Routes every request of the batch just read. A batch is read only while
+  // fewer than max_in_flight calls are unfinished; requests past that limit
+  // (a client that ignores it) are refused with RESOURCE_EXHAUSTED, so the
+  // silo never holds more than max_in_flight calls of one stream.
+  void Dispatch() {
+    const int n = batch_.requests_size();
+    int budget;
+    bool stopping;
+    {
+      MutexLock lock(&mu_);
+      budget = max_in_flight_ - in_flight_;
+      in_flight_ += n;  // before any can finish; refused ones give it back
+      stopping = stopping_;
+    }
+    std::vector<v1::Reply> refused;
+    int accepted = 0;
+    for (v1::Request& request : *batch_.mutable_requests()) {
+      absl::Status error =
+          accepted < budget
+              ? Accept(request, stopping)
+              : absl::ResourceExhaustedError(absl::StrCat(
+                    "silo ", silo_->name(), " is overloaded: ",
+                    max_in_flight_,
+                    " calls of this connection are unfinished"));
+      if (error.ok()) {
+        ++accepted;
+        continue;
+      }
+      if (request.id() != 0) {
+        v1::Reply& reply = refused.emplace_back();
+        reply.set_id(request.id());
+        reply.set_code(static_cast<int>(error.code()));
+        reply.set_message(std::string(error.message()));
+      } else {
+        GRANARY_LOG(kWarning) << "gateway: one-way request from " << peer_
+                              << " refused: " << error;
+      }
+    }
+    batch_.Clear();
+    MutexLock lock(&mu_);
+    in_flight_ -= n - accepted;  // refused requests hold no reference
+    if (!broken_) {
+      for (v1::Reply& r : refused) {
+        pending_.push_back(std::move(r));
+      }
+    }
+  }
+
+  // Starts one request, or says why not.
+  absl::Status Accept(v1::Request& request, bool stopping) {
+    Silo* silo = silo_;
+    const Route* route = service_->FindRoute(request.method());
+    if (route == nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "unknown grain method '", request.method(),
+          "': this silo hosts no such grain type or method"));
+    }
+    if (stopping) {
+      return absl::UnavailableError(absl::StrCat(
+          "silo ", silo->name(), " is shutting down"));
+    }
+    GRANARY_RETURN_IF_ERROR(ValidateGrainKey(request.key()));
+    absl::Duration timeout = kDefaultCallTimeout;
+    if (request.timeout_us() != 0) {
+      timeout = absl::Microseconds(
+          std::min<uint64_t>(request.timeout_us(), uint64_t{1} << 62));
+    }
+    google::protobuf::io::ArrayInputStream payload(
+        request.payload().data(), static_cast<int>(request.payload().size()));
+    GRANARY_ASSIGN_OR_RETURN(
+        CallBase * call,
+        NewCallFromWire(*route->iface, *route->method,
+                        std::move(*request.mutable_key()), &payload, timeout));
+    call->set_caller_tag(request.id());
+    Ref();  // the call's
+    call->SetDoneCallback(&GatewayStream::CallDone, this);
+    silo->Invoke(call);
+    return absl::OkStatus();
+  }
+
+  void Advance() {
+    bool read = false;
+    bool write = false;
+    bool finish = false;
+    grpc::Status status;
+    {
+      MutexLock lock(&mu_);
+      if (finished_) return;
+      if (!write_in_flight_ && !broken_ && !pending_.empty()) {
+        FillWriteLocked();
+        write_in_flight_ = true;
+        write = true;
+      }
+      if (!reading_ && !reads_done_ && !broken_ && !stopping_ &&
+          in_flight_ < max_in_flight_) {
+        reading_ = true;
+        read = true;
+      }
+      const bool drained =
+          in_flight_ == 0 && pending_.empty() && !write_in_flight_;
+      if (broken_ && !write_in_flight_) {
+        finish = true;
+        status = grpc::Status(grpc::StatusCode::CANCELLED, "stream broken");
+      } else if (drained && stopping_) {
+        finish = true;
+        status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              "silo is shutting down");
+      } else if (drained && reads_done_) {
+        finish = true;
+      }
+      if (finish) {
+        finished_ = true;
+        read = false;
+      }
+    }
+    if (write) StartWrite(&writing_);
+    if (read) StartRead(&batch_);
+    if (finish) Finish(status);
+  }
+
+  // Requires mu_: moves pending replies into the batch to write, up to about
+  // max_batch_bytes (always at least one).
+  void FillWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t bytes = 0;
+    const size_t limit = static_cast<size_t>(max_batch_bytes_);
+    while (!pending_.empty()) {
+      const size_t b = ReplyBytes(pending_.front());
+      if (bytes > 0 && bytes + b > limit) break;
+      bytes += b;
+      *writing_.add_replies() = std::move(pending_.front());
+      pending_.pop_front();
+    }
+  }
+
+  // The service is only used until OnDone (the server outlives its
+  // streams' reactions); calls that finish later touch only the stream.
+  GatewayService::Impl* const service_;
+  Silo* const silo_;
+  const std::string peer_;
+  const int max_in_flight_;
+  const int max_message_bytes_;
+  const int max_batch_bytes_;
+  std::atomic<int> refs_{1};
+
+  // Touched only by the read side (one read at a time).
+  v1::RequestBatch batch_;
+  // Owned by the write in flight.
+  v1::ReplyBatch writing_;
+
+  Mutex mu_;
+  std::deque<v1::Reply> pending_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+grpc::ServerBidiReactor<v1::RequestBatch, v1::ReplyBatch>*
+GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
+  GatewayStream* stream;
+  {
+    MutexLock lock(&mu_);
+    stream = new GatewayStream(this, context->peer(), stopping_);
+    streams_.insert(stream);
+  }
+  stream->Begin();
+  return stream;
+}
+
+grpc::ServerUnaryReactor* GatewayService::Impl::Status(
+    grpc::CallbackServerContext* context, const v1::StatusRequest*,
+    v1::SiloStatus* reply) {
+  const absl::Time now = absl::Now();
+  reply->set_name(silo_->name());
+  reply->set_gateway(address());
+  reply->set_start_time_unix_ms(absl::ToUnixMillis(started_));
+  reply->set_uptime_ms(absl::ToInt64Milliseconds(now - started_));
+  reply->set_activations(static_cast<int64_t>(silo_->ActivationCount()));
+  reply->set_max_in_flight(options_.max_in_flight);
+  reply->set_version(kVersion);
+  for (const GrainClassInfo* info : silo_->GrainTypes()) {
+    const InterfaceInfo& iface = *info->interface;
+    v1::GrainTypeDescription* type = reply->add_grain_types();
+    type->set_name(std::string(iface.type_name));
+    type->set_reentrant(iface.reentrant);
+    const google::protobuf::ServiceDescriptor* service = iface.descriptor();
+    for (size_t i = 0; i < iface.method_count; ++i) {
+      const MethodInfo& m = iface.methods[i];
+      v1::MethodDescription* method = type->add_methods();
+      method->set_name(std::string(m.name));
+      method->set_one_way(m.one_way);
+      method->set_read_only(m.read_only);
+      method->set_always_interleave(m.always_interleave);
+      if (service != nullptr) {
+        if (const auto* md = service->FindMethodByName(std::string(m.name))) {
+          method->set_input_type(md->input_type()->full_name());
+          method->set_output_type(md->output_type()->full_name());
+        }
+      }
+    }
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+void GatewayService::Impl::Stop() {
+  std::vector<GatewayStream*> streams;
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    for (GatewayStream* s : streams_) {
+      s->Ref();
+      streams.push_back(s);
+    }
+  }
+  for (GatewayStream* s : streams) {
+    s->Stop();
+    s->Unref();
+  }
+}
+
+GatewayService::GatewayService(Silo* silo, GatewayServiceOptions options)
+    : impl_(std::make_unique<Impl>(silo, std::move(options))) {}
+
+GatewayService::~GatewayService() = default;
+
+grpc::Service* GatewayService::grpc_service() { return impl_.get(); }
+
+void GatewayService::set_address(std::string address) {
+  impl_->set_address(std::move(address));
+}
+
+void GatewayService::Stop() { impl_->Stop(); }
+
+int GatewayService::open_streams() const { return impl_->open_streams(); }
+
+}  // namespace granary::silo

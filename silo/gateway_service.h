@@ -1,0 +1,78 @@
+// File: silo/gateway_service.h
+// -----------------------------------------------------------------------------
+// The silo side of the gateway protocol (proto/granary/v1/gateway.proto):
+// `Gateway.Connect`, one bidirectional stream per client connection carrying
+// batches of requests in and batches of replies out, and `Gateway.Status`.
+//
+//   GatewayService service(&silo, {.max_in_flight = 16384});
+//   builder.RegisterService(service.grpc_service());
+//   ...
+//   service.Stop();   // finishes every stream once its replies are written
+//
+// Per stream (see GatewayStream in the .cc):
+//   - requests are routed by gRPC path ("/granary.examples.Counter/Add") to
+//     the silo; bad ones (unknown method, bad key, payload that does not
+//     parse) get an error reply and cost the stream nothing;
+//   - at most `max_in_flight` unfinished calls (one-way ones until their turn
+//     ran): past that the stream is not read, so gRPC flow control pushes
+//     back on the client and memory stays bounded;
+//   - replies are coalesced: whatever finished while the previous write was
+//     on the wire goes out in the next batch (at most `max_batch_bytes`);
+//   - a client that disconnects cancels nothing; its replies are dropped.
+//
+// Threading: thread-safe; gRPC threads read, silo workers finish calls.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
+
+namespace granary::silo {
+
+class Silo;
+
+struct GatewayServiceOptions {
+  // Unfinished calls accepted per stream before the silo stops reading it.
+  int max_in_flight = 16384;
+  // Largest message the gateway sends or receives; a reply bigger than this
+  // fails with RESOURCE_EXHAUSTED instead of breaking the stream.
+  int max_message_bytes = 4 << 20;
+  // Reply batches are cut at about this many bytes.
+  int max_batch_bytes = 1 << 20;
+  // The gateway address reported by Status.
+  std::string address;
+};
+
+class GatewayService {
+ public:
+  GatewayService(Silo* silo, GatewayServiceOptions options);
+  ~GatewayService();
+  GatewayService(const GatewayService&) = delete;
+  GatewayService& operator=(const GatewayService&) = delete;
+
+  // The gRPC service to register with the server.
+  grpc::Service* grpc_service();
+
+  // The address Status reports (known once the server has bound).
+  void set_address(std::string address);
+
+  // New requests are answered UNAVAILABLE; every stream finishes with
+  // UNAVAILABLE once the replies of its accepted calls are written.
+  // Idempotent.
+  void Stop();
+
+  // Streams open now.
+  int open_streams() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace granary::silo

@@ -1,0 +1,389 @@
+// The C++ client SDK against a real silo gateway on 127.0.0.1:0: typed
+// references, coroutines, one-way ordering, error codes, flow control on
+// both sides, gateway loss and reconnection, Close, and bad options.
+#include "client/client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/detach.h"
+#include "core/sync.h"
+#include "examples/counter.granary.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "silo/gateway_server.h"
+#include "silo/silo.h"
+#include "tests/test_grains.granary.h"
+#include "tests/test_grains.h"
+
+namespace granary::testing {
+namespace {
+
+using ::granary::examples::AddRequest;
+using ::granary::examples::CounterRef;
+using ::granary::examples::GetRequest;
+using ::testing::HasSubstr;
+
+Text MakeText(std::string s) {
+  Text t;
+  t.set_text(std::move(s));
+  return t;
+}
+
+// Collects the outcomes of detached calls; tests wait on counts.
+struct Outcomes {
+  Mutex mu;
+  std::vector<absl::StatusCode> codes ABSL_GUARDED_BY(mu);
+  void Add(absl::StatusCode c) {
+    MutexLock lock(&mu);
+    codes.push_back(c);
+  }
+  bool WaitFor(size_t n) {
+    MutexLock lock(&mu);
+    return mu.AwaitWithTimeout(
+        [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return codes.size() >= n; },
+        absl::Seconds(60));
+  }
+  int Count(absl::StatusCode c) {
+    MutexLock lock(&mu);
+    int n = 0;
+    for (auto x : codes) n += x == c ? 1 : 0;
+    return n;
+  }
+};
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartSilo("127.0.0.1:0"); }
+  void TearDown() override {
+    if (client_ != nullptr) client_->Close(absl::ZeroDuration());
+    StopSilo();
+  }
+
+  void StartSilo(const std::string& address, int max_in_flight = 16384) {
+    silo::SiloOptions options;
+    options.name = "client-test-silo";
+    options.workers = 2;
+    options.shutdown_timeout = absl::Milliseconds(500);
+    silo_ = std::make_unique<silo::Silo>(options);
+    ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
+    ASSERT_TRUE(silo_->Start().ok());
+    gateway_ = std::make_unique<silo::GatewayServer>(
+        silo_.get(), address, silo::GatewayServer::kDefaultMaxMessageBytes,
+        max_in_flight);
+    ASSERT_TRUE(gateway_->Start().ok());
+    address_ = gateway_->address();
+  }
+  void StopSilo() {
+    if (silo_ != nullptr) silo_->Stop();
+    if (gateway_ != nullptr) gateway_->Stop();
+    gateway_.reset();
+    silo_.reset();
+  }
+
+  std::unique_ptr<Client> Connect(ClientOptions options = {}) {
+    options.gateways = {address_};
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  TestState state_;
+  std::unique_ptr<silo::Silo> silo_;
+  std::unique_ptr<silo::GatewayServer> gateway_;
+  std::string address_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ClientTest, TypedReferencesCallGrainsFromAPlainThread) {
+  client_ = Connect();
+  ASSERT_NE(client_, nullptr);
+  CounterRef alice = client_->Get<CounterRef>("alice");
+  AddRequest add;
+  add.set_amount(5);
+  EXPECT_EQ(alice.Add(add).Get()->value(), 5);
+  add.set_amount(7);
+  EXPECT_EQ(alice.Add(add).Get()->value(), 12);
+  EXPECT_EQ(client_->Get<CounterRef>("bob").Get(GetRequest()).Get()->value(), 0);
+  // The silo's own reference sees the same grain.
+  EXPECT_EQ(silo_->Get<CounterRef>("alice").Get(GetRequest()).Get()->value(), 12);
+  EXPECT_EQ(client_->connected_gateways(), 1);
+  EXPECT_EQ(client_->in_flight(), 0);
+}
+
+Task<int64_t> AddTwice(CounterRef counter) {
+  AddRequest add;
+  add.set_amount(2);
+  co_await counter.Add(add);
+  examples::CounterValue v = co_await counter.Add(add);
+  co_return v.value();
+}
+
+TEST_F(ClientTest, CoroutinesAwaitClientCalls) {
+  client_ = Connect();
+  ASSERT_NE(client_, nullptr);
+  EXPECT_EQ(*AddTwice(client_->Get<CounterRef>("co")).Get(), 4);
+}
+
+TEST_F(ClientTest, OneWaySendsArriveInOrderBeforeALaterCall) {
+  client_ = Connect();
+  ASSERT_NE(client_, nullptr);
+  CounterRef counter = client_->Get<CounterRef>("bumped");
+  constexpr int kSends = 20000;
+  for (int i = 0; i < kSends; ++i) {
+    AddRequest add;
+    add.set_amount(1);
+    counter.Bump(add);
+  }
+  // Same grain, same stream, same mailbox: the Get runs after every Bump.
+  EXPECT_EQ(counter.Get(GetRequest()).Get()->value(), kSends);
+}
+
+TEST_F(ClientTest, ErrorsKeepTheirCodes) {
+  client_ = Connect();
+  ASSERT_NE(client_, nullptr);
+  ThrowRequest boom;
+  boom.set_message("boom");
+  absl::StatusOr<Text> thrown = client_->Get<ProbeRef>("p").Throw(boom).Get();
+  EXPECT_EQ(thrown.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(thrown.status().message(), HasSubstr("boom"));
+  boom.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(client_->Get<ProbeRef>("p").Throw(boom).Get().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // A type the silo does not host.
+  absl::StatusOr<Text> unhosted =
+      client_->Get<UnhostedRef>("u").Echo(MakeText("x")).Get();
+  EXPECT_EQ(unhosted.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(unhosted.status().message(), HasSubstr("granary.testing.Unhosted"));
+
+  // Deadline: the grain never answers.
+  CallOptions quick;
+  quick.timeout = absl::Milliseconds(100);
+  absl::StatusOr<Text> hung =
+      client_->Get<ProbeRef>("hang").Hang(MakeText("x"), quick).Get();
+  EXPECT_EQ(hung.status().code(), absl::StatusCode::kDeadlineExceeded);
+
+  // Bad keys never reach the wire.
+  EXPECT_EQ(client_->Get<CounterRef>("").Get(GetRequest()).Get().status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Get<CounterRef>(std::string(5000, 'k'))
+                .Get(GetRequest())
+                .Get()
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // Nor do requests over the message limit.
+  EXPECT_EQ(client_->Get<ProbeRef>("big")
+                .Echo(MakeText(std::string(5 << 20, 'x')))
+                .Get()
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  // And the connection still works after all of that.
+  EXPECT_EQ(client_->Get<ProbeRef>("p").Echo(MakeText("ok")).Get()->text(), "ok");
+}
+
+TEST_F(ClientTest, ClientSideFlowControlFailsPastTheLimitWhenConfigured) {
+  ClientOptions options;
+  options.max_in_flight = 3;
+  options.overflow = ClientOptions::Overflow::kFail;
+  client_ = Connect(options);
+  ASSERT_NE(client_, nullptr);
+  Outcomes outcomes;
+  for (int i = 0; i < 3; ++i) {
+    Detach(client_->Get<ProbeRef>("hold").Hang(MakeText("x")),
+           [&](absl::StatusOr<Text> r) { outcomes.Add(r.status().code()); });
+  }
+  absl::StatusOr<Text> over =
+      client_->Get<ProbeRef>("other").Echo(MakeText("x")).Get();
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(client_->in_flight(), 3);
+  // Stopping the silo answers the hung calls; the client hears UNAVAILABLE.
+  StopSilo();
+  ASSERT_TRUE(outcomes.WaitFor(3));
+  EXPECT_EQ(outcomes.Count(absl::StatusCode::kUnavailable), 3);
+}
+
+TEST_F(ClientTest, ClientSideFlowControlWaitsForRoom) {
+  ClientOptions options;
+  options.max_in_flight = 2;
+  client_ = Connect(options);
+  ASSERT_NE(client_, nullptr);
+  // Many more sequential-or-concurrent calls than the limit all succeed.
+  Outcomes outcomes;
+  constexpr int kCalls = 200;
+  for (int i = 0; i < kCalls; ++i) {
+    Detach(client_->Get<ProbeRef>(absl::StrCat("w", i % 7)).Echo(MakeText("x")),
+           [&](absl::StatusOr<Text> r) { outcomes.Add(r.status().code()); });
+  }
+  ASSERT_TRUE(outcomes.WaitFor(kCalls));
+  EXPECT_EQ(outcomes.Count(absl::StatusCode::kOk), kCalls);
+}
+
+TEST_F(ClientTest, SiloRefusesCallsPastItsInFlightLimit) {
+  StopSilo();
+  StartSilo("127.0.0.1:0", /*max_in_flight=*/4);
+  client_ = Connect();  // the client's own limit is far higher
+  ASSERT_NE(client_, nullptr);
+  Outcomes outcomes;
+  constexpr int kCalls = 10;
+  for (int i = 0; i < kCalls; ++i) {
+    Detach(client_->Get<ProbeRef>("limit").Hang(MakeText("x")),
+           [&](absl::StatusOr<Text> r) { outcomes.Add(r.status().code()); });
+  }
+  // Four are held by the silo; the rest are refused at once.
+  ASSERT_TRUE(outcomes.WaitFor(kCalls - 4));
+  EXPECT_EQ(outcomes.Count(absl::StatusCode::kResourceExhausted), kCalls - 4);
+  StopSilo();
+  ASSERT_TRUE(outcomes.WaitFor(kCalls));
+  EXPECT_EQ(outcomes.Count(absl::StatusCode::kUnavailable), 4);
+}
+
+TEST_F(ClientTest, LostGatewayFailsCallsPromptlyAndTheClientReconnects) {
+  client_ = Connect();
+  ASSERT_NE(client_, nullptr);
+  CounterRef counter = client_->Get<CounterRef>("survivor");
+  AddRequest add;
+  add.set_amount(1);
+  ASSERT_TRUE(counter.Add(add).Get().ok());
+
+  Outcomes outcomes;
+  Detach(client_->Get<ProbeRef>("mid-call").Hang(MakeText("x")),
+         [&](absl::StatusOr<Text> r) { outcomes.Add(r.status().code()); });
+  ASSERT_TRUE(state_.WaitForLog("hang-start:mid-call"));
+  const std::string address = address_;
+  StopSilo();
+  ASSERT_TRUE(outcomes.WaitFor(1));
+  EXPECT_EQ(outcomes.Count(absl::StatusCode::kUnavailable), 1);
+  // With the only gateway gone, calls fail at once rather than hang.
+  EXPECT_EQ(counter.Add(add).Get().status().code(),
+            absl::StatusCode::kUnavailable);
+
+  // The silo comes back on the same address: the same client works again.
+  StartSilo(address);
+  ASSERT_TRUE(client_->WaitForConnected(absl::Seconds(30)).ok());
+  absl::StatusOr<examples::CounterValue> v = counter.Add(add).Get();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->value(), 1);  // a new silo: the grain's state was in memory
+}
+
+TEST_F(ClientTest, CloseWaitsForCallsThenFailsTheRest) {
+  client_ = Connect();
+  ASSERT_NE(client_, nullptr);
+  Outcomes outcomes;
+  Detach(client_->Get<ProbeRef>("close").Hang(MakeText("x")),
+         [&](absl::StatusOr<Text> r) { outcomes.Add(r.status().code()); });
+  ASSERT_TRUE(state_.WaitForLog("hang-start:close"));
+  client_->Close(absl::Milliseconds(50));
+  ASSERT_TRUE(outcomes.WaitFor(1));
+  EXPECT_EQ(outcomes.Count(absl::StatusCode::kUnavailable), 1);
+  EXPECT_EQ(client_->Get<CounterRef>("late").Get(GetRequest()).Get().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  client_->Close();  // idempotent
+}
+
+TEST_F(ClientTest, AClientThatDisappearsMidCallHurtsNoOne) {
+  auto leaving = Connect();
+  ASSERT_NE(leaving, nullptr);
+  Outcomes outcomes;
+  Detach(leaving->Get<TurnsRef>("shared").Block(MakeText("x")),
+         [&](absl::StatusOr<Text> r) { outcomes.Add(r.status().code()); });
+  ASSERT_TRUE(state_.WaitForLog("block-start"));
+  leaving->Close(absl::ZeroDuration());
+  leaving.reset();
+  ASSERT_TRUE(outcomes.WaitFor(1));
+
+  // The grain finishes the abandoned call; its reply is dropped quietly and
+  // everyone else is served.
+  client_ = Connect();
+  ASSERT_NE(client_, nullptr);
+  EXPECT_EQ(client_->Get<TurnsRef>("shared").Release(MakeText("x")).Get()->text(),
+            "released");
+  ASSERT_TRUE(state_.WaitForLog("block-done"));
+  EXPECT_EQ(client_->Get<TurnsRef>("shared").Read(MakeText("x")).Get()->text(),
+            "read");
+}
+
+TEST_F(ClientTest, BadOptionsAreInvalidArgument) {
+  ClientOptions none;
+  EXPECT_EQ(Client::Connect(none).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (const char* bad : {"", "localhost", "127.0.0.1:", ":80", "host:99999",
+                          "host:port"}) {
+    ClientOptions o;
+    o.gateways = {bad};
+    EXPECT_EQ(Client::Connect(o).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  ClientOptions zero;
+  zero.gateways = {address_};
+  zero.max_in_flight = 0;
+  EXPECT_EQ(Client::Connect(zero).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientTest, UnreachableGatewayIsUnavailable) {
+  // A socket that listens but never speaks HTTP/2.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ClientOptions o;
+  o.gateways = {absl::StrCat("127.0.0.1:", ntohs(addr.sin_port))};
+  o.connect_timeout = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(o);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+  close(fd);
+}
+
+TEST_F(ClientTest, SpreadsOverGatewaysAndSurvivesLosingOne) {
+  // Two gateways in front of the same silo.
+  silo::GatewayServer second(silo_.get(), "127.0.0.1:0");
+  ASSERT_TRUE(second.Start().ok());
+  ClientOptions options;
+  options.gateways = {address_, second.address()};
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
+  ASSERT_TRUE(c.ok());
+  client_ = std::move(*c);
+  ASSERT_TRUE(client_->WaitForConnected(absl::Seconds(30)).ok());
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(client_->Get<ProbeRef>(absl::StrCat("g", i)).Echo(MakeText("x")).Get().ok());
+  }
+  // Both gateways carried grains.
+  EXPECT_EQ(gateway_->open_streams(), 1);
+  EXPECT_EQ(second.open_streams(), 1);
+  second.Stop();
+  // Calls whose grains hashed to the lost gateway move to the other once
+  // the client has seen the loss; until then they fail with UNAVAILABLE,
+  // never hang.
+  for (int i = 0; i < 50; ++i) {
+    absl::StatusOr<Text> r =
+        client_->Get<ProbeRef>(absl::StrCat("g", i)).Echo(MakeText("x")).Get();
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+    }
+  }
+  for (int i = 0; i < 50; ++i) {
+    absl::StatusOr<Text> r =
+        client_->Get<ProbeRef>(absl::StrCat("g", i)).Echo(MakeText("x")).Get();
+    EXPECT_TRUE(r.ok()) << r.status();
+  }
+  EXPECT_EQ(client_->connected_gateways(), 1);
+}
+
+}  // namespace
+}  // namespace granary::testing
