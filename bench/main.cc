@@ -21,7 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "bench/bench_grain.h"
+#include "examples/bench_grain.h"
 #include "bench/scenarios.h"
 #include "bench/stats.h"
 #include "core/log.h"

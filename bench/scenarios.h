@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "bench/bench_grain.h"
+#include "examples/bench_grain.h"
 #include "core/call.h"
 
 namespace granary::bench {

@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/percentile.h"
+
 namespace granary::bench {
 
-// The nearest-rank percentile: the smallest sample with at least p of all
-// samples at or below it. 0 for no samples.
-int64_t NearestRank(std::vector<int64_t> samples, double p);
+using ::granary::NearestRank;  // core/percentile.h
 
 struct RateSummary {
   double mean = 0;

@@ -1,4 +1,5 @@
-// granary-silo: a silo hosting the example grains. It is also the example of
+// granary-silo: a silo hosting the example grains (Counter, Ping) and the
+// benchmark grain (granary.bench.BenchGrain) that granary-bench drives. It is also the example of
 // how to build a silo for your own grains: register them, start the silo,
 // then its listeners.
 //
@@ -30,6 +31,7 @@
 #include "absl/time/clock.h"
 #include "core/address.h"
 #include "core/log.h"
+#include "examples/bench_grain.h"
 #include "examples/counter_grain.h"
 #include "grpcpp/grpcpp.h"
 #include "silo/gateway_server.h"
@@ -50,6 +52,10 @@ ABSL_FLAG(int32_t, turn_budget, 64,
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20,
           "Largest message the gateway accepts or sends.");
+ABSL_FLAG(int32_t, max_in_flight, 16384,
+          "Unfinished calls the gateway accepts per client connection; past "
+          "it the connection is not read (and excess calls are refused with "
+          "RESOURCE_EXHAUSTED).");
 ABSL_FLAG(std::string, config, "",
           "A file of these flags, one --name=value per line (# comments).");
 
@@ -93,6 +99,9 @@ int Main() {
   if (absl::GetFlag(FLAGS_turn_budget) < 1) return Fail("--turn_budget must be at least 1");
   if (absl::GetFlag(FLAGS_max_message_bytes) < 1) {
     return Fail("--max_message_bytes must be positive");
+  }
+  if (absl::GetFlag(FLAGS_max_in_flight) < 1) {
+    return Fail("--max_in_flight must be positive");
   }
   std::string host;
   int port;
@@ -142,9 +151,15 @@ int Main() {
   if (absl::Status s = granary::examples::AddExampleGrains(silo); !s.ok()) {
     return Fail(s.ToString());
   }
+  granary::bench::BenchStats bench_stats;
+  if (absl::Status s = granary::bench::AddBenchGrains(silo, &bench_stats);
+      !s.ok()) {
+    return Fail(s.ToString());
+  }
   if (absl::Status s = silo.Start(); !s.ok()) return Fail(s.ToString());
   GatewayServer gateway(&silo, absl::GetFlag(FLAGS_gateway),
-                        absl::GetFlag(FLAGS_max_message_bytes));
+                        absl::GetFlag(FLAGS_max_message_bytes),
+                        absl::GetFlag(FLAGS_max_in_flight));
   if (absl::Status s = gateway.Start(); !s.ok()) return Fail(s.ToString());
   HttpServer http(absl::GetFlag(FLAGS_http));
   if (absl::Status s = http.Start(); !s.ok()) return Fail(s.ToString());

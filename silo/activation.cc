@@ -275,6 +275,7 @@ void Activation::BeginActivation() {
 void Activation::OnActivated(absl::Status status) {
   if (status.ok()) {
     state_ = State::kActive;
+    silo_->CountActivated();
     return;
   }
   activation_status_ = absl::Status(
@@ -311,6 +312,7 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
   try {
     StartLifecycle(grain_->OnDeactivate(), [](void* self) {
       auto* a = static_cast<Activation*>(self);
+      a->silo_->CountDeactivated();
       absl::Status s = a->TakeLifecycleResult();
       if (!s.ok()) {
         GRANARY_LOG(kWarning) << "grain=" << a->id_.ToString()

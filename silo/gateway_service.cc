@@ -416,6 +416,8 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Status(
   reply->set_start_time_unix_ms(absl::ToUnixMillis(started_));
   reply->set_uptime_ms(absl::ToInt64Milliseconds(now - started_));
   reply->set_activations(static_cast<int64_t>(silo_->ActivationCount()));
+  reply->set_activated_total(static_cast<int64_t>(silo_->activated()));
+  reply->set_deactivated_total(static_cast<int64_t>(silo_->deactivated()));
   reply->set_max_in_flight(options_.max_in_flight);
   reply->set_version(kVersion);
   for (const GrainClassInfo* info : silo_->GrainTypes()) {

@@ -120,7 +120,10 @@ void Silo::Stop() {
   for (Activation* a : stuck) a->Abandon(unavailable);
   for (Activation* a : stuck) delete a;
   state_.store(State::kStopped);
-  GRANARY_LOG(kInfo) << "silo=" << options_.name << " stopped";
+  GRANARY_LOG(kInfo) << "silo=" << options_.name
+                     << " stopped activated=" << activated()
+                     << " deactivated=" << deactivated()
+                     << " abandoned=" << stuck.size();
 }
 
 const GrainTypeEntry* Silo::FindType(absl::string_view type) const {

@@ -125,6 +125,14 @@ class Silo final : public CallInvoker {
   std::vector<const GrainClassInfo*> GrainTypes() const;
 
   size_t ActivationCount() const { return catalog_.size(); }
+  // Since Start: activations whose OnActivate succeeded, and activations
+  // whose OnDeactivate ran (whatever it returned).
+  uint64_t activated() const {
+    return activated_.load(std::memory_order_relaxed);
+  }
+  uint64_t deactivated() const {
+    return deactivated_.load(std::memory_order_relaxed);
+  }
   const SiloOptions& options() const { return options_; }
   const std::string& name() const { return options_.name; }
   Clock* clock() const { return clock_; }
@@ -139,6 +147,10 @@ class Silo final : public CallInvoker {
   directory::GrainDirectory& directory() { return *directory_; }
   // Routes a call again after the activation that held it went away.
   void Reroute(CallBase* call);
+  void CountActivated() { activated_.fetch_add(1, std::memory_order_relaxed); }
+  void CountDeactivated() {
+    deactivated_.fetch_add(1, std::memory_order_relaxed);
+  }
   // An activation left the catalog.
   void OnActivationGone(Activation* a);
 
@@ -162,6 +174,8 @@ class Silo final : public CallInvoker {
   Catalog catalog_;
   std::unique_ptr<IdleCollector> collector_;
   std::atomic<uint64_t> next_activation_id_{1};
+  std::atomic<uint64_t> activated_{0};
+  std::atomic<uint64_t> deactivated_{0};
 
   Mutex gone_mu_;
   CondVar gone_cv_;

@@ -1,11 +1,11 @@
-#include "bench/bench_grain.h"
+#include "examples/bench_grain.h"
 
 #include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "bench/stats.h"
+#include "core/percentile.h"
 #include "silo/silo.h"
 
 namespace granary::bench {
@@ -145,6 +145,13 @@ Task<WhereReply> BenchGrainImpl::Where(const WhereRequest&) {
   WhereReply reply;
   reply.set_silo(SiloName());
   reply.set_activation_id(absl::StrCat(ActivationId()));
+  co_return reply;
+}
+
+Task<LifecycleReply> BenchGrainImpl::Lifecycle(const LifecycleRequest&) {
+  LifecycleReply reply;
+  reply.set_activations(stats_->activations());
+  reply.set_deactivations(stats_->deactivations());
   co_return reply;
 }
 

@@ -1,4 +1,4 @@
-// File: bench/bench_grain.h
+// File: examples/bench_grain.h
 // -----------------------------------------------------------------------------
 // The benchmark grain (granary.bench.BenchGrain) and the per-silo counters it
 // reports its lifecycle into.
@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "core/sync.h"
 #include "absl/time/time.h"
-#include "bench/bench.grain.h"
+#include "examples/bench.grain.h"
 
 namespace granary::silo {
 class Silo;
@@ -59,6 +59,7 @@ class BenchGrainImpl final : public BenchGrainGrainBase {
   Task<WhereReply> Where(const WhereRequest& request) override;
   Task<google::protobuf::Empty> Deactivate(
       const DeactivateRequest& request) override;
+  Task<LifecycleReply> Lifecycle(const LifecycleRequest& request) override;
 
  private:
   BenchStats* stats_;
