@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -142,9 +143,9 @@ class GatewayLink {
     return up_;
   }
   int in_flight() const;
-  // Looks at the channel: marks the link up once it is connected, and asks
-  // for a prompt reconnect while it is not.
-  void Maintain();
+  // Drives a connection attempt until `until`: marks the link up once the
+  // channel is connected.
+  void TryConnect(absl::Time until);
   // Ends the current stream (Close).
   void CancelStream(const std::string& why);
   bool has_stream() const {
@@ -178,9 +179,7 @@ class Client::Impl {
     for (const std::string& address : options_.gateways) {
       links_.push_back(std::make_unique<GatewayLink>(this, address, options_));
     }
-    maintenance_.impl = this;
-    timers_.Schedule(&maintenance_,
-                     absl::Now() + options_.reconnect_period);
+    reconnector_ = std::thread([this] { Reconnect(); });
     return absl::OkStatus();
   }
 
@@ -212,21 +211,16 @@ class Client::Impl {
 
   absl::Status WaitForConnected(absl::Duration timeout) {
     const absl::Time deadline = absl::Now() + timeout;
-    while (true) {
-      for (auto& link : links_) link->Maintain();
-      if (connected() > 0) return absl::OkStatus();
-      const absl::Time now = absl::Now();
-      if (now >= deadline) {
+    MutexLock lock(&events_mu_);
+    while (connected() == 0) {
+      if (events_.WaitWithDeadline(&events_mu_, deadline) &&
+          connected() == 0) {
         return absl::UnavailableError(absl::StrCat(
             "no gateway reachable within ", absl::FormatDuration(timeout),
             " (tried ", absl::StrJoin(options_.gateways, ", "), ")"));
       }
-      // Wake on the connection events of the first gateway; look at the
-      // others every 20 ms.
-      MutexLock lock(&events_mu_);
-      events_.WaitWithDeadline(&events_mu_,
-                               std::min(deadline, now + absl::Milliseconds(20)));
     }
+    return absl::OkStatus();
   }
 
   int connected() const {
@@ -273,6 +267,8 @@ class Client::Impl {
       };
       while (any_stream()) events_.Wait(&events_mu_);
     }
+    Notify();  // the reconnector sees closed_
+    reconnector_.join();
     timers_.Stop();
   }
 
@@ -280,17 +276,30 @@ class Client::Impl {
   const ClientOptions& options() const { return options_; }
 
  private:
-  struct Maintenance final : TimerEntry {
-    Impl* impl = nullptr;
-    void OnTimer() override {
-      if (impl->closed()) return;
-      for (auto& link : impl->links_) {
-        if (!link->up()) link->Maintain();
+  // The reconnector thread: brings down gateways back up. It waits on the
+  // channels themselves, which is what makes gRPC progress their connection
+  // attempts (with no call on a channel, nothing else polls it).
+  void Reconnect() {
+    while (!closed()) {
+      std::vector<GatewayLink*> down;
+      for (auto& link : links_) {
+        if (!link->up()) down.push_back(link.get());
       }
-      impl->timers_.Schedule(this,
-                             absl::Now() + impl->options_.reconnect_period);
+      if (down.empty()) {
+        MutexLock lock(&events_mu_);
+        if (!closed()) {
+          events_.WaitWithDeadline(&events_mu_,
+                                   absl::Now() + options_.reconnect_period);
+        }
+        continue;
+      }
+      const absl::Duration slice = options_.reconnect_period / down.size();
+      for (GatewayLink* link : down) {
+        if (closed()) return;
+        link->TryConnect(absl::Now() + slice);
+      }
     }
-  };
+  }
 
   GatewayLink* Pick(const GrainId& id) {
     const size_t n = links_.size();
@@ -305,7 +314,7 @@ class Client::Impl {
   const ClientOptions options_;
   TimerQueue timers_;
   std::vector<std::unique_ptr<GatewayLink>> links_;
-  Maintenance maintenance_;
+  std::thread reconnector_;
   std::atomic<bool> closed_{false};
   Mutex close_mu_;
 
@@ -503,8 +512,18 @@ int GatewayLink::in_flight() const {
   return stream_ == nullptr ? 0 : stream_->in_flight();
 }
 
-void GatewayLink::Maintain() {
+void GatewayLink::TryConnect(absl::Time until) {
   grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+  if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    // The client has its own retry period; skip gRPC's backoff.
+    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
+  }
+  // Waiting on the channel is what progresses its connection attempt; an
+  // attempt that fails waits out the rest of the slice (no busy retry).
+  while (state != GRPC_CHANNEL_READY &&
+         channel_->WaitForStateChange(state, absl::ToChronoTime(until))) {
+    state = channel_->GetState(/*try_to_connect=*/true);
+  }
   if (state == GRPC_CHANNEL_READY) {
     bool was_up;
     {
@@ -515,8 +534,6 @@ void GatewayLink::Maintain() {
       GRANARY_LOG(kInfo) << "client: connected to gateway " << address_;
       client_->Notify();
     }
-  } else if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
   }
 }
 

@@ -1,0 +1,268 @@
+// Process-level tests of the client side against the stock `granary-silo`:
+// the `granary` CLI (calls, types, status, bad input), the C++ SDK across a
+// silo killed mid-call and restarted, and graceful shutdown under load.
+#include <signal.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "core/detach.h"
+#include "core/sync.h"
+#include "examples/bench.granary.h"
+#include "examples/counter.granary.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/process_util.h"
+
+namespace granary::testing {
+namespace {
+
+using ::granary::examples::AddRequest;
+using ::granary::examples::CounterRef;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class SiloProcess : public ChildProcess {
+ public:
+  explicit SiloProcess(std::vector<std::string> args)
+      : ChildProcess(GRANARY_SILO_BINARY, std::move(args)) {}
+};
+
+ToolRun Cli(const std::string& gateway, std::vector<std::string> args) {
+  args.insert(args.begin(), "--gateway=" + gateway);
+  return RunTool(GRANARY_CLI_BINARY, std::move(args));
+}
+
+TEST(CliProcessTest, CallsAnyGrainWithJsonAndDescribesTheSilo) {
+  SiloProcess silo(AnyPorts(TempDir("cli")));
+  const std::string ready = silo.ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+  const std::string gw = Field(ready, "gateway");
+
+  ToolRun r = Cli(gw, {"call", "Counter/alice", "Add", R"({"amount": 5})"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "{\"value\":\"5\"}\n");
+  r = Cli(gw, {"call", "granary.examples.Counter/alice", "Add", R"({"amount": 2})"});
+  EXPECT_EQ(r.out, "{\"value\":\"7\"}\n");
+  r = Cli(gw, {"call", "Counter/alice", "Bump", R"({"amount": 1})"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "{}\n");
+  r = Cli(gw, {"call", "Counter/alice", "Get"});  // JSON defaults to {}
+  EXPECT_EQ(r.out, "{\"value\":\"8\"}\n");
+  // Keys may contain slashes; the type is what precedes the first one.
+  r = Cli(gw, {"call", "Counter/a/b", "Get"});
+  EXPECT_EQ(r.out, "{\"value\":\"0\"}\n");
+  // A grain type the CLI was never built with (its types come by reflection).
+  r = Cli(gw, {"call", "BenchGrain/x", "Ping", R"({"seq": "42"})"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "{\"seq\":\"42\"}\n");
+
+  r = Cli(gw, {"types"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("granary.examples.Counter\n"));
+  EXPECT_THAT(r.out, HasSubstr("  Add(granary.examples.AddRequest) returns "
+                               "(granary.examples.CounterValue)\n"));
+  EXPECT_THAT(r.out, HasSubstr("Bump(granary.examples.AddRequest) returns "
+                               "(google.protobuf.Empty)  [one_way]"));
+  EXPECT_THAT(r.out, HasSubstr("granary.bench.BenchGrain\n"));
+
+  r = Cli(gw, {"status"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(Field(ready, "silo")));  // the silo's name
+  EXPECT_THAT(r.out, HasSubstr("gateway      " + gw));
+  EXPECT_THAT(r.out, HasSubstr("uptime"));
+  EXPECT_THAT(r.out, HasSubstr("activations  3"));  // alice, a/b and x
+  silo.Signal(SIGTERM);
+  EXPECT_EQ(silo.Wait(), 0);
+}
+
+TEST(CliProcessTest, BadInputGetsAStatusAndANonZeroExit) {
+  SiloProcess silo(AnyPorts(TempDir("cli-bad")));
+  const std::string ready = silo.ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+  const std::string gw = Field(ready, "gateway");
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+    std::string err;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"call", "Counter/a", "Add", R"({"amount": )"}, 1,
+            "INVALID_ARGUMENT: request is not valid JSON"},
+           {{"call", "Counter/a", "Add", R"({"nope": 1})"}, 1,
+            "INVALID_ARGUMENT"},
+           {{"call", "Counter/a", "Add", R"({"amount": "many"})"}, 1,
+            "INVALID_ARGUMENT"},
+           {{"call", "Nope/a", "Add"}, 1, "UNIMPLEMENTED: unknown grain type 'Nope'"},
+           {{"call", "Counter/a", "Nope"}, 1,
+            "UNIMPLEMENTED: grain type granary.examples.Counter has no method 'Nope'"},
+           {{"call", "Counter/", "Get"}, 1, "INVALID_ARGUMENT"},
+           {{"call", "Counter/" + std::string(5000, 'k'), "Get"}, 1,
+            "INVALID_ARGUMENT"},
+           {{"call", "Counter", "Get"}, 1, "is not TYPE/KEY"},
+           {{"call", "Counter/a"}, 2, "call takes TYPE/KEY METHOD [JSON]"},
+           {{"frob"}, 2, "unknown command 'frob'"},
+           {{}, 2, "no command given"},
+           {{"--timeout=soon", "status"}, 1, "timeout"},
+       }) {
+    ToolRun r = Cli(gw, c.args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.err << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.err));
+    EXPECT_EQ(r.out, "") << c.err;
+  }
+  // The silo served all of that and still answers.
+  ToolRun ok = Cli(gw, {"call", "Counter/a", "Get"});
+  EXPECT_EQ(ok.out, "{\"value\":\"0\"}\n");
+  silo.Signal(SIGTERM);
+  EXPECT_EQ(silo.Wait(), 0);
+  // No silo: UNAVAILABLE, promptly.
+  ToolRun gone = Cli(gw, {"status"});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, StartsWith("granary: UNAVAILABLE"));
+}
+
+// Outcomes of detached calls, by code.
+struct Tally {
+  Mutex mu;
+  int64_t ok ABSL_GUARDED_BY(mu) = 0;
+  int64_t unavailable ABSL_GUARDED_BY(mu) = 0;
+  int64_t other ABSL_GUARDED_BY(mu) = 0;
+  std::string other_example ABSL_GUARDED_BY(mu);
+  void Add(const absl::Status& s) {
+    MutexLock lock(&mu);
+    if (s.ok()) {
+      ++ok;
+    } else if (s.code() == absl::StatusCode::kUnavailable) {
+      ++unavailable;
+    } else {
+      ++other;
+      other_example = s.ToString();
+    }
+  }
+  template <typename Pred>
+  bool WaitUntil(Pred pred) {
+    MutexLock lock(&mu);
+    return mu.AwaitWithTimeout(pred, absl::Seconds(60));
+  }
+};
+
+TEST(ClientProcessTest, CallsFailPromptlyWhenTheSiloIsKilledAndWorkAfterRestart) {
+  const std::string dir = TempDir("sdk-kill");
+  auto silo = std::make_unique<SiloProcess>(AnyPorts(dir));
+  const std::string ready = silo->ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+  const std::string gw = Field(ready, "gateway");
+
+  ClientOptions options;
+  options.gateways = {gw};
+  absl::StatusOr<std::unique_ptr<Client>> connected = Client::Connect(options);
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  std::unique_ptr<Client> client = std::move(*connected);
+  CounterRef counter = client->Get<CounterRef>("k");
+  AddRequest add;
+  add.set_amount(3);
+  ASSERT_EQ(counter.Add(add).Get()->value(), 3);
+
+  // A call that runs until the silo dies: an endless volley between two
+  // bench grains.
+  Tally tally;
+  bench::PingPongRequest volley;
+  volley.set_peer("b");
+  volley.set_exchanges(int64_t{1} << 50);
+  Detach(client->Get<bench::BenchGrainRef>("a").PingPong(volley),
+         [&](absl::StatusOr<bench::PingPongReply> r) { tally.Add(r.status()); });
+  ASSERT_EQ(client->in_flight(), 1);
+  silo->Signal(SIGKILL);
+  EXPECT_EQ(silo->Wait(), 128 + SIGKILL);
+  // UNAVAILABLE, not the 30 s default deadline.
+  ASSERT_TRUE(tally.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return tally.ok + tally.unavailable + tally.other == 1;
+  }));
+  {
+    MutexLock lock(&tally.mu);
+    EXPECT_EQ(tally.unavailable, 1) << tally.other_example;
+  }
+  EXPECT_EQ(counter.Add(add).Get().status().code(),
+            absl::StatusCode::kUnavailable);
+
+  // The silo restarts on the same gateway port; the same client object
+  // reconnects and works.
+  std::vector<std::string> args = AnyPorts(dir);
+  args[0] = "--gateway=" + gw;
+  silo = std::make_unique<SiloProcess>(args);
+  ASSERT_THAT(silo->ReadyLine(), HasSubstr("READY gateway=" + gw));
+  ASSERT_TRUE(client->WaitForConnected(absl::Seconds(30)).ok());
+  absl::StatusOr<examples::CounterValue> v = counter.Add(add).Get();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->value(), 3);  // a new silo generation; state was in memory
+  client->Close();
+  silo->Signal(SIGTERM);
+  EXPECT_EQ(silo->Wait(), 0);
+}
+
+TEST(ClientProcessTest, SigtermUnderLoadDeactivatesEveryActivationAndExitsZero) {
+  std::vector<std::string> args = AnyPorts(TempDir("sdk-term"));
+  args.push_back("--log_level=info");  // the stop line reports the counts
+  SiloProcess silo(args);
+  const std::string ready = silo.ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+
+  ClientOptions options;
+  options.gateways = {Field(ready, "gateway")};
+  options.max_in_flight = 256;
+  absl::StatusOr<std::unique_ptr<Client>> connected = Client::Connect(options);
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  std::unique_ptr<Client> client = std::move(*connected);
+
+  constexpr int kGrains = 500;
+  Tally tally;
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> issued{0};
+  std::thread load([&] {
+    AddRequest add;
+    add.set_amount(1);
+    for (int64_t i = 0; !stop.load(); ++i) {
+      issued.fetch_add(1);
+      Detach(client->Get<CounterRef>(absl::StrCat("load-", i % kGrains)).Add(add),
+             [&](absl::StatusOr<examples::CounterValue> r) { tally.Add(r.status()); });
+    }
+  });
+  ASSERT_TRUE(tally.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return tally.ok >= 5 * kGrains;
+  }));
+  silo.Signal(SIGTERM);
+  const int exit_code = silo.Wait();
+  stop.store(true);
+  load.join();
+  EXPECT_EQ(exit_code, 0);
+  // Every call got an answer: served, or UNAVAILABLE once the silo stopped.
+  ASSERT_TRUE(tally.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return tally.ok + tally.unavailable + tally.other == issued.load();
+  }));
+  {
+    MutexLock lock(&tally.mu);
+    EXPECT_EQ(tally.other, 0) << tally.other_example;
+  }
+
+  // OnDeactivate ran for every activation; none was abandoned.
+  const std::string err = silo.Stderr();
+  const size_t at = err.find("stopped activated=");
+  ASSERT_NE(at, std::string::npos) << err;
+  int64_t activated = -1, deactivated = -2, abandoned = -1;
+  ASSERT_EQ(sscanf(err.c_str() + at,
+                   "stopped activated=%ld deactivated=%ld abandoned=%ld",
+                   &activated, &deactivated, &abandoned),
+            3);
+  EXPECT_GE(activated, kGrains);
+  EXPECT_EQ(deactivated, activated);
+  EXPECT_EQ(abandoned, 0);
+  client->Close();
+}
+
+}  // namespace
+}  // namespace granary::testing

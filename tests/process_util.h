@@ -1,0 +1,58 @@
+// Helpers for process-level tests: child processes with their output on
+// pipes, the READY line of granary-silo, temporary directories.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace granary::testing {
+
+// A fresh directory under the system's temp directory, unique per process.
+std::string TempDir(const std::string& name);
+
+// A child process with stdout and stderr on pipes. Killed (SIGKILL) and
+// reaped on destruction if still running.
+class ChildProcess {
+ public:
+  ChildProcess(const std::string& binary, std::vector<std::string> args);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // Reads stdout until a line starting with "READY " (60 s limit, which
+  // only a broken binary reaches) or EOF; returns that line or "".
+  std::string ReadyLine();
+  // Everything written to stderr (call after the process exited).
+  std::string Stderr();
+  // Waits for exit: the exit code, or 128 + signal number.
+  int Wait();
+  void Signal(int sig);
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int err_ = -1;
+  bool exited_ = false;
+};
+
+// granary-silo with every listener on a free port and its data in `data_dir`.
+std::vector<std::string> AnyPorts(const std::string& data_dir);
+
+// The value of `name=` in a READY line.
+std::string Field(const std::string& ready, const std::string& name);
+
+// A bare HTTP/1.0 GET; returns the whole response ("" if none).
+std::string HttpGet(const std::string& address, const std::string& path);
+
+struct ToolRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+// Runs `binary args...` to completion, collecting stdout and stderr.
+ToolRun RunTool(const std::string& binary, std::vector<std::string> args);
+
+}  // namespace granary::testing
