@@ -17,6 +17,8 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "granary/v1/gateway.grpc.pb.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "silo/grain.h"
 #include "silo/silo.h"
 
@@ -37,7 +39,12 @@ size_t ReplyBytes(const v1::Reply& r) {
 
 class GatewayStream;
 
-class GatewayService::Impl final : public v1::Gateway::CallbackService {
+// Connect is served raw (bytes in, bytes out) so that a batch which does not
+// decode ends its stream with INVALID_ARGUMENT rather than looking like the
+// client's half-close.
+class GatewayService::Impl final
+    : public v1::Gateway::WithRawCallbackMethod_Connect<
+          v1::Gateway::WithCallbackMethod_Status<v1::Gateway::Service>> {
  public:
   Impl(Silo* silo, GatewayServiceOptions options)
       : silo_(silo),
@@ -53,7 +60,7 @@ class GatewayService::Impl final : public v1::Gateway::CallbackService {
     }
   }
 
-  grpc::ServerBidiReactor<v1::RequestBatch, v1::ReplyBatch>* Connect(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Connect(
       grpc::CallbackServerContext* context) override;
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
@@ -109,7 +116,7 @@ class GatewayService::Impl final : public v1::Gateway::CallbackService {
 //          gateway is stopping / the client half-closed and every accepted
 //          call has been answered and written.
 class GatewayStream final
-    : public grpc::ServerBidiReactor<v1::RequestBatch, v1::ReplyBatch> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   GatewayStream(GatewayService::Impl* service, std::string peer,
                 bool stopping)
@@ -147,6 +154,22 @@ class GatewayStream final
       Advance();
       return;
     }
+    grpc::ProtoBufferReader reader(&incoming_);
+    const bool parsed = batch_.ParseFromZeroCopyStream(&reader);
+    incoming_.Clear();
+    if (!parsed) {
+      GRANARY_LOG(kWarning) << "gateway: undecodable batch from " << peer_
+                            << "; ending its stream";
+      {
+        MutexLock lock(&mu_);
+        reading_ = false;
+        Break(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "a message on the stream is not a "
+                           "granary.v1.RequestBatch"));
+      }
+      Advance();
+      return;
+    }
     Dispatch();
     {
       MutexLock lock(&mu_);
@@ -160,6 +183,7 @@ class GatewayStream final
       MutexLock lock(&mu_);
       write_in_flight_ = false;
       writing_.Clear();
+      outgoing_.Clear();
       if (!ok) Break();
     }
     Advance();
@@ -190,7 +214,10 @@ class GatewayStream final
 
   // Requires mu_. The client is gone or the stream failed: replies from now
   // on are dropped.
-  void Break() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void Break(grpc::Status why = grpc::Status(grpc::StatusCode::CANCELLED,
+                                             "stream broken"))
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!broken_) broken_status_ = std::move(why);
     broken_ = true;
     pending_.clear();
   }
@@ -337,7 +364,7 @@ class GatewayStream final
           in_flight_ == 0 && pending_.empty() && !write_in_flight_;
       if (broken_ && !write_in_flight_) {
         finish = true;
-        status = grpc::Status(grpc::StatusCode::CANCELLED, "stream broken");
+        status = broken_status_;
       } else if (drained && stopping_) {
         finish = true;
         status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -350,8 +377,8 @@ class GatewayStream final
         read = false;
       }
     }
-    if (write) StartWrite(&writing_);
-    if (read) StartRead(&batch_);
+    if (write) StartWrite(&outgoing_);
+    if (read) StartRead(&incoming_);
     if (finish) Finish(status);
   }
 
@@ -367,6 +394,10 @@ class GatewayStream final
       *writing_.add_replies() = std::move(pending_.front());
       pending_.pop_front();
     }
+    bool own = false;
+    // Serializes straight into gRPC slices; cannot fail for a valid message.
+    (void)grpc::GenericSerialize<grpc::ProtoBufferWriter, v1::ReplyBatch>(
+        writing_, &outgoing_, &own);
   }
 
   // The service is only used until OnDone (the server outlives its
@@ -380,9 +411,11 @@ class GatewayStream final
   std::atomic<int> refs_{1};
 
   // Touched only by the read side (one read at a time).
+  grpc::ByteBuffer incoming_;
   v1::RequestBatch batch_;
   // Owned by the write in flight.
   v1::ReplyBatch writing_;
+  grpc::ByteBuffer outgoing_;
 
   Mutex mu_;
   std::deque<v1::Reply> pending_ ABSL_GUARDED_BY(mu_);
@@ -393,9 +426,10 @@ class GatewayStream final
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status broken_status_ ABSL_GUARDED_BY(mu_);
 };
 
-grpc::ServerBidiReactor<v1::RequestBatch, v1::ReplyBatch>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
   GatewayStream* stream;
   {

@@ -1,0 +1,238 @@
+// The gateway protocol (granary.v1.Gateway) spoken directly, as a client in
+// another language would: batches of good and bad requests, deadlines,
+// one-way sends, Status, a stream of undecodable bytes, and shutdown.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "examples/counter.pb.h"
+#include "gmock/gmock.h"
+#include "granary/v1/gateway.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "silo/gateway_server.h"
+#include "silo/silo.h"
+#include "tests/test_grains.h"
+
+namespace granary::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class GatewayProtocolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    silo::SiloOptions options;
+    options.name = "protocol-silo";
+    options.workers = 2;
+    options.shutdown_timeout = absl::Milliseconds(500);
+    silo_ = std::make_unique<silo::Silo>(options);
+    ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
+    ASSERT_TRUE(silo_->Start().ok());
+    gateway_ = std::make_unique<silo::GatewayServer>(silo_.get(), "127.0.0.1:0");
+    ASSERT_TRUE(gateway_->Start().ok());
+    channel_ = grpc::CreateChannel(gateway_->address(),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Gateway::NewStub(channel_);
+  }
+  void TearDown() override {
+    silo_->Stop();
+    gateway_->Stop();
+  }
+
+  static v1::Request Add(uint64_t id, const std::string& key, int64_t amount) {
+    examples::AddRequest add;
+    add.set_amount(amount);
+    v1::Request r;
+    r.set_id(id);
+    r.set_method("/granary.examples.Counter/Add");
+    r.set_key(key);
+    r.set_payload(add.SerializeAsString());
+    return r;
+  }
+
+  // Reads replies until `n` have arrived.
+  static std::map<uint64_t, v1::Reply> ReadReplies(
+      grpc::ClientReaderWriter<v1::RequestBatch, v1::ReplyBatch>* stream,
+      size_t n) {
+    std::map<uint64_t, v1::Reply> out;
+    v1::ReplyBatch batch;
+    while (out.size() < n && stream->Read(&batch)) {
+      for (const v1::Reply& r : batch.replies()) out[r.id()] = r;
+    }
+    return out;
+  }
+
+  TestState state_;
+  std::unique_ptr<silo::Silo> silo_;
+  std::unique_ptr<silo::GatewayServer> gateway_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Gateway::Stub> stub_;
+};
+
+TEST_F(GatewayProtocolTest, ABatchOfGoodAndBadRequestsGetsOneReplyEach) {
+  grpc::ClientContext ctx;
+  auto stream = stub_->Connect(&ctx);
+  v1::RequestBatch batch;
+  *batch.add_requests() = Add(1, "alice", 5);
+  *batch.add_requests() = Add(2, "alice", 2);
+  v1::Request unknown = Add(3, "alice", 1);
+  unknown.set_method("/granary.examples.Counter/Nope");
+  *batch.add_requests() = unknown;
+  v1::Request no_type = Add(4, "alice", 1);
+  no_type.set_method("/nope.Nope/Add");
+  *batch.add_requests() = no_type;
+  v1::Request garbage = Add(5, "alice", 1);
+  garbage.set_payload("\xff\xff\xff\xff");
+  *batch.add_requests() = garbage;
+  *batch.add_requests() = Add(6, "", 1);
+  *batch.add_requests() = Add(7, std::string(5000, 'k'), 1);
+  v1::Request bump = Add(0, "alice", 10);  // one-way: no reply
+  bump.set_method("/granary.examples.Counter/Bump");
+  *batch.add_requests() = bump;
+  v1::Request get;
+  get.set_id(8);
+  get.set_method("/granary.examples.Counter/Get");
+  get.set_key("alice");
+  *batch.add_requests() = get;
+  ASSERT_TRUE(stream->Write(batch));
+
+  std::map<uint64_t, v1::Reply> replies = ReadReplies(stream.get(), 8);
+  ASSERT_EQ(replies.size(), 8u);
+  examples::CounterValue value;
+  ASSERT_EQ(replies[1].code(), 0);
+  ASSERT_TRUE(value.ParseFromString(replies[1].payload()));
+  EXPECT_EQ(value.value(), 5);
+  ASSERT_TRUE(value.ParseFromString(replies[2].payload()));
+  EXPECT_EQ(value.value(), 7);
+  EXPECT_EQ(replies[3].code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(replies[3].message(), HasSubstr("/granary.examples.Counter/Nope"));
+  EXPECT_EQ(replies[4].code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(replies[5].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(replies[5].message(), HasSubstr("granary.examples.AddRequest"));
+  EXPECT_EQ(replies[6].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(replies[7].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Requests run in order: the one-way Bump before the Get.
+  ASSERT_EQ(replies[8].code(), 0);
+  ASSERT_TRUE(value.ParseFromString(replies[8].payload()));
+  EXPECT_EQ(value.value(), 17);
+
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());  // half-close, everything answered
+}
+
+TEST_F(GatewayProtocolTest, DeadlinesTravelWithEachRequest) {
+  grpc::ClientContext ctx;
+  auto stream = stub_->Connect(&ctx);
+  v1::RequestBatch batch;
+  Text text;
+  text.set_text("x");
+  v1::Request hang;
+  hang.set_id(1);
+  hang.set_method("/granary.testing.Probe/Hang");
+  hang.set_key("slow");
+  hang.set_payload(text.SerializeAsString());
+  hang.set_timeout_us(50000);  // 50 ms
+  *batch.add_requests() = hang;
+  ASSERT_TRUE(stream->Write(batch));
+  std::map<uint64_t, v1::Reply> replies = ReadReplies(stream.get(), 1);
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[1].code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  ctx.TryCancel();
+}
+
+TEST_F(GatewayProtocolTest, StatusDescribesTheSiloAndItsGrainTypes) {
+  {
+    grpc::ClientContext ctx;
+    auto stream = stub_->Connect(&ctx);
+    v1::RequestBatch batch;
+    *batch.add_requests() = Add(1, "s", 1);
+    ASSERT_TRUE(stream->Write(batch));
+    ASSERT_EQ(ReadReplies(stream.get(), 1).size(), 1u);
+    ctx.TryCancel();
+  }
+  grpc::ClientContext ctx;
+  v1::SiloStatus status;
+  ASSERT_TRUE(stub_->Status(&ctx, v1::StatusRequest(), &status).ok());
+  EXPECT_EQ(status.name(), "protocol-silo");
+  EXPECT_EQ(status.gateway(), gateway_->address());
+  EXPECT_EQ(status.activations(), 1);
+  EXPECT_EQ(status.activated_total(), 1);
+  EXPECT_EQ(status.max_in_flight(), silo::GatewayServer::kDefaultMaxInFlight);
+  EXPECT_GE(status.uptime_ms(), 0);
+  bool found = false;
+  for (const auto& type : status.grain_types()) {
+    if (type.name() != "granary.examples.Counter") continue;
+    found = true;
+    ASSERT_EQ(type.methods_size(), 3);
+    EXPECT_EQ(type.methods(0).name(), "Add");
+    EXPECT_EQ(type.methods(0).input_type(), "granary.examples.AddRequest");
+    EXPECT_EQ(type.methods(0).output_type(), "granary.examples.CounterValue");
+    EXPECT_TRUE(type.methods(1).read_only());
+    EXPECT_TRUE(type.methods(2).one_way());
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(GatewayProtocolTest, UndecodableBatchesEndOnlyThatStream) {
+  // Bytes that are not a RequestBatch, on the Connect method.
+  grpc::GenericStub generic(channel_);
+  grpc::ClientContext bad_ctx;
+  grpc::CompletionQueue cq;
+  auto bad = generic.PrepareCall(&bad_ctx, "/granary.v1.Gateway/Connect", &cq);
+  bad->StartCall(reinterpret_cast<void*>(1));
+  void* tag;
+  bool ok;
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  grpc::Slice slice(std::string("\x0a\xff\xff\xff\xff\x0f garbage"));
+  grpc::ByteBuffer junk(&slice, 1);
+  bad->Write(junk, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  grpc::Status bad_status;
+  bad->Finish(&bad_status, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  EXPECT_EQ(bad_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad_status.error_message(), HasSubstr("granary.v1.RequestBatch"));
+
+  // A well-behaved client on the same gateway is served throughout.
+  grpc::ClientContext ctx;
+  auto stream = stub_->Connect(&ctx);
+  v1::RequestBatch batch;
+  *batch.add_requests() = Add(1, "fine", 3);
+  ASSERT_TRUE(stream->Write(batch));
+  std::map<uint64_t, v1::Reply> replies = ReadReplies(stream.get(), 1);
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[1].code(), 0);
+  ctx.TryCancel();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST_F(GatewayProtocolTest, StoppingAnswersAcceptedCallsThenEndsStreamsUnavailable) {
+  grpc::ClientContext ctx;
+  auto stream = stub_->Connect(&ctx);
+  v1::RequestBatch batch;
+  Text text;
+  text.set_text("x");
+  v1::Request hang;
+  hang.set_id(1);
+  hang.set_method("/granary.testing.Probe/Hang");
+  hang.set_key("held");
+  hang.set_payload(text.SerializeAsString());
+  *batch.add_requests() = hang;
+  ASSERT_TRUE(stream->Write(batch));
+  ASSERT_TRUE(state_.WaitForLog("hang-start:held"));
+  silo_->Stop();  // the held call is answered UNAVAILABLE
+  gateway_->Stop();
+  std::map<uint64_t, v1::Reply> replies = ReadReplies(stream.get(), 1);
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[1].code(), grpc::StatusCode::UNAVAILABLE);
+  grpc::Status end = stream->Finish();
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+}  // namespace
+}  // namespace granary::testing
