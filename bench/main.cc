@@ -2,71 +2,116 @@
 //
 //   granary-bench --hosted                      # silo inside this process
 //   granary-bench --hosted --scenarios=chain,ask --rounds=10
+//   granary-bench --target=127.0.0.1:30000      # running silos, through the
+//                                               # client SDK; adds raw_grpc
+//   granary-bench --target=127.0.0.1:30000 --scenarios=ask,raw_grpc --rounds=5
+//   granary-bench --target=127.0.0.1:30000 --scenarios=ask --concurrency=16
+//   granary-bench --target=HOST:PORT,HOST:PORT  # several gateways
+//
+// Modes (exactly one): --hosted runs a silo in this process; --target runs
+// the same scenarios against granary-silo processes (which host BenchGrain)
+// through granary::Client. Remote mode also offers `raw_grpc`: a plain gRPC
+// bidirectional-stream ping-pong with a helper process (this binary again),
+// measured in the same run, as the floor for `ask` (bench/raw_echo.h).
+//
+// --concurrency=K keeps K awaited Pings in flight in `ask` (K sequential
+// loops over K grains); 1, the default, is one sequential loop.
 //
 // Prints one line per measured round:
-//   RESULT scenario=<s> mode=hosted ops=<n> seconds=<t> rate=<ops/s>
-//          p50_us=<x> p99_us=<y> verified=<true|false>
-// and one SUMMARY line per scenario. Rounds are interleaved across scenarios
-// after a warm-up. Exits 1 when any round was not verified, 2 on bad flags.
+//   RESULT scenario=<s> mode=<hosted|remote> ops=<n> seconds=<t>
+//          rate=<ops/s> p50_us=<x> p99_us=<y> verified=<true|false>
+//          errors=<n> rss_delta_kb=<n> [concurrency=<k>] [failure="..."]
+// one SUMMARY line per scenario, and after a remote run with both `ask` and
+// `raw_grpc` (pooled p50s of the two summaries):
+//   RATIO remote_ask_p50_over_raw_grpc_p50=<x.xx> remote_ask_p50_us=<a>
+//         raw_grpc_p50_us=<b> ask_concurrency=<k>
+// Rounds are interleaved across scenarios after a warm-up. Exits 1 when any
+// round was not verified, 2 on bad flags or a gateway that cannot be used.
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "examples/bench_grain.h"
+#include "absl/time/clock.h"
+#include "bench/lifecycle.h"
+#include "bench/raw_echo.h"
+#include "bench/remote.h"
 #include "bench/scenarios.h"
 #include "bench/stats.h"
 #include "core/log.h"
+#include "examples/bench_grain.h"
 #include "silo/silo.h"
 
 ABSL_FLAG(bool, hosted, false, "Run a silo inside the benchmark process.");
 ABSL_FLAG(std::string, target, "",
-          "HOST:PORT[,...] of running gateways (arrives with the gateway).");
-ABSL_FLAG(std::string, scenarios, "activation,oneway,ask,chain,pingpong",
-          "Comma-separated scenarios to run.");
+          "HOST:PORT[,...] of running gateways (granary-silo): run remotely "
+          "through the client SDK.");
+ABSL_FLAG(std::string, scenarios, "",
+          "Comma-separated scenarios to run (default: "
+          "activation,oneway,ask,chain,pingpong, and raw_grpc with --target).");
 ABSL_FLAG(int32_t, rounds, 5, "Measured rounds per scenario (at least 1).");
 ABSL_FLAG(int32_t, warmup, 1, "Unreported warm-up rounds per scenario.");
 ABSL_FLAG(double, scale, 1.0,
           "Multiplies every scenario's operation count (e.g. 0.01 for a smoke "
           "run).");
-ABSL_FLAG(int32_t, workers, 0, "Silo worker threads (0: hardware threads).");
-ABSL_FLAG(int32_t, turn_budget, 64, "Messages per activation per scheduling.");
+ABSL_FLAG(int32_t, concurrency, 1,
+          "Awaited Pings `ask` keeps in flight (1..100000); with --target the "
+          "silo's --max_in_flight must be at least this.");
+ABSL_FLAG(int32_t, workers, 0,
+          "Silo worker threads (0: hardware threads); --hosted only.");
+ABSL_FLAG(int32_t, turn_budget, 64,
+          "Messages per activation per scheduling; --hosted only.");
 ABSL_FLAG(int32_t, depth, 5, "Depth of the chain scenario.");
 ABSL_FLAG(int32_t, idle_spin, 200,
-          "Pause instructions an idle silo worker spins before sleeping.");
+          "Pause instructions an idle silo worker spins before sleeping; "
+          "--hosted only.");
 ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error.");
 
 namespace granary::bench {
 namespace {
+
+constexpr char kHostedScenarios[] = "activation,oneway,ask,chain,pingpong";
+constexpr char kRemoteScenarios[] =
+    "activation,oneway,ask,chain,pingpong,raw_grpc";
+constexpr int kMaxConcurrency = 100000;
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "granary-bench: %s\n", message.c_str());
   return 2;
 }
 
-void PrintResult(const ScenarioResult& r) {
+std::string ConcurrencyField(int concurrency) {
+  return concurrency > 0 ? absl::StrCat(" concurrency=", concurrency) : "";
+}
+
+void PrintResult(const char* mode, const ScenarioResult& r) {
   const double rate = r.seconds > 0 ? r.ops / r.seconds : 0;
   std::printf(
-      "RESULT scenario=%s mode=hosted ops=%lld seconds=%.4f rate=%.0f "
-      "p50_us=%.2f p99_us=%.2f verified=%s errors=%lld rss_delta_kb=%lld%s\n",
-      r.scenario.c_str(), static_cast<long long>(r.ops), r.seconds, rate,
+      "RESULT scenario=%s mode=%s ops=%lld seconds=%.4f rate=%.0f "
+      "p50_us=%.2f p99_us=%.2f verified=%s errors=%lld rss_delta_kb=%lld%s%s\n",
+      r.scenario.c_str(), mode, static_cast<long long>(r.ops), r.seconds, rate,
       r.p50_ns / 1000.0, r.p99_ns / 1000.0, r.verified ? "true" : "false",
       static_cast<long long>(r.errors),
       static_cast<long long>(r.rss_delta_bytes / 1024),
-      r.failure.empty() ? "" : absl::StrCat(" failure=\"", r.failure, "\"").c_str());
+      ConcurrencyField(r.concurrency).c_str(),
+      r.failure.empty() ? ""
+                        : absl::StrCat(" failure=\"", r.failure, "\"").c_str());
   std::fflush(stdout);
 }
 
-void PrintSummary(const std::string& scenario,
-                  const std::vector<ScenarioResult>& rounds) {
+// Prints the SUMMARY line of `scenario` and returns its p50 (ns).
+int64_t PrintSummary(const char* mode, const std::string& scenario,
+                     const std::vector<ScenarioResult>& rounds) {
   std::vector<double> rates;
   std::vector<int64_t> samples, p50s, p99s;
   int64_t ops = 0, errors = 0, rss = 0;
@@ -84,17 +129,23 @@ void PrintSummary(const std::string& scenario,
   RateSummary s = Summarize(rates);
   // Pooled nearest-rank percentiles where samples exist; otherwise (one-way
   // delivery, measured by the grain) the median round p50 and worst p99.
-  const int64_t p50 = samples.empty() ? NearestRank(p50s, 0.5) : NearestRank(samples, 0.5);
-  const int64_t p99 = samples.empty() ? *std::max_element(p99s.begin(), p99s.end())
-                                      : NearestRank(samples, 0.99);
+  const int64_t p50 =
+      samples.empty() ? NearestRank(p50s, 0.5) : NearestRank(samples, 0.5);
+  const int64_t p99 = samples.empty()
+                          ? *std::max_element(p99s.begin(), p99s.end())
+                          : NearestRank(samples, 0.99);
   std::printf(
-      "SUMMARY scenario=%s mode=hosted rounds=%zu ops=%lld mean_rate=%.0f "
+      "SUMMARY scenario=%s mode=%s rounds=%zu ops=%lld mean_rate=%.0f "
       "min_rate=%.0f max_rate=%.0f spread_pct=%.1f p50_us=%.2f p99_us=%.2f "
-      "samples=%zu errors=%lld rss_delta_kb=%lld verified=%s\n",
-      scenario.c_str(), rounds.size(), static_cast<long long>(ops), s.mean,
-      s.min, s.max, s.mean > 0 ? 100.0 * s.stddev / s.mean : 0, p50 / 1000.0,
-      p99 / 1000.0, samples.size(), static_cast<long long>(errors),
-      static_cast<long long>(rss / 1024), verified ? "true" : "false");
+      "samples=%zu errors=%lld rss_delta_kb=%lld verified=%s%s\n",
+      scenario.c_str(), mode, rounds.size(), static_cast<long long>(ops),
+      s.mean, s.min, s.max, s.mean > 0 ? 100.0 * s.stddev / s.mean : 0,
+      p50 / 1000.0, p99 / 1000.0, samples.size(),
+      static_cast<long long>(errors), static_cast<long long>(rss / 1024),
+      verified ? "true" : "false",
+      ConcurrencyField(rounds.empty() ? 0 : rounds.front().concurrency)
+          .c_str());
+  return p50;
 }
 
 int Main() {
@@ -103,42 +154,95 @@ int Main() {
     return Fail("--log_level must be debug, info, warning or error");
   }
   SetLogLevel(level);
-  if (!absl::GetFlag(FLAGS_target).empty()) {
-    return Fail("--target needs the gateway, which this build does not have; "
-                "use --hosted");
+  const bool hosted = absl::GetFlag(FLAGS_hosted);
+  const std::string target_flag = absl::GetFlag(FLAGS_target);
+  if (hosted && !target_flag.empty()) {
+    return Fail("--hosted and --target are mutually exclusive");
   }
-  if (!absl::GetFlag(FLAGS_hosted)) return Fail("choose a mode: --hosted");
+  if (!hosted && target_flag.empty()) {
+    return Fail("choose a mode: --hosted or --target=HOST:PORT[,...]");
+  }
+  const char* mode = hosted ? "hosted" : "remote";
   const int rounds = absl::GetFlag(FLAGS_rounds);
   const int warmup = absl::GetFlag(FLAGS_warmup);
   const double scale = absl::GetFlag(FLAGS_scale);
+  const int concurrency = absl::GetFlag(FLAGS_concurrency);
   if (rounds < 1) return Fail("--rounds must be at least 1");
   if (warmup < 0) return Fail("--warmup must not be negative");
   if (!(scale > 0) || scale > 1000) return Fail("--scale must be in (0, 1000]");
+  if (concurrency < 1 || concurrency > kMaxConcurrency) {
+    return Fail(
+        absl::StrCat("--concurrency must be in [1, ", kMaxConcurrency, "]"));
+  }
   if (absl::GetFlag(FLAGS_depth) < 1) return Fail("--depth must be at least 1");
-  if (absl::GetFlag(FLAGS_workers) < 0) return Fail("--workers must not be negative");
-  if (absl::GetFlag(FLAGS_turn_budget) < 1) return Fail("--turn_budget must be at least 1");
-  if (absl::GetFlag(FLAGS_idle_spin) < 0) return Fail("--idle_spin must not be negative");
+  if (absl::GetFlag(FLAGS_workers) < 0)
+    return Fail("--workers must not be negative");
+  if (absl::GetFlag(FLAGS_turn_budget) < 1)
+    return Fail("--turn_budget must be at least 1");
+  if (absl::GetFlag(FLAGS_idle_spin) < 0)
+    return Fail("--idle_spin must not be negative");
+  std::string scenario_flag = absl::GetFlag(FLAGS_scenarios);
+  if (scenario_flag.empty())
+    scenario_flag = hosted ? kHostedScenarios : kRemoteScenarios;
   std::vector<std::string> scenarios =
-      absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',', absl::SkipEmpty());
+      absl::StrSplit(scenario_flag, ',', absl::SkipEmpty());
   if (scenarios.empty()) return Fail("--scenarios is empty");
   for (const std::string& s : scenarios) {
     if (!IsScenario(s)) {
       return Fail(absl::StrCat("unknown scenario '", s, "' (known: ",
                                absl::StrJoin(ScenarioNames(), ","), ")"));
     }
+    if (s == "raw_grpc" && hosted) {
+      return Fail("raw_grpc compares with a remote silo: it needs --target");
+    }
+  }
+  const bool wants_raw = std::find(scenarios.begin(), scenarios.end(),
+                                   "raw_grpc") != scenarios.end();
+
+  ScenarioContext ctx;
+  ctx.scale = scale;
+  ctx.chain_depth = absl::GetFlag(FLAGS_depth);
+  ctx.concurrency = concurrency;
+  ctx.run_id = absl::StrCat(absl::Hex(absl::GetCurrentTimeNanos()));
+
+  // Hosted mode: a silo here. Remote mode: clients of the gateways, and the
+  // raw gRPC helper when asked for.
+  silo::SiloOptions options;
+  std::unique_ptr<silo::Silo> silo;
+  BenchStats stats;
+  std::unique_ptr<HostedLifecycle> hosted_lifecycle;
+  std::unique_ptr<RemoteTarget> remote;
+  std::unique_ptr<RawEchoArm> raw_echo;
+  if (hosted) {
+    options.name = "bench-silo";
+    options.workers = absl::GetFlag(FLAGS_workers);
+    options.turn_budget = absl::GetFlag(FLAGS_turn_budget);
+    options.idle_spin = absl::GetFlag(FLAGS_idle_spin);
+    silo = std::make_unique<silo::Silo>(options);
+    if (absl::Status s = AddBenchGrains(*silo, &stats); !s.ok())
+      return Fail(s.ToString());
+    if (absl::Status s = silo->Start(); !s.ok()) return Fail(s.ToString());
+    hosted_lifecycle = std::make_unique<HostedLifecycle>(&stats);
+    ctx.invoker = silo.get();
+    ctx.lifecycle = hosted_lifecycle.get();
+  } else {
+    absl::StatusOr<std::vector<std::string>> gateways =
+        ParseTargets(target_flag);
+    if (!gateways.ok()) return Fail(std::string(gateways.status().message()));
+    absl::StatusOr<std::unique_ptr<RemoteTarget>> connected =
+        RemoteTarget::Connect(*gateways, concurrency);
+    if (!connected.ok()) return Fail(std::string(connected.status().message()));
+    remote = *std::move(connected);
+    ctx.invoker = remote->invoker();
+    ctx.lifecycle = remote->lifecycle();
+    if (wants_raw) {
+      absl::StatusOr<std::unique_ptr<RawEchoArm>> arm = RawEchoArm::Start();
+      if (!arm.ok()) return Fail(std::string(arm.status().message()));
+      raw_echo = *std::move(arm);
+      ctx.raw_echo = raw_echo.get();
+    }
   }
 
-  silo::SiloOptions options;
-  options.name = "bench-silo";
-  options.workers = absl::GetFlag(FLAGS_workers);
-  options.turn_budget = absl::GetFlag(FLAGS_turn_budget);
-  options.idle_spin = absl::GetFlag(FLAGS_idle_spin);
-  silo::Silo silo(options);
-  BenchStats stats;
-  if (absl::Status s = AddBenchGrains(silo, &stats); !s.ok()) return Fail(s.ToString());
-  if (absl::Status s = silo.Start(); !s.ok()) return Fail(s.ToString());
-
-  ScenarioContext ctx{&silo, &stats, scale, 0, absl::GetFlag(FLAGS_depth)};
   std::map<std::string, std::vector<ScenarioResult>> results;
   bool all_verified = true;
   int round_id = 0;
@@ -148,7 +252,7 @@ int Main() {
       ScenarioResult r = RunScenario(s, ctx);
       if (!r.verified) {
         all_verified = false;
-        PrintResult(r);
+        PrintResult(mode, r);
       }
     }
   }
@@ -160,17 +264,46 @@ int Main() {
       ctx.round = round_id++;
       ScenarioResult r = RunScenario(s, ctx);
       all_verified = all_verified && r.verified;
-      PrintResult(r);
+      PrintResult(mode, r);
       results[s].push_back(std::move(r));
     }
   }
-  for (const std::string& s : scenarios) PrintSummary(s, results[s]);
-  std::printf(
-      "ENV workers=%d turn_budget=%d idle_spin=%d scale=%g rounds=%d "
-      "warmup=%d\n",
-      silo.scheduler().workers(), options.turn_budget, options.idle_spin, scale,
-      rounds, warmup);
-  silo.Stop();
+  std::map<std::string, int64_t> p50s;
+  for (const std::string& s : scenarios)
+    p50s[s] = PrintSummary(mode, s, results[s]);
+  if (!hosted && p50s.contains("ask") && p50s.contains("raw_grpc")) {
+    const double ask_us = p50s["ask"] / 1000.0;
+    const double raw_us = p50s["raw_grpc"] / 1000.0;
+    std::printf(
+        "RATIO remote_ask_p50_over_raw_grpc_p50=%.2f remote_ask_p50_us=%.2f "
+        "raw_grpc_p50_us=%.2f ask_concurrency=%d\n",
+        raw_us > 0 ? ask_us / raw_us : 0, ask_us, raw_us, concurrency);
+  }
+  if (hosted) {
+    std::printf(
+        "ENV mode=hosted workers=%d turn_budget=%d idle_spin=%d "
+        "concurrency=%d scale=%g rounds=%d warmup=%d\n",
+        silo->scheduler().workers(), options.turn_budget, options.idle_spin,
+        concurrency, scale, rounds, warmup);
+    silo->Stop();
+  } else {
+    std::vector<std::string> names;
+    for (const v1::SiloStatus& s : remote->silos()) names.push_back(s.name());
+    std::printf(
+        "ENV mode=remote target=%s silos=%s version=%s concurrency=%d "
+        "scale=%g rounds=%d warmup=%d\n",
+        target_flag.c_str(), absl::StrJoin(names, ",").c_str(),
+        remote->silos().front().version().c_str(), concurrency, scale, rounds,
+        warmup);
+    if (raw_echo != nullptr) {
+      if (absl::Status s = raw_echo->Stop(); !s.ok()) {
+        std::fprintf(stderr, "granary-bench: raw gRPC helper: %s\n",
+                     s.ToString().c_str());
+      }
+    }
+    remote->Close();
+  }
+  std::fflush(stdout);
   return all_verified ? 0 : 1;
 }
 
@@ -178,8 +311,14 @@ int Main() {
 }  // namespace granary::bench
 
 int main(int argc, char** argv) {
+  // The raw gRPC arm's helper process (bench/raw_echo.h): not a user flag.
+  constexpr absl::string_view kServe = "--serve_raw_echo=";
+  if (argc == 2 && absl::StartsWith(argv[1], kServe)) {
+    return granary::bench::ServeRawEcho(argv[1] + kServe.size());
+  }
   absl::SetProgramUsageMessage(
-      "Granary load generator. Example: granary-bench --hosted --rounds=5");
+      "Granary load generator. Examples: granary-bench --hosted --rounds=5; "
+      "granary-bench --target=127.0.0.1:30000 --concurrency=16");
   absl::ParseCommandLine(argc, argv);
   return granary::bench::Main();
 }

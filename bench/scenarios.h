@@ -1,11 +1,15 @@
 // File: bench/scenarios.h
 // -----------------------------------------------------------------------------
 // The load generator's scenarios. Each runs one measured round through a
-// CallInvoker (an in-process silo for --hosted) and then asks the grains what
-// they did, so a result is only `verified` when the grains agree with what
-// was asked.
+// CallInvoker (an in-process silo for --hosted, a granary::Client for
+// --target) and then asks the grains what they did, so a result is only
+// `verified` when the grains agree with what was asked. `raw_grpc` is the
+// exception: it measures plain gRPC (bench/raw_echo.h), no grains.
 //
-//   ScenarioContext ctx{&silo, &stats, /*scale=*/1.0, /*round=*/0};
+//   HostedLifecycle lifecycle(&stats);
+//   ScenarioContext ctx;
+//   ctx.invoker = &silo;
+//   ctx.lifecycle = &lifecycle;
 //   ScenarioResult r = RunScenario("chain", ctx);
 #pragma once
 
@@ -14,17 +18,28 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "examples/bench_grain.h"
 #include "core/call.h"
 
 namespace granary::bench {
 
+class LifecycleCounter;  // bench/lifecycle.h
+class RawEchoArm;        // bench/raw_echo.h
+
 struct ScenarioContext {
-  CallInvoker* invoker;
-  BenchStats* stats;  // lifecycle counts of the hosting silo
+  CallInvoker* invoker = nullptr;
+  // OnActivate / OnDeactivate counts of the silo hosting the grains.
+  LifecycleCounter* lifecycle = nullptr;
   double scale = 1.0;  // multiplies every scenario's operation count
   int round = 0;       // makes grain keys unique per round
+  // Makes activation keys unique per run, so grains left active by an
+  // earlier run against the same silo are never mistaken for new ones.
+  std::string run_id;
   int chain_depth = 5;
+  // Awaited Pings `ask` keeps in flight: 1 is one sequential loop; K > 1 is
+  // K sequential loops over K grains, running at once.
+  int concurrency = 1;
+  // The raw gRPC arm; required by `raw_grpc` (remote mode only).
+  RawEchoArm* raw_echo = nullptr;
 };
 
 struct ScenarioResult {
@@ -40,9 +55,11 @@ struct ScenarioResult {
   bool verified = false;
   std::string failure;  // why not verified
   int64_t rss_delta_bytes = 0;
+  // Operations kept in flight at once; 0 where the notion does not apply.
+  int concurrency = 0;
 };
 
-// "activation", "oneway", "ask", "chain" or "pingpong".
+// "activation", "oneway", "ask", "chain", "pingpong" or "raw_grpc".
 const std::vector<std::string>& ScenarioNames();
 bool IsScenario(absl::string_view name);
 ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx);

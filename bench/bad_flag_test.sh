@@ -1,0 +1,12 @@
+#!/bin/bash
+# bench_bad_flag_*: granary-bench with bad flags exits 2 with a message.
+#
+#   bad_flag_test.sh EXPECTED_MESSAGE GRANARY_BENCH FLAGS...
+set -u
+expected=$1
+shift
+err=$("$@" 2>&1 >/dev/null)
+rc=$?
+echo "$err"
+[[ $rc -eq 2 ]] || { echo "FAIL: exit $rc, expected 2" >&2; exit 1; }
+[[ $err == *"$expected"* ]] || { echo "FAIL: no '$expected' on stderr" >&2; exit 1; }
