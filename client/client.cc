@@ -14,6 +14,7 @@
 #include "core/address.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/process.h"
 #include "core/sync.h"
 #include "core/timer_queue.h"
 #include "granary/v1/gateway.grpc.pb.h"
@@ -99,6 +100,13 @@ class ClientStream final
  private:
   ~ClientStream() override = default;
 
+  // What Advance decided, to be done outside mu_.
+  struct Actions {
+    bool write = false;
+    bool remove_hold = false;
+  };
+  Actions AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Act(Actions actions);
   void Advance();
   void Finish(CallBase* call, const v1::Reply& reply);
 
@@ -138,10 +146,7 @@ class GatewayLink {
   // The live stream with a reference for the caller, opening one when the
   // gateway is up and none is open; nullptr when the gateway is down.
   ClientStream* Acquire();
-  bool up() const {
-    MutexLock lock(&mu_);
-    return up_;
-  }
+  bool up() const { return up_.load(std::memory_order_acquire); }
   int in_flight() const;
   // Drives a connection attempt until `until`: marks the link up once the
   // channel is connected.
@@ -166,7 +171,7 @@ class GatewayLink {
   std::unique_ptr<v1::Gateway::Stub> stub_;
   mutable Mutex mu_;
   ClientStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
-  bool up_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> up_{false};  // written under mu_
 };
 
 class Client::Impl {
@@ -211,6 +216,7 @@ class Client::Impl {
 
   absl::Status WaitForConnected(absl::Duration timeout) {
     const absl::Time deadline = absl::Now() + timeout;
+    Waiting waiting(this);
     MutexLock lock(&events_mu_);
     while (connected() == 0) {
       if (events_.WaitWithDeadline(&events_mu_, deadline) &&
@@ -235,11 +241,32 @@ class Client::Impl {
     return n;
   }
 
+  // A gateway was lost (or the client closes): wake the reconnector.
+  void LinkDown() {
+    MutexLock lock(&reconnect_mu_);
+    link_down_ = true;
+    reconnect_.SignalAll();
+  }
+
   // A stream made progress that Close or WaitForConnected may wait for.
+  // Free when nobody waits (every reply and write calls it).
   void Notify() {
+    if (waiters_.load(std::memory_order_seq_cst) == 0) return;
     MutexLock lock(&events_mu_);
     events_.SignalAll();
   }
+
+  // Counts a thread waiting on events_ for its scope.
+  class Waiting {
+   public:
+    explicit Waiting(Impl* impl) : impl_(impl) {
+      impl_->waiters_.fetch_add(1, std::memory_order_seq_cst);
+    }
+    ~Waiting() { impl_->waiters_.fetch_sub(1, std::memory_order_seq_cst); }
+
+   private:
+    Impl* impl_;
+  };
 
   void Close(absl::Duration timeout) {
     if (closed_.exchange(true)) {
@@ -248,6 +275,7 @@ class Client::Impl {
     }
     MutexLock close_lock(&close_mu_);
     const absl::Time deadline = absl::Now() + timeout;
+    Waiting waiting(this);
     {
       MutexLock lock(&events_mu_);
       while (in_flight() > 0 && absl::Now() < deadline) {
@@ -267,7 +295,7 @@ class Client::Impl {
       };
       while (any_stream()) events_.Wait(&events_mu_);
     }
-    Notify();  // the reconnector sees closed_
+    LinkDown();  // the reconnector sees closed_
     reconnector_.join();
     timers_.Stop();
   }
@@ -286,11 +314,12 @@ class Client::Impl {
         if (!link->up()) down.push_back(link.get());
       }
       if (down.empty()) {
-        MutexLock lock(&events_mu_);
-        if (!closed()) {
-          events_.WaitWithDeadline(&events_mu_,
-                                   absl::Now() + options_.reconnect_period);
+        MutexLock lock(&reconnect_mu_);
+        if (!closed() && !link_down_) {
+          reconnect_.WaitWithDeadline(&reconnect_mu_,
+                                      absl::Now() + options_.reconnect_period);
         }
+        link_down_ = false;
         continue;
       }
       const absl::Duration slice = options_.reconnect_period / down.size();
@@ -315,6 +344,11 @@ class Client::Impl {
   TimerQueue timers_;
   std::vector<std::unique_ptr<GatewayLink>> links_;
   std::thread reconnector_;
+  // Wakes the reconnector: a gateway was lost, or the client closes. (Not
+  // events_, which every reply signals.)
+  Mutex reconnect_mu_;
+  CondVar reconnect_;
+  bool link_down_ ABSL_GUARDED_BY(reconnect_mu_) = false;
   std::atomic<bool> closed_{false};
   Mutex close_mu_;
 
@@ -324,11 +358,13 @@ class Client::Impl {
 
   Mutex events_mu_;
   CondVar events_;
+  std::atomic<int> waiters_{0};
 };
 
 // --- ClientStream ------------------------------------------------------------
 
 absl::Status ClientStream::Send(v1::Request request, CallBase* call) {
+  Actions actions;
   {
     MutexLock lock(&mu_);
     while (!dead_ && in_flight_ >= max_in_flight_) {
@@ -352,39 +388,49 @@ absl::Status ClientStream::Send(v1::Request request, CallBase* call) {
       ++pending_one_way_;
     }
     pending_.push_back(std::move(request));
+    actions = AdvanceLocked();
   }
-  Advance();
+  Act(actions);
   return absl::OkStatus();
 }
 
+ClientStream::Actions ClientStream::AdvanceLocked() {
+  Actions actions;
+  if (write_out_ || !write_hold_) return actions;
+  if (dead_) {
+    write_hold_ = false;
+    actions.remove_hold = true;
+  } else if (!pending_.empty()) {
+    size_t bytes = 0;
+    int one_way = 0;
+    while (!pending_.empty()) {
+      const size_t b = RequestBytes(pending_.front());
+      if (bytes > 0 && bytes + b > kMaxBatchBytes) break;
+      bytes += b;
+      if (pending_.front().id() == 0) ++one_way;
+      *writing_.add_requests() = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    pending_one_way_ -= one_way;
+    writing_one_way_ = one_way;
+    write_out_ = true;
+    actions.write = true;
+  }
+  return actions;
+}
+
+void ClientStream::Act(Actions actions) {
+  if (actions.write) StartWrite(&writing_);
+  if (actions.remove_hold) RemoveHold();
+}
+
 void ClientStream::Advance() {
-  bool write = false;
-  bool remove_hold = false;
+  Actions actions;
   {
     MutexLock lock(&mu_);
-    if (write_out_ || !write_hold_) return;
-    if (dead_) {
-      write_hold_ = false;
-      remove_hold = true;
-    } else if (!pending_.empty()) {
-      size_t bytes = 0;
-      int one_way = 0;
-      while (!pending_.empty()) {
-        const size_t b = RequestBytes(pending_.front());
-        if (bytes > 0 && bytes + b > kMaxBatchBytes) break;
-        bytes += b;
-        if (pending_.front().id() == 0) ++one_way;
-        *writing_.add_requests() = std::move(pending_.front());
-        pending_.pop_front();
-      }
-      pending_one_way_ -= one_way;
-      writing_one_way_ = one_way;
-      write_out_ = true;
-      write = true;
-    }
+    actions = AdvanceLocked();
   }
-  if (write) StartWrite(&writing_);
-  if (remove_hold) RemoveHold();
+  Act(actions);
 }
 
 void ClientStream::OnWriteDone(bool ok) {
@@ -528,7 +574,7 @@ void GatewayLink::TryConnect(absl::Time until) {
     bool was_up;
     {
       MutexLock lock(&mu_);
-      was_up = std::exchange(up_, true);
+      was_up = up_.exchange(true);
     }
     if (!was_up) {
       GRANARY_LOG(kInfo) << "client: connected to gateway " << address_;
@@ -541,7 +587,7 @@ void GatewayLink::CancelStream(const std::string& why) {
   ClientStream* stream;
   {
     MutexLock lock(&mu_);
-    up_ = false;
+    up_.store(false);
     stream = stream_;
     if (stream != nullptr) stream->Ref();
   }
@@ -560,13 +606,14 @@ void GatewayLink::OnStreamDone(ClientStream* stream,
       // Any end we did not ask for means the gateway went away or is
       // going: send nothing more here until the channel is connected again.
       if (!client_->closed()) {
-        up_ = false;
+        up_.store(false);
         GRANARY_LOG(kWarning) << "client: lost gateway " << address_ << ": "
                               << status.error_message();
       }
     }
   }
   stream->Unref();  // the link's
+  client_->LinkDown();
   client_->Notify();
 }
 
@@ -654,6 +701,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
     return absl::InvalidArgumentError("reconnect_period must be positive");
   }
   const absl::Duration timeout = options.connect_timeout;
+  InitProcess();
   auto impl = std::make_unique<Impl>(std::move(options));
   GRANARY_RETURN_IF_ERROR(impl->Init());
   GRANARY_RETURN_IF_ERROR(impl->WaitForConnected(timeout));

@@ -53,9 +53,8 @@ ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20,
           "Largest message the gateway accepts or sends.");
 ABSL_FLAG(int32_t, max_in_flight, 16384,
-          "Unfinished calls the gateway accepts per client connection; past "
-          "it the connection is not read (and excess calls are refused with "
-          "RESOURCE_EXHAUSTED).");
+          "Unfinished calls per client connection past which the gateway "
+          "stops reading it (gRPC flow control then holds the client back).");
 ABSL_FLAG(std::string, config, "",
           "A file of these flags, one --name=value per line (# comments).");
 

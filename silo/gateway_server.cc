@@ -51,6 +51,12 @@ absl::Status GatewayServer::Start() {
   // gRPC sets SO_REUSEPORT by default: a second silo on the same port would
   // start and silently take half the connections. Refuse the port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Only reflection is served synchronously; one polling thread is plenty
+  // for it. (By default gRPC starts one per core, and every poller also
+  // takes turns at the gateway's network events, adding wake-ups.)
+  builder.SetSyncServerOption(grpc::ServerBuilder::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, 1);
   builder.SetMaxReceiveMessageSize(max_message_bytes_);
   builder.SetMaxSendMessageSize(max_message_bytes_);
   builder.AddListeningPort(requested_address_, grpc::InsecureServerCredentials(),

@@ -42,7 +42,7 @@ class GatewayServer {
   // Largest request or reply message the gateway accepts (bigger ones fail
   // with RESOURCE_EXHAUSTED).
   static constexpr int kDefaultMaxMessageBytes = 4 << 20;
-  // Unfinished calls accepted per client stream of the gateway protocol.
+  // Unfinished calls per client stream at which the gateway stops reading it.
   static constexpr int kDefaultMaxInFlight = 16384;
 
   // `address` is HOST:PORT; port 0 picks a free port.

@@ -224,11 +224,10 @@ class GatewayStream final
 
   void Finished(CallBase* call) {
     if (call->one_way()) {
-      {
-        MutexLock lock(&mu_);
-        --in_flight_;
-      }
-      Advance();
+      // No reply: only a change that matters to Advance takes the lock
+      // (reading resumes below the limit; a draining stream finishes at 0).
+      const int left = in_flight_.fetch_sub(1, std::memory_order_acq_rel) - 1;
+      if (left == max_in_flight_ - 1 || left == 0) Advance();
       return;
     }
     v1::Reply reply;
@@ -254,38 +253,28 @@ class GatewayStream final
     }
     {
       MutexLock lock(&mu_);
-      --in_flight_;
-      if (!broken_) {
-        pending_.push_back(std::move(reply));
-      }
+      in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      if (!broken_) pending_.push_back(std::move(reply));
     }
     Advance();
   }
 
-  // Routes every request of the batch just read. A batch is read only while
-  // fewer than max_in_flight calls are unfinished; requests past that limit
-  // (a client that ignores it) are refused with RESOURCE_EXHAUSTED, so the
-  // silo never holds more than max_in_flight calls of one stream.
+  // Routes every request of the batch just read. The batch was read because
+  // fewer than max_in_flight calls were unfinished; all of it is accepted
+  // (bad requests get their error reply), so the stream holds at most
+  // max_in_flight calls plus one batch, and nothing is dropped.
   void Dispatch() {
     const int n = batch_.requests_size();
-    int budget;
+    in_flight_.fetch_add(n, std::memory_order_relaxed);  // refusals give back
     bool stopping;
     {
       MutexLock lock(&mu_);
-      budget = max_in_flight_ - in_flight_;
-      in_flight_ += n;  // before any can finish; refused ones give it back
       stopping = stopping_;
     }
     std::vector<v1::Reply> refused;
     int accepted = 0;
     for (v1::Request& request : *batch_.mutable_requests()) {
-      absl::Status error =
-          accepted < budget
-              ? Accept(request, stopping)
-              : absl::ResourceExhaustedError(absl::StrCat(
-                    "silo ", silo_->name(), " is overloaded: ",
-                    max_in_flight_,
-                    " calls of this connection are unfinished"));
+      absl::Status error = Accept(request, stopping);
       if (error.ok()) {
         ++accepted;
         continue;
@@ -301,19 +290,26 @@ class GatewayStream final
       }
     }
     batch_.Clear();
+    in_flight_.fetch_sub(n - accepted, std::memory_order_relaxed);
     MutexLock lock(&mu_);
-    in_flight_ -= n - accepted;  // refused requests hold no reference
     if (!broken_) {
-      for (v1::Reply& r : refused) {
-        pending_.push_back(std::move(r));
-      }
+      for (v1::Reply& r : refused) pending_.push_back(std::move(r));
     }
+  }
+
+  // The route of `method`; consecutive requests usually share it.
+  const Route* FindRoute(const std::string& method) {
+    if (last_route_ == nullptr || method != last_method_) {
+      last_route_ = service_->FindRoute(method);
+      last_method_ = method;
+    }
+    return last_route_;
   }
 
   // Starts one request, or says why not.
   absl::Status Accept(v1::Request& request, bool stopping) {
     Silo* silo = silo_;
-    const Route* route = service_->FindRoute(request.method());
+    const Route* route = FindRoute(request.method());
     if (route == nullptr) {
       return absl::UnimplementedError(absl::StrCat(
           "unknown grain method '", request.method(),
@@ -355,13 +351,14 @@ class GatewayStream final
         write_in_flight_ = true;
         write = true;
       }
+      const int in_flight = in_flight_.load(std::memory_order_acquire);
       if (!reading_ && !reads_done_ && !broken_ && !stopping_ &&
-          in_flight_ < max_in_flight_) {
+          in_flight < max_in_flight_) {
         reading_ = true;
         read = true;
       }
       const bool drained =
-          in_flight_ == 0 && pending_.empty() && !write_in_flight_;
+          in_flight == 0 && pending_.empty() && !write_in_flight_;
       if (broken_ && !write_in_flight_) {
         finish = true;
         status = broken_status_;
@@ -413,13 +410,17 @@ class GatewayStream final
   // Touched only by the read side (one read at a time).
   grpc::ByteBuffer incoming_;
   v1::RequestBatch batch_;
+  std::string last_method_;
+  const Route* last_route_ = nullptr;
   // Owned by the write in flight.
   v1::ReplyBatch writing_;
   grpc::ByteBuffer outgoing_;
 
   Mutex mu_;
   std::deque<v1::Reply> pending_ ABSL_GUARDED_BY(mu_);
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Accepted calls not finished yet. Atomic so that one-way completions
+  // need not lock; Advance reads it under mu_.
+  std::atomic<int> in_flight_{0};
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;

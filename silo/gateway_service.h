@@ -13,9 +13,9 @@
 //   - requests are routed by gRPC path ("/granary.examples.Counter/Add") to
 //     the silo; bad ones (unknown method, bad key, payload that does not
 //     parse) get an error reply and cost the stream nothing;
-//   - at most `max_in_flight` unfinished calls (one-way ones until their turn
-//     ran): past that the stream is not read, so gRPC flow control pushes
-//     back on the client and memory stays bounded;
+//   - while `max_in_flight` calls are unfinished (one-way ones until their
+//     turn ran) the stream is not read, so gRPC flow control pushes back on
+//     the client and the stream holds at most that plus one batch;
 //   - replies are coalesced: whatever finished while the previous write was
 //     on the wire goes out in the next batch (at most `max_batch_bytes`);
 //   - a client that disconnects cancels nothing; its replies are dropped.
@@ -37,7 +37,7 @@ namespace granary::silo {
 class Silo;
 
 struct GatewayServiceOptions {
-  // Unfinished calls accepted per stream before the silo stops reading it.
+  // Unfinished calls per stream at which the silo stops reading it.
   int max_in_flight = 16384;
   // Largest message the gateway sends or receives; a reply bigger than this
   // fails with RESOURCE_EXHAUSTED instead of breaking the stream.
