@@ -58,7 +58,7 @@ ABSL_FLAG(std::string, target, "",
           "through the client SDK.");
 ABSL_FLAG(std::string, scenarios, "",
           "Comma-separated scenarios to run (default: "
-          "activation,oneway,ask,chain,pingpong, and raw_grpc with --target).");
+          "every scenario but raw_grpc, which --target adds).");
 ABSL_FLAG(int32_t, rounds, 5, "Measured rounds per scenario (at least 1).");
 ABSL_FLAG(int32_t, warmup, 1, "Unreported warm-up rounds per scenario.");
 ABSL_FLAG(double, scale, 1.0,
@@ -72,80 +72,29 @@ ABSL_FLAG(int32_t, workers, 0,
 ABSL_FLAG(int32_t, turn_budget, 64,
           "Messages per activation per scheduling; --hosted only.");
 ABSL_FLAG(int32_t, depth, 5, "Depth of the chain scenario.");
+ABSL_FLAG(int32_t, fanout, 10,
+          "Leaves the fanout scenario's head grain calls at once (1..1000).");
 ABSL_FLAG(int32_t, idle_spin, 200,
           "Pause instructions an idle silo worker spins before sleeping; "
           "--hosted only.");
 ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error.");
+ABSL_FLAG(std::string, json, "",
+          "Also write every scenario summary to this file as JSON "
+          "(bench/report.proto), for bench/make_results.py.");
 
 namespace granary::bench {
 namespace {
 
-constexpr char kHostedScenarios[] = "activation,oneway,ask,chain,pingpong";
+constexpr char kHostedScenarios[] =
+    "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout";
 constexpr char kRemoteScenarios[] =
-    "activation,oneway,ask,chain,pingpong,raw_grpc";
+    "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
+    "raw_grpc";
 constexpr int kMaxConcurrency = 100000;
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "granary-bench: %s\n", message.c_str());
   return 2;
-}
-
-std::string ConcurrencyField(int concurrency) {
-  return concurrency > 0 ? absl::StrCat(" concurrency=", concurrency) : "";
-}
-
-void PrintResult(const char* mode, const ScenarioResult& r) {
-  const double rate = r.seconds > 0 ? r.ops / r.seconds : 0;
-  std::printf(
-      "RESULT scenario=%s mode=%s ops=%lld seconds=%.4f rate=%.0f "
-      "p50_us=%.2f p99_us=%.2f verified=%s errors=%lld rss_delta_kb=%lld%s%s\n",
-      r.scenario.c_str(), mode, static_cast<long long>(r.ops), r.seconds, rate,
-      r.p50_ns / 1000.0, r.p99_ns / 1000.0, r.verified ? "true" : "false",
-      static_cast<long long>(r.errors),
-      static_cast<long long>(r.rss_delta_bytes / 1024),
-      ConcurrencyField(r.concurrency).c_str(),
-      r.failure.empty() ? ""
-                        : absl::StrCat(" failure=\"", r.failure, "\"").c_str());
-  std::fflush(stdout);
-}
-
-// Prints the SUMMARY line of `scenario` and returns its p50 (ns).
-int64_t PrintSummary(const char* mode, const std::string& scenario,
-                     const std::vector<ScenarioResult>& rounds) {
-  std::vector<double> rates;
-  std::vector<int64_t> samples, p50s, p99s;
-  int64_t ops = 0, errors = 0, rss = 0;
-  bool verified = true;
-  for (const ScenarioResult& r : rounds) {
-    rates.push_back(r.seconds > 0 ? r.ops / r.seconds : 0);
-    samples.insert(samples.end(), r.latencies_ns.begin(), r.latencies_ns.end());
-    p50s.push_back(r.p50_ns);
-    p99s.push_back(r.p99_ns);
-    ops += r.ops;
-    errors += r.errors;
-    rss += r.rss_delta_bytes;
-    verified = verified && r.verified;
-  }
-  RateSummary s = Summarize(rates);
-  // Pooled nearest-rank percentiles where samples exist; otherwise (one-way
-  // delivery, measured by the grain) the median round p50 and worst p99.
-  const int64_t p50 =
-      samples.empty() ? NearestRank(p50s, 0.5) : NearestRank(samples, 0.5);
-  const int64_t p99 = samples.empty()
-                          ? *std::max_element(p99s.begin(), p99s.end())
-                          : NearestRank(samples, 0.99);
-  std::printf(
-      "SUMMARY scenario=%s mode=%s rounds=%zu ops=%lld mean_rate=%.0f "
-      "min_rate=%.0f max_rate=%.0f spread_pct=%.1f p50_us=%.2f p99_us=%.2f "
-      "samples=%zu errors=%lld rss_delta_kb=%lld verified=%s%s\n",
-      scenario.c_str(), mode, rounds.size(), static_cast<long long>(ops),
-      s.mean, s.min, s.max, s.mean > 0 ? 100.0 * s.stddev / s.mean : 0,
-      p50 / 1000.0, p99 / 1000.0, samples.size(),
-      static_cast<long long>(errors), static_cast<long long>(rss / 1024),
-      verified ? "true" : "false",
-      ConcurrencyField(rounds.empty() ? 0 : rounds.front().concurrency)
-          .c_str());
-  return p50;
 }
 
 int Main() {
@@ -175,6 +124,9 @@ int Main() {
         absl::StrCat("--concurrency must be in [1, ", kMaxConcurrency, "]"));
   }
   if (absl::GetFlag(FLAGS_depth) < 1) return Fail("--depth must be at least 1");
+  if (absl::GetFlag(FLAGS_fanout) < 1 || absl::GetFlag(FLAGS_fanout) > 1000) {
+    return Fail("--fanout must be in [1, 1000]");
+  }
   if (absl::GetFlag(FLAGS_workers) < 0)
     return Fail("--workers must not be negative");
   if (absl::GetFlag(FLAGS_turn_budget) < 1)
@@ -202,6 +154,7 @@ int Main() {
   ScenarioContext ctx;
   ctx.scale = scale;
   ctx.chain_depth = absl::GetFlag(FLAGS_depth);
+  ctx.fanout = absl::GetFlag(FLAGS_fanout);
   ctx.concurrency = concurrency;
   ctx.run_id = absl::StrCat(absl::Hex(absl::GetCurrentTimeNanos()));
 
@@ -252,7 +205,7 @@ int Main() {
       ScenarioResult r = RunScenario(s, ctx);
       if (!r.verified) {
         all_verified = false;
-        PrintResult(mode, r);
+        Report::PrintResult(mode, r);
       }
     }
   }
@@ -264,13 +217,15 @@ int Main() {
       ctx.round = round_id++;
       ScenarioResult r = RunScenario(s, ctx);
       all_verified = all_verified && r.verified;
-      PrintResult(mode, r);
+      Report::PrintResult(mode, r);
       results[s].push_back(std::move(r));
     }
   }
+  Report report("granary");
   std::map<std::string, int64_t> p50s;
-  for (const std::string& s : scenarios)
-    p50s[s] = PrintSummary(mode, s, results[s]);
+  for (const std::string& s : scenarios) {
+    p50s[s] = report.Summarize(mode, s, results[s], ScenarioUnit(s));
+  }
   if (!hosted && p50s.contains("ask") && p50s.contains("raw_grpc")) {
     const double ask_us = p50s["ask"] / 1000.0;
     const double raw_us = p50s["raw_grpc"] / 1000.0;
@@ -279,12 +234,19 @@ int Main() {
         "raw_grpc_p50_us=%.2f ask_concurrency=%d\n",
         raw_us > 0 ? ask_us / raw_us : 0, ask_us, raw_us, concurrency);
   }
+  report.SetEnv("mode", mode);
+  report.SetEnv("scale", absl::StrCat(scale));
+  report.SetEnv("rounds", absl::StrCat(rounds));
+  report.SetEnv("warmup", absl::StrCat(warmup));
+  report.SetEnv("concurrency", absl::StrCat(concurrency));
   if (hosted) {
     std::printf(
         "ENV mode=hosted workers=%d turn_budget=%d idle_spin=%d "
         "concurrency=%d scale=%g rounds=%d warmup=%d\n",
         silo->scheduler().workers(), options.turn_budget, options.idle_spin,
         concurrency, scale, rounds, warmup);
+    report.SetEnv("workers", absl::StrCat(silo->scheduler().workers()));
+    report.SetEnv("turn_budget", absl::StrCat(options.turn_budget));
     silo->Stop();
   } else {
     std::vector<std::string> names;
@@ -295,6 +257,8 @@ int Main() {
         target_flag.c_str(), absl::StrJoin(names, ",").c_str(),
         remote->silos().front().version().c_str(), concurrency, scale, rounds,
         warmup);
+    report.SetEnv("target", target_flag);
+    report.SetEnv("silos", absl::StrJoin(names, ","));
     if (raw_echo != nullptr) {
       if (absl::Status s = raw_echo->Stop(); !s.ok()) {
         std::fprintf(stderr, "granary-bench: raw gRPC helper: %s\n",
@@ -304,6 +268,12 @@ int Main() {
     remote->Close();
   }
   std::fflush(stdout);
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    if (absl::Status s = report.WriteJson(json); !s.ok()) {
+      std::fprintf(stderr, "granary-bench: %s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
   return all_verified ? 0 : 1;
 }
 

@@ -58,9 +58,9 @@ void Fail(ScenarioResult& r, std::string why) {
 
 // First calls to batches of 100 fresh grains, each batch then deactivated;
 // verified by the silo's OnActivate / OnDeactivate counts.
-void Activation(const ScenarioContext& ctx, ScenarioResult& r) {
-  constexpr int kBatch = 100;
-  const int64_t batches = Scaled(100, ctx.scale, 1);
+void Activation(const ScenarioContext& ctx, ScenarioResult& r, int kBatch,
+                int64_t base_batches) {
+  const int64_t batches = Scaled(base_batches, ctx.scale, 1);
   r.ops = batches * kBatch;
   r.latencies_ns.resize(r.ops);
   // With a remote silo this read may activate the grain that answers it;
@@ -77,8 +77,8 @@ void Activation(const ScenarioContext& ctx, ScenarioResult& r) {
     std::vector<BenchGrainRef> grains;
     grains.reserve(kBatch);
     for (int i = 0; i < kBatch; ++i) {
-      grains.push_back(Grain(
-          ctx, absl::StrCat("act-", ctx.run_id, "-", ctx.round, "-", b, "-", i)));
+      grains.push_back(Grain(ctx, absl::StrCat("act", kBatch, "-", ctx.run_id,
+                                               "-", ctx.round, "-", b, "-", i)));
     }
     Latch activated(kBatch);
     for (int i = 0; i < kBatch; ++i) {
@@ -252,6 +252,98 @@ void AskConcurrent(const ScenarioContext& ctx, ScenarioResult& r) {
 }
 
 // Sequential round trips over a plain gRPC stream to a helper process.
+// One-way Tells spread round-robin over 1,000 grains from one outside
+// thread, then every grain's Count. Latency is the grains' own sample of
+// delivery times: p50 is the median of the grains' p50s, p99 the worst p99.
+void OneWaySpread(const ScenarioContext& ctx, ScenarioResult& r) {
+  constexpr int kGrains = 1000;
+  r.ops = Scaled(20000, ctx.scale, kGrains);
+  std::vector<BenchGrainRef> grains;
+  grains.reserve(kGrains);
+  CountRequest reset;
+  reset.set_reset(true);
+  for (int i = 0; i < kGrains; ++i) {
+    grains.push_back(Grain(ctx, absl::StrCat("spread-", i)));
+  }
+  {
+    Latch ready(kGrains);
+    std::atomic<int64_t> failed{0};
+    for (auto& g : grains) {
+      Detach(g.Count(reset), [&](absl::StatusOr<CountReply> c) {
+        if (!c.ok()) failed.fetch_add(1);
+        ready.CountDown();
+      });
+    }
+    ready.Wait();
+    if (failed.load() > 0) {
+      Fail(r, "could not reset the targets");
+      return;
+    }
+  }
+  const absl::Time t0 = absl::Now();
+  for (int64_t i = 0; i < r.ops; ++i) {
+    TellRequest tell;
+    tell.set_amount(1);
+    if (i % 16 == 0) tell.set_sent_ns(absl::GetCurrentTimeNanos());
+    grains[i % kGrains].Tell(std::move(tell));
+  }
+  Mutex mu;
+  int64_t counted = 0, tells = 0, failed = 0;
+  std::vector<int64_t> p50s;
+  int64_t p99 = 0;
+  Latch done(kGrains);
+  for (auto& g : grains) {
+    Detach(g.Count(reset), [&](absl::StatusOr<CountReply> c) {
+      {
+        MutexLock lock(&mu);
+        if (!c.ok()) {
+          ++failed;
+        } else {
+          counted += c->count();
+          tells += c->tells();
+          if (c->p50_ns() > 0) p50s.push_back(c->p50_ns());  // sampled
+          p99 = std::max(p99, c->p99_ns());
+        }
+      }
+      done.CountDown();
+    });
+  }
+  done.Wait();
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  r.verified = true;
+  MutexLock lock(&mu);
+  r.p50_ns = NearestRank(p50s, 0.5);
+  r.p99_ns = p99;
+  if (failed > 0) Fail(r, absl::StrCat(failed, " Count calls failed"));
+  if (counted != r.ops || tells != r.ops) {
+    Fail(r, absl::StrCat("grains counted ", counted, " in ", tells,
+                         " tells, expected ", r.ops));
+  }
+}
+
+// Sequential FanOut calls: the head grain pings `fanout` leaves at once and
+// awaits them all; verified by the number of leaves that answered.
+void FanOut(const ScenarioContext& ctx, ScenarioResult& r) {
+  r.ops = Scaled(1000, ctx.scale, 10);
+  r.latencies_ns.reserve(r.ops);
+  BenchGrainRef head = Grain(ctx, "fanout");
+  FanOutRequest req;
+  req.set_width(ctx.fanout);
+  const absl::Time t0 = absl::Now();
+  for (int64_t i = 0; i < r.ops; ++i) {
+    const int64_t start = absl::GetCurrentTimeNanos();
+    absl::StatusOr<FanOutReply> reply = head.FanOut(req).Get();
+    r.latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
+    if (!reply.ok() || reply->replies() != ctx.fanout) ++r.errors;
+  }
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  r.verified = r.errors == 0;
+  if (r.errors > 0) {
+    Fail(r, absl::StrCat(r.errors, " fan-outs failed or gathered fewer than ",
+                         ctx.fanout, " replies"));
+  }
+}
+
 void RawGrpc(const ScenarioContext& ctx, ScenarioResult& r) {
   r.concurrency = 1;
   if (ctx.raw_echo == nullptr) {
@@ -327,8 +419,18 @@ void PingPong(const ScenarioContext& ctx, ScenarioResult& r) {
 
 const std::vector<std::string>& ScenarioNames() {
   static const auto* names = new std::vector<std::string>{
-      "activation", "oneway", "ask", "chain", "pingpong", "raw_grpc"};
+      "activation",  "activation_one", "oneway", "oneway_spread", "ask",
+      "chain",       "pingpong",       "fanout", "raw_grpc"};
   return *names;
+}
+
+std::string ScenarioUnit(absl::string_view name) {
+  if (name == "activation" || name == "activation_one") return "activation";
+  if (name == "oneway" || name == "oneway_spread") return "message";
+  if (name == "pingpong") return "exchange";
+  if (name == "chain") return "chain";
+  if (name == "fanout") return "fan-out";
+  return "call";
 }
 
 bool IsScenario(absl::string_view name) {
@@ -342,8 +444,11 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   ScenarioResult r;
   r.scenario = std::string(name);
   const int64_t rss0 = ResidentBytes();
-  if (name == "activation") Activation(ctx, r);
+  if (name == "activation") Activation(ctx, r, /*batch=*/100, 100);
+  else if (name == "activation_one") Activation(ctx, r, /*batch=*/1, 2000);
   else if (name == "oneway") OneWay(ctx, r);
+  else if (name == "oneway_spread") OneWaySpread(ctx, r);
+  else if (name == "fanout") FanOut(ctx, r);
   else if (name == "ask" && ctx.concurrency > 1) AskConcurrent(ctx, r);
   else if (name == "ask") Ask(ctx, r);
   else if (name == "chain") Chain(ctx, r);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "bench/report.h"
 #include "core/call.h"
 
 namespace granary::bench {
@@ -35,6 +36,8 @@ struct ScenarioContext {
   // earlier run against the same silo are never mistaken for new ones.
   std::string run_id;
   int chain_depth = 5;
+  // Leaves the head grain of `fanout` calls at once.
+  int fanout = 10;
   // Awaited Pings `ask` keeps in flight: 1 is one sequential loop; K > 1 is
   // K sequential loops over K grains, running at once.
   int concurrency = 1;
@@ -42,26 +45,13 @@ struct ScenarioContext {
   RawEchoArm* raw_echo = nullptr;
 };
 
-struct ScenarioResult {
-  std::string scenario;
-  int64_t ops = 0;
-  double seconds = 0;
-  // Per-operation latency samples (ns); empty when the scenario reports
-  // percentiles measured elsewhere (p50_ns/p99_ns).
-  std::vector<int64_t> latencies_ns;
-  int64_t p50_ns = 0;
-  int64_t p99_ns = 0;
-  int64_t errors = 0;
-  bool verified = false;
-  std::string failure;  // why not verified
-  int64_t rss_delta_bytes = 0;
-  // Operations kept in flight at once; 0 where the notion does not apply.
-  int concurrency = 0;
-};
-
-// "activation", "oneway", "ask", "chain", "pingpong" or "raw_grpc".
+// "activation" (batches of 100 fresh grains), "activation_one" (one at a
+// time), "oneway" (into one grain), "oneway_spread" (over 1,000 grains),
+// "ask", "chain", "pingpong", "fanout", or "raw_grpc" (remote only).
 const std::vector<std::string>& ScenarioNames();
 bool IsScenario(absl::string_view name);
+// What one op of the scenario is: "call", "message", "activation"...
+std::string ScenarioUnit(absl::string_view name);
 ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx);
 
 }  // namespace granary::bench

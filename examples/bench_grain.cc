@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/percentile.h"
+#include "core/when_all.h"
 #include "silo/silo.h"
 
 namespace granary::bench {
@@ -145,6 +146,27 @@ Task<WhereReply> BenchGrainImpl::Where(const WhereRequest&) {
   WhereReply reply;
   reply.set_silo(SiloName());
   reply.set_activation_id(absl::StrCat(ActivationId()));
+  co_return reply;
+}
+
+Task<FanOutReply> BenchGrainImpl::FanOut(const FanOutRequest& request) {
+  std::vector<Task<PingReply>> calls;
+  calls.reserve(request.width());
+  for (int i = 0; i < request.width(); ++i) {
+    PingRequest ping;
+    ping.set_seq(i);
+    calls.push_back(GetGrain<BenchGrainRef>(
+                        absl::StrCat(GetGrainId().key(), "-leaf-", i))
+                        .Ping(ping));
+  }
+  std::vector<absl::StatusOr<PingReply>> replies =
+      co_await WhenAll(std::move(calls));
+  FanOutReply reply;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (replies[i].ok() && replies[i]->seq() == static_cast<int64_t>(i)) {
+      reply.set_replies(reply.replies() + 1);
+    }
+  }
   co_return reply;
 }
 

@@ -60,6 +60,7 @@ class BenchGrainImpl final : public BenchGrainGrainBase {
   Task<google::protobuf::Empty> Deactivate(
       const DeactivateRequest& request) override;
   Task<LifecycleReply> Lifecycle(const LifecycleRequest& request) override;
+  Task<FanOutReply> FanOut(const FanOutRequest& request) override;
 
  private:
   BenchStats* stats_;

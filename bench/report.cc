@@ -1,0 +1,120 @@
+#include "bench/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "bench/report.pb.h"
+#include "bench/stats.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace granary::bench {
+
+Report::Report(std::string arm) : report_(std::make_unique<BenchReport>()) {
+  report_->set_arm(std::move(arm));
+}
+
+Report::~Report() = default;
+
+void Report::SetEnv(const std::string& key, const std::string& value) {
+  (*report_->mutable_env())[key] = value;
+}
+
+void Report::PrintResult(const std::string& mode, const ScenarioResult& r) {
+  const double rate = r.seconds > 0 ? r.ops / r.seconds : 0;
+  std::printf(
+      "RESULT scenario=%s mode=%s ops=%lld seconds=%.4f rate=%.0f "
+      "p50_us=%.2f p99_us=%.2f verified=%s errors=%lld rss_delta_kb=%lld%s%s\n",
+      r.scenario.c_str(), mode.c_str(), static_cast<long long>(r.ops),
+      r.seconds, rate, r.p50_ns / 1000.0, r.p99_ns / 1000.0,
+      r.verified ? "true" : "false", static_cast<long long>(r.errors),
+      static_cast<long long>(r.rss_delta_bytes / 1024),
+      r.concurrency > 0 ? absl::StrCat(" concurrency=", r.concurrency).c_str()
+                        : "",
+      r.failure.empty() ? ""
+                        : absl::StrCat(" failure=\"", r.failure, "\"").c_str());
+  std::fflush(stdout);
+}
+
+int64_t Report::Summarize(const std::string& mode, const std::string& scenario,
+                          const std::vector<ScenarioResult>& rounds,
+                          const std::string& unit) {
+  std::vector<double> rates;
+  std::vector<int64_t> samples, p50s, p99s;
+  int64_t ops = 0, errors = 0, rss = 0;
+  bool verified = !rounds.empty();
+  ScenarioSummary* s = report_->add_summaries();
+  for (const ScenarioResult& r : rounds) {
+    rates.push_back(r.seconds > 0 ? r.ops / r.seconds : 0);
+    samples.insert(samples.end(), r.latencies_ns.begin(), r.latencies_ns.end());
+    p50s.push_back(r.p50_ns);
+    p99s.push_back(r.p99_ns);
+    ops += r.ops;
+    errors += r.errors;
+    rss += r.rss_delta_bytes;
+    verified = verified && r.verified;
+    if (!r.failure.empty()) s->add_failures(r.failure);
+  }
+  RateSummary rs = ::granary::bench::Summarize(rates);
+  // Pooled nearest-rank percentiles where samples exist; otherwise (e.g.
+  // one-way delivery, measured by the receiver) the median round p50 and
+  // the worst round p99.
+  const int64_t p50 =
+      samples.empty() ? NearestRank(p50s, 0.5) : NearestRank(samples, 0.5);
+  const int64_t p99 =
+      samples.empty()
+          ? (p99s.empty() ? 0 : *std::max_element(p99s.begin(), p99s.end()))
+          : NearestRank(samples, 0.99);
+  const int concurrency = rounds.empty() ? 0 : rounds.front().concurrency;
+  s->set_scenario(scenario);
+  s->set_mode(mode);
+  s->set_rounds(static_cast<int32_t>(rounds.size()));
+  s->set_ops(ops);
+  s->set_mean_rate(rs.mean);
+  s->set_min_rate(rs.min);
+  s->set_max_rate(rs.max);
+  s->set_spread_pct(rs.mean > 0 ? 100.0 * rs.stddev / rs.mean : 0);
+  s->set_p50_us(p50 / 1000.0);
+  s->set_p99_us(p99 / 1000.0);
+  s->set_samples(static_cast<int64_t>(samples.size()));
+  s->set_errors(errors);
+  s->set_rss_delta_kb(rss / 1024);
+  s->set_verified(verified);
+  s->set_concurrency(concurrency);
+  s->set_unit(unit);
+  std::printf(
+      "SUMMARY scenario=%s mode=%s rounds=%zu ops=%lld mean_rate=%.0f "
+      "min_rate=%.0f max_rate=%.0f spread_pct=%.1f p50_us=%.2f p99_us=%.2f "
+      "samples=%zu errors=%lld rss_delta_kb=%lld verified=%s%s\n",
+      scenario.c_str(), mode.c_str(), rounds.size(),
+      static_cast<long long>(ops), rs.mean, rs.min, rs.max, s->spread_pct(),
+      p50 / 1000.0, p99 / 1000.0, samples.size(),
+      static_cast<long long>(errors), static_cast<long long>(rss / 1024),
+      verified ? "true" : "false",
+      concurrency > 0 ? absl::StrCat(" concurrency=", concurrency).c_str()
+                      : "");
+  std::fflush(stdout);
+  return p50;
+}
+
+absl::Status Report::WriteJson(const std::string& path) const {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  auto status =
+      google::protobuf::util::MessageToJsonString(*report_, &json, options);
+  if (!status.ok()) return absl::InternalError(status.message().as_string());
+  std::ofstream out(path, std::ios::trunc);
+  out << json;
+  out.close();
+  if (!out) {
+    return absl::UnavailableError(absl::StrCat("cannot write --json file '",
+                                               path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace granary::bench

@@ -1,0 +1,71 @@
+// File: bench/report.h
+// -----------------------------------------------------------------------------
+// Results of benchmark rounds and how they are reported: one RESULT line per
+// round, one SUMMARY line per scenario, and (with --json=FILE) a BenchReport
+// (bench/report.proto) for bench/make_results.py. Shared by granary-bench and
+// the comparison arms, so every arm is summarized the same way.
+//
+//   Report report("caf");
+//   ScenarioResult r = ...;           // one measured round
+//   report.PrintResult("caf", r);
+//   report.Summarize("caf", "tell", rounds_of_tell);   // prints SUMMARY
+//   GRANARY_RETURN_IF_ERROR(report.WriteJson(path));
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace granary::bench {
+
+class BenchReport;      // report.pb.h
+class ScenarioSummary;  // report.pb.h
+
+// One measured round of one scenario.
+struct ScenarioResult {
+  std::string scenario;
+  int64_t ops = 0;
+  double seconds = 0;
+  // Per-operation latency samples (ns); empty when the scenario reports
+  // percentiles measured elsewhere (p50_ns/p99_ns).
+  std::vector<int64_t> latencies_ns;
+  int64_t p50_ns = 0;
+  int64_t p99_ns = 0;
+  int64_t errors = 0;
+  bool verified = false;
+  std::string failure;  // why not verified
+  int64_t rss_delta_bytes = 0;
+  // Operations kept in flight at once; 0 where the notion does not apply.
+  int concurrency = 0;
+};
+
+class Report {
+ public:
+  explicit Report(std::string arm);
+  ~Report();
+
+  void SetEnv(const std::string& key, const std::string& value);
+
+  // Prints the RESULT line of one round.
+  static void PrintResult(const std::string& mode, const ScenarioResult& r);
+
+  // Summarizes the rounds of one scenario (mean and spread of round rates,
+  // pooled nearest-rank p50/p99, ΔRSS, failures), prints its SUMMARY line,
+  // keeps it for the JSON report, and returns its p50 in ns. `unit` says
+  // what one op is ("call", "message", "activation", ...).
+  int64_t Summarize(const std::string& mode, const std::string& scenario,
+                    const std::vector<ScenarioResult>& rounds,
+                    const std::string& unit = "op");
+
+  // Writes every summary so far as JSON (protobuf's mapping of BenchReport).
+  absl::Status WriteJson(const std::string& path) const;
+
+ private:
+  std::unique_ptr<BenchReport> report_;
+};
+
+}  // namespace granary::bench
