@@ -3,7 +3,7 @@ BUILD ?= build
 GENERATOR ?= Ninja
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test test-asan test-tsan bench-quick clean
+.PHONY: all deps configure build run test test-asan test-tsan bench bench-quick clean
 
 all: build
 
@@ -39,8 +39,14 @@ test-tsan: deps
 	@cmake --build build-tsan
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -LE grpc
 
+# Every benchmark arm (Granary hosted and remote, CAF, plain gRPC) in one
+# command, then bench/RESULTS.md regenerated from their reports (~10 min).
+bench: build
+	bash bench/run_all.sh $(BUILD) full
+
+# The same at a small size (~1 min); its report goes to the build directory.
 bench-quick: build
-	$(BUILD)/bin/granary-bench --hosted --rounds=5 --scale=0.5
+	bash bench/run_all.sh $(BUILD) quick
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

@@ -665,15 +665,17 @@ void Client::Impl::Invoke(CallBase* call) {
         absl::StrCat("no gateway is reachable (",
                      absl::StrJoin(options_.gateways, ", "), ")")));
   }
-  if (!call->one_way()) {
+  const bool one_way = call->one_way();
+  if (!one_way) {
     call->set_deadline(absl::Now() + call->timeout());
     call->ArmDeadline(&timers_);
   }
-  absl::Status sent =
-      stream->Send(std::move(request), call->one_way() ? nullptr : call);
+  // Once sent, an awaited call may be answered and freed on another thread
+  // before Send returns: do not touch it after a successful send.
+  absl::Status sent = stream->Send(std::move(request), one_way ? nullptr : call);
   stream->Unref();
   if (!sent.ok()) return fail(std::move(sent));
-  if (call->one_way()) call->Release();  // written from the request copy
+  if (one_way) call->Release();  // written from the request copy
 }
 
 // --- Client ------------------------------------------------------------------

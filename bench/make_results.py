@@ -1,0 +1,326 @@
+#!/usr/bin/python3
+"""Writes bench/RESULTS.md (and a latency plot) from benchmark JSON reports.
+
+Every arm -- granary-bench --hosted, granary-bench --target, and the
+comparison arms under bench/compare/ -- writes a BenchReport
+(bench/report.proto) with --json=FILE. This script pairs their rows by
+scenario and writes one table per scenario, the environment, and the goals.
+
+A row that is not verified is refused: its figures are not published, the
+table says why, and the script exits 1 (so `make bench` fails visibly).
+
+  make_results.py --out bench/RESULTS.md --plot bench/results_latency.png \
+      --env-commit $(git rev-parse --short HEAD) hosted.json remote.json caf.json grpc.json
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+
+# Which arm a Granary row is compared with.
+REFERENCE = {"hosted": "caf", "remote": "grpc"}
+
+# Footnotes: how each arm's operation differs from Granary's. Keyed by arm.
+FOOTNOTES = {
+    "caf": (
+        "CAF (C++ Actor Framework 0.17, Debian's libcaf-dev) runs in one process, like --hosted. "
+        "Its actors are spawned explicitly and addressed by handle: no activation on first call "
+        "by id, no directory or catalog lookup, no per-request deadline, no reentrancy rules. "
+        "See bench/compare/caf/ for the per-scenario differences."),
+    "grpc": (
+        "Plain gRPC (the same Debian gRPC Granary uses) between two processes on loopback: "
+        "no grain routing, no turn scheduling, no activation. It is the transport floor for "
+        "remote mode: `ask` is a unary echo, `raw_grpc` a bidi-stream ping-pong, `oneway` a "
+        "client stream with one message per write, `oneway_batched` 100 per write. See "
+        "bench/compare/grpc/."),
+}
+
+SCENARIO_TEXT = {
+    "activation": "first call to 100 fresh grain ids at once, then confirmed deactivation",
+    "activation_one": "first call to one fresh grain id, then confirmed deactivation",
+    "oneway": "one-way sends into one grain, then a count",
+    "oneway_batched": "one-way sends, 100 per write (gRPC arm only)",
+    "oneway_spread": "one-way sends spread over 1,000 grains, then every count",
+    "ask": "awaited calls, one at a time, from outside the runtime",
+    "chain": "awaited call chain through 5 grains",
+    "pingpong": "two grains volleying one-way messages",
+    "fanout": "one grain awaits 10 others called at once",
+    "raw_grpc": "gRPC bidi-stream ping-pong (remote comparison floor)",
+}
+
+
+class Refused(Exception):
+    pass
+
+
+def load(paths):
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            report = json.load(f)
+        for s in report.get("summaries", []):
+            s = dict(s)
+            s["arm"] = report.get("arm", "?")
+            s["env"] = report.get("env", {})
+            for k in ("ops", "samples", "errors", "rss_delta_kb"):
+                s[k] = int(s.get(k, 0))
+            rows.append(s)
+    return rows
+
+
+def environment(commit):
+    def read(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True,
+                                  check=False).stdout.strip()
+        except OSError:
+            return "?"
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gib = "?"
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+            mem_gib = "%.1f GiB" % (kb / 1024 / 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    os_name = "?"
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    os_name = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return [
+        ("CPU", cpu),
+        ("cores", str(os.cpu_count())),
+        ("memory", mem_gib),
+        ("OS", "%s (kernel %s)" % (os_name, platform.release())),
+        ("compiler", read(["c++", "--version"]).splitlines()[0] if read(["c++", "--version"]) else "?"),
+        ("commit", commit or "?"),
+    ]
+
+
+def fmt_rate(r):
+    if r >= 1e6:
+        return "%.2f M/s" % (r / 1e6)
+    if r >= 1e3:
+        return "%.1f k/s" % (r / 1e3)
+    return "%.0f /s" % r
+
+
+def fmt_us(us):
+    if us >= 1000:
+        return "%.2f ms" % (us / 1000)
+    return "%.2f µs" % us
+
+
+def label(row):
+    if row["arm"] == "granary":
+        return "Granary (%s%s)" % (row["mode"], ", K=%d" % row["concurrency"]
+                                   if row.get("concurrency", 0) > 1 else "")
+    return {"caf": "CAF", "grpc": "gRPC"}.get(row["arm"], row["arm"])
+
+
+def ratio_text(row, by_key):
+    """Granary's figure against its reference arm's, same scenario."""
+    if row["arm"] != "granary" or not row["verified"]:
+        return ""
+    ref = by_key.get((REFERENCE.get(row["mode"]), row["scenario"]))
+    if row["scenario"] == "raw_grpc":
+        return ""  # itself a comparison row
+    if ref is None or not ref["verified"]:
+        return "–"
+    if row["scenario"] in ("ask", "chain", "fanout", "raw_grpc"):
+        if ref["p50_us"] > 0:
+            return "p50 ×%.2f of %s" % (row["p50_us"] / ref["p50_us"], label(ref))
+        return "–"
+    if ref["mean_rate"] > 0:
+        return "rate ×%.2f of %s" % (row["mean_rate"] / ref["mean_rate"], label(ref))
+    return "–"
+
+
+def table(rows, by_key):
+    out = ["| arm | throughput (spread) | per op | p50 | p99 | samples | ΔRSS | vs reference |",
+           "|---|---|---|---|---|---|---|---|"]
+    refused = []
+    for row in rows:
+        if not row["verified"]:
+            why = "; ".join(row.get("failures", [])) or "not verified"
+            out.append("| %s | **refused: not verified** (%s) | | | | | | |" % (label(row), why))
+            refused.append("%s %s: %s" % (label(row), row["scenario"], why))
+            continue
+        per_op = 1e6 / row["mean_rate"] if row["mean_rate"] > 0 else 0
+        out.append("| %s | %s (±%.1f%%) | %s | %s | %s | %d | %+d KiB | %s |" % (
+            label(row), fmt_rate(row["mean_rate"]), row["spread_pct"],
+            fmt_us(per_op), fmt_us(row["p50_us"]), fmt_us(row["p99_us"]),
+            row["samples"], row["rss_delta_kb"], ratio_text(row, by_key)))
+    return out, refused
+
+
+def goals(by_key):
+    def get(arm, scenario):
+        r = by_key.get((arm, scenario))
+        return r if r is not None and r["verified"] else None
+
+    def get_mode(mode, scenario):
+        return get("granary:" + mode, scenario)
+
+    lines = ["| goal | measured | met |", "|---|---|---|"]
+
+    def goal(text, a, b, ok_fn, show):
+        if a is None or b is None:
+            lines.append("| %s | not measured in this run | – |" % text)
+            return
+        lines.append("| %s | %s | %s |" % (text, show(a, b), "yes" if ok_fn(a, b) else "**no**"))
+
+    rate = lambda a, b: "%s vs %s (×%.2f)" % (fmt_rate(a["mean_rate"]), fmt_rate(b["mean_rate"]),
+                                             a["mean_rate"] / b["mean_rate"] if b["mean_rate"] else 0)
+    p50 = lambda a, b: "%s vs %s (×%.2f)" % (fmt_us(a["p50_us"]), fmt_us(b["p50_us"]),
+                                            a["p50_us"] / b["p50_us"] if b["p50_us"] else 0)
+    goal("hosted oneway ≥ 2× CAF tell", get_mode("hosted", "oneway"), get("caf", "oneway"),
+         lambda a, b: a["mean_rate"] >= 2 * b["mean_rate"], rate)
+    goal("hosted pingpong ≥ CAF", get_mode("hosted", "pingpong"), get("caf", "pingpong"),
+         lambda a, b: a["mean_rate"] >= b["mean_rate"], rate)
+    goal("hosted activation ≥ 2× CAF spawn", get_mode("hosted", "activation"), get("caf", "activation"),
+         lambda a, b: a["mean_rate"] >= 2 * b["mean_rate"], rate)
+    goal("hosted ask p50 ≤ CAF's", get_mode("hosted", "ask"), get("caf", "ask"),
+         lambda a, b: a["p50_us"] <= b["p50_us"], p50)
+    goal("remote ask p50 ≤ 1.3× raw gRPC bidi ping-pong p50", get_mode("remote", "ask"),
+         get_mode("remote", "raw_grpc") or get("grpc", "raw_grpc"),
+         lambda a, b: a["p50_us"] <= 1.3 * b["p50_us"], p50)
+    goal("remote one-way ≥ 10× gRPC one-message-per-write", get_mode("remote", "oneway"),
+         get("grpc", "oneway"), lambda a, b: a["mean_rate"] >= 10 * b["mean_rate"], rate)
+    return lines
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    good = [r for r in rows if r["verified"] and r["p50_us"] > 0]
+    if not good:
+        return False
+    names = ["%s\n%s" % (r["scenario"], label(r)) for r in good]
+    fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(good)), 5))
+    xs = range(len(good))
+    ax.bar([x - 0.2 for x in xs], [r["p50_us"] for r in good], width=0.4, label="p50")
+    ax.bar([x + 0.2 for x in xs], [r["p99_us"] for r in good], width=0.4, label="p99")
+    ax.set_yscale("log")
+    ax.set_ylabel("latency (µs, log scale)")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
+    ax.legend()
+    ax.set_title("Latency percentiles per scenario and arm")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("reports", nargs="+", help="BenchReport JSON files")
+    ap.add_argument("--out", required=True, help="the markdown file to write")
+    ap.add_argument("--plot", help="PNG of latency percentiles (needs matplotlib)")
+    ap.add_argument("--env-commit", default="", help="commit the binaries were built from")
+    ap.add_argument("--command", default="make bench", help="the command that produced the run")
+    args = ap.parse_args()
+
+    try:
+        rows = load(args.reports)
+    except (OSError, ValueError) as e:
+        print("make_results: cannot read reports: %s" % e, file=sys.stderr)
+        return 2
+    if not rows:
+        print("make_results: the reports hold no rows", file=sys.stderr)
+        return 2
+    # (arm key, scenario) -> row; arm key is "granary:hosted",
+    # "granary:remote", "caf" or "grpc". Concurrent asks are rows of their
+    # own, never the reference.
+    by_key = {}
+    for r in rows:
+        if r.get("concurrency", 0) > 1:
+            continue
+        arm_key = "granary:" + r["mode"] if r["arm"] == "granary" else r["arm"]
+        by_key[(arm_key, r["scenario"])] = r
+
+    md = ["<!-- Generated by bench/make_results.py from the JSON reports of one run. "
+          "Do not edit by hand: run `%s`. -->" % args.command, "",
+          "# Granary benchmark results", "",
+          "Generated by `%s`: every arm built and run in the same command, on the same machine, "
+          "one after another. Method: warm-up rounds, then measured rounds interleaved across "
+          "scenarios; throughput is the mean of the round rates (± their standard deviation); "
+          "p50/p99 are nearest-rank over every sample of every round; ΔRSS is the resident-memory "
+          "growth of the measuring process. Every row is verified by asking what was actually done "
+          "(counts, activation and deactivation counts, chain depth, replies gathered); a row that "
+          "is not is refused, not published." % args.command, "",
+          "## Environment", "", "| | |", "|---|---|"]
+    for k, v in environment(args.env_commit):
+        md.append("| %s | %s |" % (k, v))
+    md.append("")
+    all_refused = []
+    scenarios = []
+    for r in rows:
+        if r["scenario"] not in scenarios:
+            scenarios.append(r["scenario"])
+    for s in scenarios:
+        srows = [r for r in rows if r["scenario"] == s]
+        srows.sort(key=lambda r: (r["arm"] != "granary", r["mode"], r.get("concurrency", 0)))
+        md.append("## %s" % s)
+        md.append("")
+        md.append("%s. One op = one %s." % (SCENARIO_TEXT.get(s, s).capitalize(), srows[0].get("unit", "op")))
+        md.append("")
+        lines, refused = table(srows, by_key)
+        md.extend(lines)
+        md.append("")
+        all_refused.extend(refused)
+    md.append("## Goals")
+    md.append("")
+    md.extend(goals(by_key))
+    md.append("")
+    md.append("Where a goal is not met, that is the measured state of Granary on this machine; "
+              "scenarios are never changed to meet a goal.")
+    md.append("")
+    if args.plot:
+        try:
+            if plot(rows, args.plot):
+                md.append("![latency percentiles](%s)" % os.path.basename(args.plot))
+                md.append("")
+        except ImportError:
+            md.append("(No plot: matplotlib is not installed.)")
+            md.append("")
+    md.append("## Notes on the comparison arms")
+    md.append("")
+    arms = sorted({r["arm"] for r in rows if r["arm"] != "granary"})
+    for i, arm in enumerate(arms, 1):
+        md.append("%d. %s" % (i, FOOTNOTES.get(arm, arm)))
+    md.append("")
+    if all_refused:
+        md.append("## Refused rows")
+        md.append("")
+        for r in all_refused:
+            md.append("- %s" % r)
+        md.append("")
+    with open(args.out, "w") as f:
+        f.write("\n".join(md))
+    if all_refused:
+        print("make_results: refused %d unverified row(s):" % len(all_refused), file=sys.stderr)
+        for r in all_refused:
+            print("  " + r, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

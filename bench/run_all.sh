@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Runs every benchmark arm one after another on this machine and regenerates
+# bench/RESULTS.md from their JSON reports (bench/make_results.py).
+#
+#   bench/run_all.sh BUILD_DIR full     # make bench: about 10 minutes
+#   bench/run_all.sh BUILD_DIR quick    # make bench-quick: about 1 minute
+#
+# Arms: granary-bench --hosted; a granary-silo started here on free ports and
+# granary-bench --target against it; the comparison arms granary-compare-caf
+# and granary-compare-grpc when built. Exits non-zero when an arm fails or a
+# row is not verified (the report then refuses that row).
+set -uo pipefail
+
+build=${1:?usage: run_all.sh BUILD_DIR full|quick}
+size=${2:-full}
+bin="$build/bin"
+here=$(cd "$(dirname "$0")" && pwd)
+out_md="$here/RESULTS.md"
+out_png="$here/results_latency.png"
+command="make bench"
+
+case "$size" in
+  full)  rounds=5; hosted_scale=5; remote_scale=1; arm_scale=1 ;;
+  quick) rounds=2; hosted_scale=0.5; remote_scale=0.2; arm_scale=0.2
+         command="make bench-quick"
+         out_md="$build/RESULTS-quick.md"; out_png="$build/results_latency-quick.png" ;;
+  *) echo "run_all.sh: size must be full or quick" >&2; exit 2 ;;
+esac
+
+work=$(mktemp -d)
+silo_pid=""
+cleanup() {
+  if [ -n "$silo_pid" ] && kill -0 "$silo_pid" 2>/dev/null; then
+    kill -TERM "$silo_pid" 2>/dev/null
+    wait "$silo_pid" 2>/dev/null
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+status=0
+run() {  # run NAME COMMAND...: prints the command, keeps going on failure
+  echo "== $1: ${*:2}"
+  "${@:2}" | grep -E '^(SUMMARY|RATIO|ENV)' || true
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -ne 0 ]; then
+    echo "== $1 exited $rc" >&2
+    status=1
+  fi
+}
+
+reports=()
+
+# 1. Hosted: the silo in the benchmark process.
+run hosted "$bin/granary-bench" --hosted --rounds="$rounds" --warmup=1 \
+    --scale="$hosted_scale" --json="$work/hosted.json"
+reports+=("$work/hosted.json")
+run hosted-k16 "$bin/granary-bench" --hosted --rounds="$rounds" --warmup=1 \
+    --scale="$hosted_scale" --scenarios=ask --concurrency=16 \
+    --json="$work/hosted-k16.json"
+reports+=("$work/hosted-k16.json")
+
+# 2. Remote: a granary-silo on free ports, called through its gateway.
+mkfifo "$work/ready"
+"$bin/granary-silo" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
+    --http=127.0.0.1:0 --data_dir="$work/silo-data" --log_level=warning \
+    > "$work/ready" 2> "$work/silo.log" &
+silo_pid=$!
+gateway=""
+if read -r -t 60 line < "$work/ready"; then
+  gateway=$(sed -n 's/^READY gateway=\([^ ]*\).*/\1/p' <<< "$line")
+fi
+if [ -z "$gateway" ]; then
+  echo "run_all.sh: granary-silo did not become ready:" >&2
+  cat "$work/silo.log" >&2
+  status=1
+else
+  run remote "$bin/granary-bench" --target="$gateway" --rounds="$rounds" \
+      --warmup=1 --scale="$remote_scale" --json="$work/remote.json"
+  reports+=("$work/remote.json")
+  run remote-k16 "$bin/granary-bench" --target="$gateway" --rounds="$rounds" \
+      --warmup=1 --scale="$remote_scale" --scenarios=ask --concurrency=16 \
+      --json="$work/remote-k16.json"
+  reports+=("$work/remote-k16.json")
+  kill -TERM "$silo_pid"
+  if ! wait "$silo_pid"; then
+    echo "run_all.sh: granary-silo did not exit cleanly" >&2
+    status=1
+  fi
+  silo_pid=""
+fi
+
+# 3. Comparison arms, when built.
+for arm in caf grpc; do
+  if [ -x "$bin/granary-compare-$arm" ]; then
+    run "$arm" "$bin/granary-compare-$arm" --rounds="$rounds" --warmup=1 \
+        --scale="$arm_scale" --json="$work/$arm.json"
+    reports+=("$work/$arm.json")
+  else
+    echo "== $arm: not built; its rows are missing from the report" >&2
+  fi
+done
+
+# 4. The report, from whatever reports exist.
+present=()
+for r in "${reports[@]}"; do [ -s "$r" ] && present+=("$r"); done
+commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo "?")
+if [ -n "$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+  commit="$commit (with local changes)"
+fi
+/usr/bin/python3 "$here/make_results.py" --out "$out_md" --plot "$out_png" \
+    --env-commit "$commit" --command "$command" "${present[@]}" || status=1
+echo "== report: $out_md"
+exit $status
