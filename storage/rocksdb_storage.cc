@@ -1,0 +1,346 @@
+#include "storage/rocksdb_storage.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/internal/endian.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "core/sync.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+#include "rocksdb/write_batch.h"
+
+namespace granary::storage {
+namespace {
+
+constexpr char kStateFamily[] = "grain_state";
+constexpr char kRemindersFamily[] = "reminders";
+constexpr char kFormatKey[] = "granary.format";
+constexpr size_t kVersionBytes = 8;
+
+std::string EncodeValue(uint64_t version, const std::string& bytes) {
+  std::string value(kVersionBytes, '\0');
+  absl::little_endian::Store64(value.data(), version);
+  value.append(bytes);
+  return value;
+}
+
+// The version of a stored value, or 0 when it is too short to hold one.
+uint64_t DecodeVersion(const std::string& value) {
+  if (value.size() < kVersionBytes) return 0;
+  return absl::little_endian::Load64(value.data());
+}
+
+std::string Etag(uint64_t version) {
+  return version == 0 ? std::string() : absl::StrCat(version);
+}
+
+absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  if (s.IsCorruption()) {
+    return absl::DataLossError(absl::StrCat(what, ": ", s.ToString()));
+  }
+  return absl::UnavailableError(absl::StrCat(what, ": ", s.ToString()));
+}
+
+}  // namespace
+
+std::string StateKey(const GrainId& id) {
+  std::string key(id.type());
+  key.push_back('\0');
+  key.append(id.key());
+  return key;
+}
+
+class RocksDbStorage::Impl {
+ public:
+  struct PendingWrite {
+    GrainId id;
+    bool clear = false;
+    std::string bytes;
+    std::string expected_etag;
+    WriteDone write_done;
+    ClearDone clear_done;
+  };
+
+  ~Impl() {
+    {
+      MutexLock lock(&mu_);
+      stopping_ = true;
+      cv_.SignalAll();
+    }
+    if (writer_.joinable()) writer_.join();
+    if (reader_.joinable()) reader_.join();
+    for (rocksdb::ColumnFamilyHandle* h : handles_) {
+      (void)db_->DestroyColumnFamilyHandle(h);
+    }
+    handles_.clear();
+    if (db_ != nullptr) (void)db_->Close();
+  }
+
+  absl::Status Open(const RocksDbOptions& options) {
+    namespace fs = std::filesystem;
+    path_ = (fs::path(options.data_dir) / "grains").string();
+    sync_ = options.durability == Durability::kSync;
+    std::error_code ec;
+    const bool exists = fs::exists(path_, ec);
+    const bool fresh = !exists || fs::is_empty(path_, ec);
+    if (!fresh && !fs::exists(fs::path(path_) / "CURRENT", ec)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "'", path_, "' is not empty and is not a Granary data directory "
+          "(no RocksDB database in it); refusing to touch it"));
+    }
+    rocksdb::Options db_options;
+    db_options.create_if_missing = fresh;
+    db_options.create_missing_column_families = fresh;
+    db_options.error_if_exists = false;
+    db_options.paranoid_checks = true;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+        {kStateFamily, rocksdb::ColumnFamilyOptions()},
+        {kRemindersFamily, rocksdb::ColumnFamilyOptions()},
+    };
+    if (!fresh) {
+      std::vector<std::string> present;
+      rocksdb::Status listed =
+          rocksdb::DB::ListColumnFamilies(db_options, path_, &present);
+      if (!listed.ok()) return OpenError(listed);
+      for (const char* want : {kStateFamily, kRemindersFamily}) {
+        if (std::find(present.begin(), present.end(), want) == present.end()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "'", path_, "' is a RocksDB database but not a Granary data "
+              "directory (no column family '", want, "'); refusing to touch "
+              "it"));
+        }
+      }
+    }
+    rocksdb::DB* db = nullptr;
+    rocksdb::Status opened =
+        rocksdb::DB::Open(db_options, path_, families, &handles_, &db);
+    if (!opened.ok()) return OpenError(opened);
+    db_.reset(db);
+    state_ = handles_[1];
+
+    std::string format;
+    rocksdb::Status got =
+        db_->Get(rocksdb::ReadOptions(), handles_[0], kFormatKey, &format);
+    if (got.IsNotFound() && fresh) {
+      rocksdb::WriteOptions write;
+      write.sync = true;
+      GRANARY_RETURN_IF_ERROR(FromRocks(
+          db_->Put(write, handles_[0], kFormatKey, kFormat),
+          "writing the format marker"));
+    } else if (got.IsNotFound()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "'", path_, "' has no Granary format marker; refusing to touch it"));
+    } else if (!got.ok()) {
+      return FromRocks(got, "reading the format marker");
+    } else if (format != kFormat) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "'", path_, "' holds format '", format, "' but this build reads '",
+          kFormat, "'; refusing to touch it"));
+    }
+    writer_ = std::thread([this] { WriterLoop(); });
+    reader_ = std::thread([this] { ReaderLoop(); });
+    GRANARY_LOG(kInfo) << "storage: RocksDB at " << path_ << " ("
+                       << (sync_ ? "sync" : "async") << " writes)";
+    return absl::OkStatus();
+  }
+
+  void Read(const GrainId& id, ReadDone done) {
+    MutexLock lock(&mu_);
+    reads_.push_back(PendingRead{id, std::move(done)});
+    cv_.SignalAll();
+  }
+
+  void Write(PendingWrite w) {
+    MutexLock lock(&mu_);
+    writes_.push_back(std::move(w));
+    cv_.SignalAll();
+  }
+
+ private:
+  struct PendingRead {
+    GrainId id;
+    ReadDone done;
+  };
+
+  absl::Status OpenError(const rocksdb::Status& s) {
+    if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data directory '", path_, "' is in use by another process (",
+          s.ToString(), ")"));
+    }
+    return FromRocks(s, absl::StrCat("opening '", path_, "'"));
+  }
+
+  void ReaderLoop() {
+    while (true) {
+      std::deque<PendingRead> batch;
+      {
+        MutexLock lock(&mu_);
+        while (reads_.empty() && !stopping_) cv_.Wait(&mu_);
+        if (reads_.empty()) return;
+        batch.swap(reads_);
+      }
+      for (PendingRead& r : batch) {
+        std::string value;
+        rocksdb::Status s =
+            db_->Get(rocksdb::ReadOptions(), state_, StateKey(r.id), &value);
+        if (s.IsNotFound()) {
+          r.done(StoredState{});
+        } else if (!s.ok()) {
+          r.done(FromRocks(s, absl::StrCat("reading ", r.id.ToString())));
+        } else if (value.size() < kVersionBytes) {
+          r.done(absl::DataLossError(absl::StrCat(
+              "stored state of ", r.id.ToString(), " is truncated")));
+        } else {
+          StoredState state;
+          state.exists = true;
+          state.etag = Etag(DecodeVersion(value));
+          state.bytes = value.substr(kVersionBytes);
+          r.done(std::move(state));
+        }
+      }
+    }
+  }
+
+  // One group per iteration: check every queued write's etag in order
+  // against the store and the writes before it in the group, commit the
+  // survivors in one synced batch, then complete them all.
+  void WriterLoop() {
+    while (true) {
+      std::deque<PendingWrite> group;
+      {
+        MutexLock lock(&mu_);
+        while (writes_.empty() && !stopping_) cv_.Wait(&mu_);
+        if (writes_.empty()) return;
+        group.swap(writes_);
+      }
+      rocksdb::WriteBatch batch;
+      // Versions as of the writes earlier in this group (0 = absent).
+      absl::flat_hash_map<std::string, uint64_t> pending;
+      std::vector<absl::Status> outcome(group.size());
+      std::vector<uint64_t> versions(group.size(), 0);
+      for (size_t i = 0; i < group.size(); ++i) {
+        PendingWrite& w = group[i];
+        const std::string key = StateKey(w.id);
+        uint64_t current = 0;
+        if (auto it = pending.find(key); it != pending.end()) {
+          current = it->second;
+        } else {
+          std::string value;
+          rocksdb::Status s =
+              db_->Get(rocksdb::ReadOptions(), state_, key, &value);
+          if (!s.ok() && !s.IsNotFound()) {
+            outcome[i] = FromRocks(s, absl::StrCat("reading ", w.id.ToString()));
+            continue;
+          }
+          current = s.ok() ? DecodeVersion(value) : 0;
+          last_version_ = std::max(last_version_, current);
+        }
+        if (Etag(current) != w.expected_etag) {
+          outcome[i] = StaleEtagError(w.id, w.expected_etag, Etag(current));
+          continue;
+        }
+        if (w.clear) {
+          batch.Delete(state_, key);
+          pending[key] = 0;
+        } else {
+          // Versions only grow, also across a clear: the next version is
+          // one past the highest this store handed out.
+          const uint64_t next = ++last_version_;
+          batch.Put(state_, key, EncodeValue(next, w.bytes));
+          pending[key] = next;
+          versions[i] = next;
+        }
+      }
+      rocksdb::WriteOptions write;
+      write.sync = sync_;
+      absl::Status committed =
+          batch.Count() == 0
+              ? absl::OkStatus()
+              : FromRocks(db_->Write(write, &batch), "writing grain state");
+      for (size_t i = 0; i < group.size(); ++i) {
+        absl::Status s = outcome[i].ok() ? committed : outcome[i];
+        PendingWrite& w = group[i];
+        if (w.clear) {
+          w.clear_done(std::move(s));
+        } else if (!s.ok()) {
+          w.write_done(std::move(s));
+        } else {
+          w.write_done(Etag(versions[i]));
+        }
+      }
+    }
+  }
+
+  std::string path_;
+  bool sync_ = true;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  rocksdb::ColumnFamilyHandle* state_ = nullptr;
+  // Seeded from the clock so versions keep growing across restarts without
+  // a stored counter; bumped past any stored version it meets.
+  uint64_t last_version_ =
+      static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
+
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<PendingRead> reads_ ABSL_GUARDED_BY(mu_);
+  std::deque<PendingWrite> writes_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread writer_;
+  std::thread reader_;
+};
+
+absl::StatusOr<std::unique_ptr<RocksDbStorage>> RocksDbStorage::Open(
+    const RocksDbOptions& options) {
+  if (options.data_dir.empty()) {
+    return absl::InvalidArgumentError("RocksDB storage needs a data directory");
+  }
+  auto impl = std::make_unique<Impl>();
+  GRANARY_RETURN_IF_ERROR(impl->Open(options));
+  return std::unique_ptr<RocksDbStorage>(new RocksDbStorage(std::move(impl)));
+}
+
+RocksDbStorage::RocksDbStorage(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+RocksDbStorage::~RocksDbStorage() = default;
+
+void RocksDbStorage::Read(const GrainId& id, ReadDone done) {
+  impl_->Read(id, std::move(done));
+}
+
+void RocksDbStorage::Write(const GrainId& id, std::string bytes,
+                           std::string expected_etag, WriteDone done) {
+  Impl::PendingWrite w;
+  w.id = id;
+  w.bytes = std::move(bytes);
+  w.expected_etag = std::move(expected_etag);
+  w.write_done = std::move(done);
+  impl_->Write(std::move(w));
+}
+
+void RocksDbStorage::Clear(const GrainId& id, std::string expected_etag,
+                           ClearDone done) {
+  Impl::PendingWrite w;
+  w.id = id;
+  w.clear = true;
+  w.expected_etag = std::move(expected_etag);
+  w.clear_done = std::move(done);
+  impl_->Write(std::move(w));
+}
+
+}  // namespace granary::storage

@@ -1,0 +1,74 @@
+// File: storage/rocksdb_storage.h
+// -----------------------------------------------------------------------------
+// GrainStorage on an embedded RocksDB in the silo's data directory: the
+// default, so a single silo needs no database server.
+//
+//   RocksDbOptions options;
+//   options.data_dir = "./granary-data";
+//   absl::StatusOr<std::unique_ptr<RocksDbStorage>> storage =
+//       RocksDbStorage::Open(options);
+//
+// On disk: `<data_dir>/grains`, a RocksDB database with column families
+// `grain_state` and `reminders`, and a format marker in the default family
+// that Open checks. Keys are `<grain type> \0 <key>`: type names never hold
+// a NUL, so ids of different types cannot collide. Values are an 8-byte
+// version (the etag) followed by the state bytes.
+//
+// Writes go to one writer thread that group-commits: every write queued
+// while the previous group was being made durable goes into the next
+// RocksDB write batch, checked against its expected etag in order, then
+// synced once (durability kSync: an acknowledged write survives power loss;
+// kAsync: the write-ahead log is not synced, so it survives a crash of the
+// process but not of the machine). Reads run on a reader thread, never on
+// the caller's.
+//
+// Lifecycle: Open -> serving -> destructor (stops both threads after their
+// queues drain, closes the database).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "storage/grain_storage.h"
+
+namespace granary::storage {
+
+enum class Durability { kSync, kAsync };
+
+struct RocksDbOptions {
+  // The silo's data directory; the database lives in `<data_dir>/grains`.
+  std::string data_dir;
+  Durability durability = Durability::kSync;
+};
+
+class RocksDbStorage final : public GrainStorage {
+ public:
+  // FAILED_PRECONDITION when another process holds the directory, or it is
+  // not a Granary data directory or has another format version (it is then
+  // left untouched); DATA_LOSS when RocksDB reports corruption.
+  static absl::StatusOr<std::unique_ptr<RocksDbStorage>> Open(
+      const RocksDbOptions& options);
+
+  ~RocksDbStorage() override;
+
+  void Read(const GrainId& id, ReadDone done) override;
+  void Write(const GrainId& id, std::string bytes, std::string expected_etag,
+             WriteDone done) override;
+  void Clear(const GrainId& id, std::string expected_etag,
+             ClearDone done) override;
+
+  // The on-disk format this build reads and writes.
+  static constexpr char kFormat[] = "granary-grains-1";
+
+  class Impl;
+
+ private:
+  explicit RocksDbStorage(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The key of a grain's state: `<type> \0 <key>`.
+std::string StateKey(const GrainId& id);
+
+}  // namespace granary::storage

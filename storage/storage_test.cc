@@ -1,0 +1,271 @@
+// GrainStorage providers: the contract both providers keep (etags, ABORTED
+// on a stale etag, clear, one winner among racing writers), and what only
+// RocksDB has (reopen, locked, foreign or other-format directories).
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/sync.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rocksdb/db.h"
+#include "storage/memory_storage.h"
+#include "storage/rocksdb_storage.h"
+
+namespace granary::storage {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::string_view kType = "test.Account";
+
+std::string TempDir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() /
+             absl::StrCat("granary-storage-test-", getpid(), "-", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+// Blocking forms of the callback API, for tests.
+absl::StatusOr<StoredState> ReadNow(GrainStorage& s, const GrainId& id) {
+  Notification done;
+  absl::StatusOr<StoredState> out;
+  s.Read(id, [&](absl::StatusOr<StoredState> r) {
+    out = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+absl::StatusOr<std::string> WriteNow(GrainStorage& s, const GrainId& id,
+                                     std::string bytes, std::string etag) {
+  Notification done;
+  absl::StatusOr<std::string> out;
+  s.Write(id, std::move(bytes), std::move(etag),
+          [&](absl::StatusOr<std::string> r) {
+            out = std::move(r);
+            done.Notify();
+          });
+  done.WaitForNotification();
+  return out;
+}
+
+absl::Status ClearNow(GrainStorage& s, const GrainId& id, std::string etag) {
+  Notification done;
+  absl::Status out;
+  s.Clear(id, std::move(etag), [&](absl::Status r) {
+    out = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+class StorageContractTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "memory") {
+      storage_ = std::make_unique<MemoryStorage>();
+    } else {
+      RocksDbOptions options;
+      options.data_dir = TempDir("contract");
+      auto opened = RocksDbStorage::Open(options);
+      ASSERT_TRUE(opened.ok()) << opened.status();
+      storage_ = std::move(*opened);
+    }
+  }
+  std::unique_ptr<GrainStorage> storage_;
+};
+
+TEST_P(StorageContractTest, WritesReadBackWithChangingEtags) {
+  GrainId id(kType, "alice");
+  absl::StatusOr<StoredState> none = ReadNow(*storage_, id);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->exists);
+  EXPECT_EQ(none->etag, "");
+
+  absl::StatusOr<std::string> e1 = WriteNow(*storage_, id, "v1", "");
+  ASSERT_TRUE(e1.ok()) << e1.status();
+  EXPECT_NE(*e1, "");
+  absl::StatusOr<std::string> e2 = WriteNow(*storage_, id, "v2", *e1);
+  ASSERT_TRUE(e2.ok()) << e2.status();
+  EXPECT_NE(*e2, *e1);
+  absl::StatusOr<StoredState> read = ReadNow(*storage_, id);
+  ASSERT_TRUE(read.ok());
+  EXPECT_TRUE(read->exists);
+  EXPECT_EQ(read->bytes, "v2");
+  EXPECT_EQ(read->etag, *e2);
+
+  // Binary state and keys that share a prefix stay apart.
+  const std::string binary("\0\xff\x01", 3);
+  const GrainId with_nul(kType, std::string("alice\0x", 7));
+  ASSERT_TRUE(WriteNow(*storage_, with_nul, binary, "").ok());
+  EXPECT_EQ(ReadNow(*storage_, with_nul)->bytes, binary);
+  ASSERT_TRUE(WriteNow(*storage_, GrainId("test.Other", "alice"), "other", "").ok());
+  EXPECT_EQ(ReadNow(*storage_, id)->bytes, "v2");
+}
+
+TEST_P(StorageContractTest, StaleEtagsAreAborted) {
+  GrainId id(kType, "bob");
+  absl::StatusOr<std::string> e1 = WriteNow(*storage_, id, "v1", "");
+  ASSERT_TRUE(e1.ok());
+  absl::StatusOr<std::string> blind = WriteNow(*storage_, id, "x", "");
+  EXPECT_EQ(blind.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(blind.status().message(), HasSubstr("stale etag"));
+  EXPECT_EQ(WriteNow(*storage_, id, "x", "12345").status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(ClearNow(*storage_, id, "nope").code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(ReadNow(*storage_, id)->bytes, "v1");  // nothing lost
+
+  ASSERT_TRUE(ClearNow(*storage_, id, *e1).ok());
+  EXPECT_FALSE(ReadNow(*storage_, id)->exists);
+  // After a clear the grain starts again from "no state".
+  absl::StatusOr<std::string> again = WriteNow(*storage_, id, "v3", "");
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(*again, *e1);
+}
+
+TEST_P(StorageContractTest, OfRacingWritersWithOneEtagExactlyOneWins) {
+  GrainId id(kType, "raced");
+  absl::StatusOr<std::string> base = WriteNow(*storage_, id, "base", "");
+  ASSERT_TRUE(base.ok());
+  constexpr int kWriters = 8;
+  std::vector<absl::StatusOr<std::string>> results(kWriters);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWriters; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = WriteNow(*storage_, id, absl::StrCat("w", i), *base);
+    });
+  }
+  for (auto& t : threads) t.join();
+  int won = 0, aborted = 0;
+  std::string winner;
+  for (int i = 0; i < kWriters; ++i) {
+    if (results[i].ok()) {
+      ++won;
+      winner = absl::StrCat("w", i);
+    } else if (results[i].status().code() == absl::StatusCode::kAborted) {
+      ++aborted;
+    }
+  }
+  EXPECT_EQ(won, 1);
+  EXPECT_EQ(aborted, kWriters - 1);
+  EXPECT_EQ(ReadNow(*storage_, id)->bytes, winner);
+}
+
+TEST_P(StorageContractTest, ManyConcurrentWritersToDifferentGrains) {
+  constexpr int kGrains = 200;
+  Mutex mu;
+  int done = 0, ok = 0;
+  for (int i = 0; i < kGrains; ++i) {
+    storage_->Write(GrainId(kType, absl::StrCat("g", i)), absl::StrCat(i), "",
+                    [&](absl::StatusOr<std::string> r) {
+                      MutexLock lock(&mu);
+                      ++done;
+                      if (r.ok()) ++ok;
+                    });
+  }
+  {
+    MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(
+        [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done == kGrains; },
+        absl::Seconds(60)));
+    EXPECT_EQ(ok, kGrains);
+  }
+  for (int i = 0; i < kGrains; ++i) {
+    EXPECT_EQ(ReadNow(*storage_, GrainId(kType, absl::StrCat("g", i)))->bytes,
+              absl::StrCat(i));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, StorageContractTest,
+                         ::testing::Values("memory", "rocksdb"));
+
+TEST(RocksDbStorageTest, StateSurvivesReopen) {
+  RocksDbOptions options;
+  options.data_dir = TempDir("reopen");
+  std::string etag;
+  {
+    auto s = RocksDbStorage::Open(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    absl::StatusOr<std::string> e = WriteNow(**s, GrainId(kType, "k"), "kept", "");
+    ASSERT_TRUE(e.ok());
+    etag = *e;
+  }
+  auto s = RocksDbStorage::Open(options);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<StoredState> read = ReadNow(**s, GrainId(kType, "k"));
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->bytes, "kept");
+  EXPECT_EQ(read->etag, etag);
+  // The etag from before the restart is still the one to write with.
+  absl::StatusOr<std::string> next = WriteNow(**s, GrainId(kType, "k"), "more", etag);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_NE(*next, etag);
+}
+
+TEST(RocksDbStorageTest, ADirectoryHeldByAnotherOpenerIsRefused) {
+  RocksDbOptions options;
+  options.data_dir = TempDir("locked");
+  auto first = RocksDbStorage::Open(options);
+  ASSERT_TRUE(first.ok());
+  auto second = RocksDbStorage::Open(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr("in use by another process"));
+}
+
+TEST(RocksDbStorageTest, AForeignDirectoryIsRefusedAndLeftUntouched) {
+  RocksDbOptions options;
+  options.data_dir = TempDir("foreign");
+  const std::string grains = options.data_dir + "/grains";
+  std::filesystem::create_directories(grains);
+  { std::ofstream(grains + "/notes.txt") << "mine"; }
+  auto opened = RocksDbStorage::Open(options);
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(opened.status().message(), HasSubstr("not a Granary data directory"));
+  // Untouched: only the file that was there.
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(grains)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(RocksDbStorageTest, AnotherFormatIsRefused) {
+  RocksDbOptions options;
+  options.data_dir = TempDir("format");
+  const std::string grains = options.data_dir + "/grains";
+  {
+    // A RocksDB database with the right families but a different marker.
+    rocksdb::Options o;
+    o.create_if_missing = true;
+    o.create_missing_column_families = true;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, {}}, {"grain_state", {}}, {"reminders", {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(o, grains, families, &handles, &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "granary.format",
+                        "granary-grains-99").ok());
+    for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
+    delete db;
+  }
+  auto opened = RocksDbStorage::Open(options);
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(opened.status().message(), HasSubstr("granary-grains-99"));
+}
+
+TEST(RocksDbStorageTest, NoDataDirectoryIsInvalidArgument) {
+  EXPECT_EQ(RocksDbStorage::Open(RocksDbOptions{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary::storage
