@@ -112,6 +112,8 @@ void DropAnswer(Message* m) {
     auto* notice = static_cast<DeadlineNotice*>(m);
     notice->call->Release();
     delete notice;
+  } else if (m->kind == MessageKind::kResume) {
+    delete static_cast<ResumeMessage*>(m);
   }
   // A kResponse call is owned by the coroutine awaiting it.
 }

@@ -61,6 +61,8 @@ enum class MessageKind : uint8_t {
   kDeadline,  // a DeadlineNotice: a call whose deadline passed
   kTimer,     // a grain timer tick
   kControl,   // runtime control (idle collection)
+  kResume,    // a ResumeMessage: a suspended coroutine of the activation
+              // continues (e.g. its storage I/O finished)
 };
 
 struct Message : MpscNode {
@@ -242,7 +244,17 @@ struct DeadlineNotice final : Message {
   CallBase* call;
 };
 
-// Disposes of a kResponse or kDeadline message that will not be processed.
+// Continues `handle` as a turn of the activation it is posted to, with the
+// request context it was suspended in. Whoever completes the awaited work
+// (e.g. a storage thread) posts it; the activation owns it once posted.
+struct ResumeMessage final : Message {
+  ResumeMessage() : Message(MessageKind::kResume) {}
+  std::coroutine_handle<> handle;
+  RequestContext request;
+};
+
+// Disposes of a kResponse, kDeadline or kResume message that will not be
+// processed.
 void DropAnswer(Message* m);
 
 // Releases a call reference at scope exit.

@@ -1,5 +1,6 @@
 #include "examples/counter_grain.h"
 
+#include "examples/bank_grain.h"
 #include "silo/silo.h"
 
 namespace granary::examples {
@@ -33,6 +34,7 @@ Task<PingReply> PingGrain::Ping(const PingRequest& request) {
 absl::Status AddExampleGrains(silo::Silo& silo) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<CounterGrain>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<PingGrain>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<BankAccountGrain>());
   return absl::OkStatus();
 }
 

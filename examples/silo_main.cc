@@ -1,4 +1,5 @@
-// granary-silo: a silo hosting the example grains (Counter, Ping) and the
+// granary-silo: a silo hosting the example grains (Counter, Ping, BankAccount
+// with its state in RocksDB under --data_dir) and the
 // benchmark grain (granary.bench.BenchGrain) that granary-bench drives. It is also the example of
 // how to build a silo for your own grains: register them, start the silo,
 // then its listeners.
@@ -37,6 +38,8 @@
 #include "silo/gateway_server.h"
 #include "silo/http_server.h"
 #include "silo/silo.h"
+#include "storage/memory_storage.h"
+#include "storage/rocksdb_storage.h"
 
 ABSL_FLAG(std::string, gateway, "127.0.0.1:30000",
           "HOST:PORT of the gateway clients connect to (port 0: any free port).");
@@ -55,6 +58,12 @@ ABSL_FLAG(int32_t, max_message_bytes, 4 << 20,
 ABSL_FLAG(int32_t, max_in_flight, 16384,
           "Unfinished calls per client connection past which the gateway "
           "stops reading it (gRPC flow control then holds the client back).");
+ABSL_FLAG(std::string, storage, "rocksdb",
+          "Where grain state lives: rocksdb (in --data_dir; survives restarts "
+          "and kill -9) or memory (lost when the silo stops).");
+ABSL_FLAG(std::string, durability, "sync",
+          "RocksDB writes: sync (an acknowledged write survives power loss) "
+          "or async (survives a crash of the process, not of the machine).");
 ABSL_FLAG(std::string, config, "",
           "A file of these flags, one --name=value per line (# comments).");
 
@@ -112,19 +121,45 @@ int Main() {
       return Fail(absl::StrCat(name, "='", value, "' is not HOST:PORT"));
     }
   }
+  // Signals are taken by sigwait below, never by a handler on some thread.
+  // Blocked before any thread exists (storage starts threads), so every
+  // thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const std::string storage_kind = absl::GetFlag(FLAGS_storage);
+  const std::string durability = absl::GetFlag(FLAGS_durability);
+  if (storage_kind != "rocksdb" && storage_kind != "memory") {
+    return Fail("--storage must be rocksdb or memory");
+  }
+  if (durability != "sync" && durability != "async") {
+    return Fail("--durability must be sync or async");
+  }
   std::error_code ec;
   std::filesystem::create_directories(absl::GetFlag(FLAGS_data_dir), ec);
   if (ec) {
     return Fail(absl::StrCat("cannot create --data_dir '",
                              absl::GetFlag(FLAGS_data_dir), "': ", ec.message()));
   }
+  // Grain state: the data directory is opened (and locked) before any
+  // listener, so a second silo on it fails before taking ports.
+  std::unique_ptr<granary::storage::GrainStorage> storage;
+  if (storage_kind == "rocksdb") {
+    granary::storage::RocksDbOptions storage_options;
+    storage_options.data_dir = absl::GetFlag(FLAGS_data_dir);
+    storage_options.durability = durability == "sync"
+                                     ? granary::storage::Durability::kSync
+                                     : granary::storage::Durability::kAsync;
+    auto opened = granary::storage::RocksDbStorage::Open(storage_options);
+    if (!opened.ok()) return Fail(opened.status().ToString());
+    storage = *std::move(opened);
+  } else {
+    storage = std::make_unique<granary::storage::MemoryStorage>();
+  }
 
-  // Signals are taken by sigwait below, never by a handler on some thread.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // The silo-to-silo endpoint answers the standard health service until the
   // cluster brings silo-to-silo messaging to it.
@@ -146,6 +181,7 @@ int Main() {
   options.name = absl::StrCat(silo_address, "@", absl::ToUnixMillis(absl::Now()));
   options.workers = absl::GetFlag(FLAGS_workers);
   options.turn_budget = absl::GetFlag(FLAGS_turn_budget);
+  options.storage = storage.get();
   Silo silo(options);
   if (absl::Status s = granary::examples::AddExampleGrains(silo); !s.ok()) {
     return Fail(s.ToString());

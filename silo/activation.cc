@@ -52,7 +52,8 @@ void Activation::Post(Message* m) {
 void Activation::DrainMailbox() {
   while (Message* m = mailbox_.Pop()) {
     ++popped_;
-    if (m->kind == MessageKind::kResponse || m->kind == MessageKind::kDeadline) {
+    if (m->kind == MessageKind::kResponse || m->kind == MessageKind::kDeadline ||
+        m->kind == MessageKind::kResume) {
       responses_.push_back(m);
     } else {
       waiting_.push_back(m);
@@ -87,7 +88,8 @@ Message* Activation::NextMessage() {
     if (m == nullptr) return nullptr;
     ++popped_;
     if (m->kind == MessageKind::kResponse ||
-        m->kind == MessageKind::kDeadline || Eligible(m)) {
+        m->kind == MessageKind::kDeadline ||
+        m->kind == MessageKind::kResume || Eligible(m)) {
       return m;
     }
     waiting_.push_back(m);
@@ -156,6 +158,14 @@ void Activation::Process(Message* m) {
       auto* call = static_cast<CallBase*>(m);
       turn_.request = call->request_context();
       call->waiter().resume();
+      return;
+    }
+    case MessageKind::kResume: {
+      auto* resume = static_cast<ResumeMessage*>(m);
+      turn_.request = resume->request;
+      std::coroutine_handle<> h = resume->handle;
+      delete resume;
+      h.resume();
       return;
     }
     case MessageKind::kDeadline: {
@@ -248,6 +258,15 @@ absl::Status Activation::TakeLifecycleResult() {
   return status;
 }
 
+namespace {
+
+Task<void> LoadThenActivate(Grain* grain) {
+  co_await internal::LoadGrainState(grain);
+  co_await grain->OnActivate();
+}
+
+}  // namespace
+
 void Activation::BeginActivation() {
   state_ = State::kActivating;
   try {
@@ -263,7 +282,8 @@ void Activation::BeginActivation() {
   }
   grain_->activation_ = this;
   try {
-    StartLifecycle(grain_->OnActivate(), [](void* self) {
+    // Persistent state (if the grain declares it) loads before OnActivate.
+    StartLifecycle(LoadThenActivate(grain_.get()), [](void* self) {
       auto* a = static_cast<Activation*>(self);
       a->OnActivated(a->TakeLifecycleResult());
     });
@@ -345,6 +365,7 @@ void Activation::OnDeactivated() {
         break;
       case MessageKind::kResponse:
       case MessageKind::kDeadline:
+      case MessageKind::kResume:
         DropAnswer(m);
         break;
     }

@@ -1,9 +1,103 @@
 #include "silo/grain.h"
 
+#include <optional>
+
+#include "absl/strings/str_cat.h"
 #include "silo/activation.h"
 #include "silo/silo.h"
+#include "storage/grain_storage.h"
 
 namespace granary {
+namespace {
+
+// Suspends the calling turn while `start` runs a storage operation; the
+// operation's completion (on a storage thread, or inline) posts the turn's
+// continuation to the activation's mailbox, so grain code always resumes as
+// a turn of its own activation.
+template <typename Result>
+class StorageAwaiter {
+ public:
+  using Start = std::function<void(std::function<void(Result)>)>;
+  StorageAwaiter(silo::Activation* activation, Start start)
+      : activation_(activation), start_(std::move(start)) {}
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) {
+    auto* resume = new ResumeMessage();
+    resume->handle = h;
+    if (TurnContext* turn = CurrentTurn()) resume->request = turn->request;
+    silo::Activation* activation = activation_;
+    start_([this, resume, activation](Result r) {
+      result_.emplace(std::move(r));
+      activation->Post(resume);  // `this` may be resumed from here on
+    });
+  }
+  Result await_resume() { return std::move(*result_); }
+
+ private:
+  silo::Activation* activation_;
+  Start start_;
+  std::optional<Result> result_;
+};
+
+}  // namespace
+
+void Grain::PersistState(google::protobuf::Message* state) { state_ = state; }
+
+Task<void> Grain::WriteState() {
+  if (state_ == nullptr) {
+    throw StatusError(absl::FailedPreconditionError(
+        "WriteState: the grain declared no persistent state (PersistState)"));
+  }
+  storage::GrainStorage& store = activation_->silo()->storage();
+  std::string bytes = state_->SerializeAsString();
+  absl::StatusOr<std::string> etag =
+      co_await StorageAwaiter<absl::StatusOr<std::string>>(
+          activation_, [&](std::function<void(absl::StatusOr<std::string>)> done) {
+            store.Write(GetGrainId(), std::move(bytes), state_etag_,
+                        std::move(done));
+          });
+  if (!etag.ok()) throw StatusError(etag.status());
+  state_etag_ = *std::move(etag);
+}
+
+Task<void> Grain::ClearState() {
+  if (state_ == nullptr) {
+    throw StatusError(absl::FailedPreconditionError(
+        "ClearState: the grain declared no persistent state (PersistState)"));
+  }
+  storage::GrainStorage& store = activation_->silo()->storage();
+  absl::Status cleared = co_await StorageAwaiter<absl::Status>(
+      activation_, [&](std::function<void(absl::Status)> done) {
+        store.Clear(GetGrainId(), state_etag_, std::move(done));
+      });
+  if (!cleared.ok()) throw StatusError(cleared);
+  state_->Clear();
+  state_etag_.clear();
+}
+
+namespace internal {
+
+Task<void> LoadGrainState(Grain* grain) {
+  if (grain->state_ == nullptr) co_return;
+  silo::Activation* activation = grain->activation_;
+  storage::GrainStorage& store = activation->silo()->storage();
+  const GrainId& id = activation->id();
+  absl::StatusOr<storage::StoredState> stored =
+      co_await StorageAwaiter<absl::StatusOr<storage::StoredState>>(
+          activation,
+          [&](std::function<void(absl::StatusOr<storage::StoredState>)> done) {
+            store.Read(id, std::move(done));
+          });
+  if (!stored.ok()) throw StatusError(stored.status());
+  if (stored->exists && !grain->state_->ParseFromString(stored->bytes)) {
+    throw StatusError(absl::DataLossError(absl::StrCat(
+        "stored state of ", id.ToString(), " does not parse as ",
+        grain->state_->GetTypeName())));
+  }
+  grain->state_etag_ = stored->etag;
+}
+
+}  // namespace internal
 
 const GrainId& Grain::GetGrainId() const { return activation_->id(); }
 

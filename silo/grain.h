@@ -58,6 +58,12 @@ struct GrainClassInfo {
 
 using TimerId = uint64_t;
 
+class Grain;
+namespace internal {
+// Reads `grain`'s persistent state, if it declared one (before OnActivate).
+Task<void> LoadGrainState(Grain* grain);
+}  // namespace internal
+
 class Grain {
  public:
   Grain() = default;
@@ -88,6 +94,22 @@ class Grain {
   TimerId RegisterTimer(std::function<Task<void>()> tick, absl::Duration due,
                         absl::Duration period);
   void CancelTimer(TimerId id);
+  // Persistent state. Call PersistState(&member) in the constructor with a
+  // protobuf message member of the grain: it is read from the silo's grain
+  // storage before OnActivate (left default when nothing is stored), and
+  // WriteState() makes its current contents durable. Both throw
+  // StatusError: ABORTED when another writer changed the stored state since
+  // this activation read it (re-read by deactivating, or decide otherwise),
+  // UNAVAILABLE/DATA_LOSS from storage. Storage I/O never blocks the worker:
+  // the grain's turn suspends and continues when it completes. While a
+  // request awaits storage, other requests wait as for any await.
+  void PersistState(google::protobuf::Message* state);
+  Task<void> WriteState();
+  // Removes the stored state and resets the message to its defaults.
+  Task<void> ClearState();
+  // The etag of the state as last read or written ("" when none stored).
+  const std::string& StateEtag() const { return state_etag_; }
+
   // The silo's name and an id unique to this activation within the process.
   const std::string& SiloName() const;
   uint64_t ActivationId() const;
@@ -95,8 +117,11 @@ class Grain {
 
  private:
   friend class silo::Activation;
+  friend Task<void> internal::LoadGrainState(Grain* grain);
   CallInvoker* Invoker() const;
   silo::Activation* activation_ = nullptr;
+  google::protobuf::Message* state_ = nullptr;
+  std::string state_etag_;
 };
 
 // A one-shot signal between turns of the same activation: one turn awaits

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/process.h"
 #include "directory/local_grain_directory.h"
+#include "storage/memory_storage.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace granary::silo {
@@ -34,6 +35,11 @@ int DefaultWorkers(int requested) {
 Silo::Silo(SiloOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::System()),
+      owned_storage_(options_.storage == nullptr
+                         ? std::make_unique<storage::MemoryStorage>()
+                         : nullptr),
+      storage_(options_.storage != nullptr ? options_.storage
+                                           : owned_storage_.get()),
       directory_(std::make_unique<directory::LocalGrainDirectory>()),
       placement_(std::make_unique<LocalPlacement>(options_.name)),
       timers_(clock_),

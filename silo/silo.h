@@ -44,6 +44,7 @@
 #include "silo/grain.h"
 #include "silo/placement.h"
 #include "silo/scheduler.h"
+#include "storage/grain_storage.h"
 
 namespace granary::silo {
 
@@ -65,6 +66,10 @@ struct SiloOptions {
   absl::Duration default_idle_timeout = absl::Minutes(10);
   // How often the idle collector looks for idle activations.
   absl::Duration collection_period = absl::Seconds(1);
+  // Where grains' persistent state lives (storage/grain_storage.h); it must
+  // outlive the silo. nullptr: an in-memory store owned by the silo, so
+  // state survives deactivation but not the process.
+  storage::GrainStorage* storage = nullptr;
   // How long Stop() waits for activations to deactivate.
   absl::Duration shutdown_timeout = absl::Seconds(10);
 };
@@ -134,6 +139,7 @@ class Silo final : public CallInvoker {
     return deactivated_.load(std::memory_order_relaxed);
   }
   const SiloOptions& options() const { return options_; }
+  storage::GrainStorage& storage() { return *storage_; }
   const std::string& name() const { return options_.name; }
   Clock* clock() const { return clock_; }
   bool stopping() const {
@@ -167,6 +173,8 @@ class Silo final : public CallInvoker {
   std::atomic<State> state_{State::kNew};
   absl::flat_hash_map<std::string, std::unique_ptr<GrainTypeEntry>> types_;
   std::vector<std::pair<const char*, const GrainTypeEntry*>> types_by_pointer_;
+  std::unique_ptr<storage::GrainStorage> owned_storage_;
+  storage::GrainStorage* storage_;
   std::unique_ptr<directory::GrainDirectory> directory_;
   std::unique_ptr<PlacementDirector> placement_;
   TimerQueue timers_;

@@ -100,6 +100,13 @@ class RocksDbStorage::Impl {
           "'", path_, "' is not empty and is not a Granary data directory "
           "(no RocksDB database in it); refusing to touch it"));
     }
+    if (fresh) {
+      fs::create_directories(path_, ec);
+      if (ec) {
+        return absl::UnavailableError(absl::StrCat(
+            "cannot create '", path_, "': ", ec.message()));
+      }
+    }
     rocksdb::Options db_options;
     db_options.create_if_missing = fresh;
     db_options.create_missing_column_families = fresh;

@@ -13,6 +13,7 @@
 #include "client/client.h"
 #include "core/detach.h"
 #include "core/sync.h"
+#include "examples/bank.granary.h"
 #include "examples/bench.granary.h"
 #include "examples/counter.granary.h"
 #include "gmock/gmock.h"
@@ -262,6 +263,74 @@ TEST(ClientProcessTest, SigtermUnderLoadDeactivatesEveryActivationAndExitsZero) 
   EXPECT_EQ(deactivated, activated);
   EXPECT_EQ(abandoned, 0);
   client->Close();
+}
+
+TEST(ClientProcessTest, AcknowledgedWritesSurviveKillNine) {
+  const std::string dir = TempDir("crash");
+  auto silo = std::make_unique<SiloProcess>(AnyPorts(dir));
+  const std::string ready = silo->ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+  ClientOptions options;
+  options.gateways = {Field(ready, "gateway")};
+  options.max_in_flight = 512;
+  absl::StatusOr<std::unique_ptr<Client>> connected = Client::Connect(options);
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  std::unique_ptr<Client> client = std::move(*connected);
+
+  // 10,000 deposits over 1,000 accounts, many in flight at once; a deposit
+  // counts only once the silo acknowledged it.
+  constexpr int kAccounts = 1000;
+  constexpr int kWrites = 10000;
+  Mutex mu;
+  std::vector<int64_t> acked(kAccounts, 0);
+  int done = 0, failed = 0;
+  std::string failure;
+  for (int i = 0; i < kWrites; ++i) {
+    const int account = i % kAccounts;
+    examples::Amount amount;
+    amount.set_amount(i % 7 + 1);
+    Detach(client->Get<examples::BankAccountRef>(absl::StrCat("acct-", account))
+               .Deposit(amount),
+           [&, account, value = amount.amount()](
+               absl::StatusOr<examples::Balance> b) {
+             MutexLock lock(&mu);
+             ++done;
+             if (b.ok()) {
+               acked[account] += value;
+             } else {
+               ++failed;
+               failure = b.status().ToString();
+             }
+           });
+  }
+  {
+    MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(
+        [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done == kWrites; },
+        absl::Seconds(120)));
+    ASSERT_EQ(failed, 0) << failure;
+  }
+  silo->Signal(SIGKILL);
+  EXPECT_EQ(silo->Wait(), 128 + SIGKILL);
+
+  std::vector<std::string> args = AnyPorts(dir);
+  args[0] = "--gateway=" + Field(ready, "gateway");
+  silo = std::make_unique<SiloProcess>(args);
+  ASSERT_THAT(silo->ReadyLine(), HasSubstr("READY"));
+  ASSERT_TRUE(client->WaitForConnected(absl::Seconds(30)).ok());
+  int mismatched = 0;
+  for (int account = 0; account < kAccounts; ++account) {
+    absl::StatusOr<examples::Balance> b =
+        client->Get<examples::BankAccountRef>(absl::StrCat("acct-", account))
+            .GetBalance(examples::GetBalanceRequest())
+            .Get();
+    ASSERT_TRUE(b.ok()) << b.status();
+    if (b->balance() != acked[account]) ++mismatched;
+  }
+  EXPECT_EQ(mismatched, 0);
+  client->Close();
+  silo->Signal(SIGTERM);
+  EXPECT_EQ(silo->Wait(), 0);
 }
 
 }  // namespace

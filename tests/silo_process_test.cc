@@ -3,6 +3,7 @@
 // failures for bad flags.
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -79,6 +80,8 @@ TEST(SiloProcessTest, BadFlagsFailClearly) {
            {{"--log_level=loud"}, "--log_level"},
            {{"--max_message_bytes=0"}, "--max_message_bytes"},
            {{"--max_in_flight=0"}, "--max_in_flight"},
+           {{"--storage=floppy"}, "--storage must be rocksdb or memory"},
+           {{"--durability=maybe"}, "--durability must be sync or async"},
            {{"--workers=abc"}, "workers"},
            {{"--no_such_flag=1"}, "no_such_flag"},
            {{"--config=" + dir + "/missing.flags"}, "missing.flags"},
@@ -97,7 +100,7 @@ TEST(SiloProcessTest, PortInUseFailsClearly) {
   SiloProcess first(AnyPorts(dir));
   const std::string ready = first.ReadyLine();
   ASSERT_THAT(ready, HasSubstr("READY"));
-  std::vector<std::string> args = AnyPorts(dir);
+  std::vector<std::string> args = AnyPorts(TempDir("busy-second"));
   args[0] = "--gateway=" + Field(ready, "gateway");
   SiloProcess second(args);
   EXPECT_EQ(second.ReadyLine(), "");
@@ -105,6 +108,31 @@ TEST(SiloProcessTest, PortInUseFailsClearly) {
   EXPECT_THAT(second.Stderr(), HasSubstr("could not listen"));
   first.Signal(SIGTERM);
   EXPECT_EQ(first.Wait(), 0);
+}
+
+TEST(SiloProcessTest, ADataDirectoryInUseOrNotOursFailsClearly) {
+  const std::string dir = TempDir("held");
+  SiloProcess first(AnyPorts(dir));
+  ASSERT_THAT(first.ReadyLine(), HasSubstr("READY"));
+  SiloProcess second(AnyPorts(dir));
+  EXPECT_EQ(second.ReadyLine(), "");
+  EXPECT_EQ(second.Wait(), 2);
+  EXPECT_THAT(second.Stderr(), HasSubstr("in use by another process"));
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.Wait(), 0);
+
+  // A directory that is not a Granary store is refused and left alone.
+  const std::string foreign = TempDir("foreign");
+  std::filesystem::create_directories(foreign + "/grains");
+  { std::ofstream(foreign + "/grains/precious.txt") << "keep me"; }
+  SiloProcess third(AnyPorts(foreign));
+  EXPECT_EQ(third.ReadyLine(), "");
+  EXPECT_EQ(third.Wait(), 2);
+  EXPECT_THAT(third.Stderr(), HasSubstr("not a Granary data directory"));
+  std::ifstream kept(foreign + "/grains/precious.txt");
+  std::string text;
+  std::getline(kept, text);
+  EXPECT_EQ(text, "keep me");
 }
 
 }  // namespace
