@@ -21,14 +21,27 @@ absl::Status HostedLifecycle::WaitForDeactivations(int64_t n,
 }
 
 RemoteLifecycle::RemoteLifecycle(const std::vector<CallInvoker*>& silos,
-                                 absl::Duration poll_period)
+                                 absl::Duration poll_period, Grains grains)
     : poll_period_(poll_period) {
-  for (CallInvoker* invoker : silos) grains_.emplace_back(invoker, "lifecycle");
+  for (CallInvoker* invoker : silos) {
+    if (grains == Grains::kBench) {
+      grains_.emplace_back(invoker, "lifecycle");
+    } else {
+      state_grains_.emplace_back(invoker, "lifecycle");
+    }
+  }
 }
 
 absl::StatusOr<LifecycleCounts> RemoteLifecycle::Read() {
   LifecycleCounts counts;
   for (BenchGrainRef& grain : grains_) {
+    absl::StatusOr<LifecycleReply> reply =
+        grain.Lifecycle(LifecycleRequest()).Get();
+    if (!reply.ok()) return reply.status();
+    counts.activations += reply->activations();
+    counts.deactivations += reply->deactivations();
+  }
+  for (StateGrainRef& grain : state_grains_) {
     absl::StatusOr<LifecycleReply> reply =
         grain.Lifecycle(LifecycleRequest()).Get();
     if (!reply.ok()) return reply.status();

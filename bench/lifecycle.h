@@ -65,13 +65,18 @@ class HostedLifecycle final : public LifecycleCounter {
 // instead.
 class RemoteLifecycle final : public LifecycleCounter {
  public:
+  // Whose counts: BenchGrains' or StateGrains'.
+  enum class Grains { kBench, kState };
   explicit RemoteLifecycle(const std::vector<CallInvoker*>& silos,
-                           absl::Duration poll_period = absl::Milliseconds(1));
+                           absl::Duration poll_period = absl::Milliseconds(1),
+                           Grains grains = Grains::kBench);
   absl::StatusOr<LifecycleCounts> Read() override;
   absl::Status WaitForDeactivations(int64_t n, absl::Duration limit) override;
 
  private:
-  std::vector<BenchGrainRef> grains_;  // "lifecycle" in each silo
+  // "lifecycle" in each silo, of the kind counted.
+  std::vector<BenchGrainRef> grains_;
+  std::vector<StateGrainRef> state_grains_;
   const absl::Duration poll_period_;
 };
 

@@ -27,8 +27,11 @@
 //         raw_grpc_p50_us=<b> ask_concurrency=<k>
 // Rounds are interleaved across scenarios after a warm-up. Exits 1 when any
 // round was not verified, 2 on bad flags or a gateway that cannot be used.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,6 +54,8 @@
 #include "core/log.h"
 #include "examples/bench_grain.h"
 #include "silo/silo.h"
+#include "storage/memory_storage.h"
+#include "storage/rocksdb_storage.h"
 
 ABSL_FLAG(bool, hosted, false, "Run a silo inside the benchmark process.");
 ABSL_FLAG(std::string, target, "",
@@ -78,6 +83,9 @@ ABSL_FLAG(int32_t, idle_spin, 200,
           "Pause instructions an idle silo worker spins before sleeping; "
           "--hosted only.");
 ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error.");
+ABSL_FLAG(std::string, storage, "rocksdb",
+          "--hosted: grain storage of the silo, rocksdb (sync writes, in a "
+          "fresh temporary directory removed afterwards) or memory.");
 ABSL_FLAG(std::string, json, "",
           "Also write every scenario summary to this file as JSON "
           "(bench/report.proto), for bench/make_results.py.");
@@ -86,10 +94,11 @@ namespace granary::bench {
 namespace {
 
 constexpr char kHostedScenarios[] =
-    "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout";
+    "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
+    "create,wake,durable-write,warm-read";
 constexpr char kRemoteScenarios[] =
     "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
-    "raw_grpc";
+    "create,wake,durable-write,warm-read,raw_grpc";
 constexpr int kMaxConcurrency = 100000;
 
 int Fail(const std::string& message) {
@@ -162,8 +171,10 @@ int Main() {
   // raw gRPC helper when asked for.
   silo::SiloOptions options;
   std::unique_ptr<silo::Silo> silo;
-  BenchStats stats;
-  std::unique_ptr<HostedLifecycle> hosted_lifecycle;
+  BenchStats stats, state_stats;
+  std::string storage_dir;
+  std::unique_ptr<storage::GrainStorage> storage;
+  std::unique_ptr<HostedLifecycle> hosted_lifecycle, hosted_state_lifecycle;
   std::unique_ptr<RemoteTarget> remote;
   std::unique_ptr<RawEchoArm> raw_echo;
   if (hosted) {
@@ -171,13 +182,32 @@ int Main() {
     options.workers = absl::GetFlag(FLAGS_workers);
     options.turn_budget = absl::GetFlag(FLAGS_turn_budget);
     options.idle_spin = absl::GetFlag(FLAGS_idle_spin);
+    const std::string storage_kind = absl::GetFlag(FLAGS_storage);
+    if (storage_kind == "rocksdb") {
+      storage_dir = (std::filesystem::temp_directory_path() /
+                     absl::StrCat("granary-bench-", getpid()))
+                        .string();
+      std::filesystem::remove_all(storage_dir);
+      storage::RocksDbOptions storage_options;
+      storage_options.data_dir = storage_dir;
+      auto opened = storage::RocksDbStorage::Open(storage_options);
+      if (!opened.ok()) return Fail(opened.status().ToString());
+      storage = *std::move(opened);
+    } else if (storage_kind == "memory") {
+      storage = std::make_unique<storage::MemoryStorage>();
+    } else {
+      return Fail("--storage must be rocksdb or memory");
+    }
+    options.storage = storage.get();
     silo = std::make_unique<silo::Silo>(options);
-    if (absl::Status s = AddBenchGrains(*silo, &stats); !s.ok())
+    if (absl::Status s = AddBenchGrains(*silo, &stats, &state_stats); !s.ok())
       return Fail(s.ToString());
     if (absl::Status s = silo->Start(); !s.ok()) return Fail(s.ToString());
     hosted_lifecycle = std::make_unique<HostedLifecycle>(&stats);
+    hosted_state_lifecycle = std::make_unique<HostedLifecycle>(&state_stats);
     ctx.invoker = silo.get();
     ctx.lifecycle = hosted_lifecycle.get();
+    ctx.state_lifecycle = hosted_state_lifecycle.get();
   } else {
     absl::StatusOr<std::vector<std::string>> gateways =
         ParseTargets(target_flag);
@@ -188,6 +218,7 @@ int Main() {
     remote = *std::move(connected);
     ctx.invoker = remote->invoker();
     ctx.lifecycle = remote->lifecycle();
+    ctx.state_lifecycle = remote->state_lifecycle();
     if (wants_raw) {
       absl::StatusOr<std::unique_ptr<RawEchoArm>> arm = RawEchoArm::Start();
       if (!arm.ok()) return Fail(std::string(arm.status().message()));
@@ -247,7 +278,11 @@ int Main() {
         concurrency, scale, rounds, warmup);
     report.SetEnv("workers", absl::StrCat(silo->scheduler().workers()));
     report.SetEnv("turn_budget", absl::StrCat(options.turn_budget));
+    report.SetEnv("storage", absl::GetFlag(FLAGS_storage));
     silo->Stop();
+    silo.reset();
+    storage.reset();
+    if (!storage_dir.empty()) std::filesystem::remove_all(storage_dir);
   } else {
     std::vector<std::string> names;
     for (const v1::SiloStatus& s : remote->silos()) names.push_back(s.name());

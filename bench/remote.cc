@@ -44,7 +44,10 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
   options.connect_timeout = timeout;
   absl::StatusOr<std::unique_ptr<Client>> client =
       Client::Connect(std::move(options));
-  if (client.ok()) (*client)->Register(BenchGrainRef::Interface());
+  if (client.ok()) {
+    (*client)->Register(BenchGrainRef::Interface());
+    (*client)->Register(StateGrainRef::Interface());
+  }
   return client;
 }
 
@@ -113,6 +116,8 @@ absl::StatusOr<std::unique_ptr<RemoteTarget>> RemoteTarget::Connect(
     }
   }
   target->lifecycle_ = std::make_unique<RemoteLifecycle>(silos);
+  target->state_lifecycle_ = std::make_unique<RemoteLifecycle>(
+      silos, absl::Milliseconds(1), RemoteLifecycle::Grains::kState);
   return target;
 }
 

@@ -53,6 +53,8 @@ class RemoteTarget {
   // The client over all gateways: what the scenarios call through.
   CallInvoker* invoker() { return client_.get(); }
   LifecycleCounter* lifecycle() { return lifecycle_.get(); }
+  // The same for the StateGrains of the storage scenarios.
+  LifecycleCounter* state_lifecycle() { return state_lifecycle_.get(); }
   // What each gateway said about its silo, in --target order.
   const std::vector<v1::SiloStatus>& silos() const { return silos_; }
 
@@ -68,6 +70,7 @@ class RemoteTarget {
   // read from every silo (today a gateway's calls run in its own silo).
   std::vector<std::unique_ptr<Client>> per_silo_;
   std::unique_ptr<RemoteLifecycle> lifecycle_;
+  std::unique_ptr<RemoteLifecycle> state_lifecycle_;
 };
 
 }  // namespace granary::bench

@@ -28,8 +28,10 @@ class RawEchoArm;        // bench/raw_echo.h
 
 struct ScenarioContext {
   CallInvoker* invoker = nullptr;
-  // OnActivate / OnDeactivate counts of the silo hosting the grains.
+  // OnActivate / OnDeactivate counts of the silo hosting the grains: its
+  // BenchGrains, and the StateGrains of the storage scenarios.
   LifecycleCounter* lifecycle = nullptr;
+  LifecycleCounter* state_lifecycle = nullptr;
   double scale = 1.0;  // multiplies every scenario's operation count
   int round = 0;       // makes grain keys unique per round
   // Makes activation keys unique per run, so grains left active by an
@@ -47,7 +49,8 @@ struct ScenarioContext {
 
 // "activation" (batches of 100 fresh grains), "activation_one" (one at a
 // time), "oneway" (into one grain), "oneway_spread" (over 1,000 grains),
-// "ask", "chain", "pingpong", "fanout", or "raw_grpc" (remote only).
+// "ask", "chain", "pingpong", "fanout", the storage scenarios "create",
+// "wake", "durable-write", "warm-read", or "raw_grpc" (remote only).
 const std::vector<std::string>& ScenarioNames();
 bool IsScenario(absl::string_view name);
 // What one op of the scenario is: "call", "message", "activation"...

@@ -182,9 +182,50 @@ Task<google::protobuf::Empty> BenchGrainImpl::Deactivate(const DeactivateRequest
   co_return google::protobuf::Empty();
 }
 
-absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats) {
-  return silo.AddGrain<BenchGrainImpl>(
-      [stats] { return std::make_unique<BenchGrainImpl>(stats); });
+Task<void> StateGrainImpl::OnActivate() {
+  stats_->OnActivate();
+  co_return;
+}
+
+Task<void> StateGrainImpl::OnDeactivate() {
+  stats_->OnDeactivate();
+  co_return;
+}
+
+Task<StateReply> StateGrainImpl::Write(const StateRequest& request) {
+  state_.set_value(request.value());
+  state_.set_pad(request.pad());
+  co_await WriteState();
+  StateReply reply;
+  reply.set_value(state_.value());
+  co_return reply;
+}
+
+Task<StateReply> StateGrainImpl::Read(const StateRequest&) {
+  StateReply reply;
+  reply.set_value(state_.value());
+  co_return reply;
+}
+
+Task<google::protobuf::Empty> StateGrainImpl::Deactivate(
+    const DeactivateRequest&) {
+  DeactivateOnIdle();
+  co_return google::protobuf::Empty();
+}
+
+Task<LifecycleReply> StateGrainImpl::Lifecycle(const LifecycleRequest&) {
+  LifecycleReply reply;
+  reply.set_activations(stats_->activations());
+  reply.set_deactivations(stats_->deactivations());
+  co_return reply;
+}
+
+absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats,
+                            BenchStats* state_stats) {
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<BenchGrainImpl>(
+      [stats] { return std::make_unique<BenchGrainImpl>(stats); }));
+  return silo.AddGrain<StateGrainImpl>(
+      [state_stats] { return std::make_unique<StateGrainImpl>(state_stats); });
 }
 
 }  // namespace granary::bench

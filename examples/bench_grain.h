@@ -71,6 +71,30 @@ class BenchGrainImpl final : public BenchGrainGrainBase {
   GrainEvent volley_done_;
 };
 
-absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats);
+// A grain with persistent state, for the storage scenarios.
+class StateGrainImpl final : public StateGrainGrainBase {
+ public:
+  explicit StateGrainImpl(BenchStats* stats) : stats_(stats) {
+    PersistState(&state_);
+  }
+
+  Task<void> OnActivate() override;
+  Task<void> OnDeactivate() override;
+
+  Task<StateReply> Write(const StateRequest& request) override;
+  Task<StateReply> Read(const StateRequest& request) override;
+  Task<google::protobuf::Empty> Deactivate(
+      const DeactivateRequest& request) override;
+  Task<LifecycleReply> Lifecycle(const LifecycleRequest& request) override;
+
+ private:
+  BenchStats* stats_;
+  BenchState state_;
+};
+
+// Registers BenchGrain (counting into `stats`) and StateGrain (counting
+// into `state_stats`).
+absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats,
+                            BenchStats* state_stats);
 
 }  // namespace granary::bench

@@ -186,8 +186,9 @@ int Main() {
   if (absl::Status s = granary::examples::AddExampleGrains(silo); !s.ok()) {
     return Fail(s.ToString());
   }
-  granary::bench::BenchStats bench_stats;
-  if (absl::Status s = granary::bench::AddBenchGrains(silo, &bench_stats);
+  granary::bench::BenchStats bench_stats, state_stats;
+  if (absl::Status s =
+          granary::bench::AddBenchGrains(silo, &bench_stats, &state_stats);
       !s.ok()) {
     return Fail(s.ToString());
   }
