@@ -49,6 +49,10 @@ SCENARIO_TEXT = {
     "pingpong": "two grains volleying one-way messages",
     "fanout": "one grain awaits 10 others called at once",
     "raw_grpc": "gRPC bidi-stream ping-pong (remote comparison floor)",
+    "create": "first call to a new grain that writes its state (sync)",
+    "wake": "call to a deactivated grain whose state is read back from storage",
+    "durable-write": "one small state write of an active grain, synced before the reply",
+    "warm-read": "a call reading an active grain's in-memory state",
 }
 
 
