@@ -9,6 +9,7 @@ PACKAGES=(
   libabsl-dev librocksdb-dev civetweb libcivetweb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libjemalloc-dev
+  libcaf-dev
   python3-grpcio python3-protobuf python3-matplotlib
 )
 
