@@ -132,7 +132,7 @@ void Activation::Run() {
     }
   }
   if (state_ == State::kGone) {
-    delete this;
+    Unref();
     return;
   }
   if (served) {
@@ -145,11 +145,13 @@ void Activation::Run() {
     silo_->scheduler().Schedule(this);  // still scheduled
     return;
   }
+  refs_.fetch_add(1, std::memory_order_relaxed);  // see refs_
   scheduled_.store(false, std::memory_order_seq_cst);
   if (pending_.load(std::memory_order_seq_cst) > 0 &&
       !scheduled_.exchange(true, std::memory_order_seq_cst)) {
     silo_->scheduler().Schedule(this);
   }
+  Unref();
 }
 
 void Activation::Process(Message* m) {

@@ -139,6 +139,14 @@ class Activation final : public Runnable, public MessageSink {
   MpscQueue<Message> mailbox_;
   std::atomic<int64_t> pending_{0};
   std::atomic<bool> scheduled_{false};
+  // 1 until the activation is gone, plus 1 for a runner between releasing
+  // `scheduled_` and its last look at `pending_`: another worker may run the
+  // activation to its end (and free it) in that window. The last reference
+  // frees the activation.
+  std::atomic<int> refs_{1};
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
   std::atomic<int64_t> last_active_ns_;
   std::atomic<bool> collect_posted_{false};
   Message collect_msg_{MessageKind::kControl};
