@@ -236,13 +236,18 @@ TEST_F(ClientTest, SiloStopsReadingAConnectionAtItsInFlightLimit) {
   Outcomes outcomes;
   constexpr int kHeld = 10;
   for (int i = 0; i < kHeld; ++i) {
-    Detach(client_->Get<ProbeRef>("limit").Hang(MakeText("x")),
+    Detach(client_->Get<ProbeRef>(absl::StrCat("limit-", i)).Hang(MakeText("x")),
            [&](absl::StatusOr<Text> r) { outcomes.Add(r.status().code()); });
   }
-  ASSERT_TRUE(state_.WaitForLog("hang-start:limit"));
-  // Ten unfinished calls hold the connection past its limit of four, so the
-  // silo reads nothing more from it: a call to an idle grain waits unread
-  // until its deadline, although any other connection is served.
+  // Once four calls run, the silo has stopped reading this connection (it
+  // decides after each batch, and a batch is accepted whole).
+  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    int started = 0;
+    for (const auto& e : state_.log) started += e.rfind("hang-start:limit-", 0) == 0;
+    return started >= 4;
+  }));
+  // So a call to an idle grain waits unread until its deadline, although
+  // any other connection is served.
   CallOptions quick;
   quick.timeout = absl::Milliseconds(200);
   EXPECT_EQ(client_->Get<ProbeRef>("idle").Echo(MakeText("x"), quick).Get().status().code(),
