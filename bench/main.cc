@@ -219,6 +219,8 @@ int Main() {
     ctx.invoker = remote->invoker();
     ctx.lifecycle = remote->lifecycle();
     ctx.state_lifecycle = remote->state_lifecycle();
+    RemoteTarget* target = remote.get();
+    ctx.silo_resident_bytes = [target] { return target->SiloResidentBytes(); };
     if (wants_raw) {
       absl::StatusOr<std::unique_ptr<RawEchoArm>> arm = RawEchoArm::Start();
       if (!arm.ok()) return Fail(std::string(arm.status().message()));

@@ -266,7 +266,8 @@ def main():
           "one after another. Method: warm-up rounds, then measured rounds interleaved across "
           "scenarios; throughput is the mean of the round rates (± their standard deviation); "
           "p50/p99 are nearest-rank over every sample of every round; ΔRSS is the resident-memory "
-          "growth of the measuring process. Every row is verified by asking what was actually done "
+          "growth of the process hosting the grains over a round (the silo: in-process for hosted, "
+          "the granary-silo process for remote; the measuring process for the comparison arms). Every row is verified by asking what was actually done "
           "(counts, activation and deactivation counts, chain depth, replies gathered); a row that "
           "is not is refused, not published." % args.command, "",
           "## Environment", "", "| | |", "|---|---|"]

@@ -53,6 +53,16 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
 
 }  // namespace
 
+int64_t RemoteTarget::SiloResidentBytes() {
+  int64_t total = 0;
+  for (const std::string& gateway : gateways_) {
+    absl::StatusOr<v1::SiloStatus> status = AskStatus(gateway, absl::Seconds(5));
+    if (!status.ok()) return 0;
+    total += status->resident_bytes();
+  }
+  return total;
+}
+
 absl::StatusOr<std::vector<std::string>> ParseTargets(absl::string_view flag) {
   std::vector<std::string> gateways =
       absl::StrSplit(flag, ',', absl::SkipEmpty());
@@ -101,6 +111,7 @@ absl::StatusOr<std::unique_ptr<RemoteTarget>> RemoteTarget::Connect(
           " or more"));
     }
     target->silos_.push_back(std::move(status));
+    target->gateways_.push_back(gateway);
   }
   GRANARY_ASSIGN_OR_RETURN(target->client_,
                            ConnectClient(gateways, concurrency, timeout));

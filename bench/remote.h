@@ -58,12 +58,17 @@ class RemoteTarget {
   // What each gateway said about its silo, in --target order.
   const std::vector<v1::SiloStatus>& silos() const { return silos_; }
 
+  // Resident memory of the silos now, summed (Gateway.Status); 0 when a
+  // gateway does not answer.
+  int64_t SiloResidentBytes();
+
   // Closes the clients. Idempotent.
   void Close();
 
  private:
   RemoteTarget() = default;
 
+  std::vector<std::string> gateways_;
   std::vector<v1::SiloStatus> silos_;
   std::unique_ptr<Client> client_;
   // With several gateways, one client per gateway, so lifecycle counts are

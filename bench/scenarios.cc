@@ -580,7 +580,11 @@ bool IsScenario(absl::string_view name) {
 ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   ScenarioResult r;
   r.scenario = std::string(name);
-  const int64_t rss0 = ResidentBytes();
+  auto resident = [&ctx]() -> int64_t {
+    return ctx.silo_resident_bytes ? ctx.silo_resident_bytes()
+                                   : ResidentBytes();
+  };
+  const int64_t rss0 = resident();
   if (name == "activation") Activation(ctx, r, /*batch=*/100, 100);
   else if (name == "activation_one") Activation(ctx, r, /*batch=*/1, 2000);
   else if (name == "oneway") OneWay(ctx, r);
@@ -596,7 +600,7 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   else if (name == "pingpong") PingPong(ctx, r);
   else if (name == "raw_grpc") RawGrpc(ctx, r);
   else Fail(r, "unknown scenario");
-  r.rss_delta_bytes = ResidentBytes() - rss0;
+  r.rss_delta_bytes = resident() - rss0;
   if (!r.latencies_ns.empty()) {
     r.p50_ns = NearestRank(r.latencies_ns, 0.50);
     r.p99_ns = NearestRank(r.latencies_ns, 0.99);

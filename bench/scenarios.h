@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct ScenarioContext {
   // Awaited Pings `ask` keeps in flight: 1 is one sequential loop; K > 1 is
   // K sequential loops over K grains, running at once.
   int concurrency = 1;
+  // Resident memory of the silo(s) running the grains, for ΔRSS; unset:
+  // this process (hosted mode, where the silo is in it).
+  std::function<int64_t()> silo_resident_bytes;
   // The raw gRPC arm; required by `raw_grpc` (remote mode only).
   RawEchoArm* raw_echo = nullptr;
 };

@@ -1,6 +1,9 @@
 #include "silo/gateway_service.h"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <deque>
 #include <utility>
 #include <vector>
@@ -24,6 +27,17 @@
 
 namespace granary::silo {
 namespace {
+
+// Resident memory of this process (bytes), from /proc/self/statm; 0 when
+// unknown.
+int64_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long pages = 0, resident = 0;
+  const int n = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return n == 2 ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : 0;
+}
 
 struct Route {
   const InterfaceInfo* iface;
@@ -454,6 +468,7 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Status(
   reply->set_activated_total(static_cast<int64_t>(silo_->activated()));
   reply->set_deactivated_total(static_cast<int64_t>(silo_->deactivated()));
   reply->set_max_in_flight(options_.max_in_flight);
+  reply->set_resident_bytes(ResidentBytes());
   reply->set_version(kVersion);
   for (const GrainClassInfo* info : silo_->GrainTypes()) {
     const InterfaceInfo& iface = *info->interface;
