@@ -131,6 +131,8 @@ def fmt_us(us):
 
 
 def label(row):
+    if row["arm"] == "granary" and row["scenario"] == "raw_grpc":
+        return "gRPC bidi ping-pong (granary-bench's own arm)"
     if row["arm"] == "granary":
         return "Granary (%s%s)" % (row["mode"], ", K=%d" % row["concurrency"]
                                    if row.get("concurrency", 0) > 1 else "")

@@ -101,9 +101,17 @@ for arm in caf grpc; do
   fi
 done
 
-# 4. The report, from whatever reports exist.
+# 4. The report, from whatever reports exist. The JSON reports are kept in
+# the build directory, so the report can be regenerated from them.
+kept="$build/bench-reports"
+mkdir -p "$kept"
 present=()
-for r in "${reports[@]}"; do [ -s "$r" ] && present+=("$r"); done
+for r in "${reports[@]}"; do
+  if [ -s "$r" ]; then
+    cp "$r" "$kept/"
+    present+=("$kept/$(basename "$r")")
+  fi
+done
 commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo "?")
 if [ -n "$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
   commit="$commit (with local changes)"
