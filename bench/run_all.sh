@@ -113,7 +113,10 @@ for r in "${reports[@]}"; do
   fi
 done
 commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo "?")
-if [ -n "$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+# Local changes other than the report itself mean the binaries are not the
+# commit's.
+if [ -n "$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null |
+           grep -v -e 'bench/RESULTS.md' -e 'bench/results_latency.png')" ]; then
   commit="$commit (with local changes)"
 fi
 /usr/bin/python3 "$here/make_results.py" --out "$out_md" --plot "$out_png" \
