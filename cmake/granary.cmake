@@ -97,3 +97,41 @@ function(granary_grain_library)
   target_compile_options(${G_NAME}_impl PRIVATE -w)
   target_link_libraries(${G_NAME}_impl PUBLIC ${G_NAME} granary::silo)
 endfunction()
+
+# Generates the C++ messages (and, with GRPC, the gRPC stubs) of one plain
+# protobuf file into the build tree and builds them as library NAME.
+#   granary_proto_library(NAME granary_v1_proto PROTO granary/v1/gateway.proto
+#                         ROOT ${CMAKE_CURRENT_SOURCE_DIR} GRPC)
+# PROTO is relative to ROOT (the protoc -I directory, default the source
+# root), and so is the generated header: "granary/v1/gateway.pb.h".
+function(granary_proto_library)
+  cmake_parse_arguments(G "GRPC" "NAME;PROTO;ROOT" "DEPS" ${ARGN})
+  if(NOT G_ROOT)
+    set(G_ROOT ${CMAKE_SOURCE_DIR})
+  endif()
+  set(gen ${CMAKE_BINARY_DIR}/gen)
+  string(REGEX REPLACE "\\.proto$" "" stem ${G_PROTO})
+  set(outs ${gen}/${stem}.pb.cc ${gen}/${stem}.pb.h)
+  set(srcs ${gen}/${stem}.pb.cc)
+  set(grpc_args)
+  if(G_GRPC)
+    list(APPEND outs ${gen}/${stem}.grpc.pb.cc ${gen}/${stem}.grpc.pb.h)
+    list(APPEND srcs ${gen}/${stem}.grpc.pb.cc)
+    set(grpc_args --grpc_out=${gen} --plugin=protoc-gen-grpc=${GRANARY_GRPC_CPP_PLUGIN})
+  endif()
+  add_custom_command(
+    OUTPUT ${outs}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${gen}
+    COMMAND protobuf::protoc -I ${G_ROOT} --cpp_out=${gen} ${grpc_args}
+            ${G_ROOT}/${G_PROTO}
+    DEPENDS ${G_ROOT}/${G_PROTO}
+    COMMENT "Generating ${stem}.pb.cc"
+    VERBATIM)
+  add_library(${G_NAME} STATIC ${srcs})
+  target_include_directories(${G_NAME} PUBLIC ${gen})
+  target_compile_options(${G_NAME} PRIVATE -w)
+  target_link_libraries(${G_NAME} PUBLIC protobuf::libprotobuf ${G_DEPS})
+  if(G_GRPC)
+    target_link_libraries(${G_NAME} PUBLIC gRPC::grpc++)
+  endif()
+endfunction()
