@@ -59,7 +59,9 @@ class ClientStream final
   ClientStream(GatewayLink* link, const ClientOptions& options)
       : link_(link),
         max_in_flight_(options.max_in_flight),
-        overflow_(options.overflow) {}
+        overflow_(options.overflow),
+        max_batch_bytes_(std::min<size_t>(
+            kMaxBatchBytes, static_cast<size_t>(options.max_message_bytes) / 2)) {}
 
   void Start(v1::Gateway::Stub* stub) {
     stub->async()->Connect(&context_, this);
@@ -113,6 +115,8 @@ class ClientStream final
   GatewayLink* const link_;
   const int max_in_flight_;
   const ClientOptions::Overflow overflow_;
+  // Batches are cut here: under the silo's message limit.
+  const size_t max_batch_bytes_;
   std::atomic<int> refs_{2};  // the link's and gRPC's
   grpc::ClientContext context_;
 
@@ -181,6 +185,9 @@ class Client::Impl {
 
   absl::Status Init() {
     GRANARY_RETURN_IF_ERROR(timers_.Start());
+    // Deadlines resume awaiting coroutines on the timer thread; a call made
+    // there must not wait for room either (no other deadline could fire).
+    timers_.Schedule(&mark_timer_thread_, absl::InfinitePast());
     for (const std::string& address : options_.gateways) {
       links_.push_back(std::make_unique<GatewayLink>(this, address, options_));
     }
@@ -256,6 +263,19 @@ class Client::Impl {
     events_.SignalAll();
   }
 
+  // Streams between creation and the very end of their OnDone; Close waits
+  // for zero before anything they touch goes away.
+  // (Counted up without events_mu_: Acquire holds a link's mutex, and Close
+  // takes link mutexes under events_mu_. No stream starts once Close has
+  // cancelled the links, so its wait below sees every one.)
+  void StreamStarted() { live_streams_.fetch_add(1, std::memory_order_relaxed); }
+  // The last thing a stream's OnDone does.
+  void StreamGone() {
+    MutexLock lock(&events_mu_);
+    live_streams_.fetch_sub(1, std::memory_order_relaxed);
+    events_.SignalAll();
+  }
+
   // Counts a thread waiting on events_ for its scope.
   class Waiting {
    public:
@@ -287,16 +307,12 @@ class Client::Impl {
     }
     {
       MutexLock lock(&events_mu_);
-      auto any_stream = [&] {
-        for (auto& link : links_) {
-          if (link->has_stream()) return true;
-        }
-        return false;
-      };
-      while (any_stream()) events_.Wait(&events_mu_);
+      while (live_streams_.load(std::memory_order_relaxed) > 0) {
+        events_.Wait(&events_mu_);
+      }
     }
     LinkDown();  // the reconnector sees closed_
-    reconnector_.join();
+    if (reconnector_.joinable()) reconnector_.join();
     timers_.Stop();
   }
 
@@ -343,6 +359,10 @@ class Client::Impl {
   const ClientOptions options_;
   TimerQueue timers_;
   std::vector<std::unique_ptr<GatewayLink>> links_;
+  struct MarkNetworkThread final : TimerEntry {
+    void OnTimer() override { on_network_thread = true; }
+  };
+  MarkNetworkThread mark_timer_thread_;
   std::thread reconnector_;
   // Wakes the reconnector: a gateway was lost, or the client closes. (Not
   // events_, which every reply signals.)
@@ -359,6 +379,7 @@ class Client::Impl {
   Mutex events_mu_;
   CondVar events_;
   std::atomic<int> waiters_{0};
+  std::atomic<int> live_streams_{0};
 };
 
 // --- ClientStream ------------------------------------------------------------
@@ -405,7 +426,7 @@ ClientStream::Actions ClientStream::AdvanceLocked() {
     int one_way = 0;
     while (!pending_.empty()) {
       const size_t b = RequestBytes(pending_.front());
-      if (bytes > 0 && bytes + b > kMaxBatchBytes) break;
+      if (bytes > 0 && bytes + b > max_batch_bytes_) break;
       bytes += b;
       if (pending_.front().id() == 0) ++one_way;
       *writing_.add_requests() = std::move(pending_.front());
@@ -546,6 +567,7 @@ ClientStream* GatewayLink::Acquire() {
   MutexLock lock(&mu_);
   if (!up_ || client_->closed()) return nullptr;
   if (stream_ == nullptr) {
+    client_->StreamStarted();
     stream_ = new ClientStream(this, options_);
     stream_->Start(stub_.get());
   }
@@ -615,6 +637,7 @@ void GatewayLink::OnStreamDone(ClientStream* stream,
   stream->Unref();  // the link's
   client_->LinkDown();
   client_->Notify();
+  client_->StreamGone();  // last: Close may now free the client
 }
 
 void GatewayLink::Notify() { client_->Notify(); }

@@ -18,6 +18,7 @@
 #include <coroutine>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,7 @@ namespace granary {
 
 template <typename T>
 Task<std::vector<absl::StatusOr<T>>> WhenAll(std::vector<Task<T>> tasks) {
+  static_assert(!std::is_void_v<T>, "WhenAll gathers values: use Task<T>");
   struct State {
     explicit State(size_t n) : left(n + 1), results(n) {}
     // Tasks not finished, plus one for the awaiter itself: whoever brings

@@ -38,6 +38,9 @@ Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
 Activation::~Activation() = default;
 
 void Activation::Post(Message* m) {
+  // Once pushed, the message may be run by a worker that then finishes the
+  // activation: hold it alive until this poster is done with it.
+  refs_.fetch_add(1, std::memory_order_relaxed);
   mailbox_.Push(m);
   pending_.fetch_add(1, std::memory_order_seq_cst);
   // Seeing `scheduled_` set means the runner has not yet cleared it, so its
@@ -47,6 +50,7 @@ void Activation::Post(Message* m) {
       !scheduled_.exchange(true, std::memory_order_seq_cst)) {
     silo_->scheduler().Schedule(this);
   }
+  Unref();
 }
 
 void Activation::DrainMailbox() {

@@ -140,9 +140,9 @@ class Activation final : public Runnable, public MessageSink {
   std::atomic<int64_t> pending_{0};
   std::atomic<bool> scheduled_{false};
   // 1 until the activation is gone, plus 1 for a runner between releasing
-  // `scheduled_` and its last look at `pending_`: another worker may run the
-  // activation to its end (and free it) in that window. The last reference
-  // frees the activation.
+  // `scheduled_` and its last look at `pending_`, and 1 per poster inside
+  // Post: another worker may run the activation to its end (and free it) in
+  // those windows. The last reference frees the activation.
   std::atomic<int> refs_{1};
   void Unref() {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;

@@ -352,6 +352,9 @@ class GatewayStream final
     return absl::OkStatus();
   }
 
+  // Starts what is due. The gRPC operations start under mu_: a read decided
+  // here must be started before any other thread can decide to finish
+  // (gRPC 1.51 runs no reaction inline, so holding mu_ cannot deadlock).
   void Advance() {
     bool read = false;
     bool write = false;
@@ -387,10 +390,10 @@ class GatewayStream final
         finished_ = true;
         read = false;
       }
+      if (write) StartWrite(&outgoing_);
+      if (read) StartRead(&incoming_);
+      if (finish) Finish(status);
     }
-    if (write) StartWrite(&outgoing_);
-    if (read) StartRead(&incoming_);
-    if (finish) Finish(status);
   }
 
   // Requires mu_: moves pending replies into the batch to write, up to about

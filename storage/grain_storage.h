@@ -14,8 +14,10 @@
 //                 [](absl::StatusOr<std::string> new_etag) {...});
 //
 // Completion: `done` runs exactly once, on a thread of the provider's (or
-// inline when the provider never blocks); it must not block. Operations on
-// one grain id complete in the order they were issued.
+// inline when the provider never blocks); it must not block. Writes and
+// clears complete in the order they were issued; a read issued while a
+// write of the same id is still pending may see the state before that write
+// (an activation awaits each operation, so it never issues them that way).
 //
 // Threading: every method is thread-safe.
 #pragma once
