@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
 
 extern char** environ;
 
@@ -153,6 +154,36 @@ absl::Status ChildProcess::Stop(absl::Duration grace) {
                      ended ? "" : " (killed after the grace period)"));
   }
   return stop_status_;
+}
+
+absl::StatusOr<GrpcHelper> StartGrpcHelper(const std::string& serve_arg,
+                                           absl::string_view what,
+                                           absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Start({serve_arg}, "READY ", timeout);
+  if (!child.ok()) {
+    return absl::Status(child.status().code(),
+                        absl::StrCat(what, ": ", child.status().message()));
+  }
+  constexpr absl::string_view kPrefix = "READY address=";
+  const std::string& line = (*child)->ready_line();
+  if (!absl::StartsWith(line, kPrefix)) {
+    return absl::UnavailableError(
+        absl::StrCat(what, " printed '", line, "'"));
+  }
+  GrpcHelper helper;
+  helper.address = line.substr(kPrefix.size());
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  helper.channel = grpc::CreateCustomChannel(
+      helper.address, grpc::InsecureChannelCredentials(), args);
+  if (!helper.channel->WaitForConnected(
+          absl::ToChronoTime(absl::Now() + timeout))) {
+    return absl::UnavailableError(absl::StrCat(
+        what, " at ", helper.address, " did not accept a connection"));
+  }
+  helper.process = *std::move(child);
+  return helper;
 }
 
 }  // namespace granary::bench

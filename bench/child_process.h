@@ -24,7 +24,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
 
 namespace granary::bench {
 
@@ -61,5 +66,19 @@ class ChildProcess {
   bool stopped_ = false;
   absl::Status stop_status_;
 };
+
+// A gRPC server in a helper process: this binary started with `serve_arg`
+// (e.g. "--serve_raw_echo=127.0.0.1:0"), which prints
+// "READY address=HOST:PORT" once listening, and a connected channel of its
+// own to it (as each gateway link of granary::Client has). Errors name the
+// server as `what`.
+struct GrpcHelper {
+  std::unique_ptr<ChildProcess> process;
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+};
+absl::StatusOr<GrpcHelper> StartGrpcHelper(const std::string& serve_arg,
+                                           absl::string_view what,
+                                           absl::Duration timeout);
 
 }  // namespace granary::bench

@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/address.h"
+#include "core/status.h"
 #include "examples/bench.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -127,31 +127,13 @@ int ServeRawEcho(const std::string& address) {
 
 absl::StatusOr<std::unique_ptr<RawEchoArm>> RawEchoArm::Start(
     absl::Duration timeout) {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
-      ChildProcess::Start({"--serve_raw_echo=127.0.0.1:0"}, "READY ", timeout);
-  if (!child.ok()) {
-    return absl::Status(
-        child.status().code(),
-        absl::StrCat("raw gRPC echo server: ", child.status().message()));
-  }
-  constexpr absl::string_view kPrefix = "READY address=";
-  const std::string& line = (*child)->ready_line();
-  if (!absl::StartsWith(line, kPrefix)) {
-    return absl::UnavailableError(
-        absl::StrCat("raw gRPC echo server printed '", line, "'"));
-  }
-  std::string address = line.substr(kPrefix.size());
-  grpc::ChannelArguments args;
-  // A connection of its own, as each gateway link of granary::Client has.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args);
-  if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
-    return absl::UnavailableError(absl::StrCat(
-        "raw gRPC echo server at ", address, " did not accept a connection"));
-  }
-  return std::unique_ptr<RawEchoArm>(new RawEchoArm(
-      *std::move(child), std::move(address), std::move(channel)));
+  GRANARY_ASSIGN_OR_RETURN(
+      GrpcHelper helper,
+      StartGrpcHelper("--serve_raw_echo=127.0.0.1:0", "raw gRPC echo server",
+                      timeout));
+  return std::unique_ptr<RawEchoArm>(
+      new RawEchoArm(std::move(helper.process), std::move(helper.address),
+                     std::move(helper.channel)));
 }
 
 RawEchoArm::RawEchoArm(std::unique_ptr<ChildProcess> child, std::string address,

@@ -2,11 +2,11 @@
 
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/compare/grpc/server.h"
 #include "bench/compare/runner.h"
+#include "core/status.h"
 #include "grpcpp/grpcpp.h"
 
 namespace granary::bench::compare {
@@ -59,31 +59,13 @@ void CheckTally(const grpc::Status& status, const Tally& tally, int64_t sent,
 
 absl::StatusOr<std::unique_ptr<GrpcScenarios>> GrpcScenarios::Start(
     double scale, absl::Duration timeout) {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
-      {absl::StrCat(kServeFlag, "127.0.0.1:0")}, "READY ", timeout);
-  if (!child.ok()) {
-    return absl::Status(
-        child.status().code(),
-        absl::StrCat("CompareEcho server: ", child.status().message()));
-  }
-  constexpr absl::string_view kReady = "READY address=";
-  const std::string& line = (*child)->ready_line();
-  if (!absl::StartsWith(line, kReady)) {
-    return absl::UnavailableError(
-        absl::StrCat("CompareEcho server printed '", line, "'"));
-  }
-  std::string address = line.substr(kReady.size());
-  grpc::ChannelArguments args;
-  // A connection of its own, as each gateway link of granary::Client has.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args);
-  if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
-    return absl::UnavailableError(absl::StrCat(
-        "CompareEcho server at ", address, " did not accept a connection"));
-  }
+  GRANARY_ASSIGN_OR_RETURN(
+      GrpcHelper helper,
+      StartGrpcHelper(absl::StrCat(kServeFlag, "127.0.0.1:0"),
+                      "CompareEcho server", timeout));
   return std::unique_ptr<GrpcScenarios>(new GrpcScenarios(
-      scale, *std::move(child), std::move(address), std::move(channel)));
+      scale, std::move(helper.process), std::move(helper.address),
+      std::move(helper.channel)));
 }
 
 GrpcScenarios::GrpcScenarios(double scale, std::unique_ptr<ChildProcess> server,
