@@ -47,6 +47,22 @@ class Latch {
   Notification done_;
 };
 
+// Runs call(i) for i in [0, r.ops) one after another, timing each call as
+// a sample; check(reply, i), outside the timed part, says whether it did what
+// was asked (else it counts in r.errors). Sets r.seconds.
+template <typename Call, typename Check>
+void TimeEach(ScenarioResult& r, Call call, Check check) {
+  r.latencies_ns.reserve(r.latencies_ns.size() + r.ops);
+  const absl::Time t0 = absl::Now();
+  for (int64_t i = 0; i < r.ops; ++i) {
+    const int64_t start = absl::GetCurrentTimeNanos();
+    auto reply = call(i);
+    r.latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
+    if (!check(reply, i)) ++r.errors;
+  }
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+}
+
 BenchGrainRef Grain(const ScenarioContext& ctx, std::string key) {
   return BenchGrainRef(ctx.invoker, std::move(key));
 }
@@ -325,18 +341,14 @@ void OneWaySpread(const ScenarioContext& ctx, ScenarioResult& r) {
 // awaits them all; verified by the number of leaves that answered.
 void FanOut(const ScenarioContext& ctx, ScenarioResult& r) {
   r.ops = Scaled(1000, ctx.scale, 10);
-  r.latencies_ns.reserve(r.ops);
   BenchGrainRef head = Grain(ctx, "fanout");
   FanOutRequest req;
   req.set_width(ctx.fanout);
-  const absl::Time t0 = absl::Now();
-  for (int64_t i = 0; i < r.ops; ++i) {
-    const int64_t start = absl::GetCurrentTimeNanos();
-    absl::StatusOr<FanOutReply> reply = head.FanOut(req).Get();
-    r.latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
-    if (!reply.ok() || reply->replies() != ctx.fanout) ++r.errors;
-  }
-  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  TimeEach(
+      r, [&](int64_t i) { return head.FanOut(req).Get(); },
+      [&](const absl::StatusOr<FanOutReply>& reply, int64_t i) {
+        return reply.ok() && reply->replies() == ctx.fanout;
+      });
   r.verified = r.errors == 0;
   if (r.errors > 0) {
     Fail(r, absl::StrCat(r.errors, " fan-outs failed or gathered fewer than ",
@@ -382,7 +394,6 @@ void Create(const ScenarioContext& ctx, ScenarioResult& r) {
 // stored, deactivated grains is not timed.
 void Wake(const ScenarioContext& ctx, ScenarioResult& r) {
   r.ops = Scaled(500, ctx.scale, 10);
-  r.latencies_ns.reserve(r.ops);
   absl::StatusOr<LifecycleCounts> base = ctx.state_lifecycle->Read();
   if (!base.ok()) {
     Fail(r, absl::StrCat("cannot read lifecycle counts: ",
@@ -405,14 +416,11 @@ void Wake(const ScenarioContext& ctx, ScenarioResult& r) {
     Fail(r, absl::StrCat("deactivations not confirmed: ", asleep.ToString()));
     return;
   }
-  const absl::Time t0 = absl::Now();
-  for (int64_t i = 0; i < r.ops; ++i) {
-    const int64_t start = absl::GetCurrentTimeNanos();
-    absl::StatusOr<StateReply> reply = grains[i].Read(StateRequest()).Get();
-    r.latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
-    if (!reply.ok() || reply->value() != 1000 + i) ++r.errors;
-  }
-  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  TimeEach(
+      r, [&](int64_t i) { return grains[i].Read(StateRequest()).Get(); },
+      [&](const absl::StatusOr<StateReply>& reply, int64_t i) {
+        return reply.ok() && reply->value() == 1000 + i;
+      });
   r.verified = true;
   absl::StatusOr<LifecycleCounts> now = ctx.state_lifecycle->Read();
   if (!now.ok()) {
@@ -433,20 +441,16 @@ void Wake(const ScenarioContext& ctx, ScenarioResult& r) {
 // Sequential durable writes of one active grain's small state.
 void DurableWrite(const ScenarioContext& ctx, ScenarioResult& r) {
   r.ops = Scaled(2000, ctx.scale, 10);
-  r.latencies_ns.reserve(r.ops);
   StateGrainRef g = StateGrain(ctx, "durable-write");
   if (!g.Read(StateRequest()).Get().ok()) {
     Fail(r, "could not activate the grain");
     return;
   }
-  const absl::Time t0 = absl::Now();
-  for (int64_t i = 0; i < r.ops; ++i) {
-    const int64_t start = absl::GetCurrentTimeNanos();
-    absl::StatusOr<StateReply> reply = g.Write(Value(i)).Get();
-    r.latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
-    if (!reply.ok() || reply->value() != i) ++r.errors;
-  }
-  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  TimeEach(
+      r, [&](int64_t i) { return g.Write(Value(i)).Get(); },
+      [&](const absl::StatusOr<StateReply>& reply, int64_t i) {
+        return reply.ok() && reply->value() == i;
+      });
   r.verified = true;
   absl::StatusOr<StateReply> last = g.Read(StateRequest()).Get();
   if (!last.ok() || last->value() != r.ops - 1) {
@@ -458,20 +462,16 @@ void DurableWrite(const ScenarioContext& ctx, ScenarioResult& r) {
 // Sequential reads of an active grain's in-memory state through a call.
 void WarmRead(const ScenarioContext& ctx, ScenarioResult& r) {
   r.ops = Scaled(5000, ctx.scale, 10);
-  r.latencies_ns.reserve(r.ops);
   StateGrainRef g = StateGrain(ctx, "warm-read");
   if (!g.Write(Value(42)).Get().ok()) {
     Fail(r, "could not store the state to read");
     return;
   }
-  const absl::Time t0 = absl::Now();
-  for (int64_t i = 0; i < r.ops; ++i) {
-    const int64_t start = absl::GetCurrentTimeNanos();
-    absl::StatusOr<StateReply> reply = g.Read(StateRequest()).Get();
-    r.latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
-    if (!reply.ok() || reply->value() != 42) ++r.errors;
-  }
-  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  TimeEach(
+      r, [&](int64_t i) { return g.Read(StateRequest()).Get(); },
+      [&](const absl::StatusOr<StateReply>& reply, int64_t i) {
+        return reply.ok() && reply->value() == 42;
+      });
   r.verified = r.errors == 0;
   if (r.errors > 0) Fail(r, absl::StrCat(r.errors, " reads failed"));
 }
@@ -488,18 +488,14 @@ void RawGrpc(const ScenarioContext& ctx, ScenarioResult& r) {
 // Sequential awaited call chains of `chain_depth` grains.
 void Chain(const ScenarioContext& ctx, ScenarioResult& r) {
   r.ops = Scaled(2000, ctx.scale, 20);
-  r.latencies_ns.reserve(r.ops);
   BenchGrainRef head = Grain(ctx, "chain");
   ChainRequest req;
   req.set_depth(ctx.chain_depth);
-  const absl::Time t0 = absl::Now();
-  for (int64_t i = 0; i < r.ops; ++i) {
-    const int64_t start = absl::GetCurrentTimeNanos();
-    absl::StatusOr<ChainReply> reply = head.Chain(req).Get();
-    r.latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
-    if (!reply.ok() || reply->depth_reached() != ctx.chain_depth) ++r.errors;
-  }
-  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  TimeEach(
+      r, [&](int64_t i) { return head.Chain(req).Get(); },
+      [&](const absl::StatusOr<ChainReply>& reply, int64_t i) {
+        return reply.ok() && reply->depth_reached() == ctx.chain_depth;
+      });
   r.verified = r.errors == 0;
   if (r.errors > 0) {
     Fail(r, absl::StrCat(r.errors, " chains failed or fell short of depth ",
