@@ -1,5 +1,6 @@
 #include "examples/counter_grain.h"
 
+#include "examples/alarm_grain.h"
 #include "examples/bank_grain.h"
 #include "silo/silo.h"
 
@@ -35,6 +36,7 @@ absl::Status AddExampleGrains(silo::Silo& silo) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<CounterGrain>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<PingGrain>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<BankAccountGrain>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<AlarmGrain>());
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 // granary-silo: a silo hosting the example grains (Counter, Ping, BankAccount
-// with its state in RocksDB under --data_dir) and the
+// with its state and Alarm with its reminders in RocksDB under --data_dir)
+// and the
 // benchmark grain (granary.bench.BenchGrain) that granary-bench drives. It is also the example of
 // how to build a silo for your own grains: register them, start the silo,
 // then its listeners.
@@ -59,11 +60,15 @@ ABSL_FLAG(int32_t, max_in_flight, 16384,
           "Unfinished calls per client connection past which the gateway "
           "stops reading it (gRPC flow control then holds the client back).");
 ABSL_FLAG(std::string, storage, "rocksdb",
-          "Where grain state lives: rocksdb (in --data_dir; survives restarts "
+          "Where grain state and reminders live: rocksdb (in --data_dir; "
+          "survives restarts "
           "and kill -9) or memory (lost when the silo stops).");
 ABSL_FLAG(std::string, durability, "sync",
           "RocksDB writes: sync (an acknowledged write survives power loss) "
           "or async (survives a crash of the process, not of the machine).");
+ABSL_FLAG(absl::Duration, min_reminder_period, absl::Seconds(1),
+          "The shortest period a grain may give a durable reminder "
+          "(e.g. 1s, 500ms, 1m).");
 ABSL_FLAG(std::string, config, "",
           "A file of these flags, one --name=value per line (# comments).");
 
@@ -111,6 +116,12 @@ int Main() {
   if (absl::GetFlag(FLAGS_max_in_flight) < 1) {
     return Fail("--max_in_flight must be positive");
   }
+  const absl::Duration min_reminder_period =
+      absl::GetFlag(FLAGS_min_reminder_period);
+  if (min_reminder_period < absl::Milliseconds(1) ||
+      min_reminder_period == absl::InfiniteDuration()) {
+    return Fail("--min_reminder_period must be at least 1ms and finite");
+  }
   std::string host;
   int port;
   for (const auto& [name, value] :
@@ -147,6 +158,8 @@ int Main() {
   // Grain state: the data directory is opened (and locked) before any
   // listener, so a second silo on it fails before taking ports.
   std::unique_ptr<granary::storage::GrainStorage> storage;
+  std::unique_ptr<granary::storage::MemoryReminderTable> memory_reminders;
+  granary::storage::ReminderTable* reminders = nullptr;
   if (storage_kind == "rocksdb") {
     granary::storage::RocksDbOptions storage_options;
     storage_options.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -155,9 +168,12 @@ int Main() {
                                      : granary::storage::Durability::kAsync;
     auto opened = granary::storage::RocksDbStorage::Open(storage_options);
     if (!opened.ok()) return Fail(opened.status().ToString());
+    reminders = opened->get();  // grain state and reminders in one database
     storage = *std::move(opened);
   } else {
     storage = std::make_unique<granary::storage::MemoryStorage>();
+    memory_reminders = std::make_unique<granary::storage::MemoryReminderTable>();
+    reminders = memory_reminders.get();
   }
 
 
@@ -182,6 +198,8 @@ int Main() {
   options.workers = absl::GetFlag(FLAGS_workers);
   options.turn_budget = absl::GetFlag(FLAGS_turn_budget);
   options.storage = storage.get();
+  options.reminders = reminders;
+  options.min_reminder_period = min_reminder_period;
   Silo silo(options);
   if (absl::Status s = granary::examples::AddExampleGrains(silo); !s.ok()) {
     return Fail(s.ToString());

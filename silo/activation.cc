@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "silo/grain_timer.h"
+#include "silo/reminder_service.h"
 #include "silo/silo.h"
 
 namespace granary::silo {
@@ -73,6 +74,7 @@ bool Activation::Eligible(Message* m) const {
   if (m->kind == MessageKind::kTimer) return iface.reentrant;
   if (iface.reentrant) return true;
   auto* call = static_cast<CallBase*>(m);
+  if (call->method() == kReminderMethod) return false;  // like a timer tick
   const MethodInfo& method = iface.methods[call->method()];
   if (method.always_interleave) return true;
   const uint64_t chain = call->request_context().chain_id;
@@ -202,6 +204,10 @@ void Activation::StartRequest(CallBase* call) {
     call->Release();
     return;
   }
+  if (call->method() == kReminderMethod) {
+    StartReminderTick(call);
+    return;
+  }
   const MethodInfo& method = type_->info->interface->methods[call->method()];
   running_.push_back(Running{call, /*is_timer=*/false,
                              call->request_context().chain_id,
@@ -212,6 +218,27 @@ void Activation::StartRequest(CallBase* call) {
     type_->info->invokers[call->method()](grain_.get(), call);
   } catch (...) {
     // The method threw before its coroutine started (e.g. out of memory).
+    OnRequestDone(call, call->TryClaim(),
+                  StatusFromException(std::current_exception()));
+  }
+}
+
+void Activation::StartReminderTick(CallBase* call) {
+  auto* tick = static_cast<ReminderCall*>(call);
+  if (!silo_->reminders().IsCurrent(*tick)) {
+    // Removed or replaced since it was sent: the tick is dropped.
+    if (call->TryClaim()) call->Deliver(absl::OkStatus());
+    call->Release();
+    return;
+  }
+  running_.push_back(Running{call, /*is_timer=*/false,
+                             call->request_context().chain_id,
+                             /*read_only=*/false});
+  call->set_callee(this);
+  turn_.request = call->request_context();
+  try {
+    internal::RunRequest(grain_->ReceiveReminder(tick->tick()), call);
+  } catch (...) {
     OnRequestDone(call, call->TryClaim(),
                   StatusFromException(std::current_exception()));
   }

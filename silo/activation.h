@@ -118,6 +118,7 @@ class Activation final : public Runnable, public MessageSink {
   bool HasReadyWork() const;
   void Process(Message* m);
   void StartRequest(CallBase* call);
+  void StartReminderTick(CallBase* call);
   void StartTick(GrainTimer* timer);
   void HandleControl(Message* m);
   void RemoveRunning(Message* m);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "silo/activation.h"
+#include "silo/reminder_service.h"
 #include "silo/silo.h"
 #include "storage/grain_storage.h"
 
@@ -109,6 +110,38 @@ TimerId Grain::RegisterTimer(std::function<Task<void>()> tick,
 }
 
 void Grain::CancelTimer(TimerId id) { activation_->CancelTimer(id); }
+
+Task<void> Grain::ReceiveReminder(const ReminderTick& tick) {
+  throw StatusError(absl::FailedPreconditionError(absl::StrCat(
+      "grain type ", GetGrainId().type(), " registered reminder '", tick.name,
+      "' but does not override ReceiveReminder")));
+  co_return;
+}
+
+Task<void> Grain::RegisterReminder(std::string name, absl::Duration due,
+                                   absl::Duration period) {
+  silo::ReminderService& reminders = activation_->silo()->reminders();
+  absl::Status registered = co_await StorageAwaiter<absl::Status>(
+      activation_, [&](std::function<void(absl::Status)> done) {
+        reminders.Register(GetGrainId(), std::move(name), due, period,
+                           std::move(done));
+      });
+  if (!registered.ok()) throw StatusError(registered);
+}
+
+Task<bool> Grain::UnregisterReminder(std::string name) {
+  silo::ReminderService& reminders = activation_->silo()->reminders();
+  absl::StatusOr<bool> removed = co_await StorageAwaiter<absl::StatusOr<bool>>(
+      activation_, [&](std::function<void(absl::StatusOr<bool>)> done) {
+        reminders.Unregister(GetGrainId(), std::move(name), std::move(done));
+      });
+  if (!removed.ok()) throw StatusError(removed.status());
+  co_return *removed;
+}
+
+std::vector<ReminderTick> Grain::GetReminders() const {
+  return activation_->silo()->reminders().List(GetGrainId());
+}
 
 const std::string& Grain::SiloName() const {
   return activation_->silo()->name();

@@ -12,6 +12,10 @@
 //     int64_t value_ = 0;
 //   };
 //
+// Await into a variable (`bool removed = co_await UnregisterReminder(n);`),
+// not inside an `if`/`while` condition: GCC 12 miscompiles a co_await of a
+// Task in a condition (the coroutine never resumes).
+//
 // Threading: a grain's methods, hooks and timer callbacks run on one worker
 // at a time (turns), so grain code needs no locks. Everything here must be
 // called from the grain's own turns.
@@ -24,6 +28,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -58,6 +63,19 @@ struct GrainClassInfo {
 
 using TimerId = uint64_t;
 
+// The method index of a reminder tick (silo/reminder_service.h): never a
+// method of the grain's interface, so no client can send one.
+inline constexpr uint32_t kReminderMethod = 0xFFFFFFFEu;
+
+// One tick of a durable reminder, as ReceiveReminder sees it.
+struct ReminderTick {
+  std::string name;
+  absl::Time first_tick;    // when the reminder's first tick was due
+  absl::Duration period;    // ticks are due at first_tick + k * period
+  absl::Time current_tick;  // when this tick was due (for GetReminders():
+                            // when the next one is)
+};
+
 class Grain;
 namespace internal {
 // Reads `grain`'s persistent state, if it declared one (before OnActivate).
@@ -77,6 +95,11 @@ class Grain {
   // Runs before the activation is discarded (idle collection,
   // DeactivateOnIdle, silo shutdown). No other turn runs meanwhile.
   virtual Task<void> OnDeactivate() { co_return; }
+  // A tick of a reminder this grain registered (RegisterReminder), delivered
+  // as a turn like a request: the grain is activated for it if it was not
+  // active. A failure is logged and the reminder keeps ticking. The default
+  // fails: grains that register reminders override it.
+  virtual Task<void> ReceiveReminder(const ReminderTick& tick);
 
  protected:
   const GrainId& GetGrainId() const;
@@ -94,6 +117,21 @@ class Grain {
   TimerId RegisterTimer(std::function<Task<void>()> tick, absl::Duration due,
                         absl::Duration period);
   void CancelTimer(TimerId id);
+  // Durable reminders: unlike timers they survive deactivation and silo
+  // restarts, and a tick activates the grain when it is not active. The
+  // first tick is due `due` from now, then one every `period` (at least the
+  // silo's minimum reminder period, 1 s by default); each tick runs
+  // ReceiveReminder. Registering an existing name replaces it. The reminder
+  // is stored when the await returns. Throws StatusError: INVALID_ARGUMENT
+  // for an empty or overlong name, a negative due time or a period below the
+  // minimum; UNAVAILABLE when the store fails.
+  Task<void> RegisterReminder(std::string name, absl::Duration due,
+                              absl::Duration period);
+  // Removes the reminder; true when there was one. No tick of it starts
+  // after the await returns (one already running finishes).
+  Task<bool> UnregisterReminder(std::string name);
+  // This grain's reminders, each with the time of its next tick.
+  std::vector<ReminderTick> GetReminders() const;
   // Persistent state. Call PersistState(&member) in the constructor with a
   // protobuf message member of the grain: it is read from the silo's grain
   // storage before OnActivate (left default when nothing is stored), and

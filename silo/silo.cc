@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/process.h"
 #include "directory/local_grain_directory.h"
+#include "silo/reminder_service.h"
 #include "storage/memory_storage.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
@@ -40,6 +41,9 @@ Silo::Silo(SiloOptions options)
                          : nullptr),
       storage_(options_.storage != nullptr ? options_.storage
                                            : owned_storage_.get()),
+      owned_reminders_(options_.reminders == nullptr
+                           ? std::make_unique<storage::MemoryReminderTable>()
+                           : nullptr),
       directory_(std::make_unique<directory::LocalGrainDirectory>()),
       placement_(std::make_unique<LocalPlacement>(options_.name)),
       timers_(clock_),
@@ -47,6 +51,11 @@ Silo::Silo(SiloOptions options)
       collector_(std::make_unique<IdleCollector>(this)) {
   InitProcess();
   if (options_.turn_budget < 1) options_.turn_budget = 1;
+  reminders_ = std::make_unique<ReminderService>(
+      this,
+      options_.reminders != nullptr ? options_.reminders
+                                    : owned_reminders_.get(),
+      options_.min_reminder_period);
 }
 
 Silo::~Silo() { Stop(); }
@@ -85,8 +94,14 @@ absl::Status Silo::Start() {
   if (!state_.compare_exchange_strong(expected, State::kRunning)) {
     return absl::FailedPreconditionError("silo already started");
   }
-  GRANARY_RETURN_IF_ERROR(timers_.Start());
+  // Reminders are read (and their ticks queued) before anything runs; a
+  // table that cannot be read keeps the silo from starting.
+  if (absl::Status loaded = reminders_->Start(); !loaded.ok()) {
+    state_.store(State::kStopped);
+    return loaded;
+  }
   GRANARY_RETURN_IF_ERROR(scheduler_.Start());
+  GRANARY_RETURN_IF_ERROR(timers_.Start());
   timers_.Schedule(collector_.get(),
                    clock_->Now() + options_.collection_period);
   GRANARY_LOG(kInfo) << "silo=" << options_.name << " started workers="
@@ -101,7 +116,9 @@ void Silo::Stop() {
     if (expected == State::kNew) state_.store(State::kStopped);
     return;
   }
-  // 1. Deactivate every activation (OnDeactivate runs); no new ones start.
+  // 1. Deactivate every activation (OnDeactivate runs); no new ones start,
+  // no reminder tick is sent.
+  reminders_->Stop();
   catalog_.ForEach([](Activation* a) { a->RequestShutdown(); });
   const absl::Time give_up = absl::Now() + options_.shutdown_timeout;
   {
@@ -164,6 +181,29 @@ void Silo::Invoke(CallBase* call) {
     call->Release();
     return;
   }
+  Admit(call, type);
+}
+
+void Silo::InvokeReminder(CallBase* call) {
+  const GrainTypeEntry* type = FindType(call->target().type());
+  absl::Status refused;
+  if (type == nullptr) {
+    refused = absl::UnimplementedError(absl::StrCat(
+        "reminder for ", call->target().ToString(), ": silo ", options_.name,
+        " hosts no grain type ", call->target().type()));
+  } else if (state_.load(std::memory_order_acquire) != State::kRunning) {
+    refused = absl::UnavailableError(
+        absl::StrCat("silo ", options_.name, " is not running"));
+  }
+  if (!refused.ok()) {
+    call->Fail(std::move(refused));
+    call->Release();
+    return;
+  }
+  Admit(call, type);
+}
+
+void Silo::Admit(CallBase* call, const GrainTypeEntry* type) {
   if (!call->one_way()) {
     call->set_deadline(clock_->Now() + call->timeout());
     call->ArmDeadline(&timers_);

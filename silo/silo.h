@@ -45,8 +45,11 @@
 #include "silo/placement.h"
 #include "silo/scheduler.h"
 #include "storage/grain_storage.h"
+#include "storage/reminder_table.h"
 
 namespace granary::silo {
+
+class ReminderService;
 
 struct SiloOptions {
   // The silo's identity, reported to grains (SiloName()) and in logs.
@@ -70,6 +73,11 @@ struct SiloOptions {
   // outlive the silo. nullptr: an in-memory store owned by the silo, so
   // state survives deactivation but not the process.
   storage::GrainStorage* storage = nullptr;
+  // Where durable reminders live (storage/reminder_table.h); it must outlive
+  // the silo. nullptr: an in-memory table owned by the silo.
+  storage::ReminderTable* reminders = nullptr;
+  // The shortest period a reminder may have.
+  absl::Duration min_reminder_period = absl::Seconds(1);
   // How long Stop() waits for activations to deactivate.
   absl::Duration shutdown_timeout = absl::Seconds(10);
 };
@@ -109,6 +117,8 @@ class Silo final : public CallInvoker {
 
   // CallInvoker.
   void Invoke(CallBase* call) override;
+  // Sends a reminder tick (silo/reminder_service.h) to its grain.
+  void InvokeReminder(CallBase* call);
 
   // Calls `method` of grain `type`/`key` with a serialized request; `done`
   // gets the serialized reply or the error (UNIMPLEMENTED for an unknown type
@@ -140,6 +150,7 @@ class Silo final : public CallInvoker {
   }
   const SiloOptions& options() const { return options_; }
   storage::GrainStorage& storage() { return *storage_; }
+  ReminderService& reminders() { return *reminders_; }
   const std::string& name() const { return options_.name; }
   Clock* clock() const { return clock_; }
   bool stopping() const {
@@ -165,6 +176,8 @@ class Silo final : public CallInvoker {
   class IdleCollector;
 
   const GrainTypeEntry* FindType(absl::string_view type) const;
+  // Arms the deadline of a checked call and delivers it.
+  void Admit(CallBase* call, const GrainTypeEntry* type);
   void Deliver(CallBase* call, const GrainTypeEntry* type);
   void CollectIdle();
 
@@ -175,6 +188,8 @@ class Silo final : public CallInvoker {
   std::vector<std::pair<const char*, const GrainTypeEntry*>> types_by_pointer_;
   std::unique_ptr<storage::GrainStorage> owned_storage_;
   storage::GrainStorage* storage_;
+  std::unique_ptr<storage::ReminderTable> owned_reminders_;
+  std::unique_ptr<ReminderService> reminders_;
   std::unique_ptr<directory::GrainDirectory> directory_;
   std::unique_ptr<PlacementDirector> placement_;
   TimerQueue timers_;

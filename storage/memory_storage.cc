@@ -65,4 +65,31 @@ void MemoryStorage::Clear(const GrainId& id, std::string expected_etag,
   done(std::move(result));
 }
 
+void MemoryReminderTable::Upsert(const ReminderRow& row, Done done) {
+  {
+    MutexLock lock(&mu_);
+    rows_[{row.grain, row.name}] = row;
+  }
+  done(absl::OkStatus());
+}
+
+void MemoryReminderTable::Remove(const GrainId& grain, const std::string& name,
+                                 Done done) {
+  {
+    MutexLock lock(&mu_);
+    rows_.erase(std::pair<GrainId, std::string>(grain, name));
+  }
+  done(absl::OkStatus());
+}
+
+void MemoryReminderTable::ReadAll(ReadAllDone done) {
+  std::vector<ReminderRow> rows;
+  {
+    MutexLock lock(&mu_);
+    rows.reserve(rows_.size());
+    for (const auto& [key, row] : rows_) rows.push_back(row);
+  }
+  done(std::move(rows));
+}
+
 }  // namespace granary::storage

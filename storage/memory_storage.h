@@ -1,19 +1,24 @@
 // File: storage/memory_storage.h
 // -----------------------------------------------------------------------------
-// GrainStorage in process memory: state lives as long as the provider. For
-// tests and for silos that want grain state to survive deactivation but not
-// a restart (--storage=memory). Completes every operation inline.
+// GrainStorage and ReminderTable in process memory: rows live as long as the
+// provider. For tests and for silos that want grain state to survive
+// deactivation but not a restart (--storage=memory). Completes every
+// operation inline.
 //
 //   MemoryStorage storage;
+//   MemoryReminderTable reminders;
 //   silo_options.storage = &storage;
+//   silo_options.reminders = &reminders;
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "core/sync.h"
 #include "storage/grain_storage.h"
+#include "storage/reminder_table.h"
 
 namespace granary::storage {
 
@@ -33,6 +38,19 @@ class MemoryStorage final : public GrainStorage {
   Mutex mu_;
   absl::flat_hash_map<GrainId, Entry> entries_ ABSL_GUARDED_BY(mu_);
   uint64_t next_version_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+class MemoryReminderTable final : public ReminderTable {
+ public:
+  void Upsert(const ReminderRow& row, Done done) override;
+  void Remove(const GrainId& grain, const std::string& name,
+              Done done) override;
+  void ReadAll(ReadAllDone done) override;
+
+ private:
+  Mutex mu_;
+  absl::flat_hash_map<std::pair<GrainId, std::string>, ReminderRow> rows_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace granary::storage

@@ -53,6 +53,49 @@ absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", s.ToString()));
 }
 
+constexpr char kReminderFormat = 1;
+constexpr size_t kReminderValueBytes = 1 + 8 + 8;
+
+std::string EncodeReminder(const ReminderRow& row) {
+  std::string value(kReminderValueBytes, '\0');
+  value[0] = kReminderFormat;
+  absl::little_endian::Store64(value.data() + 1,
+                               static_cast<uint64_t>(absl::ToUnixMicros(row.start)));
+  absl::little_endian::Store64(
+      value.data() + 9,
+      static_cast<uint64_t>(absl::ToInt64Microseconds(row.period)));
+  return value;
+}
+
+// The row stored under `key` / `value`, or an error naming what is wrong.
+absl::StatusOr<ReminderRow> DecodeReminder(absl::string_view key,
+                                           absl::string_view value) {
+  const size_t nul = key.find('\0');
+  if (nul == absl::string_view::npos || nul == 0 || key.size() < nul + 5) {
+    return absl::DataLossError("reminder key is malformed");
+  }
+  const absl::string_view type = key.substr(0, nul);
+  const uint32_t key_len = absl::big_endian::Load32(key.data() + nul + 1);
+  const size_t key_at = nul + 5;
+  if (key.size() - key_at < key_len) {
+    return absl::DataLossError("reminder key is truncated");
+  }
+  ReminderRow row;
+  row.grain = GrainId(InternTypeName(type),
+                      std::string(key.substr(key_at, key_len)));
+  row.name = std::string(key.substr(key_at + key_len));
+  if (value.size() != kReminderValueBytes || value[0] != kReminderFormat) {
+    return absl::DataLossError(absl::StrCat(
+        "reminder '", row.name, "' of ", row.grain.ToString(),
+        " has an unknown value format (", value.size(), " bytes)"));
+  }
+  row.start = absl::FromUnixMicros(
+      static_cast<int64_t>(absl::little_endian::Load64(value.data() + 1)));
+  row.period = absl::Microseconds(
+      static_cast<int64_t>(absl::little_endian::Load64(value.data() + 9)));
+  return row;
+}
+
 }  // namespace
 
 std::string StateKey(const GrainId& id) {
@@ -62,15 +105,28 @@ std::string StateKey(const GrainId& id) {
   return key;
 }
 
+std::string ReminderKey(const GrainId& grain, absl::string_view name) {
+  std::string key(grain.type());
+  key.push_back('\0');
+  char len[4];
+  absl::big_endian::Store32(len, static_cast<uint32_t>(grain.key().size()));
+  key.append(len, 4);
+  key.append(grain.key());
+  key.append(name.data(), name.size());
+  return key;
+}
+
 class RocksDbStorage::Impl {
  public:
   struct PendingWrite {
+    enum class Op { kWrite, kClear, kReminderPut, kReminderRemove };
+    Op op = Op::kWrite;
     GrainId id;
-    bool clear = false;
+    std::string reminder_key;  // reminder operations
     std::string bytes;
     std::string expected_etag;
     WriteDone write_done;
-    ClearDone clear_done;
+    ClearDone clear_done;  // also the completion of reminder operations
   };
 
   ~Impl() {
@@ -137,6 +193,7 @@ class RocksDbStorage::Impl {
     if (!opened.ok()) return OpenError(opened);
     db_.reset(db);
     state_ = handles_[1];
+    reminders_ = handles_[2];
 
     std::string format;
     rocksdb::Status got =
@@ -166,7 +223,13 @@ class RocksDbStorage::Impl {
 
   void Read(const GrainId& id, ReadDone done) {
     MutexLock lock(&mu_);
-    reads_.push_back(PendingRead{id, std::move(done)});
+    reads_.push_back(PendingRead{id, std::move(done), nullptr});
+    cv_.SignalAll();
+  }
+
+  void ReadAllReminders(ReadAllDone done) {
+    MutexLock lock(&mu_);
+    reads_.push_back(PendingRead{GrainId(), nullptr, std::move(done)});
     cv_.SignalAll();
   }
 
@@ -180,6 +243,7 @@ class RocksDbStorage::Impl {
   struct PendingRead {
     GrainId id;
     ReadDone done;
+    ReadAllDone all_reminders;  // set instead of `done` for ReadAll
   };
 
   absl::Status OpenError(const rocksdb::Status& s) {
@@ -201,6 +265,10 @@ class RocksDbStorage::Impl {
         batch.swap(reads_);
       }
       for (PendingRead& r : batch) {
+        if (r.all_reminders) {
+          r.all_reminders(ScanReminders());
+          continue;
+        }
         std::string value;
         rocksdb::Status s =
             db_->Get(rocksdb::ReadOptions(), state_, StateKey(r.id), &value);
@@ -222,6 +290,25 @@ class RocksDbStorage::Impl {
     }
   }
 
+  absl::StatusOr<std::vector<ReminderRow>> ScanReminders() {
+    std::vector<ReminderRow> rows;
+    std::unique_ptr<rocksdb::Iterator> it(
+        db_->NewIterator(rocksdb::ReadOptions(), reminders_));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      absl::StatusOr<ReminderRow> row = DecodeReminder(
+          absl::string_view(it->key().data(), it->key().size()),
+          absl::string_view(it->value().data(), it->value().size()));
+      if (!row.ok()) {
+        GRANARY_LOG(kError) << "storage: skipping a reminder row: "
+                            << row.status();
+        continue;
+      }
+      rows.push_back(*std::move(row));
+    }
+    GRANARY_RETURN_IF_ERROR(FromRocks(it->status(), "reading reminders"));
+    return rows;
+  }
+
   // One group per iteration: check every queued write's etag in order
   // against the store and the writes before it in the group, commit the
   // survivors in one synced batch, then complete them all.
@@ -241,6 +328,14 @@ class RocksDbStorage::Impl {
       std::vector<uint64_t> versions(group.size(), 0);
       for (size_t i = 0; i < group.size(); ++i) {
         PendingWrite& w = group[i];
+        if (w.op == PendingWrite::Op::kReminderPut) {
+          batch.Put(reminders_, w.reminder_key, w.bytes);
+          continue;
+        }
+        if (w.op == PendingWrite::Op::kReminderRemove) {
+          batch.Delete(reminders_, w.reminder_key);
+          continue;
+        }
         const std::string key = StateKey(w.id);
         uint64_t current = 0;
         if (auto it = pending.find(key); it != pending.end()) {
@@ -260,7 +355,7 @@ class RocksDbStorage::Impl {
           outcome[i] = StaleEtagError(w.id, w.expected_etag, Etag(current));
           continue;
         }
-        if (w.clear) {
+        if (w.op == PendingWrite::Op::kClear) {
           batch.Delete(state_, key);
           pending[key] = 0;
         } else {
@@ -281,7 +376,7 @@ class RocksDbStorage::Impl {
       for (size_t i = 0; i < group.size(); ++i) {
         absl::Status s = outcome[i].ok() ? committed : outcome[i];
         PendingWrite& w = group[i];
-        if (w.clear) {
+        if (w.op != PendingWrite::Op::kWrite) {
           w.clear_done(std::move(s));
         } else if (!s.ok()) {
           w.write_done(std::move(s));
@@ -297,6 +392,7 @@ class RocksDbStorage::Impl {
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   rocksdb::ColumnFamilyHandle* state_ = nullptr;
+  rocksdb::ColumnFamilyHandle* reminders_ = nullptr;
   // Seeded from the clock so versions keep growing across restarts without
   // a stored counter; bumped past any stored version it meets.
   uint64_t last_version_ =
@@ -344,10 +440,33 @@ void RocksDbStorage::Clear(const GrainId& id, std::string expected_etag,
                            ClearDone done) {
   Impl::PendingWrite w;
   w.id = id;
-  w.clear = true;
+  w.op = Impl::PendingWrite::Op::kClear;
   w.expected_etag = std::move(expected_etag);
   w.clear_done = std::move(done);
   impl_->Write(std::move(w));
+}
+
+// Reminder rows ride the state writer's group commit.
+void RocksDbStorage::Upsert(const ReminderRow& row, ReminderTable::Done done) {
+  Impl::PendingWrite w;
+  w.op = Impl::PendingWrite::Op::kReminderPut;
+  w.reminder_key = ReminderKey(row.grain, row.name);
+  w.bytes = EncodeReminder(row);
+  w.clear_done = std::move(done);
+  impl_->Write(std::move(w));
+}
+
+void RocksDbStorage::Remove(const GrainId& grain, const std::string& name,
+                            ReminderTable::Done done) {
+  Impl::PendingWrite w;
+  w.op = Impl::PendingWrite::Op::kReminderRemove;
+  w.reminder_key = ReminderKey(grain, name);
+  w.clear_done = std::move(done);
+  impl_->Write(std::move(w));
+}
+
+void RocksDbStorage::ReadAll(ReadAllDone done) {
+  impl_->ReadAllReminders(std::move(done));
 }
 
 }  // namespace granary::storage

@@ -10,11 +10,14 @@
 //
 // On disk: `<data_dir>/grains`, a RocksDB database with column families
 // `grain_state` and `reminders`, and a format marker in the default family
-// that Open checks. Keys are `<grain type> \0 <key>`: type names never hold
-// a NUL, so ids of different types cannot collide. Values are an 8-byte
-// version (the etag) followed by the state bytes.
+// that Open checks. Grain state keys are `<grain type> \0 <key>`: type names
+// never hold a NUL, so ids of different types cannot collide. Values are an
+// 8-byte version (the etag) followed by the state bytes. Reminder keys are
+// `<grain type> \0 <4-byte big-endian key length> <key> <name>`; values a
+// format byte (1), then the first tick and the period in microseconds
+// (8 bytes each, little-endian).
 //
-// Writes go to one writer thread that group-commits: every write queued
+// Writes (state and reminders) go to one writer thread that group-commits: every write queued
 // while the previous group was being made durable goes into the next
 // RocksDB write batch, checked against its expected etag in order, then
 // synced once (durability kSync: an acknowledged write survives power loss;
@@ -31,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "storage/grain_storage.h"
+#include "storage/reminder_table.h"
 
 namespace granary::storage {
 
@@ -42,7 +46,7 @@ struct RocksDbOptions {
   Durability durability = Durability::kSync;
 };
 
-class RocksDbStorage final : public GrainStorage {
+class RocksDbStorage final : public GrainStorage, public ReminderTable {
  public:
   // FAILED_PRECONDITION when another process holds the directory, or it is
   // not a Granary data directory or has another format version (it is then
@@ -58,6 +62,12 @@ class RocksDbStorage final : public GrainStorage {
   void Clear(const GrainId& id, std::string expected_etag,
              ClearDone done) override;
 
+  // ReminderTable.
+  void Upsert(const ReminderRow& row, ReminderTable::Done done) override;
+  void Remove(const GrainId& grain, const std::string& name,
+              ReminderTable::Done done) override;
+  void ReadAll(ReadAllDone done) override;
+
   // The on-disk format this build reads and writes.
   static constexpr char kFormat[] = "granary-grains-1";
 
@@ -70,5 +80,7 @@ class RocksDbStorage final : public GrainStorage {
 
 // The key of a grain's state: `<type> \0 <key>`.
 std::string StateKey(const GrainId& id);
+// The key of a reminder row (see above).
+std::string ReminderKey(const GrainId& grain, absl::string_view name);
 
 }  // namespace granary::storage

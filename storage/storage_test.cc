@@ -1,7 +1,9 @@
 // GrainStorage providers: the contract both providers keep (etags, ABORTED
 // on a stale etag, clear, one winner among racing writers), and what only
 // RocksDB has (reopen, locked, foreign or other-format directories).
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -260,6 +262,142 @@ TEST(RocksDbStorageTest, AnotherFormatIsRefused) {
   auto opened = RocksDbStorage::Open(options);
   EXPECT_EQ(opened.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(opened.status().message(), HasSubstr("granary-grains-99"));
+}
+
+// --- reminder tables ---------------------------------------------------------
+
+absl::Status UpsertNow(ReminderTable& t, const ReminderRow& row) {
+  Notification done;
+  absl::Status out;
+  t.Upsert(row, [&](absl::Status s) {
+    out = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+absl::Status RemoveNow(ReminderTable& t, const GrainId& g, const std::string& n) {
+  Notification done;
+  absl::Status out;
+  t.Remove(g, n, [&](absl::Status s) {
+    out = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+absl::StatusOr<std::vector<ReminderRow>> ReadAllNow(ReminderTable& t) {
+  Notification done;
+  absl::StatusOr<std::vector<ReminderRow>> out;
+  t.ReadAll([&](absl::StatusOr<std::vector<ReminderRow>> rows) {
+    out = std::move(rows);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  if (out.ok()) {
+    std::sort(out->begin(), out->end(),
+              [](const ReminderRow& a, const ReminderRow& b) {
+                return std::tie(a.grain.key(), a.name) <
+                       std::tie(b.grain.key(), b.name);
+              });
+  }
+  return out;
+}
+
+ReminderRow Row(absl::string_view type, std::string key, std::string name,
+                int64_t start_s, int64_t period_s) {
+  return ReminderRow{GrainId(type, std::move(key)), std::move(name),
+                     absl::FromUnixSeconds(start_s), absl::Seconds(period_s)};
+}
+
+class ReminderTableTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "memory") {
+      table_ = std::make_unique<MemoryReminderTable>();
+    } else {
+      RocksDbOptions options;
+      options.data_dir = TempDir("reminders");
+      auto opened = RocksDbStorage::Open(options);
+      ASSERT_TRUE(opened.ok()) << opened.status();
+      table_ = std::move(*opened);
+    }
+  }
+  std::unique_ptr<ReminderTable> table_;
+};
+
+TEST_P(ReminderTableTest, UpsertReplacesRemoveDeletesAndKeysStayApart) {
+  ASSERT_TRUE(UpsertNow(*table_, Row(kType, "a", "tick", 100, 5)).ok());
+  ASSERT_TRUE(UpsertNow(*table_, Row(kType, "a", "tick", 200, 7)).ok());
+  // Keys and names that would collide under naive concatenation.
+  ASSERT_TRUE(UpsertNow(*table_, Row(kType, std::string("a\0t", 3), "ick", 1, 1)).ok());
+  ASSERT_TRUE(UpsertNow(*table_, Row(kType, "at", "ick", 2, 2)).ok());
+  ASSERT_TRUE(UpsertNow(*table_, Row("test.Other", "a", "tick", 3, 3)).ok());
+  absl::StatusOr<std::vector<ReminderRow>> rows = ReadAllNow(*table_);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 4u);
+  int found = 0;
+  for (const ReminderRow& r : *rows) {
+    if (r.grain == GrainId(kType, "a") && r.name == "tick") {
+      ++found;
+      EXPECT_EQ(r.start, absl::FromUnixSeconds(200));
+      EXPECT_EQ(r.period, absl::Seconds(7));
+    }
+    if (r.grain == GrainId(kType, std::string("a\0t", 3))) {
+      EXPECT_EQ(r.name, "ick");
+      EXPECT_EQ(r.period, absl::Seconds(1));
+    }
+    if (r.grain.type() == "test.Other") {
+      EXPECT_EQ(r.period, absl::Seconds(3));
+    }
+  }
+  EXPECT_EQ(found, 1);
+  ASSERT_TRUE(RemoveNow(*table_, GrainId(kType, "a"), "tick").ok());
+  ASSERT_TRUE(RemoveNow(*table_, GrainId(kType, "a"), "never-there").ok());
+  rows = ReadAllNow(*table_);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->size(), 3u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, ReminderTableTest,
+                         ::testing::Values("memory", "rocksdb"));
+
+TEST(RocksDbStorageTest, RemindersSurviveReopenAndABadRowIsSkipped) {
+  RocksDbOptions options;
+  options.data_dir = TempDir("reminders-reopen");
+  {
+    auto s = RocksDbStorage::Open(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE(UpsertNow(**s, Row(kType, "k", "kept", 1700000000, 60)).ok());
+    ASSERT_TRUE(UpsertNow(**s, Row(kType, "k", "gone", 1700000000, 60)).ok());
+    ASSERT_TRUE(RemoveNow(**s, GrainId(kType, "k"), "gone").ok());
+  }
+  {
+    // Damage: a row whose value has an unknown format, and a malformed key.
+    rocksdb::Options o;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, {}}, {"grain_state", {}}, {"reminders", {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(o, options.data_dir + "/grains", families,
+                                  &handles, &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[2],
+                        ReminderKey(GrainId(kType, "k"), "bad"), "garbage").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[2], "no-separator",
+                        "garbage").ok());
+    for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
+    delete db;
+  }
+  auto s = RocksDbStorage::Open(options);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<std::vector<ReminderRow>> rows = ReadAllNow(**s);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].name, "kept");
+  EXPECT_EQ((*rows)[0].start, absl::FromUnixSeconds(1700000000));
+  EXPECT_EQ((*rows)[0].period, absl::Seconds(60));
 }
 
 TEST(RocksDbStorageTest, NoDataDirectoryIsInvalidArgument) {

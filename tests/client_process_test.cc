@@ -1,6 +1,7 @@
 // Process-level tests of the client side against the stock `granary-silo`:
 // the `granary` CLI (calls, types, status, bad input), the C++ SDK across a
-// silo killed mid-call and restarted, and graceful shutdown under load.
+// silo killed mid-call and restarted, graceful shutdown under load, and
+// durable reminders (the Alarm example) ticking again after kill -9.
 #include <signal.h>
 
 #include <atomic>
@@ -10,6 +11,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/client.h"
 #include "core/detach.h"
 #include "core/sync.h"
@@ -331,6 +334,114 @@ TEST(ClientProcessTest, AcknowledgedWritesSurviveKillNine) {
   client->Close();
   silo->Signal(SIGTERM);
   EXPECT_EQ(silo->Wait(), 0);
+}
+
+// The JSON of `granary call Alarm/<key> Get`, once `pred(json)` holds;
+// "" after 60 s.
+template <typename Pred>
+std::string WaitForAlarm(const std::string& gw, const std::string& key,
+                         Pred pred) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < give_up) {
+    ToolRun r = Cli(gw, {"call", "Alarm/" + key, "Get"});
+    if (r.exit_code == 0 && pred(r.out)) return r.out;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return "";
+}
+
+// The integer after `"name":"` in a JSON reply (int64 fields are strings).
+int64_t JsonInt(const std::string& json, const std::string& name) {
+  const std::string tag = "\"" + name + "\":\"";
+  const size_t at = json.find(tag);
+  if (at == std::string::npos) return 0;
+  int64_t v = 0;
+  const size_t from = at + tag.size();
+  if (!absl::SimpleAtoi(json.substr(from, json.find('"', from) - from), &v)) {
+    return -1;
+  }
+  return v;
+}
+
+// The status line "activations  N (activated A, ...)": A.
+int64_t ActivatedTotal(const std::string& gw) {
+  ToolRun r = Cli(gw, {"status"});
+  const size_t at = r.out.find("(activated ");
+  if (at == std::string::npos) return -1;
+  int64_t v = -1;
+  const size_t from = at + 11;
+  (void)absl::SimpleAtoi(r.out.substr(from, r.out.find(',', from) - from), &v);
+  return v;
+}
+
+TEST(ReminderProcessTest, RemindersTickAgainAfterKillNineWithoutAnyCall) {
+  const std::string dir = TempDir("reminders");
+  std::vector<std::string> args = AnyPorts(dir);
+  args.push_back("--min_reminder_period=200ms");
+  auto silo = std::make_unique<SiloProcess>(args);
+  std::string ready = silo->ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+  std::string gw = Field(ready, "gateway");
+
+  ToolRun set = Cli(gw, {"call", "Alarm/kitchen", "Set",
+                         R"({"name":"beat","due_ms":0,"period_ms":200})"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_THAT(set.out, HasSubstr(R"("name":"beat")"));
+  EXPECT_THAT(set.out, HasSubstr(R"("periodMs":"200")"));
+  std::string before = WaitForAlarm(gw, "kitchen", [](const std::string& j) {
+    return JsonInt(j, "ticks") >= 2;
+  });
+  ASSERT_NE(before, "");
+
+  silo->Signal(SIGKILL);
+  EXPECT_EQ(silo->Wait(), 128 + SIGKILL);
+  const int64_t restart_ms = absl::ToUnixMillis(absl::Now());
+  silo = std::make_unique<SiloProcess>(args);
+  ready = silo->ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+  gw = Field(ready, "gateway");
+  // Nothing calls the grain: a tick of the stored reminder activates it.
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (ActivatedTotal(gw) < 1 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_GE(ActivatedTotal(gw), 1);
+  std::string after = WaitForAlarm(gw, "kitchen", [&](const std::string& j) {
+    return JsonInt(j, "lastTickUnixMs") >= restart_ms;
+  });
+  ASSERT_NE(after, "") << "no tick after the restart; before: " << before;
+  EXPECT_GT(JsonInt(after, "ticks"), JsonInt(before, "ticks"));
+
+  // Bad input through the gateway: refused with the right code, nothing
+  // changes, the silo lives.
+  ToolRun fast = Cli(gw, {"call", "Alarm/kitchen", "Set",
+                          R"({"name":"fast","due_ms":0,"period_ms":10})"});
+  EXPECT_EQ(fast.exit_code, 1);
+  EXPECT_THAT(fast.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(fast.err, HasSubstr("below this silo's minimum"));
+  ToolRun unnamed = Cli(gw, {"call", "Alarm/kitchen", "Set",
+                             R"({"due_ms":0,"period_ms":1000})"});
+  EXPECT_THAT(unnamed.err, HasSubstr("INVALID_ARGUMENT"));
+  ToolRun missing = Cli(gw, {"call", "Alarm/kitchen", "Cancel",
+                             R"({"name":"nope"})"});
+  EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
+  ToolRun cancel = Cli(gw, {"call", "Alarm/kitchen", "Cancel",
+                            R"({"name":"beat"})"});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_THAT(cancel.out, HasSubstr(R"("periodMs":"0")"));  // ticks stay
+  silo->Signal(SIGTERM);
+  EXPECT_EQ(silo->Wait(), 0);
+}
+
+TEST(ReminderProcessTest, ABadMinimumPeriodIsRefusedAtStart) {
+  for (const char* bad : {"0s", "-1s", "inf", "soon"}) {
+    std::vector<std::string> args = AnyPorts(TempDir("reminders-bad"));
+    args.push_back(std::string("--min_reminder_period=") + bad);
+    ToolRun r = RunTool(GRANARY_SILO_BINARY, args);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_THAT(r.err, HasSubstr("min_reminder_period")) << bad;
+    EXPECT_EQ(r.out, "") << bad;
+  }
 }
 
 }  // namespace

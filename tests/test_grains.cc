@@ -205,6 +205,56 @@ class FaultyGrain final : public FaultyGrainBase {
   TestState* state_;
 };
 
+absl::Duration Ms(int64_t ms) { return absl::Milliseconds(ms); }
+
+class RemindGrain final : public RemindGrainBase {
+ public:
+  explicit RemindGrain(TestState* state) : state_(state) {}
+  Task<Text> Register(const ReminderRequest& r) override {
+    co_await RegisterReminder(r.name(), Ms(r.due_ms()), Ms(r.period_ms()));
+    co_return MakeText("registered");
+  }
+  Task<Text> Unregister(const ReminderRequest& r) override {
+    const bool removed = co_await UnregisterReminder(r.name());
+    co_return MakeText(removed ? "removed" : "absent");
+  }
+  Task<ReminderList> List(const Text&) override {
+    ReminderList list;
+    for (const ReminderTick& t : GetReminders()) {
+      list.add_names(t.name);
+      list.add_period_ms(absl::ToInt64Milliseconds(t.period));
+    }
+    co_return list;
+  }
+  Task<Text> Deactivate(const Text&) override {
+    DeactivateOnIdle();
+    co_return MakeText("bye");
+  }
+  Task<void> OnDeactivate() override {
+    MutexLock lock(&state_->mu);
+    ++state_->deactivations[GetGrainId().key()];
+    co_return;
+  }
+  Task<void> ReceiveReminder(const ReminderTick& tick) override {
+    MutexLock lock(&state_->mu);
+    const std::string key = GetGrainId().key() + "/" + tick.name;
+    ++state_->reminder_ticks[key];
+    state_->reminder_activations[key].push_back(ActivationId());
+    co_return;
+  }
+
+ private:
+  TestState* state_;
+};
+
+class ForgetfulGrain final : public ForgetfulGrainBase {
+ public:
+  Task<Text> Register(const ReminderRequest& r) override {
+    co_await RegisterReminder(r.name(), Ms(r.due_ms()), Ms(r.period_ms()));
+    co_return MakeText("registered");
+  }
+};
+
 }  // namespace
 
 absl::Status AddTestGrains(silo::Silo& silo, TestState* state) {
@@ -219,6 +269,9 @@ absl::Status AddTestGrains(silo::Silo& silo, TestState* state) {
       [state] { return std::make_unique<InterleavedGrain>(state); }));
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<FaultyGrain>(
       [state] { return std::make_unique<FaultyGrain>(state); }));
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<RemindGrain>(
+      [state] { return std::make_unique<RemindGrain>(state); }));
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<ForgetfulGrain>());
   GRANARY_RETURN_IF_ERROR(examples::AddExampleGrains(silo));
   return absl::OkStatus();
 }

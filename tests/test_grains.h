@@ -20,6 +20,11 @@ struct TestState {
   std::map<std::string, int> activations ABSL_GUARDED_BY(mu);
   std::map<std::string, int> deactivations ABSL_GUARDED_BY(mu);
   int ticks ABSL_GUARDED_BY(mu) = 0;
+  // Reminder ticks by "<grain key>/<reminder name>", and the activation ids
+  // that ran them.
+  std::map<std::string, int> reminder_ticks ABSL_GUARDED_BY(mu);
+  std::map<std::string, std::vector<uint64_t>> reminder_activations
+      ABSL_GUARDED_BY(mu);
 
   void Record(std::string entry) {
     MutexLock lock(&mu);

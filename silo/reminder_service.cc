@@ -1,0 +1,283 @@
+#include "silo/reminder_service.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "silo/silo.h"
+
+namespace granary::silo {
+
+// One scheduled reminder. In exactly one of: the timer queue (waiting for
+// `due`), in flight (OnTimer fired and the tick call has not finished), or
+// idle only while the service is stopped. Owned by the service: through
+// `live_` while scheduled, through `retired_` once removed or replaced while
+// in flight.
+struct ReminderService::Local final : TimerEntry {
+  void OnTimer() override { service->Fire(this); }
+
+  ReminderService* service = nullptr;
+  GrainId grain;
+  std::string name;
+  absl::Time first_tick;
+  absl::Duration period;
+  absl::Time due;  // of the tick queued or in flight
+  bool in_flight = false;
+  bool retired = false;
+  bool failing = false;  // the last tick failed (logged once per streak)
+};
+
+ReminderService::ReminderService(Silo* silo, storage::ReminderTable* table,
+                                 absl::Duration min_period)
+    : silo_(silo), table_(table), min_period_(min_period) {}
+
+ReminderService::~ReminderService() {
+  MutexLock lock(&mu_);
+  for (auto& [key, r] : live_) {
+    (void)silo_->timers().Cancel(r);
+    delete r;
+  }
+  live_.clear();
+  for (Local* r : retired_) delete r;
+  retired_.clear();
+}
+
+absl::Status ReminderService::Validate(absl::string_view name,
+                                       absl::Duration due,
+                                       absl::Duration period) const {
+  if (name.empty()) {
+    return absl::InvalidArgumentError("a reminder needs a name");
+  }
+  if (name.size() > kMaxReminderNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the reminder name is ", name.size(), " bytes; at most ",
+                     kMaxReminderNameBytes, " are allowed"));
+  }
+  if (due < absl::ZeroDuration() || due == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reminder '", name, "': due time ", absl::FormatDuration(due),
+        " must be finite and not negative"));
+  }
+  if (period < min_period_ || period == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reminder '", name, "': period ", absl::FormatDuration(period),
+        " is below this silo's minimum of ", absl::FormatDuration(min_period_),
+        " (or infinite)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReminderService::Start(absl::Duration timeout) {
+  Notification read;
+  auto result = std::make_shared<absl::StatusOr<std::vector<storage::ReminderRow>>>();
+  table_->ReadAll([result, &read](
+                      absl::StatusOr<std::vector<storage::ReminderRow>> rows) {
+    *result = std::move(rows);
+    read.Notify();
+  });
+  if (!read.WaitForNotificationWithTimeout(timeout)) {
+    // `read` dies with this frame: the table must not signal it later. A
+    // table that does not answer within the timeout is unusable anyway; the
+    // silo does not start.
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the reminder table did not answer within ",
+        absl::FormatDuration(timeout)));
+  }
+  if (!result->ok()) {
+    return absl::Status(result->status().code(),
+                        absl::StrCat("cannot load reminders: ",
+                                     result->status().message()));
+  }
+  MutexLock lock(&mu_);
+  running_ = true;
+  for (storage::ReminderRow& row : **result) {
+    if (row.period <= absl::ZeroDuration()) {
+      GRANARY_LOG(kError) << "reminder: skipping '" << row.name << "' of "
+                          << row.grain.ToString() << ": stored period "
+                          << absl::FormatDuration(row.period);
+      continue;
+    }
+    auto r = std::make_unique<Local>();
+    r->service = this;
+    r->grain = std::move(row.grain);
+    r->name = std::move(row.name);
+    r->first_tick = row.start;
+    r->period = row.period;
+    Install(std::move(r));
+  }
+  GRANARY_LOG(kInfo) << "silo=" << silo_->name() << " reminders loaded="
+                     << live_.size();
+  return absl::OkStatus();
+}
+
+void ReminderService::Stop() {
+  MutexLock lock(&mu_);
+  running_ = false;
+  for (auto& [key, r] : live_) (void)silo_->timers().Cancel(r);
+}
+
+absl::Time ReminderService::NextDue(const Local& r, absl::Time after) const {
+  const absl::Time from = std::max(after, silo_->clock()->Now());
+  if (from < r.first_tick) return r.first_tick;
+  absl::Duration rem;
+  const int64_t k = absl::IDivDuration(from - r.first_tick, r.period, &rem);
+  absl::Time next = r.first_tick + r.period * k;
+  if (next <= after || next < from) next += r.period;
+  return next;
+}
+
+void ReminderService::Install(std::unique_ptr<Local> r) {
+  Key key(r->grain, r->name);
+  auto it = live_.find(key);
+  if (it != live_.end()) {
+    Retire(it->second);
+    live_.erase(it);
+  }
+  Local* raw = r.release();
+  live_.emplace(std::move(key), raw);
+  if (running_) {
+    raw->due = NextDue(*raw, absl::InfinitePast());
+    silo_->timers().Schedule(raw, raw->due);
+  }
+}
+
+void ReminderService::Retire(Local* r) {
+  if (silo_->timers().Cancel(r)) {
+    delete r;  // was queued: nobody else holds it
+    return;
+  }
+  // Firing (Fire frees it), in flight (TickDone frees it) or idle because
+  // the service stopped (freed with the service).
+  r->retired = true;
+  retired_.insert(r);
+}
+
+void ReminderService::Register(const GrainId& grain, std::string name,
+                               absl::Duration due, absl::Duration period,
+                               std::function<void(absl::Status)> done) {
+  if (absl::Status valid = Validate(name, due, period); !valid.ok()) {
+    done(std::move(valid));
+    return;
+  }
+  storage::ReminderRow row;
+  row.grain = grain;
+  row.name = std::move(name);
+  row.start = silo_->clock()->Now() + due;
+  row.period = period;
+  table_->Upsert(row, [this, row, done = std::move(done)](absl::Status s) {
+    if (s.ok()) {
+      auto r = std::make_unique<Local>();
+      r->service = this;
+      r->grain = row.grain;
+      r->name = row.name;
+      r->first_tick = row.start;
+      r->period = row.period;
+      MutexLock lock(&mu_);
+      Install(std::move(r));
+    }
+    done(std::move(s));
+  });
+}
+
+void ReminderService::Unregister(const GrainId& grain, std::string name,
+                                 std::function<void(absl::StatusOr<bool>)> done) {
+  table_->Remove(grain, name, [this, grain, name, done = std::move(done)](
+                                  absl::Status s) {
+    if (!s.ok()) {
+      done(std::move(s));
+      return;
+    }
+    bool existed = false;
+    {
+      MutexLock lock(&mu_);
+      auto it = live_.find(Key(grain, name));
+      if (it != live_.end()) {
+        existed = true;
+        Retire(it->second);
+        live_.erase(it);
+      }
+    }
+    done(existed);
+  });
+}
+
+void ReminderService::Fire(Local* r) {
+  ReminderCall* call;
+  {
+    MutexLock lock(&mu_);
+    if (r->retired) {  // removed while firing
+      retired_.erase(r);
+      delete r;
+      return;
+    }
+    if (!running_) return;  // stays in live_, freed with the service
+    r->in_flight = true;
+    ++ticks_sent_;
+    call = new ReminderCall(
+        r->grain, ReminderTick{r->name, r->first_tick, r->period, r->due}, r);
+  }
+  call->set_request_context(RequestContext{NewChainId()});
+  call->SetDoneCallback(&ReminderService::TickDone, r);
+  silo_->InvokeReminder(call);
+}
+
+void ReminderService::TickDone(void* ctx, CallBase* call) {
+  auto* r = static_cast<Local*>(ctx);
+  ReminderService* self = r->service;
+  const absl::Status& status = call->status();
+  MutexLock lock(&self->mu_);
+  r->in_flight = false;
+  if (!status.ok()) ++self->ticks_failed_;
+  if (r->retired) {
+    self->retired_.erase(r);
+    delete r;
+    return;
+  }
+  if (!status.ok() && !r->failing) {
+    GRANARY_LOG(kWarning) << "grain=" << r->grain.ToString() << " reminder="
+                          << r->name << " tick failed: " << status
+                          << " (logged once until a tick succeeds)";
+  }
+  r->failing = !status.ok();
+  if (!self->running_) return;
+  r->due = self->NextDue(*r, r->due);
+  self->silo_->timers().Schedule(r, r->due);
+}
+
+bool ReminderService::IsCurrent(const ReminderCall& tick) const {
+  MutexLock lock(&mu_);
+  return !static_cast<const Local*>(tick.reminder())->retired;
+}
+
+std::vector<ReminderTick> ReminderService::List(const GrainId& grain) const {
+  std::vector<ReminderTick> out;
+  MutexLock lock(&mu_);
+  for (const auto& [key, r] : live_) {
+    if (key.first == grain) {
+      out.push_back(ReminderTick{r->name, r->first_tick, r->period, r->due});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ReminderTick& a, const ReminderTick& b) {
+              return a.name < b.name;
+            });
+  return out;
+}
+
+size_t ReminderService::size() const {
+  MutexLock lock(&mu_);
+  return live_.size();
+}
+
+uint64_t ReminderService::ticks_sent() const {
+  MutexLock lock(&mu_);
+  return ticks_sent_;
+}
+
+uint64_t ReminderService::ticks_failed() const {
+  MutexLock lock(&mu_);
+  return ticks_failed_;
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,266 @@
+// Durable reminders in one process: a tick activates a grain that is not
+// active, reminders survive a silo restart on the same table (memory and
+// RocksDB), unregistering stops the ticks, a name registered again replaces
+// the reminder, bad arguments are refused, a grain without the hook fails
+// its ticks without harm, and an unreadable table keeps the silo from
+// starting. Time is a FakeClock: ticks fire when the test advances it.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/sync.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "silo/reminder_service.h"
+#include "silo/silo.h"
+#include "storage/memory_storage.h"
+#include "storage/rocksdb_storage.h"
+#include "tests/test_grains.h"
+
+namespace granary::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+ReminderRequest Reminder(std::string name, int64_t due_ms, int64_t period_ms) {
+  ReminderRequest r;
+  r.set_name(std::move(name));
+  r.set_due_ms(due_ms);
+  r.set_period_ms(period_ms);
+  return r;
+}
+
+class ReminderTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "rocksdb") {
+      dir_ = std::filesystem::temp_directory_path() /
+             absl::StrCat("granary-reminder-test-", getpid(), "-",
+                          ::testing::UnitTest::GetInstance()
+                              ->current_test_info()
+                              ->name());
+      std::filesystem::remove_all(dir_);
+      storage::RocksDbOptions options;
+      options.data_dir = dir_.string();
+      options.durability = storage::Durability::kAsync;
+      auto opened = storage::RocksDbStorage::Open(options);
+      ASSERT_TRUE(opened.ok()) << opened.status();
+      rocks_ = *std::move(opened);
+      table_ = rocks_.get();
+    } else {
+      table_ = &memory_;
+    }
+    StartSilo();
+  }
+  void TearDown() override {
+    silo_.reset();
+    rocks_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  void StartSilo() {
+    silo::SiloOptions options;
+    options.name = "reminder-silo";
+    options.workers = 2;
+    options.clock = &clock_;
+    options.reminders = table_;
+    options.shutdown_timeout = absl::Seconds(5);
+    silo_ = std::make_unique<silo::Silo>(options);
+    ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
+    ASSERT_TRUE(silo_->Start().ok());
+  }
+
+  int Ticks(const std::string& key) {
+    MutexLock lock(&state_.mu);
+    auto it = state_.reminder_ticks.find(key);
+    return it == state_.reminder_ticks.end() ? 0 : it->second;
+  }
+  bool WaitForTicks(const std::string& key, int n) {
+    return state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      auto it = state_.reminder_ticks.find(key);
+      return it != state_.reminder_ticks.end() && it->second >= n;
+    });
+  }
+
+  FakeClock clock_;
+  TestState state_;
+  storage::MemoryReminderTable memory_;
+  std::filesystem::path dir_;
+  std::unique_ptr<storage::RocksDbStorage> rocks_;
+  storage::ReminderTable* table_ = nullptr;
+  std::unique_ptr<silo::Silo> silo_;
+};
+
+TEST_P(ReminderTest, TickActivatesAGrainThatIsNotActive) {
+  RemindRef grain = silo_->Get<RemindRef>("sleeper");
+  ASSERT_TRUE(grain.Register(Reminder("wake", 1000, 1000)).Get().ok());
+  ASSERT_TRUE(grain.Deactivate(Text()).Get().ok());
+  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return state_.deactivations["sleeper"] == 1;
+  }));
+  const uint64_t activated_before = silo_->activated();
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(WaitForTicks("sleeper/wake", 1));
+  EXPECT_EQ(silo_->activated(), activated_before + 1);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(WaitForTicks("sleeper/wake", 2));
+  MutexLock lock(&state_.mu);
+  const std::vector<uint64_t>& ids = state_.reminder_activations["sleeper/wake"];
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0], ids[1]);  // the tick's activation stayed active
+}
+
+TEST_P(ReminderTest, RemindersFireAfterASiloRestart) {
+  ASSERT_TRUE(silo_->Get<RemindRef>("durable")
+                  .Register(Reminder("beat", 2000, 1000))
+                  .Get()
+                  .ok());
+  ASSERT_TRUE(silo_->Get<RemindRef>("durable")
+                  .Register(Reminder("slow", 2000, 5000))
+                  .Get()
+                  .ok());
+  silo_->Stop();
+  silo_.reset();
+  EXPECT_EQ(Ticks("durable/beat"), 0);
+  StartSilo();  // same table; nothing calls the grain
+  EXPECT_EQ(silo_->reminders().size(), 2u);
+  EXPECT_EQ(silo_->ActivationCount(), 0u);
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(WaitForTicks("durable/beat", 1));
+  ASSERT_TRUE(WaitForTicks("durable/slow", 1));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(WaitForTicks("durable/beat", 2));
+  EXPECT_EQ(Ticks("durable/slow"), 1);
+  EXPECT_EQ(silo_->activated(), 1u);  // activated by the first tick alone
+  auto list = silo_->Get<RemindRef>("durable").List(Text()).Get();
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_THAT(list->names(), ElementsAre("beat", "slow"));
+  EXPECT_THAT(list->period_ms(), ElementsAre(1000, 5000));
+}
+
+TEST_P(ReminderTest, UnregisterStopsTheTicksForGood) {
+  RemindRef grain = silo_->Get<RemindRef>("quitter");
+  RemindRef sentinel = silo_->Get<RemindRef>("sentinel");
+  ASSERT_TRUE(grain.Register(Reminder("r", 1000, 1000)).Get().ok());
+  ASSERT_TRUE(sentinel.Register(Reminder("r", 1000, 1000)).Get().ok());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(WaitForTicks("quitter/r", 1));
+  ASSERT_TRUE(WaitForTicks("sentinel/r", 1));
+  EXPECT_EQ(grain.Unregister(Reminder("r", 0, 0)).Get()->text(), "removed");
+  EXPECT_EQ(grain.Unregister(Reminder("r", 0, 0)).Get()->text(), "absent");
+  for (int i = 2; i <= 4; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_TRUE(WaitForTicks("sentinel/r", i));
+  }
+  EXPECT_EQ(Ticks("quitter/r"), 1);
+  // Gone from the table too: a restart brings back only the sentinel.
+  silo_->Stop();
+  silo_.reset();
+  StartSilo();
+  EXPECT_EQ(silo_->reminders().size(), 1u);
+}
+
+TEST_P(ReminderTest, RegisteringANameAgainReplacesIt) {
+  RemindRef grain = silo_->Get<RemindRef>("changer");
+  ASSERT_TRUE(grain.Register(Reminder("r", 1000, 1000)).Get().ok());
+  ASSERT_TRUE(grain.Register(Reminder("r", 3000, 3000)).Get().ok());
+  auto list = grain.List(Text()).Get();
+  ASSERT_TRUE(list.ok());
+  EXPECT_THAT(list->names(), ElementsAre("r"));
+  EXPECT_THAT(list->period_ms(), ElementsAre(3000));
+  EXPECT_EQ(silo_->reminders().size(), 1u);
+  clock_.Advance(absl::Seconds(3));
+  ASSERT_TRUE(WaitForTicks("changer/r", 1));
+}
+
+TEST_P(ReminderTest, BadArgumentsAreRefusedAndNothingIsStored) {
+  RemindRef grain = silo_->Get<RemindRef>("careless");
+  for (const ReminderRequest& bad :
+       {Reminder("", 1000, 1000), Reminder(std::string(300, 'n'), 1000, 1000),
+        Reminder("negative-due", -5, 1000), Reminder("too-fast", 0, 999),
+        Reminder("zero-period", 0, 0)}) {
+    auto r = grain.Register(bad).Get();
+    ASSERT_FALSE(r.ok()) << bad.ShortDebugString();
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << r.status();
+  }
+  auto list = grain.List(Text()).Get();
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->names_size(), 0);
+  EXPECT_EQ(silo_->reminders().size(), 0u);
+  // The grain and the silo carry on.
+  EXPECT_TRUE(grain.Register(Reminder("fine", 0, 1000)).Get().ok());
+}
+
+TEST_P(ReminderTest, ATickOfAGrainWithoutTheHookFailsHarmlessly) {
+  ForgetfulRef grain = silo_->Get<ForgetfulRef>("forgetful");
+  ASSERT_TRUE(grain.Register(Reminder("r", 1000, 1000)).Get().ok());
+  clock_.Advance(absl::Seconds(1));
+  for (int i = 0; i < 2000 && silo_->reminders().ticks_failed() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(silo_->reminders().ticks_failed(), 1u);
+  EXPECT_TRUE(grain.Register(Reminder("r", 1000, 1000)).Get().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Tables, ReminderTest,
+                         ::testing::Values("memory", "rocksdb"));
+
+// A table that cannot be read.
+class BrokenTable final : public storage::ReminderTable {
+ public:
+  void Upsert(const storage::ReminderRow&, Done done) override {
+    done(absl::UnavailableError("disk on fire"));
+  }
+  void Remove(const GrainId&, const std::string&, Done done) override {
+    done(absl::UnavailableError("disk on fire"));
+  }
+  void ReadAll(ReadAllDone done) override {
+    done(absl::UnavailableError("disk on fire"));
+  }
+};
+
+TEST(ReminderTableFailureTest, AnUnreadableTableKeepsTheSiloFromStarting) {
+  BrokenTable table;
+  silo::SiloOptions options;
+  options.reminders = &table;
+  silo::Silo silo(options);
+  absl::Status started = silo.Start();
+  EXPECT_EQ(started.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(started.message(), HasSubstr("cannot load reminders"));
+  EXPECT_THAT(started.message(), HasSubstr("disk on fire"));
+}
+
+TEST(ReminderTableFailureTest, AFailedWriteReachesTheGrainAndSchedulesNothing) {
+  // Reads work, writes fail: start from an empty table.
+  class WriteOnlyBroken final : public storage::ReminderTable {
+   public:
+    void Upsert(const storage::ReminderRow& row, Done done) override {
+      table_.Upsert(row, std::move(done));
+    }
+    void Remove(const GrainId& g, const std::string& n, Done done) override {
+      table_.Remove(g, n, std::move(done));
+    }
+    void ReadAll(ReadAllDone done) override { done(std::vector<storage::ReminderRow>{}); }
+    BrokenTable table_;
+  } writes_fail;
+  TestState state;
+  silo::SiloOptions options;
+  options.reminders = &writes_fail;
+  options.workers = 2;
+  silo::Silo silo(options);
+  ASSERT_TRUE(AddTestGrains(silo, &state).ok());
+  ASSERT_TRUE(silo.Start().ok());
+  auto r = silo.Get<RemindRef>("x").Register(Reminder("r", 0, 1000)).Get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(r.status().message(), HasSubstr("disk on fire"));
+  EXPECT_EQ(silo.reminders().size(), 0u);
+  auto u = silo.Get<RemindRef>("x").Unregister(Reminder("r", 0, 0)).Get();
+  EXPECT_EQ(u.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace granary::testing
