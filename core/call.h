@@ -246,8 +246,10 @@ struct DeadlineNotice final : Message {
 
 // Continues `handle` as a turn of the activation it is posted to, with the
 // request context it was suspended in. Whoever completes the awaited work
-// (e.g. a storage thread) posts it; the activation owns it once posted.
-struct ResumeMessage final : Message {
+// (e.g. a storage thread) posts it; the activation owns it once posted and
+// deletes it after the resumed coroutine suspends again, so a subclass may
+// carry the awaited result for await_resume to take.
+struct ResumeMessage : Message {
   ResumeMessage() : Message(MessageKind::kResume) {}
   std::coroutine_handle<> handle;
   RequestContext request;

@@ -171,9 +171,8 @@ void Activation::Process(Message* m) {
     case MessageKind::kResume: {
       auto* resume = static_cast<ResumeMessage*>(m);
       turn_.request = resume->request;
-      std::coroutine_handle<> h = resume->handle;
+      resume->handle.resume();  // may take its result from `resume`
       delete resume;
-      h.resume();
       return;
     }
     case MessageKind::kDeadline: {

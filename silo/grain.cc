@@ -11,10 +11,17 @@
 namespace granary {
 namespace {
 
-// Suspends the calling turn while `start` runs a storage operation; the
-// operation's completion (on a storage thread, or inline) posts the turn's
-// continuation to the activation's mailbox, so grain code always resumes as
-// a turn of its own activation.
+// Suspends the calling turn while `start` runs a storage operation. The
+// operation's completion (on a storage thread, or inline) puts its result in
+// a resume message and posts that through the silo's gate to the activation
+// that started it, so grain code always resumes as a turn of its own
+// activation, and a completion that arrives after the activation was
+// abandoned (or the silo stopped) is dropped instead of touching either.
+template <typename Result>
+struct ResultMessage final : ResumeMessage {
+  std::optional<Result> result;
+};
+
 template <typename Result>
 class StorageAwaiter {
  public:
@@ -23,21 +30,23 @@ class StorageAwaiter {
       : activation_(activation), start_(std::move(start)) {}
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h) {
-    auto* resume = new ResumeMessage();
-    resume->handle = h;
-    if (TurnContext* turn = CurrentTurn()) resume->request = turn->request;
-    silo::Activation* activation = activation_;
-    start_([this, resume, activation](Result r) {
-      result_.emplace(std::move(r));
-      activation->Post(resume);  // `this` may be resumed from here on
+    auto* msg = new ResultMessage<Result>();
+    msg->handle = h;
+    if (TurnContext* turn = CurrentTurn()) msg->request = turn->request;
+    msg_ = msg;
+    start_([msg, gate = activation_->silo()->gate(), id = activation_->id(),
+            activation_id = activation_->activation_id()](Result r) {
+      msg->result.emplace(std::move(r));
+      if (!gate->Post(id, activation_id, msg)) delete msg;
     });
   }
-  Result await_resume() { return std::move(*result_); }
+  // The message is alive until the resumed turn suspends again.
+  Result await_resume() { return std::move(*msg_->result); }
 
  private:
   silo::Activation* activation_;
   Start start_;
-  std::optional<Result> result_;
+  ResultMessage<Result>* msg_ = nullptr;
 };
 
 }  // namespace

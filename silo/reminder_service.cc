@@ -59,7 +59,8 @@ absl::Status ReminderService::Validate(absl::string_view name,
         "reminder '", name, "': due time ", absl::FormatDuration(due),
         " must be finite and not negative"));
   }
-  if (period < min_period_ || period == absl::InfiniteDuration()) {
+  if (period < min_period_ || period <= absl::ZeroDuration() ||
+      period == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "reminder '", name, "': period ", absl::FormatDuration(period),
         " is below this silo's minimum of ", absl::FormatDuration(min_period_),
@@ -69,21 +70,23 @@ absl::Status ReminderService::Validate(absl::string_view name,
 }
 
 absl::Status ReminderService::Start(absl::Duration timeout) {
-  Notification read;
-  auto result = std::make_shared<absl::StatusOr<std::vector<storage::ReminderRow>>>();
-  table_->ReadAll([result, &read](
-                      absl::StatusOr<std::vector<storage::ReminderRow>> rows) {
-    *result = std::move(rows);
-    read.Notify();
-  });
-  if (!read.WaitForNotificationWithTimeout(timeout)) {
-    // `read` dies with this frame: the table must not signal it later. A
-    // table that does not answer within the timeout is unusable anyway; the
-    // silo does not start.
+  // Shared with the completion, which may outlive this frame on a timeout.
+  struct Pending {
+    Notification read;
+    absl::StatusOr<std::vector<storage::ReminderRow>> rows;
+  };
+  auto pending = std::make_shared<Pending>();
+  table_->ReadAll(
+      [pending](absl::StatusOr<std::vector<storage::ReminderRow>> rows) {
+        pending->rows = std::move(rows);
+        pending->read.Notify();
+      });
+  if (!pending->read.WaitForNotificationWithTimeout(timeout)) {
     return absl::DeadlineExceededError(absl::StrCat(
-        "the reminder table did not answer within ",
+        "cannot load reminders: the reminder table did not answer within ",
         absl::FormatDuration(timeout)));
   }
+  absl::StatusOr<std::vector<storage::ReminderRow>>* result = &pending->rows;
   if (!result->ok()) {
     return absl::Status(result->status().code(),
                         absl::StrCat("cannot load reminders: ",
@@ -165,16 +168,21 @@ void ReminderService::Register(const GrainId& grain, std::string name,
   row.name = std::move(name);
   row.start = silo_->clock()->Now() + due;
   row.period = period;
-  table_->Upsert(row, [this, row, done = std::move(done)](absl::Status s) {
+  // The completion may come after the silo (and this service) stopped: the
+  // gate says whether `this` is still there.
+  table_->Upsert(row, [this, gate = silo_->gate(), row,
+                       done = std::move(done)](absl::Status s) {
     if (s.ok()) {
-      auto r = std::make_unique<Local>();
-      r->service = this;
-      r->grain = row.grain;
-      r->name = row.name;
-      r->first_tick = row.start;
-      r->period = row.period;
-      MutexLock lock(&mu_);
-      Install(std::move(r));
+      gate->RunIfOpen([&] {
+        auto r = std::make_unique<Local>();
+        r->service = this;
+        r->grain = row.grain;
+        r->name = row.name;
+        r->first_tick = row.start;
+        r->period = row.period;
+        MutexLock lock(&mu_);
+        Install(std::move(r));
+      });
     }
     done(std::move(s));
   });
@@ -182,14 +190,14 @@ void ReminderService::Register(const GrainId& grain, std::string name,
 
 void ReminderService::Unregister(const GrainId& grain, std::string name,
                                  std::function<void(absl::StatusOr<bool>)> done) {
-  table_->Remove(grain, name, [this, grain, name, done = std::move(done)](
-                                  absl::Status s) {
+  table_->Remove(grain, name, [this, gate = silo_->gate(), grain, name,
+                               done = std::move(done)](absl::Status s) {
     if (!s.ok()) {
       done(std::move(s));
       return;
     }
     bool existed = false;
-    {
+    gate->RunIfOpen([&] {
       MutexLock lock(&mu_);
       auto it = live_.find(Key(grain, name));
       if (it != live_.end()) {
@@ -197,7 +205,7 @@ void ReminderService::Unregister(const GrainId& grain, std::string name,
         Retire(it->second);
         live_.erase(it);
       }
-    }
+    });
     done(existed);
   });
 }
@@ -218,6 +226,10 @@ void ReminderService::Fire(Local* r) {
         r->grain, ReminderTick{r->name, r->first_tick, r->period, r->due}, r);
   }
   call->set_request_context(RequestContext{NewChainId()});
+  // No deadline: the tick finishes when the grain's turn does, so the next
+  // one is scheduled only then (ticks never overlap) and `r` stays alive
+  // while the call is anywhere (StartReminderTick reads it).
+  call->set_timeout(absl::InfiniteDuration());
   call->SetDoneCallback(&ReminderService::TickDone, r);
   silo_->InvokeReminder(call);
 }

@@ -48,9 +48,13 @@ Silo::Silo(SiloOptions options)
       placement_(std::make_unique<LocalPlacement>(options_.name)),
       timers_(clock_),
       scheduler_(DefaultWorkers(options_.workers), options_.idle_spin),
-      collector_(std::make_unique<IdleCollector>(this)) {
+      collector_(std::make_unique<IdleCollector>(this)),
+      gate_(std::make_shared<SiloGate>(&catalog_)) {
   InitProcess();
   if (options_.turn_budget < 1) options_.turn_budget = 1;
+  if (options_.min_reminder_period < absl::Milliseconds(1)) {
+    options_.min_reminder_period = absl::Milliseconds(1);
+  }
   reminders_ = std::make_unique<ReminderService>(
       this,
       options_.reminders != nullptr ? options_.reminders
@@ -58,7 +62,10 @@ Silo::Silo(SiloOptions options)
       options_.min_reminder_period);
 }
 
-Silo::~Silo() { Stop(); }
+Silo::~Silo() {
+  Stop();
+  reminders_.reset();  // before the timer queue it used
+}
 
 absl::Status Silo::AddGrainType(
     const GrainClassInfo& info,
@@ -113,7 +120,10 @@ absl::Status Silo::Start() {
 void Silo::Stop() {
   State expected = State::kRunning;
   if (!state_.compare_exchange_strong(expected, State::kStopping)) {
-    if (expected == State::kNew) state_.store(State::kStopped);
+    if (expected == State::kNew) {
+      state_.store(State::kStopped);
+      gate_->Close();
+    }
     return;
   }
   // 1. Deactivate every activation (OnDeactivate runs); no new ones start,
@@ -142,6 +152,8 @@ void Silo::Stop() {
       absl::StrCat("silo ", options_.name, " shut down"));
   for (Activation* a : stuck) a->Abandon(unavailable);
   for (Activation* a : stuck) delete a;
+  // Storage operations still pending complete into nothing from here on.
+  gate_->Close();
   state_.store(State::kStopped);
   GRANARY_LOG(kInfo) << "silo=" << options_.name
                      << " stopped activated=" << activated()

@@ -76,10 +76,43 @@ struct SiloOptions {
   // Where durable reminders live (storage/reminder_table.h); it must outlive
   // the silo. nullptr: an in-memory table owned by the silo.
   storage::ReminderTable* reminders = nullptr;
-  // The shortest period a reminder may have.
+  // The shortest period a reminder may have (at least 1 ms).
   absl::Duration min_reminder_period = absl::Seconds(1);
   // How long Stop() waits for activations to deactivate.
   absl::Duration shutdown_timeout = absl::Seconds(10);
+};
+
+// How completions from threads outside the silo (storage) reach
+// activations: while the silo runs, Post delivers to the activation that
+// started the operation if it is still there; once the silo stopped the gate
+// is closed and completions are dropped, so an operation that outlives its
+// activation, or the silo, touches neither. Shared by the silo and every
+// pending completion.
+class SiloGate {
+ public:
+  explicit SiloGate(Catalog* catalog) : catalog_(catalog) {}
+  // Posts `m` to activation `activation_id` of `id`; false (and `m`
+  // untouched) when the gate is closed or that activation is gone.
+  bool Post(const GrainId& id, uint64_t activation_id, Message* m) {
+    MutexLock lock(&mu_);
+    return catalog_ != nullptr && catalog_->PostIfCurrent(id, activation_id, m);
+  }
+  // Runs `fn` unless the gate is closed; no Close completes meanwhile.
+  template <typename Fn>
+  bool RunIfOpen(Fn fn) {
+    MutexLock lock(&mu_);
+    if (catalog_ == nullptr) return false;
+    fn();
+    return true;
+  }
+  void Close() {
+    MutexLock lock(&mu_);
+    catalog_ = nullptr;
+  }
+
+ private:
+  Mutex mu_;
+  Catalog* catalog_ ABSL_GUARDED_BY(mu_);
 };
 
 class Silo final : public CallInvoker {
@@ -161,6 +194,7 @@ class Silo final : public CallInvoker {
   TimerQueue& timers() { return timers_; }
   Scheduler& scheduler() { return scheduler_; }
   Catalog& catalog() { return catalog_; }
+  const std::shared_ptr<SiloGate>& gate() const { return gate_; }
   directory::GrainDirectory& directory() { return *directory_; }
   // Routes a call again after the activation that held it went away.
   void Reroute(CallBase* call);
@@ -196,6 +230,7 @@ class Silo final : public CallInvoker {
   Scheduler scheduler_;
   Catalog catalog_;
   std::unique_ptr<IdleCollector> collector_;
+  std::shared_ptr<SiloGate> gate_;
   std::atomic<uint64_t> next_activation_id_{1};
   std::atomic<uint64_t> activated_{0};
   std::atomic<uint64_t> deactivated_{0};

@@ -1,12 +1,16 @@
 // Grain persistence in one process: BankAccount's state survives
 // deactivation and silo restarts (memory and RocksDB storage), overdrafts and
 // bad transfers keep the state, two activations racing on one stored state
-// get ABORTED, and stored bytes that do not parse fail only that grain.
+// get ABORTED, stored bytes that do not parse fail only that grain, and a
+// write that completes after its silo gave up on it touches nothing.
 #include <filesystem>
 #include <memory>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/detach.h"
 #include "core/sync.h"
 #include "examples/bank_grain.h"
 #include "gmock/gmock.h"
@@ -151,6 +155,69 @@ TEST(PersistenceTest, StateThatDoesNotParseFailsOnlyThatGrain) {
   EXPECT_THAT(bad.status().message(), HasSubstr("granary.examples.AccountState"));
   // The silo serves everyone else.
   EXPECT_EQ(silo->Get<BankAccountRef>("fine").Deposit(Of(1)).Get()->balance(), 1);
+}
+
+// A store whose writes wait until the test lets them complete.
+class HeldStorage final : public storage::GrainStorage {
+ public:
+  void Read(const GrainId& id, ReadDone done) override {
+    inner_.Read(id, std::move(done));
+  }
+  void Write(const GrainId& id, std::string bytes, std::string etag,
+             WriteDone done) override {
+    MutexLock lock(&mu_);
+    held_.push_back([this, id, bytes = std::move(bytes),
+                     etag = std::move(etag), done = std::move(done)]() mutable {
+      inner_.Write(id, std::move(bytes), std::move(etag), std::move(done));
+    });
+  }
+  void Clear(const GrainId& id, std::string etag, ClearDone done) override {
+    inner_.Clear(id, std::move(etag), std::move(done));
+  }
+  bool WaitForHeld(size_t n) {
+    MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(
+        [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return held_.size() >= n; },
+        absl::Seconds(60));
+  }
+  void ReleaseAll() {
+    std::vector<std::function<void()>> held;
+    {
+      MutexLock lock(&mu_);
+      held.swap(held_);
+    }
+    for (auto& f : held) f();
+  }
+
+ private:
+  storage::MemoryStorage inner_;
+  Mutex mu_;
+  std::vector<std::function<void()>> held_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(PersistenceTest, AWriteCompletingAfterItsSiloGaveUpOnItTouchesNothing) {
+  HeldStorage store;
+  absl::StatusOr<Balance> reply;
+  Notification replied;
+  {
+    silo::SiloOptions options;
+    options.workers = 2;
+    options.storage = &store;
+    options.shutdown_timeout = absl::Milliseconds(100);
+    silo::Silo silo(options);
+    ASSERT_TRUE(silo.AddGrain<BankAccountGrain>().ok());
+    ASSERT_TRUE(silo.Start().ok());
+    Detach(silo.Get<BankAccountRef>("slow").Deposit(Of(5)),
+           [&](absl::StatusOr<Balance> b) {
+             reply = std::move(b);
+             replied.Notify();
+           });
+    ASSERT_TRUE(store.WaitForHeld(1));
+    silo.Stop();  // the deposit's activation is abandoned after 100 ms
+    ASSERT_TRUE(replied.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable);
+  }
+  store.ReleaseAll();  // completes after its activation and silo are gone
 }
 
 }  // namespace

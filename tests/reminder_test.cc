@@ -165,15 +165,57 @@ TEST_P(ReminderTest, UnregisterStopsTheTicksForGood) {
 
 TEST_P(ReminderTest, RegisteringANameAgainReplacesIt) {
   RemindRef grain = silo_->Get<RemindRef>("changer");
+  RemindRef sentinel = silo_->Get<RemindRef>("sentinel");
   ASSERT_TRUE(grain.Register(Reminder("r", 1000, 1000)).Get().ok());
   ASSERT_TRUE(grain.Register(Reminder("r", 3000, 3000)).Get().ok());
+  ASSERT_TRUE(sentinel.Register(Reminder("s", 1000, 1000)).Get().ok());
   auto list = grain.List(Text()).Get();
   ASSERT_TRUE(list.ok());
   EXPECT_THAT(list->names(), ElementsAre("r"));
   EXPECT_THAT(list->period_ms(), ElementsAre(3000));
-  EXPECT_EQ(silo_->reminders().size(), 1u);
-  clock_.Advance(absl::Seconds(3));
+  EXPECT_EQ(silo_->reminders().size(), 2u);
+  // The replaced 1 s reminder never ticks; the 3 s one does, once per 3 s.
+  for (int i = 1; i <= 2; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_TRUE(WaitForTicks("sentinel/s", i));
+  }
+  EXPECT_EQ(Ticks("changer/r"), 0);
+  clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(WaitForTicks("changer/r", 1));
+  ASSERT_TRUE(WaitForTicks("sentinel/s", 3));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(WaitForTicks("sentinel/s", 4));
+  EXPECT_EQ(Ticks("changer/r"), 1);
+}
+
+TEST_P(ReminderTest, TicksMissedWhileTheGrainWasBusyOrTheSiloDownAreSkipped) {
+  const absl::Time t0 = clock_.Now();
+  RemindRef grain = silo_->Get<RemindRef>("skipper");
+  ASSERT_TRUE(grain.Register(Reminder("r", 1000, 1000)).Get().ok());
+  // Five periods pass at once: the late tick runs, then the one due now;
+  // the three in between are not replayed.
+  clock_.Advance(absl::Seconds(5));
+  ASSERT_TRUE(WaitForTicks("skipper/r", 2));
+  const absl::Time next = t0 + absl::Seconds(6);
+  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    std::vector<ReminderTick> r =
+        silo_->reminders().List(GrainId(RemindRef::kTypeName, "skipper"));
+    return r.size() == 1 && r[0].current_tick == next;
+  }));
+  EXPECT_EQ(Ticks("skipper/r"), 2);
+  // Down for 10 periods: after the restart the next tick is the next one
+  // due on the reminder's grid, not a burst of the missed ones.
+  silo_->Stop();
+  silo_.reset();
+  clock_.Advance(absl::Seconds(10) + absl::Milliseconds(500));
+  StartSilo();
+  std::vector<ReminderTick> r =
+      silo_->reminders().List(GrainId(RemindRef::kTypeName, "skipper"));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].current_tick, t0 + absl::Seconds(16));
+  EXPECT_EQ(r[0].first_tick, t0 + absl::Seconds(1));
+  clock_.Advance(absl::Milliseconds(500));
+  ASSERT_TRUE(WaitForTicks("skipper/r", 3));
 }
 
 TEST_P(ReminderTest, BadArgumentsAreRefusedAndNothingIsStored) {
@@ -203,6 +245,13 @@ TEST_P(ReminderTest, ATickOfAGrainWithoutTheHookFailsHarmlessly) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(silo_->reminders().ticks_failed(), 1u);
+  // It keeps ticking (and failing), and the grain still serves calls.
+  clock_.Advance(absl::Seconds(1));
+  for (int i = 0; i < 2000 && silo_->reminders().ticks_failed() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(silo_->reminders().ticks_failed(), 2u);
+  EXPECT_EQ(silo_->reminders().ticks_sent(), 2u);
   EXPECT_TRUE(grain.Register(Reminder("r", 1000, 1000)).Get().ok());
 }
 
