@@ -1,9 +1,16 @@
 // File: core/log.h
 // -----------------------------------------------------------------------------
-// Leveled, line-oriented logging to stderr, one event per line:
+// Leveled, line-oriented logging to stderr, one event per line. A message
+// starts with the `key=value` fields it is about (grain=, silo=, ...), then
+// free text:
 //
-//   GRANARY_LOG(kWarning) << "turn took " << ms << "ms grain=" << id;
-//   -> 2026-11-29T21:00:00.123456Z W grain=... turn took 12ms
+//   GRANARY_LOG(kWarning) << "grain=" << id << " turn_ms=" << ms << " slow turn";
+//   -> 2026-11-29T21:00:00.123456Z W grain=... turn_ms=12 slow turn
+//
+// With SetLogFormat(LogFormat::kJson) the same event is one JSON object:
+//   {"ts":"2026-11-29T21:00:00.123456Z","level":"warning","grain":"...",
+//    "turn_ms":"12","msg":"slow turn"}
+// (the leading key=value tokens become fields, the rest is "msg").
 //
 // SetLogLevel() filters; the default is kInfo. Lines below the level cost one
 // relaxed atomic load.
@@ -11,6 +18,7 @@
 
 #include <atomic>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/string_view.h"
 
@@ -22,6 +30,15 @@ void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();
 // Parses "debug", "info", "warning" or "error".
 bool ParseLogLevel(absl::string_view text, LogLevel* level);
+
+enum class LogFormat : int { kText = 0, kJson = 1 };
+void SetLogFormat(LogFormat format);
+// Parses "text" or "json".
+bool ParseLogFormat(absl::string_view text, LogFormat* format);
+// The line `message` at `level` becomes in `format` (without the newline).
+std::string FormatLogLine(LogFormat format, LogLevel level,
+                          absl::string_view timestamp,
+                          absl::string_view message);
 
 namespace internal {
 

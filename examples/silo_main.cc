@@ -37,6 +37,7 @@
 #include "examples/counter_grain.h"
 #include "grpcpp/grpcpp.h"
 #include "silo/gateway_server.h"
+#include "silo/admin_http.h"
 #include "silo/http_server.h"
 #include "silo/silo.h"
 #include "storage/memory_storage.h"
@@ -54,6 +55,15 @@ ABSL_FLAG(int32_t, workers, 0, "Worker threads (0: hardware threads).");
 ABSL_FLAG(int32_t, turn_budget, 64,
           "Messages one activation processes per scheduling.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+ABSL_FLAG(std::string, log_format, "text",
+          "text (one line per event: time, level, key=value fields, message) "
+          "or json (one JSON object per line).");
+ABSL_FLAG(absl::Duration, slow_turn_threshold, absl::Milliseconds(100),
+          "A turn holding a worker longer than this is logged (with its grain "
+          "and method) and counted in granary_slow_turns_total.");
+ABSL_FLAG(bool, http_allow_remote, false,
+          "Allow --http on a non-loopback address (it serves metrics and the "
+          "dashboard without authentication).");
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20,
           "Largest message the gateway accepts or sends.");
 ABSL_FLAG(int32_t, max_in_flight, 16384,
@@ -108,6 +118,16 @@ int Main() {
     return Fail("--log_level must be debug, info, warning or error");
   }
   granary::SetLogLevel(level);
+  granary::LogFormat log_format;
+  if (!granary::ParseLogFormat(absl::GetFlag(FLAGS_log_format), &log_format)) {
+    return Fail("--log_format must be text or json");
+  }
+  granary::SetLogFormat(log_format);
+  const absl::Duration slow_turn = absl::GetFlag(FLAGS_slow_turn_threshold);
+  if (slow_turn <= absl::ZeroDuration() ||
+      slow_turn == absl::InfiniteDuration()) {
+    return Fail("--slow_turn_threshold must be positive and finite");
+  }
   if (absl::GetFlag(FLAGS_workers) < 0) return Fail("--workers must not be negative");
   if (absl::GetFlag(FLAGS_turn_budget) < 1) return Fail("--turn_budget must be at least 1");
   if (absl::GetFlag(FLAGS_max_message_bytes) < 1) {
@@ -131,6 +151,15 @@ int Main() {
     if (!granary::SplitHostPort(value, &host, &port)) {
       return Fail(absl::StrCat(name, "='", value, "' is not HOST:PORT"));
     }
+  }
+  granary::SplitHostPort(absl::GetFlag(FLAGS_http), &host, &port);
+  if (!granary::silo::IsLoopbackHost(host) &&
+      !absl::GetFlag(FLAGS_http_allow_remote)) {
+    return Fail(absl::StrCat(
+        "--http='", absl::GetFlag(FLAGS_http),
+        "' is not a loopback address; the endpoint serves metrics and the "
+        "dashboard without authentication, so pass --http_allow_remote to "
+        "expose it"));
   }
   // Signals are taken by sigwait below, never by a handler on some thread.
   // Blocked before any thread exists (storage starts threads), so every
@@ -200,6 +229,7 @@ int Main() {
   options.storage = storage.get();
   options.reminders = reminders;
   options.min_reminder_period = min_reminder_period;
+  options.slow_turn_threshold = slow_turn;
   Silo silo(options);
   if (absl::Status s = granary::examples::AddExampleGrains(silo); !s.ok()) {
     return Fail(s.ToString());
@@ -216,7 +246,10 @@ int Main() {
                         absl::GetFlag(FLAGS_max_in_flight));
   if (absl::Status s = gateway.Start(); !s.ok()) return Fail(s.ToString());
   HttpServer http(absl::GetFlag(FLAGS_http));
+  granary::silo::AdminHttp admin(&silo, gateway.address());
+  admin.Register(&http);  // /metrics, /api/overview and the dashboard at /
   if (absl::Status s = http.Start(); !s.ok()) return Fail(s.ToString());
+  admin.Start();
 
   std::printf("READY gateway=%s silo=%s http=%s\n", gateway.address().c_str(),
               silo_address.c_str(), http.address().c_str());
@@ -224,8 +257,8 @@ int Main() {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  GRANARY_LOG(kInfo) << "silo=" << options.name << " received signal " << sig
-                     << ", shutting down";
+  GRANARY_LOG(kInfo) << "silo=" << options.name << " signal=" << sig
+                     << " shutting down";
   // A second signal ends the process at once.
   std::thread([signals]() mutable {
     int again = 0;
@@ -235,6 +268,7 @@ int Main() {
   silo.Stop();  // answers every call still in the silo
   gateway.Stop();
   http.Stop();
+  admin.Stop();
   silo_server->Shutdown(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(500));
   silo_server->Wait();

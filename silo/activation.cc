@@ -34,6 +34,8 @@ Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
       last_active_ns_(absl::ToUnixNanos(silo->clock()->Now())) {
   turn_.invoker = silo;
   turn_.activation = this;
+  type_->metrics->created->Inc();
+  type_->metrics->activations->Add(1);
 }
 
 Activation::~Activation() = default;
@@ -123,7 +125,11 @@ bool Activation::HasReadyWork() const {
 
 void Activation::Run() {
   ScopedTurn scoped(&turn_);
+  SiloMetrics& metrics = silo_->metrics();
+  metrics.mailbox_depth->Observe(
+      static_cast<double>(pending_.load(std::memory_order_relaxed) - popped_));
   now_ = silo_->clock()->Now();
+  turn_start_ns_ = MonoNanos();
   if (state_ == State::kCreating) BeginActivation();
   int budget = silo_->options().turn_budget;
   bool served = false;
@@ -132,7 +138,36 @@ void Activation::Run() {
     if (m == nullptr) break;
     --budget;
     served = served || m->kind == MessageKind::kRequest;
+    // What the message is, read before Process may free it.
+    MessageLabel label = MessageLabel::kControl;
+    uint32_t method = kNoMethod;
+    switch (m->kind) {
+      case MessageKind::kRequest: {
+        auto* call = static_cast<CallBase*>(m);
+        method = call->method();
+        label = method == kReminderMethod ? MessageLabel::kReminder
+                : call->one_way()         ? MessageLabel::kOneWay
+                                          : MessageLabel::kRequest;
+        break;
+      }
+      case MessageKind::kResponse:
+      case MessageKind::kDeadline:
+        label = MessageLabel::kResponse;
+        break;
+      case MessageKind::kTimer:
+        label = MessageLabel::kTimer;
+        break;
+      case MessageKind::kResume:
+        label = MessageLabel::kResume;
+        break;
+      case MessageKind::kControl:
+        break;
+    }
+    metrics.received(label)->Inc();
     Process(m);
+    const int64_t end = MonoNanos();
+    CountTurn(label, method, end - turn_start_ns_);
+    turn_start_ns_ = end;
     if (state_ == State::kActive && deactivate_requested_ && running_.empty()) {
       BeginDeactivation(deactivation_reason_);
     }
@@ -158,6 +193,41 @@ void Activation::Run() {
     silo_->scheduler().Schedule(this);
   }
   Unref();
+}
+
+void Activation::CountTurn(MessageLabel label, uint32_t method,
+                           int64_t nanos) {
+  SiloMetrics& metrics = silo_->metrics();
+  metrics.turn_duration->Observe(static_cast<double>(nanos) * 1e-9);
+  const absl::Duration took = absl::Nanoseconds(nanos);
+  if (took < silo_->options().slow_turn_threshold) return;
+  metrics.slow_turns->Inc();
+  const InterfaceInfo& iface = *type_->info->interface;
+  absl::string_view what;
+  switch (label) {
+    case MessageLabel::kRequest:
+    case MessageLabel::kOneWay:
+      what = method < iface.method_count ? iface.methods[method].name
+                                         : absl::string_view("?");
+      break;
+    case MessageLabel::kReminder:
+      what = "ReceiveReminder";
+      break;
+    case MessageLabel::kResponse:
+    case MessageLabel::kResume:
+      what = "(continuation)";
+      break;
+    case MessageLabel::kTimer:
+      what = "(timer)";
+      break;
+    default:
+      what = "(lifecycle)";
+  }
+  GRANARY_LOG(kWarning) << "grain=" << id_.ToString() << " method=" << what
+                        << " turn_ms=" << absl::ToDoubleMilliseconds(took)
+                        << " slow turn: held a worker longer than "
+                        << absl::FormatDuration(
+                               silo_->options().slow_turn_threshold);
 }
 
 void Activation::Process(Message* m) {
@@ -210,7 +280,7 @@ void Activation::StartRequest(CallBase* call) {
   const MethodInfo& method = type_->info->interface->methods[call->method()];
   running_.push_back(Running{call, /*is_timer=*/false,
                              call->request_context().chain_id,
-                             method.read_only});
+                             method.read_only, turn_start_ns_});
   call->set_callee(this);
   turn_.request = call->request_context();
   try {
@@ -232,7 +302,7 @@ void Activation::StartReminderTick(CallBase* call) {
   }
   running_.push_back(Running{call, /*is_timer=*/false,
                              call->request_context().chain_id,
-                             /*read_only=*/false});
+                             /*read_only=*/false, turn_start_ns_});
   call->set_callee(this);
   turn_.request = call->request_context();
   try {
@@ -245,15 +315,27 @@ void Activation::StartReminderTick(CallBase* call) {
 
 void Activation::OnRequestDone(CallBase* call, bool claimed,
                                absl::Status status) {
-  RemoveRunning(call);
+  const int64_t started = RemoveRunning(call);
+  const uint32_t method = call->method();
+  if (method < type_->info->interface->method_count && started != 0) {
+    MethodMetrics& m = type_->metrics->methods[method];
+    m.duration->Observe(static_cast<double>(MonoNanos() - started) * 1e-9);
+    if (!status.ok()) {
+      silo_->metrics().CountError(*type_->info->interface, method, m,
+                                  status.code());
+    }
+  }
   if (claimed) call->Deliver(std::move(status));
   call->Release();  // the callee's reference
 }
 
-void Activation::RemoveRunning(Message* m) {
+int64_t Activation::RemoveRunning(Message* m) {
   auto it = std::find_if(running_.begin(), running_.end(),
                          [m](const Running& r) { return r.msg == m; });
-  if (it != running_.end()) running_.erase(it);
+  if (it == running_.end()) return 0;
+  const int64_t started = it->start_ns;
+  running_.erase(it);
+  return started;
 }
 
 void Activation::HandleControl(Message* m) {
@@ -380,6 +462,8 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
 }
 
 void Activation::OnDeactivated() {
+  type_->metrics->deactivated[static_cast<int>(deactivation_reason_)]->Inc();
+  type_->metrics->activations->Add(-1);
   silo_->catalog().Remove(this);
   (void)silo_->directory().Unregister(
       id_, directory::ActivationAddress{silo_->name(), activation_id_});
@@ -450,6 +534,7 @@ void Activation::Abandon(const absl::Status& status) {
   }
   timers_.clear();
   grain_.reset();
+  type_->metrics->activations->Add(-1);
   state_ = State::kGone;
 }
 
@@ -507,7 +592,8 @@ void Activation::StartTick(GrainTimer* timer) {
     return;
   }
   const uint64_t chain = NewChainId();
-  running_.push_back(Running{timer, /*is_timer=*/true, chain, false});
+  running_.push_back(
+      Running{timer, /*is_timer=*/true, chain, false, turn_start_ns_});
   turn_.request = RequestContext{chain};
   timer->owner = this;
   Task<void> task;

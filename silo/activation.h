@@ -49,6 +49,7 @@
 #include "silo/grain.h"
 #include "silo/message_fifo.h"
 #include "silo/scheduler.h"
+#include "silo/silo_metrics.h"
 
 namespace granary::silo {
 
@@ -60,6 +61,7 @@ struct GrainTypeEntry {
   const GrainClassInfo* info;
   std::function<std::unique_ptr<Grain>()> factory;
   absl::Duration idle_timeout;  // resolved against the silo default
+  std::unique_ptr<TypeMetrics> metrics;
 };
 
 enum class DeactivationReason { kIdle, kRequested, kShutdown, kActivationFailed };
@@ -110,6 +112,7 @@ class Activation final : public Runnable, public MessageSink {
                     // becomes a response while its method still runs
     uint64_t chain_id;
     bool read_only;
+    int64_t start_ns;  // MonoNanos when its first turn began
   };
 
   void DrainMailbox();
@@ -121,7 +124,12 @@ class Activation final : public Runnable, public MessageSink {
   void StartReminderTick(CallBase* call);
   void StartTick(GrainTimer* timer);
   void HandleControl(Message* m);
-  void RemoveRunning(Message* m);
+  // Removes `m` from running_; returns when it started (0 if absent).
+  int64_t RemoveRunning(Message* m);
+  // Metrics of the turn that just ran `label` (method: the request's method
+  // index, or kNoMethod) for `nanos`.
+  void CountTurn(MessageLabel label, uint32_t method, int64_t nanos);
+  static constexpr uint32_t kNoMethod = 0xFFFFFFFFu;
 
   void BeginActivation();
   void OnActivated(absl::Status status);
@@ -164,6 +172,7 @@ class Activation final : public Runnable, public MessageSink {
   bool deactivate_requested_ = false;
   DeactivationReason deactivation_reason_ = DeactivationReason::kRequested;
   absl::Time now_;
+  int64_t turn_start_ns_ = 0;
   std::coroutine_handle<internal::TaskPromise<void>> lifecycle_;
   absl::Status activation_status_;
   absl::flat_hash_map<TimerId, GrainTimer*> timers_;

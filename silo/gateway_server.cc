@@ -81,8 +81,8 @@ absl::Status GatewayServer::Start() {
   }
   bound_address_ = absl::StrCat(host, ":", port_);
   gateway_->set_address(bound_address_);
-  GRANARY_LOG(kInfo) << "silo=" << silo_->name() << " gateway listening on "
-                     << bound_address_;
+  GRANARY_LOG(kInfo) << "silo=" << silo_->name()
+                     << " gateway=" << bound_address_ << " gateway listening";
   return absl::OkStatus();
 }
 

@@ -22,22 +22,12 @@
 #include "granary/v1/gateway.grpc.pb.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "core/metrics.h"
 #include "silo/grain.h"
 #include "silo/silo.h"
 
 namespace granary::silo {
 namespace {
-
-// Resident memory of this process (bytes), from /proc/self/statm; 0 when
-// unknown.
-int64_t ResidentBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  long pages = 0, resident = 0;
-  const int n = std::fscanf(f, "%ld %ld", &pages, &resident);
-  std::fclose(f);
-  return n == 2 ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : 0;
-}
 
 struct Route {
   const InterfaceInfo* iface;
@@ -89,7 +79,9 @@ class GatewayService::Impl final
   void Stop();
   void Forget(GatewayStream* stream) {
     MutexLock lock(&mu_);
-    streams_.erase(stream);
+    if (streams_.erase(stream) > 0) {
+      silo_->metrics().gateway_connections->Add(-1);
+    }
   }
   int open_streams() const {
     MutexLock lock(&mu_);
@@ -172,8 +164,8 @@ class GatewayStream final
     const bool parsed = batch_.ParseFromZeroCopyStream(&reader);
     incoming_.Clear();
     if (!parsed) {
-      GRANARY_LOG(kWarning) << "gateway: undecodable batch from " << peer_
-                            << "; ending its stream";
+      GRANARY_LOG(kWarning) << "peer=" << peer_
+                            << " gateway: undecodable batch; ending its stream";
       {
         MutexLock lock(&mu_);
         reading_ = false;
@@ -299,8 +291,8 @@ class GatewayStream final
         reply.set_code(static_cast<int>(error.code()));
         reply.set_message(std::string(error.message()));
       } else {
-        GRANARY_LOG(kWarning) << "gateway: one-way request from " << peer_
-                              << " refused: " << error;
+        GRANARY_LOG(kWarning) << "peer=" << peer_
+                              << " gateway: one-way request refused: " << error;
       }
     }
     batch_.Clear();
@@ -454,6 +446,7 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
     MutexLock lock(&mu_);
     stream = new GatewayStream(this, context->peer(), stopping_);
     streams_.insert(stream);
+    silo_->metrics().gateway_connections->Add(1);
   }
   stream->Begin();
   return stream;
@@ -471,7 +464,7 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Status(
   reply->set_activated_total(static_cast<int64_t>(silo_->activated()));
   reply->set_deactivated_total(static_cast<int64_t>(silo_->deactivated()));
   reply->set_max_in_flight(options_.max_in_flight);
-  reply->set_resident_bytes(ResidentBytes());
+  reply->set_resident_bytes(metrics::ResidentBytes());
   reply->set_version(kVersion);
   for (const GrainClassInfo* info : silo_->GrainTypes()) {
     const InterfaceInfo& iface = *info->interface;

@@ -26,8 +26,11 @@ template <typename Result>
 class StorageAwaiter {
  public:
   using Start = std::function<void(std::function<void(Result)>)>;
-  StorageAwaiter(silo::Activation* activation, Start start)
-      : activation_(activation), start_(std::move(start)) {}
+  // `latency` (a histogram of the silo's) records how long the operation
+  // took.
+  StorageAwaiter(silo::Activation* activation, metrics::Histogram* latency,
+                 Start start)
+      : activation_(activation), latency_(latency), start_(std::move(start)) {}
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h) {
     auto* msg = new ResultMessage<Result>();
@@ -35,9 +38,10 @@ class StorageAwaiter {
     if (TurnContext* turn = CurrentTurn()) msg->request = turn->request;
     msg_ = msg;
     start_([msg, gate = activation_->silo()->gate(), id = activation_->id(),
-            activation_id = activation_->activation_id()](Result r) {
+            activation_id = activation_->activation_id(), latency = latency_,
+            started = silo::MonoNanos()](Result r) {
       msg->result.emplace(std::move(r));
-      if (!gate->Post(id, activation_id, msg)) delete msg;
+      if (!gate->Post(id, activation_id, msg, latency, started)) delete msg;
     });
   }
   // The message is alive until the resumed turn suspends again.
@@ -45,6 +49,7 @@ class StorageAwaiter {
 
  private:
   silo::Activation* activation_;
+  metrics::Histogram* latency_;
   Start start_;
   ResultMessage<Result>* msg_ = nullptr;
 };
@@ -62,7 +67,7 @@ Task<void> Grain::WriteState() {
   std::string bytes = state_->SerializeAsString();
   absl::StatusOr<std::string> etag =
       co_await StorageAwaiter<absl::StatusOr<std::string>>(
-          activation_, [&](std::function<void(absl::StatusOr<std::string>)> done) {
+          activation_, activation_->silo()->metrics().storage_write, [&](std::function<void(absl::StatusOr<std::string>)> done) {
             store.Write(GetGrainId(), std::move(bytes), state_etag_,
                         std::move(done));
           });
@@ -77,7 +82,7 @@ Task<void> Grain::ClearState() {
   }
   storage::GrainStorage& store = activation_->silo()->storage();
   absl::Status cleared = co_await StorageAwaiter<absl::Status>(
-      activation_, [&](std::function<void(absl::Status)> done) {
+      activation_, activation_->silo()->metrics().storage_clear, [&](std::function<void(absl::Status)> done) {
         store.Clear(GetGrainId(), state_etag_, std::move(done));
       });
   if (!cleared.ok()) throw StatusError(cleared);
@@ -94,7 +99,7 @@ Task<void> LoadGrainState(Grain* grain) {
   const GrainId& id = activation->id();
   absl::StatusOr<storage::StoredState> stored =
       co_await StorageAwaiter<absl::StatusOr<storage::StoredState>>(
-          activation,
+          activation, activation->silo()->metrics().storage_read,
           [&](std::function<void(absl::StatusOr<storage::StoredState>)> done) {
             store.Read(id, std::move(done));
           });
@@ -131,7 +136,7 @@ Task<void> Grain::RegisterReminder(std::string name, absl::Duration due,
                                    absl::Duration period) {
   silo::ReminderService& reminders = activation_->silo()->reminders();
   absl::Status registered = co_await StorageAwaiter<absl::Status>(
-      activation_, [&](std::function<void(absl::Status)> done) {
+      activation_, activation_->silo()->metrics().reminder_write, [&](std::function<void(absl::Status)> done) {
         reminders.Register(GetGrainId(), std::move(name), due, period,
                            std::move(done));
       });
@@ -141,7 +146,7 @@ Task<void> Grain::RegisterReminder(std::string name, absl::Duration due,
 Task<bool> Grain::UnregisterReminder(std::string name) {
   silo::ReminderService& reminders = activation_->silo()->reminders();
   absl::StatusOr<bool> removed = co_await StorageAwaiter<absl::StatusOr<bool>>(
-      activation_, [&](std::function<void(absl::StatusOr<bool>)> done) {
+      activation_, activation_->silo()->metrics().reminder_remove, [&](std::function<void(absl::StatusOr<bool>)> done) {
         reminders.Unregister(GetGrainId(), std::move(name), std::move(done));
       });
   if (!removed.ok()) throw StatusError(removed.status());

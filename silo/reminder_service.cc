@@ -96,8 +96,9 @@ absl::Status ReminderService::Start(absl::Duration timeout) {
   running_ = true;
   for (storage::ReminderRow& row : **result) {
     if (row.period <= absl::ZeroDuration()) {
-      GRANARY_LOG(kError) << "reminder: skipping '" << row.name << "' of "
-                          << row.grain.ToString() << ": stored period "
+      GRANARY_LOG(kError) << "grain=" << row.grain.ToString()
+                          << " reminder=" << row.name
+                          << " skipping a stored reminder with period "
                           << absl::FormatDuration(row.period);
       continue;
     }
@@ -109,8 +110,8 @@ absl::Status ReminderService::Start(absl::Duration timeout) {
     r->period = row.period;
     Install(std::move(r));
   }
-  GRANARY_LOG(kInfo) << "silo=" << silo_->name() << " reminders loaded="
-                     << live_.size();
+  GRANARY_LOG(kInfo) << "silo=" << silo_->name()
+                     << " reminders=" << live_.size() << " reminders loaded";
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include "core/sync.h"
 #include "core/log.h"
 #include "core/process.h"
+#include "core/version.h"
 #include "directory/local_grain_directory.h"
 #include "silo/reminder_service.h"
 #include "storage/memory_storage.h"
@@ -36,6 +37,7 @@ int DefaultWorkers(int requested) {
 Silo::Silo(SiloOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::System()),
+      metrics_(&registry_),
       owned_storage_(options_.storage == nullptr
                          ? std::make_unique<storage::MemoryStorage>()
                          : nullptr),
@@ -60,6 +62,54 @@ Silo::Silo(SiloOptions options)
       options_.reminders != nullptr ? options_.reminders
                                     : owned_reminders_.get(),
       options_.min_reminder_period);
+  AddSiloMetrics();
+}
+
+void Silo::AddSiloMetrics() {
+  using metrics::Samples;
+  using metrics::Type;
+  registry_.AddCallback(
+      "granary_silo_info", "This silo: its name and Granary version.",
+      Type::kGauge, {"silo", "version"},
+      [this] { return Samples{{{options_.name, std::string(kVersion)}, 1}}; });
+  registry_.AddCallback(
+      "granary_directory_entries",
+      "Grain directory entries held by this silo.", Type::kGauge, {},
+      [this] { return Samples{{{}, static_cast<double>(directory_->size())}}; });
+  registry_.AddCallback(
+      "granary_membership_silos",
+      "Silos in the membership view, by status. A silo without a cluster "
+      "is a membership of one.",
+      Type::kGauge, {"status"}, [this] {
+        const State s = state_.load(std::memory_order_acquire);
+        const bool active = s == State::kRunning;
+        const bool stopping = s == State::kStopping;
+        return Samples{{{"joining"}, s == State::kNew ? 1.0 : 0.0},
+                       {{"active"}, active ? 1.0 : 0.0},
+                       {{"shutting_down"}, stopping ? 1.0 : 0.0},
+                       {{"dead"}, s == State::kStopped ? 1.0 : 0.0}};
+      });
+  registry_.AddCallback(
+      "granary_reminders", "Durable reminders scheduled by this silo.",
+      Type::kGauge, {},
+      [this] { return Samples{{{}, static_cast<double>(reminders_->size())}}; });
+  registry_.AddCallback(
+      "granary_reminder_ticks_total",
+      "Reminder ticks sent to grains, by result (ok or failed).",
+      Type::kCounter, {"result"}, [this] {
+        const double sent = static_cast<double>(reminders_->ticks_sent());
+        const double failed = static_cast<double>(reminders_->ticks_failed());
+        return Samples{{{"ok"}, sent - failed}, {{"failed"}, failed}};
+      });
+  metrics::AddProcessMetrics(&registry_);
+}
+
+std::vector<Silo::TypeView> Silo::TypeViews() const {
+  std::vector<TypeView> out;
+  for (const auto& [name, entry] : types_) {
+    out.push_back(TypeView{entry->info->interface, entry->metrics.get()});
+  }
+  return out;
 }
 
 Silo::~Silo() {
@@ -82,6 +132,7 @@ absl::Status Silo::AddGrainType(
   auto entry = std::make_unique<GrainTypeEntry>();
   entry->info = &info;
   entry->factory = std::move(factory);
+  entry->metrics = metrics_.ForType(*info.interface);
   entry->idle_timeout = info.interface->idle_timeout_s > 0
                             ? absl::Seconds(info.interface->idle_timeout_s)
                             : options_.default_idle_timeout;
@@ -111,9 +162,9 @@ absl::Status Silo::Start() {
   GRANARY_RETURN_IF_ERROR(timers_.Start());
   timers_.Schedule(collector_.get(),
                    clock_->Now() + options_.collection_period);
-  GRANARY_LOG(kInfo) << "silo=" << options_.name << " started workers="
-                     << scheduler_.workers() << " grain_types="
-                     << types_.size();
+  GRANARY_LOG(kInfo) << "silo=" << options_.name
+                     << " workers=" << scheduler_.workers()
+                     << " grain_types=" << types_.size() << " started";
   return absl::OkStatus();
 }
 
@@ -144,9 +195,9 @@ void Silo::Stop() {
   // 3. Whatever did not deactivate in time is abandoned.
   std::vector<Activation*> stuck = catalog_.TakeAll();
   if (!stuck.empty()) {
-    GRANARY_LOG(kWarning) << "silo=" << options_.name << " abandoning "
-                          << stuck.size()
-                          << " activations that did not deactivate in time";
+    GRANARY_LOG(kWarning) << "silo=" << options_.name
+                          << " abandoned=" << stuck.size()
+                          << " activations did not deactivate in time";
   }
   const absl::Status unavailable = absl::UnavailableError(
       absl::StrCat("silo ", options_.name, " shut down"));
@@ -156,9 +207,9 @@ void Silo::Stop() {
   gate_->Close();
   state_.store(State::kStopped);
   GRANARY_LOG(kInfo) << "silo=" << options_.name
-                     << " stopped activated=" << activated()
+                     << " activated=" << activated()
                      << " deactivated=" << deactivated()
-                     << " abandoned=" << stuck.size();
+                     << " abandoned=" << stuck.size() << " stopped";
 }
 
 const GrainTypeEntry* Silo::FindType(absl::string_view type) const {
@@ -193,6 +244,9 @@ void Silo::Invoke(CallBase* call) {
     call->Release();
     return;
   }
+  if (CurrentTurn() != nullptr) {  // sent by grain code
+    (call->one_way() ? metrics_.sent_one_way : metrics_.sent_requests)->Inc();
+  }
   Admit(call, type);
 }
 
@@ -224,9 +278,11 @@ void Silo::Admit(CallBase* call, const GrainTypeEntry* type) {
 }
 
 void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
+  bool created = false;
   const bool delivered = catalog_.PostOrCreate(
       call->target(), call, [&]() -> Activation* {
         if (stopping()) return nullptr;
+        created = true;
         const uint64_t activation_id =
             next_activation_id_.fetch_add(1, std::memory_order_relaxed);
         directory::ActivationAddress mine{
@@ -242,6 +298,7 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
         }
         return new Activation(this, type, call->target(), activation_id);
       });
+  (created ? metrics_.directory_misses : metrics_.directory_hits)->Inc();
   if (!delivered) {
     call->Fail(absl::UnavailableError(absl::StrCat(
         "silo ", options_.name, " is shutting down; ",

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "core/call.h"
 #include "core/clock.h"
+#include "core/metrics.h"
 #include "core/timer_queue.h"
 #include "directory/grain_directory.h"
 #include "silo/activation.h"
@@ -44,6 +45,7 @@
 #include "silo/grain.h"
 #include "silo/placement.h"
 #include "silo/scheduler.h"
+#include "silo/silo_metrics.h"
 #include "storage/grain_storage.h"
 #include "storage/reminder_table.h"
 
@@ -80,6 +82,9 @@ struct SiloOptions {
   absl::Duration min_reminder_period = absl::Seconds(1);
   // How long Stop() waits for activations to deactivate.
   absl::Duration shutdown_timeout = absl::Seconds(10);
+  // A turn that holds a worker longer than this is counted
+  // (granary_slow_turns_total) and logged with its grain and method.
+  absl::Duration slow_turn_threshold = absl::Milliseconds(100);
 };
 
 // How completions from threads outside the silo (storage) reach
@@ -92,10 +97,16 @@ class SiloGate {
  public:
   explicit SiloGate(Catalog* catalog) : catalog_(catalog) {}
   // Posts `m` to activation `activation_id` of `id`; false (and `m`
-  // untouched) when the gate is closed or that activation is gone.
-  bool Post(const GrainId& id, uint64_t activation_id, Message* m) {
+  // untouched) when the gate is closed or that activation is gone. While
+  // open, also records the operation's latency since `started_ns`.
+  bool Post(const GrainId& id, uint64_t activation_id, Message* m,
+            metrics::Histogram* latency = nullptr, int64_t started_ns = 0) {
     MutexLock lock(&mu_);
-    return catalog_ != nullptr && catalog_->PostIfCurrent(id, activation_id, m);
+    if (catalog_ == nullptr) return false;
+    if (latency != nullptr) {
+      latency->Observe(static_cast<double>(MonoNanos() - started_ns) * 1e-9);
+    }
+    return catalog_->PostIfCurrent(id, activation_id, m);
   }
   // Runs `fn` unless the gate is closed; no Close completes meanwhile.
   template <typename Fn>
@@ -182,6 +193,16 @@ class Silo final : public CallInvoker {
     return deactivated_.load(std::memory_order_relaxed);
   }
   const SiloOptions& options() const { return options_; }
+  // The silo's metrics (Prometheus text: metrics_registry().Render()).
+  metrics::Registry& metrics_registry() { return registry_; }
+  SiloMetrics& metrics() { return metrics_; }
+  // Per-type figures for dashboards.
+  struct TypeView {
+    const InterfaceInfo* interface;
+    const TypeMetrics* metrics;
+  };
+  std::vector<TypeView> TypeViews() const;
+  absl::Time start_time() const { return start_time_; }
   storage::GrainStorage& storage() { return *storage_; }
   ReminderService& reminders() { return *reminders_; }
   const std::string& name() const { return options_.name; }
@@ -210,6 +231,7 @@ class Silo final : public CallInvoker {
   class IdleCollector;
 
   const GrainTypeEntry* FindType(absl::string_view type) const;
+  void AddSiloMetrics();
   // Arms the deadline of a checked call and delivers it.
   void Admit(CallBase* call, const GrainTypeEntry* type);
   void Deliver(CallBase* call, const GrainTypeEntry* type);
@@ -217,6 +239,9 @@ class Silo final : public CallInvoker {
 
   SiloOptions options_;
   Clock* const clock_;
+  metrics::Registry registry_;
+  SiloMetrics metrics_;
+  absl::Time start_time_ = absl::Now();
   std::atomic<State> state_{State::kNew};
   absl::flat_hash_map<std::string, std::unique_ptr<GrainTypeEntry>> types_;
   std::vector<std::pair<const char*, const GrainTypeEntry*>> types_by_pointer_;

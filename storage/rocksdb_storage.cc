@@ -216,8 +216,9 @@ class RocksDbStorage::Impl {
     }
     writer_ = std::thread([this] { WriterLoop(); });
     reader_ = std::thread([this] { ReaderLoop(); });
-    GRANARY_LOG(kInfo) << "storage: RocksDB at " << path_ << " ("
-                       << (sync_ ? "sync" : "async") << " writes)";
+    GRANARY_LOG(kInfo) << "path=" << path_
+                       << " durability=" << (sync_ ? "sync" : "async")
+                       << " storage: RocksDB opened";
     return absl::OkStatus();
   }
 

@@ -255,11 +255,11 @@ TEST(ClientProcessTest, SigtermUnderLoadDeactivatesEveryActivationAndExitsZero) 
 
   // OnDeactivate ran for every activation; none was abandoned.
   const std::string err = silo.Stderr();
-  const size_t at = err.find("stopped activated=");
+  const size_t at = err.rfind(" activated=");  // the "stopped" line
   ASSERT_NE(at, std::string::npos) << err;
   int64_t activated = -1, deactivated = -2, abandoned = -1;
   ASSERT_EQ(sscanf(err.c_str() + at,
-                   "stopped activated=%ld deactivated=%ld abandoned=%ld",
+                   " activated=%ld deactivated=%ld abandoned=%ld",
                    &activated, &deactivated, &abandoned),
             3);
   EXPECT_GE(activated, kGrains);
