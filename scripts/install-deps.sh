@@ -10,7 +10,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libjemalloc-dev
   libcaf-dev
-  python3-grpcio python3-protobuf python3-matplotlib
+  python3-grpcio python3-protobuf python3-matplotlib python3-prometheus-client
+  chromium
 )
 
 missing=()
