@@ -18,11 +18,9 @@
 namespace granary::metrics {
 namespace internal {
 
-int ThisThreadShard() {
+int NextThreadShard() {
   static std::atomic<int> next{0};
-  thread_local const int shard =
-      next.fetch_add(1, std::memory_order_relaxed) % kShards;
-  return shard;
+  return next.fetch_add(1, std::memory_order_relaxed) % kShards;
 }
 
 }  // namespace internal
@@ -146,33 +144,46 @@ uint64_t Counter::Value() const {
   return total;
 }
 
-Histogram::Histogram(const std::vector<double>* bounds) : bounds_(bounds) {
+Histogram::Histogram(const Layout* layout) : layout_(layout) {
+  const size_t n = layout_->bounds.size() + 1;
   for (Shard& s : shards_) {
-    s.buckets = std::make_unique<std::atomic<uint64_t>[]>(bounds_->size() + 1);
-    for (size_t i = 0; i <= bounds_->size(); ++i) s.buckets[i].store(0);
+    s.buckets = std::make_unique<std::atomic<uint64_t>[]>(n);
+    for (size_t i = 0; i < n; ++i) s.buckets[i].store(0);
   }
 }
 
 Histogram::~Histogram() = default;
 
 void Histogram::Observe(double v) {
-  const size_t i = static_cast<size_t>(
-      std::lower_bound(bounds_->begin(), bounds_->end(), v) - bounds_->begin());
+  const double units = std::round(v / layout_->unit);
+  ObserveUnits(units <= 0 ? 0 : static_cast<uint64_t>(units));
+}
+
+void Histogram::AddCounts(const uint32_t* counts, size_t n,
+                          uint64_t sum_units) {
   Shard& s = shards_[internal::ThisThreadShard()];
-  s.buckets[i].fetch_add(1, std::memory_order_relaxed);
-  s.sum.fetch_add(v, std::memory_order_relaxed);
+  const size_t buckets = std::min(n, layout_->bounds.size() + 1);
+  for (size_t i = 0; i < buckets; ++i) {
+    if (counts[i] != 0) {
+      s.buckets[i].fetch_add(counts[i], std::memory_order_relaxed);
+    }
+  }
+  s.sum.fetch_add(sum_units, std::memory_order_relaxed);
 }
 
 Histogram::Snapshot Histogram::Take() const {
+  const size_t n = layout_->bounds.size() + 1;
   Snapshot snap;
-  snap.buckets.assign(bounds_->size() + 1, 0);
+  snap.buckets.assign(n, 0);
+  uint64_t sum = 0;
   for (const Shard& s : shards_) {
-    for (size_t i = 0; i <= bounds_->size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       snap.buckets[i] += s.buckets[i].load(std::memory_order_relaxed);
     }
-    snap.sum += s.sum.load(std::memory_order_relaxed);
+    sum += s.sum.load(std::memory_order_relaxed);
   }
   for (uint64_t b : snap.buckets) snap.count += b;
+  snap.sum = static_cast<double>(sum) * layout_->unit;
   return snap;
 }
 
@@ -237,10 +248,11 @@ void Family<Histogram>::Render(std::string* out) const {
   ForEach([&](const Labels& labels, const Histogram& h) {
     const Histogram::Snapshot snap = h.Take();
     uint64_t cumulative = 0;
-    for (size_t i = 0; i <= bounds_.size(); ++i) {
+    const std::vector<double>& bounds = layout_.bounds;
+    for (size_t i = 0; i <= bounds.size(); ++i) {
       cumulative += snap.buckets[i];
       const std::string le =
-          i < bounds_.size() ? FormatValue(bounds_[i]) : "+Inf";
+          i < bounds.size() ? FormatValue(bounds[i]) : "+Inf";
       absl::StrAppend(out, name(), "_bucket",
                       LabelSet(label_names(), labels, "le=\"" + le + "\""), " ",
                       cumulative, "\n");
@@ -271,15 +283,34 @@ Family<Gauge>& Registry::AddGauge(std::string name, std::string help,
 
 Family<Histogram>& Registry::AddHistogram(std::string name, std::string help,
                                           std::vector<std::string> label_names,
-                                          std::vector<double> bounds) {
+                                          std::vector<double> bounds,
+                                          double unit) {
   if (bounds.empty() || !std::is_sorted(bounds.begin(), bounds.end()) ||
-      std::adjacent_find(bounds.begin(), bounds.end()) != bounds.end()) {
+      std::adjacent_find(bounds.begin(), bounds.end()) != bounds.end() ||
+      bounds.front() < 0) {
     throw std::invalid_argument("histogram " + name +
-                                " needs strictly increasing bounds");
+                                " needs increasing, non-negative bounds");
   }
+  if (!(unit > 0)) {
+    throw std::invalid_argument("histogram " + name + " needs a positive unit");
+  }
+  Histogram::Layout layout;
+  layout.unit = unit;
+  for (double b : bounds) {
+    layout.bound_units.push_back(static_cast<uint64_t>(std::round(b / unit)));
+  }
+  if (layout.bound_units.size() + 1 > HistogramBatch::kMaxBuckets) {
+    throw std::invalid_argument("histogram " + name + " has too many buckets");
+  }
+  if (std::adjacent_find(layout.bound_units.begin(), layout.bound_units.end()) !=
+      layout.bound_units.end()) {
+    throw std::invalid_argument("histogram " + name +
+                                " has bounds closer than its unit");
+  }
+  layout.bounds = std::move(bounds);
   auto f = std::make_unique<Family<Histogram>>(
       std::move(name), std::move(help), Type::kHistogram,
-      std::move(label_names), std::move(bounds));
+      std::move(label_names), std::move(layout));
   Family<Histogram>& ref = *f;
   Add(std::move(f));
   return ref;

@@ -44,7 +44,7 @@ TEST(MetricsTest, CountersGaugesAndCallbacksRenderInTheTextFormat) {
 TEST(MetricsTest, HistogramBucketsAreCumulativeWithSumAndCount) {
   Registry r;
   Histogram* h =
-      r.AddHistogram("t_seconds", "Latency.", {"op"}, {0.1, 1, 10})
+      r.AddHistogram("t_seconds", "Latency.", {"op"}, {0.1, 1, 10}, 1e-9)
           .WithLabels({"read"});
   h->Observe(0.05);
   h->Observe(0.1);  // le is inclusive
@@ -58,7 +58,7 @@ TEST(MetricsTest, HistogramBucketsAreCumulativeWithSumAndCount) {
       "t_seconds_bucket{op=\"read\",le=\"10\"} 3\n"
       "t_seconds_bucket{op=\"read\",le=\"+Inf\"} 4\n"
       "t_seconds_sum{op=\"read\"} " +
-      FormatValue(0.05 + 0.1 + 5 + 50) +
+      FormatValue(55150000000 * 1e-9) +
       "\n"
       "t_seconds_count{op=\"read\"} 4\n";
   EXPECT_EQ(r.Render(), expected);
@@ -70,7 +70,8 @@ TEST(MetricsTest, HistogramBucketsAreCumulativeWithSumAndCount) {
 TEST(MetricsTest, ConcurrentUpdatesAreAllCounted) {
   Registry r;
   Counter* c = r.AddCounter("t_total", "T.", {}).WithLabels({});
-  Histogram* h = r.AddHistogram("t_h", "H.", {}, LatencyBuckets()).WithLabels({});
+  Histogram* h =
+      r.AddHistogram("t_h", "H.", {}, LatencyBuckets(), 1e-9).WithLabels({});
   Gauge* g = r.AddGauge("t_g", "G.", {}).WithLabels({});
   constexpr int kThreads = 8, kEach = 20000;
   std::vector<std::thread> threads;
@@ -78,7 +79,7 @@ TEST(MetricsTest, ConcurrentUpdatesAreAllCounted) {
     threads.emplace_back([&] {
       for (int i = 0; i < kEach; ++i) {
         c->Inc();
-        h->Observe(0.001);
+        h->ObserveUnits(1000000);
         g->Add(1);
       }
     });
@@ -104,9 +105,11 @@ TEST(MetricsTest, ProgrammingErrorsAreRefused) {
   EXPECT_THROW(r.AddCounter("9lives", "x", {}), std::invalid_argument);
   EXPECT_THROW(r.AddCounter("ok", "x", {"bad:label"}), std::invalid_argument);
   EXPECT_THROW(r.AddCounter("ok2", "x", {"__reserved"}), std::invalid_argument);
-  EXPECT_THROW(r.AddHistogram("h", "x", {"le"}, {1}), std::invalid_argument);
-  EXPECT_THROW(r.AddHistogram("h2", "x", {}, {2, 1}), std::invalid_argument);
-  EXPECT_THROW(r.AddHistogram("h3", "x", {}, {}), std::invalid_argument);
+  EXPECT_THROW(r.AddHistogram("h", "x", {"le"}, {1}, 1), std::invalid_argument);
+  EXPECT_THROW(r.AddHistogram("h2", "x", {}, {2, 1}, 1), std::invalid_argument);
+  EXPECT_THROW(r.AddHistogram("h3", "x", {}, {}, 1), std::invalid_argument);
+  EXPECT_THROW(r.AddHistogram("h4", "x", {}, {1, 2}, 0), std::invalid_argument);
+  EXPECT_THROW(r.AddHistogram("h5", "x", {}, {1, 1.2}, 1), std::invalid_argument);
   auto& f = r.AddCounter("dup_total", "x", {"a"});
   EXPECT_THROW(r.AddGauge("dup_total", "x", {}), std::invalid_argument);
   EXPECT_THROW(f.WithLabels({}), std::invalid_argument);

@@ -1,6 +1,7 @@
 #include "silo/activation.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -126,13 +127,17 @@ bool Activation::HasReadyWork() const {
 void Activation::Run() {
   ScopedTurn scoped(&turn_);
   SiloMetrics& metrics = silo_->metrics();
-  metrics.mailbox_depth->Observe(
-      static_cast<double>(pending_.load(std::memory_order_relaxed) - popped_));
-  now_ = silo_->clock()->Now();
+  metrics.mailbox_depth->ObserveUnits(static_cast<uint64_t>(
+      std::max<int64_t>(0, pending_.load(std::memory_order_relaxed) - popped_)));
+  now_ = absl::InfinitePast();  // read on first use (TurnNow)
   turn_start_ns_ = MonoNanos();
   if (state_ == State::kCreating) BeginActivation();
   int budget = silo_->options().turn_budget;
   bool served = false;
+  // Metrics of this Run's turns, added to the shared ones once at its end.
+  std::array<uint32_t, static_cast<int>(MessageLabel::kCount)> received{};
+  metrics::HistogramBatch turn_times;
+  metrics::HistogramBatch request_times;
   while (budget > 0 && state_ != State::kGone) {
     Message* m = NextMessage();
     if (m == nullptr) break;
@@ -163,22 +168,41 @@ void Activation::Run() {
       case MessageKind::kControl:
         break;
     }
-    metrics.received(label)->Inc();
+    ++received[static_cast<int>(label)];
     Process(m);
     const int64_t end = MonoNanos();
-    CountTurn(label, method, end - turn_start_ns_);
+    if (finished_ != nullptr) {  // a request finished in this turn
+      request_times.Add(finished_, static_cast<uint64_t>(end - finished_start_));
+      finished_ = nullptr;
+    }
+    turn_times.Add(metrics.turn_duration,
+                   static_cast<uint64_t>(end - turn_start_ns_));
+    if (end - turn_start_ns_ >= silo_->slow_turn_ns()) {
+      SlowTurn(label, method, end - turn_start_ns_);
+    }
     turn_start_ns_ = end;
     if (state_ == State::kActive && deactivate_requested_ && running_.empty()) {
       BeginDeactivation(deactivation_reason_);
     }
   }
+  for (int i = 0; i < static_cast<int>(received.size()); ++i) {
+    if (received[i] != 0) {
+      metrics.received(static_cast<MessageLabel>(i))->Inc(received[i]);
+    }
+  }
+  turn_times.Flush();
+  request_times.Flush();
   if (state_ == State::kGone) {
     Unref();
     return;
   }
   if (served) {
-    last_active_ns_.store(absl::ToUnixNanos(silo_->clock()->Now()),
-                          std::memory_order_relaxed);
+    // With the system clock, the turn's end (already read) stands in for
+    // "now": no extra clock read per scheduling.
+    const int64_t now_ns = silo_->clock()->IsReal()
+                               ? turn_start_ns_ + silo_->mono_to_unix_ns()
+                               : absl::ToUnixNanos(silo_->clock()->Now());
+    last_active_ns_.store(now_ns, std::memory_order_relaxed);
   }
   pending_.fetch_sub(popped_, std::memory_order_seq_cst);
   popped_ = 0;
@@ -195,13 +219,15 @@ void Activation::Run() {
   Unref();
 }
 
-void Activation::CountTurn(MessageLabel label, uint32_t method,
-                           int64_t nanos) {
-  SiloMetrics& metrics = silo_->metrics();
-  metrics.turn_duration->Observe(static_cast<double>(nanos) * 1e-9);
+absl::Time Activation::TurnNow() {
+  if (now_ == absl::InfinitePast()) now_ = silo_->clock()->Now();
+  return now_;
+}
+
+void Activation::SlowTurn(MessageLabel label, uint32_t method,
+                          int64_t nanos) {
   const absl::Duration took = absl::Nanoseconds(nanos);
-  if (took < silo_->options().slow_turn_threshold) return;
-  metrics.slow_turns->Inc();
+  silo_->metrics().slow_turns->Inc();
   const InterfaceInfo& iface = *type_->info->interface;
   absl::string_view what;
   switch (label) {
@@ -267,7 +293,9 @@ void Activation::Process(Message* m) {
 }
 
 void Activation::StartRequest(CallBase* call) {
-  if (call->deadline() < now_) {
+  // One-way calls have no deadline: no need to read the clock for them.
+  if (call->deadline() != absl::InfiniteFuture() &&
+      call->deadline() < TurnNow()) {
     call->Fail(absl::DeadlineExceededError(absl::StrCat(
         "request to ", id_.ToString(), " expired before it ran")));
     call->Release();
@@ -319,7 +347,14 @@ void Activation::OnRequestDone(CallBase* call, bool claimed,
   const uint32_t method = call->method();
   if (method < type_->info->interface->method_count && started != 0) {
     MethodMetrics& m = type_->metrics->methods[method];
-    m.duration->Observe(static_cast<double>(MonoNanos() - started) * 1e-9);
+    // Timed when the turn ends (one clock read serves both), unless another
+    // request finishing in this turn already holds the slot.
+    if (finished_ != nullptr) {
+      finished_->ObserveUnits(
+          static_cast<uint64_t>(MonoNanos() - finished_start_));
+    }
+    finished_ = m.duration;
+    finished_start_ = started;
     if (!status.ok()) {
       silo_->metrics().CountError(*type_->info->interface, method, m,
                                   status.code());
@@ -342,7 +377,8 @@ void Activation::HandleControl(Message* m) {
   if (m == &collect_msg_) {
     collect_posted_.store(false, std::memory_order_relaxed);
     const absl::Duration idle =
-        now_ - absl::FromUnixNanos(last_active_ns_.load(std::memory_order_relaxed));
+        TurnNow() -
+        absl::FromUnixNanos(last_active_ns_.load(std::memory_order_relaxed));
     if (state_ == State::kActive && running_.empty() && waiting_.empty() &&
         idle >= type_->idle_timeout) {
       BeginDeactivation(DeactivationReason::kIdle);

@@ -126,9 +126,9 @@ class Activation final : public Runnable, public MessageSink {
   void HandleControl(Message* m);
   // Removes `m` from running_; returns when it started (0 if absent).
   int64_t RemoveRunning(Message* m);
-  // Metrics of the turn that just ran `label` (method: the request's method
-  // index, or kNoMethod) for `nanos`.
-  void CountTurn(MessageLabel label, uint32_t method, int64_t nanos);
+  // Counts and logs a turn that ran `label` (method: the request's method
+  // index, or kNoMethod) for `nanos`, past the slow-turn threshold.
+  void SlowTurn(MessageLabel label, uint32_t method, int64_t nanos);
   static constexpr uint32_t kNoMethod = 0xFFFFFFFFu;
 
   void BeginActivation();
@@ -171,8 +171,13 @@ class Activation final : public Runnable, public MessageSink {
   int64_t popped_ = 0;
   bool deactivate_requested_ = false;
   DeactivationReason deactivation_reason_ = DeactivationReason::kRequested;
+  // The silo clock's time as of this Run's first look at it.
+  absl::Time TurnNow();
   absl::Time now_;
   int64_t turn_start_ns_ = 0;
+  // A request that finished during the current turn, timed at its end.
+  metrics::Histogram* finished_ = nullptr;
+  int64_t finished_start_ = 0;
   std::coroutine_handle<internal::TaskPromise<void>> lifecycle_;
   absl::Status activation_status_;
   absl::flat_hash_map<TimerId, GrainTimer*> timers_;

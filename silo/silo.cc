@@ -54,6 +54,7 @@ Silo::Silo(SiloOptions options)
       gate_(std::make_shared<SiloGate>(&catalog_)) {
   InitProcess();
   if (options_.turn_budget < 1) options_.turn_budget = 1;
+  slow_turn_ns_ = absl::ToInt64Nanoseconds(options_.slow_turn_threshold);
   if (options_.min_reminder_period < absl::Milliseconds(1)) {
     options_.min_reminder_period = absl::Milliseconds(1);
   }

@@ -104,7 +104,7 @@ class SiloGate {
     MutexLock lock(&mu_);
     if (catalog_ == nullptr) return false;
     if (latency != nullptr) {
-      latency->Observe(static_cast<double>(MonoNanos() - started_ns) * 1e-9);
+      latency->ObserveUnits(static_cast<uint64_t>(MonoNanos() - started_ns));
     }
     return catalog_->PostIfCurrent(id, activation_id, m);
   }
@@ -196,6 +196,9 @@ class Silo final : public CallInvoker {
   // The silo's metrics (Prometheus text: metrics_registry().Render()).
   metrics::Registry& metrics_registry() { return registry_; }
   SiloMetrics& metrics() { return metrics_; }
+  int64_t slow_turn_ns() const { return slow_turn_ns_; }
+  // Unix time in ns minus MonoNanos(), as of the silo's construction.
+  int64_t mono_to_unix_ns() const { return mono_to_unix_ns_; }
   // Per-type figures for dashboards.
   struct TypeView {
     const InterfaceInfo* interface;
@@ -242,6 +245,8 @@ class Silo final : public CallInvoker {
   metrics::Registry registry_;
   SiloMetrics metrics_;
   absl::Time start_time_ = absl::Now();
+  int64_t slow_turn_ns_ = 0;
+  int64_t mono_to_unix_ns_ = absl::ToUnixNanos(absl::Now()) - MonoNanos();
   std::atomic<State> state_{State::kNew};
   absl::flat_hash_map<std::string, std::unique_ptr<GrainTypeEntry>> types_;
   std::vector<std::pair<const char*, const GrainTypeEntry*>> types_by_pointer_;

@@ -17,6 +17,7 @@ int64_t MonoNanos() {
 }
 
 SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
+  constexpr double kNanos = 1e-9;  // durations are recorded in nanoseconds
   using metrics::DepthBuckets;
   using metrics::LatencyBuckets;
   metrics::Registry& r = *registry;
@@ -34,7 +35,7 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
       "granary_request_duration_seconds",
       "Time from a request's first turn to its reply, server side, by grain "
       "type and method.",
-      {"type", "method"}, LatencyBuckets());
+      {"type", "method"}, LatencyBuckets(), kNanos);
   request_errors_ = &r.AddCounter(
       "granary_request_errors_total",
       "Requests that ended with an error status, by grain type, method and "
@@ -56,11 +57,11 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
                        "granary_mailbox_depth",
                        "Messages waiting in an activation's mailbox when a "
                        "worker picks it up.",
-                       {}, DepthBuckets())
+                       {}, DepthBuckets(), 1)
                       .WithLabels({});
   turn_duration = r.AddHistogram("granary_turn_duration_seconds",
                                  "Time one message (a turn) held a worker.",
-                                 {}, LatencyBuckets())
+                                 {}, LatencyBuckets(), kNanos)
                       .WithLabels({});
   slow_turns = r.AddCounter("granary_slow_turns_total",
                             "Turns longer than the silo's slow-turn "
@@ -78,7 +79,7 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
       "granary_storage_operation_duration_seconds",
       "Grain storage and reminder table operations as grains await them, "
       "by operation.",
-      {"op"}, LatencyBuckets());
+      {"op"}, LatencyBuckets(), kNanos);
   storage_read = storage.WithLabels({"read"});
   storage_write = storage.WithLabels({"write"});
   storage_clear = storage.WithLabels({"clear"});
