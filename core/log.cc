@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,21 +62,62 @@ void AppendJsonString(absl::string_view v, std::string* out) {
   out->push_back('"');
 }
 
-// `key=value` with key [a-z_][a-z0-9_]* and a non-empty value.
-bool SplitField(absl::string_view token, absl::string_view* key,
-                absl::string_view* value) {
-  const size_t eq = token.find('=');
-  if (eq == absl::string_view::npos || eq == 0 || eq + 1 == token.size()) {
-    return false;
+bool IsKeyChar(char c, bool first) {
+  return (c >= 'a' && c <= 'z') || c == '_' || (!first && c >= '0' && c <= '9');
+}
+
+// Takes one leading `key=value` field off `rest`: key [a-z_][a-z0-9_]*, value
+// either bare (up to the next space, non-empty) or quoted as LogQuote writes
+// it. False (and `rest` untouched) when `rest` does not start with one.
+bool TakeField(absl::string_view* rest, std::string* key, std::string* value) {
+  absl::string_view r = *rest;
+  size_t i = 0;
+  while (i < r.size() && IsKeyChar(r[i], i == 0)) ++i;
+  if (i == 0 || i >= r.size() || r[i] != '=') return false;
+  *key = std::string(r.substr(0, i));
+  ++i;
+  value->clear();
+  if (i < r.size() && r[i] == '"') {
+    ++i;
+    while (i < r.size() && r[i] != '"') {
+      if (r[i] == '\\' && i + 1 < r.size()) {
+        const char e = r[i + 1];
+        if (e == 'n') {
+          value->push_back('\n');
+        } else if (e == 't') {
+          value->push_back('\t');
+        } else if (e == 'x' && i + 3 < r.size()) {
+          int v = 0;
+          for (int k = 2; k <= 3; ++k) {
+            const char h = r[i + k];
+            v = v * 16 + (h >= 'a' ? h - 'a' + 10 : h >= 'A' ? h - 'A' + 10 : h - '0');
+          }
+          if (v < 0x80) {
+            value->push_back(static_cast<char>(v));
+          } else {
+            // Not ASCII: keep the escape, so the JSON stays valid UTF-8.
+            value->append(r.data() + i, 4);
+          }
+          i += 2;
+        } else {
+          value->push_back(e);
+        }
+        i += 2;
+      } else {
+        value->push_back(r[i++]);
+      }
+    }
+    if (i >= r.size()) return false;  // unterminated
+    ++i;
+  } else {
+    const size_t end = r.find(' ', i);
+    const size_t stop = end == absl::string_view::npos ? r.size() : end;
+    if (stop == i) return false;
+    *value = std::string(r.substr(i, stop - i));
+    i = stop;
   }
-  for (size_t i = 0; i < eq; ++i) {
-    const char c = token[i];
-    const bool ok = (c >= 'a' && c <= 'z') || c == '_' ||
-                    (i > 0 && c >= '0' && c <= '9');
-    if (!ok) return false;
-  }
-  *key = token.substr(0, eq);
-  *value = token.substr(eq + 1);
+  if (i < r.size() && r[i] != ' ') return false;
+  *rest = i < r.size() ? r.substr(i + 1) : absl::string_view();
   return true;
 }
 
@@ -96,24 +138,51 @@ std::string FormatLogLine(LogFormat format, LogLevel level,
   out.append(",\"level\":");
   AppendJsonString(kNames[l], &out);
   absl::string_view rest = message;
+  std::string key, value;
+  absl::flat_hash_set<std::string> seen;
   while (!rest.empty()) {
-    const size_t space = rest.find(' ');
-    absl::string_view token = rest.substr(0, space);
-    absl::string_view key, value;
-    if (!SplitField(token, &key, &value) || key == "ts" || key == "level" ||
-        key == "msg") {
+    absl::string_view before = rest;
+    if (!TakeField(&rest, &key, &value) || key == "ts" || key == "level" ||
+        key == "msg" || !seen.insert(key).second) {
+      rest = before;
       break;
     }
     out.push_back(',');
     AppendJsonString(key, &out);
     out.push_back(':');
     AppendJsonString(value, &out);
-    rest = space == absl::string_view::npos ? absl::string_view()
-                                            : rest.substr(space + 1);
   }
   out.append(",\"msg\":");
   AppendJsonString(rest, &out);
   out.push_back('}');
+  return out;
+}
+
+std::string LogQuote(absl::string_view v) {
+  bool plain = !v.empty();
+  for (unsigned char c : v) {
+    if (c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '=') {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) return std::string(v);
+  std::string out = "\"";
+  for (unsigned char c : v) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\n') {
+      out.append("\\n");
+    } else if (c == '\t') {
+      out.append("\\t");
+    } else if (c < 0x20 || c >= 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('"');
   return out;
 }
 

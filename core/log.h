@@ -10,7 +10,8 @@
 // With SetLogFormat(LogFormat::kJson) the same event is one JSON object:
 //   {"ts":"2026-11-29T21:00:00.123456Z","level":"warning","grain":"...",
 //    "turn_ms":"12","msg":"slow turn"}
-// (the leading key=value tokens become fields, the rest is "msg").
+// (the leading key=value tokens become fields, quoted values unescaped; the
+// rest is "msg").
 //
 // SetLogLevel() filters; the default is kInfo. Lines below the level cost one
 // relaxed atomic load.
@@ -30,6 +31,12 @@ void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();
 // Parses "debug", "info", "warning" or "error".
 bool ParseLogLevel(absl::string_view text, LogLevel* level);
+
+// A field value as it goes into a log line: as is when it is plain
+// printable ASCII without spaces, quotes, backslashes or '='; otherwise in
+// double quotes with \" \\ \n \t and \xNN escapes (so a grain key chosen
+// by a client can neither split a line nor forge a field).
+std::string LogQuote(absl::string_view value);
 
 enum class LogFormat : int { kText = 0, kJson = 1 };
 void SetLogFormat(LogFormat format);

@@ -30,6 +30,29 @@ TEST(LogTest, JsonLinesLiftLeadingFieldsAndEscape) {
             R"({"ts":"T","level":"info","k":"v","msg":""})");
 }
 
+TEST(LogTest, QuotedValuesCannotSplitLinesOrForgeFields) {
+  EXPECT_EQ(LogQuote("Counter/alice"), "Counter/alice");
+  EXPECT_EQ(LogQuote("a b=c"), "\"a b=c\"");
+  EXPECT_EQ(LogQuote("x\"\\\n\xff"), "\"x\\\"\\\\\\n\\xff\"");
+  EXPECT_EQ(LogQuote(""), "\"\"");
+  // A key chosen to look like more fields stays one value.
+  const std::string line = "grain=" + LogQuote("T/k method=Forged x") +
+                           " method=Add turn_ms=3 slow turn";
+  EXPECT_EQ(FormatLogLine(LogFormat::kJson, LogLevel::kWarning, "T", line),
+            R"({"ts":"T","level":"warning","grain":"T/k method=Forged x",)"
+            R"("method":"Add","turn_ms":"3","msg":"slow turn"})");
+  // Newlines stay escaped in text; non-ASCII bytes stay escapes in JSON.
+  EXPECT_EQ(FormatLogLine(LogFormat::kText, LogLevel::kInfo, "T",
+                          "grain=" + LogQuote("a\nb")),
+            "T I grain=\"a\\nb\"");
+  EXPECT_EQ(FormatLogLine(LogFormat::kJson, LogLevel::kInfo, "T",
+                          "k=" + LogQuote("\xc3\x01") + " m"),
+            R"({"ts":"T","level":"info","k":"\\xc3\u0001","msg":"m"})");
+  // A repeated key ends the fields.
+  EXPECT_EQ(FormatLogLine(LogFormat::kJson, LogLevel::kInfo, "T", "a=1 a=2 m"),
+            R"({"ts":"T","level":"info","a":"1","msg":"a=2 m"})");
+}
+
 TEST(LogTest, FormatsAndLevelsParse) {
   LogFormat f;
   EXPECT_TRUE(ParseLogFormat("JSON", &f));

@@ -32,7 +32,7 @@ Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
       type_(type),
       id_(std::move(id)),
       activation_id_(activation_id),
-      last_active_ns_(absl::ToUnixNanos(silo->clock()->Now())) {
+      last_active_ns_(silo->IdleClockNs()) {
   turn_.invoker = silo;
   turn_.activation = this;
   type_->metrics->created->Inc();
@@ -127,8 +127,10 @@ bool Activation::HasReadyWork() const {
 void Activation::Run() {
   ScopedTurn scoped(&turn_);
   SiloMetrics& metrics = silo_->metrics();
+  // Posted and not yet taken, plus what was taken but is held back.
   metrics.mailbox_depth->ObserveUnits(static_cast<uint64_t>(
-      std::max<int64_t>(0, pending_.load(std::memory_order_relaxed) - popped_)));
+      std::max<int64_t>(0, pending_.load(std::memory_order_relaxed) - popped_) +
+      static_cast<int64_t>(waiting_.size() + responses_.size())));
   now_ = absl::InfinitePast();  // read on first use (TurnNow)
   turn_start_ns_ = MonoNanos();
   if (state_ == State::kCreating) BeginActivation();
@@ -197,12 +199,11 @@ void Activation::Run() {
     return;
   }
   if (served) {
-    // With the system clock, the turn's end (already read) stands in for
-    // "now": no extra clock read per scheduling.
-    const int64_t now_ns = silo_->clock()->IsReal()
-                               ? turn_start_ns_ + silo_->mono_to_unix_ns()
-                               : absl::ToUnixNanos(silo_->clock()->Now());
-    last_active_ns_.store(now_ns, std::memory_order_relaxed);
+    // With the system clock the idle clock is the monotonic one, and the
+    // turn's end (already read) stands in for "now": no extra clock read.
+    last_active_ns_.store(silo_->clock()->IsReal() ? turn_start_ns_
+                                                   : silo_->IdleClockNs(),
+                          std::memory_order_relaxed);
   }
   pending_.fetch_sub(popped_, std::memory_order_seq_cst);
   popped_ = 0;
@@ -249,7 +250,7 @@ void Activation::SlowTurn(MessageLabel label, uint32_t method,
     default:
       what = "(lifecycle)";
   }
-  GRANARY_LOG(kWarning) << "grain=" << id_.ToString() << " method=" << what
+  GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString()) << " method=" << what
                         << " turn_ms=" << absl::ToDoubleMilliseconds(took)
                         << " slow turn: held a worker longer than "
                         << absl::FormatDuration(
@@ -296,6 +297,7 @@ void Activation::StartRequest(CallBase* call) {
   // One-way calls have no deadline: no need to read the clock for them.
   if (call->deadline() != absl::InfiniteFuture() &&
       call->deadline() < TurnNow()) {
+    CountFailure(call, absl::StatusCode::kDeadlineExceeded);
     call->Fail(absl::DeadlineExceededError(absl::StrCat(
         "request to ", id_.ToString(), " expired before it ran")));
     call->Release();
@@ -317,6 +319,15 @@ void Activation::StartRequest(CallBase* call) {
     // The method threw before its coroutine started (e.g. out of memory).
     OnRequestDone(call, call->TryClaim(),
                   StatusFromException(std::current_exception()));
+  }
+}
+
+void Activation::CountFailure(CallBase* call, absl::StatusCode code) {
+  const uint32_t method = call->method();
+  const InterfaceInfo& iface = *type_->info->interface;
+  if (method < iface.method_count) {
+    silo_->metrics().CountError(iface, method, type_->metrics->methods[method],
+                                code);
   }
 }
 
@@ -376,9 +387,8 @@ int64_t Activation::RemoveRunning(Message* m) {
 void Activation::HandleControl(Message* m) {
   if (m == &collect_msg_) {
     collect_posted_.store(false, std::memory_order_relaxed);
-    const absl::Duration idle =
-        TurnNow() -
-        absl::FromUnixNanos(last_active_ns_.load(std::memory_order_relaxed));
+    const absl::Duration idle = absl::Nanoseconds(
+        silo_->IdleClockNs() - last_active_ns_.load(std::memory_order_relaxed));
     if (state_ == State::kActive && running_.empty() && waiting_.empty() &&
         idle >= type_->idle_timeout) {
       BeginDeactivation(DeactivationReason::kIdle);
@@ -451,13 +461,14 @@ void Activation::OnActivated(absl::Status status) {
   activation_status_ = absl::Status(
       status.code(), absl::StrCat("activation of ", id_.ToString(),
                                   " failed: ", status.message()));
-  GRANARY_LOG(kWarning) << "grain=" << id_.ToString() << " "
+  GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString()) << " "
                         << activation_status_;
   // Fail what is queued now; later arrivals are routed to a new activation.
   DrainMailbox();
   waiting_.ForEach([this](Message* m) {
     if (m->kind == MessageKind::kRequest) {
       auto* call = static_cast<CallBase*>(m);
+      CountFailure(call, activation_status_.code());
       call->Fail(activation_status_);
       call->Release();
     }
@@ -485,13 +496,13 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
       a->silo_->CountDeactivated();
       absl::Status s = a->TakeLifecycleResult();
       if (!s.ok()) {
-        GRANARY_LOG(kWarning) << "grain=" << a->id_.ToString()
+        GRANARY_LOG(kWarning) << "grain=" << LogQuote(a->id_.ToString())
                               << " OnDeactivate failed: " << s;
       }
       a->OnDeactivated();
     });
   } catch (...) {
-    GRANARY_LOG(kWarning) << "grain=" << id_.ToString()
+    GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString())
                           << " OnDeactivate threw before starting";
     OnDeactivated();
   }
@@ -576,10 +587,9 @@ void Activation::Abandon(const absl::Status& status) {
 
 // --- idle collection and shutdown -----------------------------------------
 
-void Activation::MaybeCollect(absl::Time now) {
-  const absl::Time last =
-      absl::FromUnixNanos(last_active_ns_.load(std::memory_order_relaxed));
-  if (now - last < type_->idle_timeout) return;
+void Activation::MaybeCollect(int64_t now_ns) {
+  const int64_t last = last_active_ns_.load(std::memory_order_relaxed);
+  if (absl::Nanoseconds(now_ns - last) < type_->idle_timeout) return;
   if (collect_posted_.exchange(true, std::memory_order_relaxed)) return;
   Post(&collect_msg_);
 }
@@ -636,7 +646,7 @@ void Activation::StartTick(GrainTimer* timer) {
   try {
     task = timer->tick();
   } catch (...) {
-    GRANARY_LOG(kWarning) << "grain=" << id_.ToString()
+    GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString())
                           << " timer tick threw before starting";
     OnTickDone(timer);
     return;
@@ -650,7 +660,7 @@ void Activation::StartTick(GrainTimer* timer) {
             t->frame);
         if (h.promise().exception()) {
           GRANARY_LOG(kWarning)
-              << "grain=" << t->grain.ToString() << " timer tick failed: "
+              << "grain=" << LogQuote(t->grain.ToString()) << " timer tick failed: "
               << StatusFromException(h.promise().exception());
         }
         h.destroy();

@@ -87,7 +87,8 @@ class Activation final : public Runnable, public MessageSink {
 
   // For the idle collector, under the catalog shard lock: posts a collection
   // check when the activation looks idle at `now`.
-  void MaybeCollect(absl::Time now);
+  // `now_ns` is the silo's idle clock (Silo::IdleClockNs).
+  void MaybeCollect(int64_t now_ns);
   // Under the catalog shard lock: deactivate as soon as no request runs.
   void RequestShutdown();
 
@@ -122,6 +123,8 @@ class Activation final : public Runnable, public MessageSink {
   void Process(Message* m);
   void StartRequest(CallBase* call);
   void StartReminderTick(CallBase* call);
+  // Counts a request that fails without running (granary_request_errors).
+  void CountFailure(CallBase* call, absl::StatusCode code);
   void StartTick(GrainTimer* timer);
   void HandleControl(Message* m);
   // Removes `m` from running_; returns when it started (0 if absent).
@@ -156,7 +159,7 @@ class Activation final : public Runnable, public MessageSink {
   void Unref() {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
-  std::atomic<int64_t> last_active_ns_;
+  std::atomic<int64_t> last_active_ns_;  // Silo::IdleClockNs()
   std::atomic<bool> collect_posted_{false};
   Message collect_msg_{MessageKind::kControl};
   Message shutdown_msg_{MessageKind::kControl};

@@ -94,12 +94,19 @@ void AdminHttp::Stop() {
 }
 
 void AdminHttp::Loop() {
+  // Paced on the monotonic clock: wall-clock steps neither stall nor
+  // bunch the samples.
+  const int64_t period_ns = absl::ToInt64Nanoseconds(period_);
   MutexLock lock(&mu_);
-  absl::Time next = absl::Now() + period_;
+  int64_t next = MonoNanos() + period_ns;
   while (!stopping_) {
-    if (!cv_.WaitWithDeadline(&mu_, next)) continue;  // woken early
-    if (stopping_) break;
-    next += period_;
+    const int64_t wait = next - MonoNanos();
+    if (wait > 0) {
+      (void)cv_.WaitWithDeadline(&mu_, absl::Now() + absl::Nanoseconds(wait));
+      continue;  // woken early, or time to re-check
+    }
+    next += period_ns;
+    if (next < MonoNanos()) next = MonoNanos() + period_ns;  // fell behind
     mu_.Unlock();
     Sample s = Take();
     mu_.Lock();

@@ -164,7 +164,7 @@ class GatewayStream final
     const bool parsed = batch_.ParseFromZeroCopyStream(&reader);
     incoming_.Clear();
     if (!parsed) {
-      GRANARY_LOG(kWarning) << "peer=" << peer_
+      GRANARY_LOG(kWarning) << "peer=" << LogQuote(peer_)
                             << " gateway: undecodable batch; ending its stream";
       {
         MutexLock lock(&mu_);
@@ -291,7 +291,7 @@ class GatewayStream final
         reply.set_code(static_cast<int>(error.code()));
         reply.set_message(std::string(error.message()));
       } else {
-        GRANARY_LOG(kWarning) << "peer=" << peer_
+        GRANARY_LOG(kWarning) << "peer=" << LogQuote(peer_)
                               << " gateway: one-way request refused: " << error;
       }
     }

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <cstring>
+#include <exception>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,8 +18,9 @@ void Send(mg_connection* conn, const HttpResponse& r, bool head) {
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
             "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
-            "Connection: close\r\n\r\n",
-            r.status, reason, r.content_type.c_str(), r.body.size());
+            "%sConnection: close\r\n\r\n",
+            r.status, reason, r.content_type.c_str(), r.body.size(),
+            r.status == 405 ? "Allow: GET, HEAD\r\n" : "");
   if (!head && !r.body.empty()) mg_write(conn, r.body.data(), r.body.size());
 }
 
@@ -60,7 +62,13 @@ int HttpServer::Dispatch(mg_connection* conn, void* self_ptr) {
       response = {404, "text/plain; charset=utf-8",
                   absl::StrCat("no such path: ", request.path, "\n")};
     } else {
-      response = it->second(request);
+      // A handler's exception must not unwind through civetweb's C code.
+      try {
+        response = it->second(request);
+      } catch (const std::exception& e) {
+        response = {500, "text/plain; charset=utf-8",
+                    absl::StrCat("internal error: ", e.what(), "\n")};
+      }
     }
   }
   Send(conn, response, head);

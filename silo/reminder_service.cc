@@ -96,8 +96,8 @@ absl::Status ReminderService::Start(absl::Duration timeout) {
   running_ = true;
   for (storage::ReminderRow& row : **result) {
     if (row.period <= absl::ZeroDuration()) {
-      GRANARY_LOG(kError) << "grain=" << row.grain.ToString()
-                          << " reminder=" << row.name
+      GRANARY_LOG(kError) << "grain=" << LogQuote(row.grain.ToString())
+                          << " reminder=" << LogQuote(row.name)
                           << " skipping a stored reminder with period "
                           << absl::FormatDuration(row.period);
       continue;
@@ -241,15 +241,16 @@ void ReminderService::TickDone(void* ctx, CallBase* call) {
   const absl::Status& status = call->status();
   MutexLock lock(&self->mu_);
   r->in_flight = false;
-  if (!status.ok()) ++self->ticks_failed_;
+  ++(status.ok() ? self->ticks_ok_ : self->ticks_failed_);
   if (r->retired) {
     self->retired_.erase(r);
     delete r;
     return;
   }
   if (!status.ok() && !r->failing) {
-    GRANARY_LOG(kWarning) << "grain=" << r->grain.ToString() << " reminder="
-                          << r->name << " tick failed: " << status
+    GRANARY_LOG(kWarning) << "grain=" << LogQuote(r->grain.ToString())
+                          << " reminder=" << LogQuote(r->name)
+                          << " tick failed: " << status
                           << " (logged once until a tick succeeds)";
   }
   r->failing = !status.ok();
@@ -286,6 +287,11 @@ size_t ReminderService::size() const {
 uint64_t ReminderService::ticks_sent() const {
   MutexLock lock(&mu_);
   return ticks_sent_;
+}
+
+uint64_t ReminderService::ticks_ok() const {
+  MutexLock lock(&mu_);
+  return ticks_ok_;
 }
 
 uint64_t ReminderService::ticks_failed() const {

@@ -101,8 +101,9 @@ class ReminderService {
 
   size_t size() const;
   absl::Duration min_period() const { return min_period_; }
-  // Ticks sent, and ticks that failed (grain error, deadline, no such type).
+  // Ticks sent; ticks finished, ok or failed (grain error, no such type).
   uint64_t ticks_sent() const;
+  uint64_t ticks_ok() const;
   uint64_t ticks_failed() const;
 
  private:
@@ -129,6 +130,7 @@ class ReminderService {
   absl::flat_hash_set<Local*> retired_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t ticks_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ticks_ok_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ticks_failed_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

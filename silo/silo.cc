@@ -96,11 +96,11 @@ void Silo::AddSiloMetrics() {
       [this] { return Samples{{{}, static_cast<double>(reminders_->size())}}; });
   registry_.AddCallback(
       "granary_reminder_ticks_total",
-      "Reminder ticks sent to grains, by result (ok or failed).",
+      "Reminder ticks that finished, by result (ok or failed).",
       Type::kCounter, {"result"}, [this] {
-        const double sent = static_cast<double>(reminders_->ticks_sent());
-        const double failed = static_cast<double>(reminders_->ticks_failed());
-        return Samples{{{"ok"}, sent - failed}, {{"failed"}, failed}};
+        return Samples{
+            {{"ok"}, static_cast<double>(reminders_->ticks_ok())},
+            {{"failed"}, static_cast<double>(reminders_->ticks_failed())}};
       });
   metrics::AddProcessMetrics(&registry_);
 }
@@ -299,7 +299,9 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
         }
         return new Activation(this, type, call->target(), activation_id);
       });
-  (created ? metrics_.directory_misses : metrics_.directory_hits)->Inc();
+  if (delivered) {
+    (created ? metrics_.directory_misses : metrics_.directory_hits)->Inc();
+  }
   if (!delivered) {
     call->Fail(absl::UnavailableError(absl::StrCat(
         "silo ", options_.name, " is shutting down; ",
@@ -322,7 +324,8 @@ void Silo::OnActivationGone(Activation*) {
 
 void Silo::CollectIdle() {
   const absl::Time now = clock_->Now();
-  catalog_.ForEach([now](Activation* a) { a->MaybeCollect(now); });
+  const int64_t idle_now = IdleClockNs();
+  catalog_.ForEach([idle_now](Activation* a) { a->MaybeCollect(idle_now); });
   if (!stopping()) {
     timers_.Schedule(collector_.get(), now + options_.collection_period);
   }

@@ -197,8 +197,12 @@ class Silo final : public CallInvoker {
   metrics::Registry& metrics_registry() { return registry_; }
   SiloMetrics& metrics() { return metrics_; }
   int64_t slow_turn_ns() const { return slow_turn_ns_; }
-  // Unix time in ns minus MonoNanos(), as of the silo's construction.
-  int64_t mono_to_unix_ns() const { return mono_to_unix_ns_; }
+  // The clock idle timeouts are measured on, in ns: the monotonic clock
+  // with the system clock (immune to wall-clock steps), the silo clock's
+  // time otherwise (a FakeClock in tests).
+  int64_t IdleClockNs() const {
+    return clock_->IsReal() ? MonoNanos() : absl::ToUnixNanos(clock_->Now());
+  }
   // Per-type figures for dashboards.
   struct TypeView {
     const InterfaceInfo* interface;
@@ -246,7 +250,6 @@ class Silo final : public CallInvoker {
   SiloMetrics metrics_;
   absl::Time start_time_ = absl::Now();
   int64_t slow_turn_ns_ = 0;
-  int64_t mono_to_unix_ns_ = absl::ToUnixNanos(absl::Now()) - MonoNanos();
   std::atomic<State> state_{State::kNew};
   absl::flat_hash_map<std::string, std::unique_ptr<GrainTypeEntry>> types_;
   std::vector<std::pair<const char*, const GrainTypeEntry*>> types_by_pointer_;

@@ -216,7 +216,7 @@ class RocksDbStorage::Impl {
     }
     writer_ = std::thread([this] { WriterLoop(); });
     reader_ = std::thread([this] { ReaderLoop(); });
-    GRANARY_LOG(kInfo) << "path=" << path_
+    GRANARY_LOG(kInfo) << "path=" << LogQuote(path_)
                        << " durability=" << (sync_ ? "sync" : "async")
                        << " storage: RocksDB opened";
     return absl::OkStatus();
