@@ -10,6 +10,7 @@
 // types from `granary.v1.Gateway/Status`, so it calls grain types it was
 // never built with. Replies go to stdout as JSON; errors go to stderr as
 // "granary: CODE: message" with exit status 1 (2 for usage errors).
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -24,8 +26,10 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -63,7 +67,10 @@ constexpr char kUsage[] =
     "Counter)\n"
     "  types                        list grain types and their methods\n"
     "  status                       the silo's identity, uptime and "
-    "activations\n";
+    "activations\n"
+    "  cluster                      the cluster's membership table: silo, "
+    "generation,\n"
+    "                               status, gateway, activations\n";
 
 absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
   if (s.ok()) return absl::OkStatus();
@@ -107,6 +114,36 @@ class Cli {
               << s.activated_total() << ", deactivated "
               << s.deactivated_total() << " since start)\n"
               << "grain types  " << s.grain_types_size() << "\n";
+    return absl::OkStatus();
+  }
+
+  absl::Status PrintCluster() {
+    auto stub = v1::Gateway::NewStub(channel_);
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::MembershipView view;
+    GRANARY_RETURN_IF_ERROR(
+        FromGrpc(stub->Cluster(&ctx, v1::ClusterRequest(), &view),
+                 absl::StrCat("silo at ", gateway_)));
+    std::vector<v1::Member> members(view.members().begin(),
+                                    view.members().end());
+    std::sort(members.begin(), members.end(),
+              [](const v1::Member& a, const v1::Member& b) {
+                return std::make_tuple(a.address(), a.generation()) <
+                       std::make_tuple(b.address(), b.generation());
+              });
+    std::cout << absl::StrFormat("%-24s %-14s %-14s %-22s %11s %s\n", "SILO",
+                                 "GENERATION", "STATUS", "GATEWAY",
+                                 "ACTIVATIONS", "SUSPICIONS");
+    for (const v1::Member& m : members) {
+      std::string status = v1::MemberStatus_Name(m.status());
+      if (absl::StartsWith(status, "MEMBER_")) status = status.substr(7);
+      std::cout << absl::StrFormat("%-24s %-14d %-14s %-22s %11d %d\n",
+                                   m.address(), m.generation(),
+                                   absl::AsciiStrToLower(status), m.gateway(),
+                                   m.activations(), m.suspicions_size());
+    }
+    std::cout << "version " << view.version() << "\n";
     return absl::OkStatus();
   }
 
@@ -337,6 +374,9 @@ int Main(int argc, char** argv) {
   } else if (command == "status") {
     if (args.size() != 2) return Usage("status takes no arguments");
     status = cli.PrintStatus();
+  } else if (command == "cluster") {
+    if (args.size() != 2) return Usage("cluster takes no arguments");
+    status = cli.PrintCluster();
   } else {
     return Usage(absl::StrCat("unknown command '", command, "'"));
   }

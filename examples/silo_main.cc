@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,8 @@
 #include "grpcpp/grpcpp.h"
 #include "silo/gateway_server.h"
 #include "silo/admin_http.h"
+#include "silo/membership_agent.h"
+#include "silo/membership_service.h"
 #include "silo/http_server.h"
 #include "silo/silo.h"
 #include "storage/memory_storage.h"
@@ -79,6 +82,24 @@ ABSL_FLAG(std::string, durability, "sync",
 ABSL_FLAG(absl::Duration, min_reminder_period, absl::Seconds(1),
           "The shortest period a grain may give a durable reminder "
           "(e.g. 1s, 500ms, 1m).");
+ABSL_FLAG(std::string, cluster, "local",
+          "local (this silo alone) or dev (a cluster on one host: the silo "
+          "without --primary hosts the membership table, the others name its "
+          "--silo endpoint with --primary).");
+ABSL_FLAG(std::string, primary, "",
+          "With --cluster=dev: HOST:PORT of the primary's silo endpoint.");
+ABSL_FLAG(absl::Duration, probe_interval, absl::Seconds(1),
+          "How often a silo probes the silos after it on the ring.");
+ABSL_FLAG(absl::Duration, probe_timeout, absl::Milliseconds(500),
+          "How long a probe may take before it counts as missed.");
+ABSL_FLAG(int32_t, missed_probes, 2,
+          "Consecutive missed probes after which a silo votes the other dead.");
+ABSL_FLAG(int32_t, votes_to_kill, 2,
+          "Fresh votes that declare a silo dead (fewer when fewer silos are "
+          "alive to vote).");
+ABSL_FLAG(absl::Duration, join_timeout, absl::Seconds(30),
+          "How long to keep trying to join the cluster (reach the primary) "
+          "before giving up.");
 ABSL_FLAG(std::string, config, "",
           "A file of these flags, one --name=value per line (# comments).");
 
@@ -186,6 +207,48 @@ int Main() {
   }
   // Grain state: the data directory is opened (and locked) before any
   // listener, so a second silo on it fails before taking ports.
+  // Membership: which table, and the options of failure detection.
+  const std::string cluster = absl::GetFlag(FLAGS_cluster);
+  const std::string primary = absl::GetFlag(FLAGS_primary);
+  if (cluster != "local" && cluster != "dev") {
+    return Fail("--cluster must be local or dev");
+  }
+  if (cluster == "local" && !primary.empty()) {
+    return Fail("--primary needs --cluster=dev");
+  }
+  if (!primary.empty() && !granary::SplitHostPort(primary, &host, &port)) {
+    return Fail(absl::StrCat("--primary='", primary, "' is not HOST:PORT"));
+  }
+  const absl::Duration join_timeout = absl::GetFlag(FLAGS_join_timeout);
+  if (join_timeout <= absl::ZeroDuration()) {
+    return Fail("--join_timeout must be positive");
+  }
+  granary::silo::MembershipOptions membership_options;
+  membership_options.probe_interval = absl::GetFlag(FLAGS_probe_interval);
+  membership_options.probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
+  membership_options.missed_probes = absl::GetFlag(FLAGS_missed_probes);
+  membership_options.votes_to_kill = absl::GetFlag(FLAGS_votes_to_kill);
+  if (absl::Status s =
+          granary::silo::ValidateMembershipOptions(membership_options);
+      !s.ok()) {
+    return Fail(absl::StrCat("membership options: ", s.message()));
+  }
+  std::unique_ptr<granary::storage::InMemoryMembershipTable> local_table;
+  std::unique_ptr<granary::silo::RemoteMembershipTable> remote_table;
+  granary::storage::MembershipTable* table = nullptr;
+  std::unique_ptr<granary::silo::MembershipService> membership_service;
+  if (primary.empty()) {
+    local_table = std::make_unique<granary::storage::InMemoryMembershipTable>();
+    table = local_table.get();
+    if (cluster == "dev") {
+      membership_service =
+          std::make_unique<granary::silo::MembershipService>(local_table.get());
+    }
+  } else {
+    remote_table = std::make_unique<granary::silo::RemoteMembershipTable>(primary);
+    table = remote_table.get();
+  }
+
   std::unique_ptr<granary::storage::GrainStorage> storage;
   std::unique_ptr<granary::storage::MemoryReminderTable> memory_reminders;
   granary::storage::ReminderTable* reminders = nullptr;
@@ -206,14 +269,19 @@ int Main() {
   }
 
 
-  // The silo-to-silo endpoint answers the standard health service until the
-  // cluster brings silo-to-silo messaging to it.
+  // The silo-to-silo endpoint: liveness probes, the membership table on a
+  // dev cluster's primary, and the standard health service.
   grpc::EnableDefaultHealthCheckService(true);
   int silo_port = 0;
+  granary::silo::SiloControlService control;
   grpc::ServerBuilder silo_builder;
   silo_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // see gateway
   silo_builder.AddListeningPort(absl::GetFlag(FLAGS_silo),
                                 grpc::InsecureServerCredentials(), &silo_port);
+  silo_builder.RegisterService(&control);
+  if (membership_service != nullptr) {
+    silo_builder.RegisterService(membership_service.get());
+  }
   std::unique_ptr<grpc::Server> silo_server = silo_builder.BuildAndStart();
   if (silo_server == nullptr || silo_port == 0) {
     return Fail(absl::StrCat("cannot listen on --silo=", absl::GetFlag(FLAGS_silo)));
@@ -223,7 +291,9 @@ int Main() {
 
   granary::silo::SiloOptions options;
   // A restarted silo is a new silo: its identity carries its start time.
-  options.name = absl::StrCat(silo_address, "@", absl::ToUnixMillis(absl::Now()));
+  const int64_t generation = absl::ToUnixMillis(absl::Now());
+  options.name = absl::StrCat(silo_address, "@", generation);
+  control.set_id(options.name);
   options.workers = absl::GetFlag(FLAGS_workers);
   options.turn_budget = absl::GetFlag(FLAGS_turn_budget);
   options.storage = storage.get();
@@ -244,12 +314,50 @@ int Main() {
   GatewayServer gateway(&silo, absl::GetFlag(FLAGS_gateway),
                         absl::GetFlag(FLAGS_max_message_bytes),
                         absl::GetFlag(FLAGS_max_in_flight));
+  std::atomic<granary::silo::MembershipAgent*> agent_ptr{nullptr};
+  gateway.set_cluster_view([&agent_ptr](granary::v1::MembershipView* out) {
+    if (granary::silo::MembershipAgent* a = agent_ptr.load()) *out = a->view();
+  });
   if (absl::Status s = gateway.Start(); !s.ok()) return Fail(s.ToString());
   HttpServer http(absl::GetFlag(FLAGS_http));
   granary::silo::AdminHttp admin(&silo, gateway.address());
   admin.Register(&http);  // /metrics, /api/overview and the dashboard at /
   if (absl::Status s = http.Start(); !s.ok()) return Fail(s.ToString());
   admin.Start();
+
+  // Join the membership table (a table of one with --cluster=local).
+  granary::v1::Member self;
+  self.set_address(silo_address);
+  self.set_generation(generation);
+  self.set_gateway(gateway.address());
+  self.set_http(http.address());
+  granary::silo::MembershipAgent agent(
+      table, self, membership_options,
+      [&silo] { return static_cast<int64_t>(silo.ActivationCount()); });
+  agent.SetDeclaredDeadHandler([name = options.name] {
+    // The cluster has given this silo's grains up: stop serving at once,
+    // without deactivating anything (their new homes own them now).
+    GRANARY_LOG(kError) << "silo=" << name
+                        << " declared dead by the cluster; exiting";
+    std::fflush(stderr);
+    std::_Exit(3);
+  });
+  int subscription = 0;
+  if (local_table != nullptr) {
+    subscription = local_table->Subscribe(
+        [&agent](const granary::v1::MembershipView& v) { agent.OnView(v); });
+  }
+  if (absl::Status s = agent.Join(join_timeout); !s.ok()) {
+    return Fail(s.ToString());
+  }
+  if (remote_table != nullptr) {
+    remote_table->Watch(
+        [&agent](const granary::v1::MembershipView& v) { agent.OnView(v); });
+  }
+  agent.Start();
+  agent_ptr = &agent;
+  admin.SetMembership([&agent] { return agent.view(); });
+  silo.SetMembershipView([&agent] { return agent.view(); });
 
   std::printf("READY gateway=%s silo=%s http=%s\n", gateway.address().c_str(),
               silo_address.c_str(), http.address().c_str());
@@ -265,8 +373,14 @@ int Main() {
     sigwait(&signals, &again);
     std::_Exit(1);
   }).detach();
+  agent.BeginLeave();  // ShuttingDown: the others stop counting on this silo
   silo.Stop();  // answers every call still in the silo
   gateway.Stop();
+  agent_ptr = nullptr;
+  if (remote_table != nullptr) remote_table->StopWatch();
+  agent.Leave();  // Dead: a graceful exit
+  if (local_table != nullptr) local_table->Unsubscribe(subscription);
+  silo.SetMembershipView(nullptr);
   http.Stop();
   admin.Stop();
   silo_server->Shutdown(std::chrono::system_clock::now() +

@@ -10,7 +10,11 @@
 #include "core/metrics.h"
 #include "core/version.h"
 #include "google/protobuf/util/json_util.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "granary/v1/admin.pb.h"
+#include "granary/v1/cluster.pb.h"
 #include "silo/silo.h"
 
 namespace granary::silo {
@@ -148,9 +152,15 @@ AdminHttp::Sample AdminHttp::Take() const {
 void AdminHttp::Fill(v1::Overview* out) {
   const Sample now = Take();
   std::vector<Sample> history;
+  v1::MembershipView membership;
+  bool clustered = false;
   {
     MutexLock lock(&mu_);
     history.assign(samples_.begin(), samples_.end());
+    if (membership_) {
+      membership = membership_();
+      clustered = true;
+    }
   }
   // The sample closest to one minute ago (the oldest when younger).
   const int64_t minute_ago = now.mono_ns - int64_t{60} * 1000000000;
@@ -170,11 +180,25 @@ void AdminHttp::Fill(v1::Overview* out) {
   out->set_gateway_connections(silo_->metrics().gateway_connections->Value());
   out->set_resident_bytes(static_cast<double>(metrics::ResidentBytes()));
 
-  v1::SiloRow* row = out->add_silos();
-  row->set_name(silo_->name());
-  row->set_address(gateway_address_);
-  row->set_status(silo_->stopping() ? "shutting_down" : "active");
-  row->set_activations(static_cast<double>(silo_->ActivationCount()));
+  if (clustered) {
+    for (const v1::Member& m : membership.members()) {
+      v1::SiloRow* row = out->add_silos();
+      row->set_name(absl::StrCat(m.address(), "@", m.generation()));
+      row->set_address(m.gateway());
+      std::string status = absl::AsciiStrToLower(v1::MemberStatus_Name(m.status()));
+      if (absl::StartsWith(status, "member_")) status = status.substr(7);
+      row->set_status(status);
+      const bool me = row->name() == silo_->name();
+      row->set_activations(me ? static_cast<double>(silo_->ActivationCount())
+                              : static_cast<double>(m.activations()));
+    }
+  } else {
+    v1::SiloRow* row = out->add_silos();
+    row->set_name(silo_->name());
+    row->set_address(gateway_address_);
+    row->set_status(silo_->stopping() ? "shutting_down" : "active");
+    row->set_activations(static_cast<double>(silo_->ActivationCount()));
+  }
 
   std::vector<Silo::TypeView> types = silo_->TypeViews();
   std::sort(types.begin(), types.end(),

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "silo/http_server.h"
 
 namespace granary::v1 {
+class MembershipView;
 class Overview;
 }  // namespace granary::v1
 
@@ -46,6 +48,13 @@ class AdminHttp {
   void Register(HttpServer* http);
   void Start();
   void Stop();
+
+  // Where the overview's silo list comes from (a membership view); unset,
+  // this silo alone.
+  void SetMembership(std::function<v1::MembershipView()> fn) {
+    MutexLock lock(&mu_);
+    membership_ = std::move(fn);
+  }
 
   // The overview as served at /api/overview (JSON).
   std::string OverviewJson();
@@ -83,6 +92,7 @@ class AdminHttp {
   CondVar cv_;
   std::deque<Sample> samples_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<v1::MembershipView()> membership_ ABSL_GUARDED_BY(mu_);
   std::thread sampler_;
 };
 

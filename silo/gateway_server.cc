@@ -65,6 +65,7 @@ absl::Status GatewayServer::Start() {
   gateway_options.max_in_flight = max_in_flight_;
   gateway_options.max_message_bytes = max_message_bytes_;
   gateway_options.max_batch_bytes = std::min(1 << 20, max_message_bytes_ / 2);
+  gateway_options.cluster_view = cluster_view_;
   gateway_ = std::make_unique<GatewayService>(silo_, gateway_options);
   builder.RegisterService(gateway_->grpc_service());
   for (const GrainClassInfo* info : silo_->GrainTypes()) {

@@ -21,6 +21,7 @@
 // Threading: Start/Stop from one thread; gRPC's threads run the calls.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ namespace grpc {
 class Server;
 class Service;
 }  // namespace grpc
+
+namespace granary::v1 {
+class MembershipView;
+}  // namespace granary::v1
 
 namespace granary::silo {
 
@@ -56,6 +61,11 @@ class GatewayServer {
   // Gateway-protocol streams open now.
   int open_streams() const;
 
+  // What Gateway/Cluster reports (set before Start); unset: this silo alone.
+  void set_cluster_view(std::function<void(v1::MembershipView*)> fn) {
+    cluster_view_ = std::move(fn);
+  }
+
   // Binds and starts serving. INVALID_ARGUMENT for an address gRPC cannot
   // parse, UNAVAILABLE when it cannot bind.
   absl::Status Start();
@@ -71,6 +81,7 @@ class GatewayServer {
   const int max_message_bytes_;
   const int max_in_flight_;
   std::unique_ptr<GatewayService> gateway_;
+  std::function<void(v1::MembershipView*)> cluster_view_;
   std::string bound_address_;
   int port_ = 0;
   std::vector<std::unique_ptr<grpc::Service>> services_;

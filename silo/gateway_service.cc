@@ -48,7 +48,8 @@ class GatewayStream;
 // client's half-close.
 class GatewayService::Impl final
     : public v1::Gateway::WithRawCallbackMethod_Connect<
-          v1::Gateway::WithCallbackMethod_Status<v1::Gateway::Service>> {
+          v1::Gateway::WithCallbackMethod_Status<
+              v1::Gateway::WithCallbackMethod_Cluster<v1::Gateway::Service>>> {
  public:
   Impl(Silo* silo, GatewayServiceOptions options)
       : silo_(silo),
@@ -70,6 +71,9 @@ class GatewayService::Impl final
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
                                    const v1::StatusRequest* request,
                                    v1::SiloStatus* reply) override;
+  grpc::ServerUnaryReactor* Cluster(grpc::CallbackServerContext* context,
+                                    const v1::ClusterRequest* request,
+                                    v1::MembershipView* reply) override;
 
   const Route* FindRoute(const std::string& path) const {
     auto it = routes_.find(path);
@@ -485,6 +489,32 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Status(
           method->set_output_type(md->output_type()->full_name());
         }
       }
+    }
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GatewayService::Impl::Cluster(
+    grpc::CallbackServerContext* context, const v1::ClusterRequest*,
+    v1::MembershipView* reply) {
+  if (options_.cluster_view) {
+    options_.cluster_view(reply);
+  } else {
+    v1::Member* me = reply->add_members();
+    me->set_address(silo_->name());
+    me->set_status(silo_->stopping() ? v1::MEMBER_SHUTTING_DOWN
+                                     : v1::MEMBER_ACTIVE);
+    me->set_gateway(address());
+    me->set_activations(static_cast<int64_t>(silo_->ActivationCount()));
+    me->set_start_unix_ms(absl::ToUnixMillis(started_));
+  }
+  // Activation counts in the table are as of each silo's last heartbeat;
+  // this silo's own is current.
+  for (v1::Member& m : *reply->mutable_members()) {
+    if (m.gateway() == address()) {
+      m.set_activations(static_cast<int64_t>(silo_->ActivationCount()));
     }
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

@@ -23,6 +23,7 @@
 // Threading: thread-safe; gRPC threads read, silo workers finish calls.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,10 @@
 namespace grpc {
 class Service;
 }  // namespace grpc
+
+namespace granary::v1 {
+class MembershipView;
+}  // namespace granary::v1
 
 namespace granary::silo {
 
@@ -46,6 +51,8 @@ struct GatewayServiceOptions {
   int max_batch_bytes = 1 << 20;
   // The gateway address reported by Status.
   std::string address;
+  // Fills the membership view Cluster reports; unset: this silo alone.
+  std::function<void(v1::MembershipView*)> cluster_view;
 };
 
 class GatewayService {

@@ -8,14 +8,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "silo/grpc_status.h"
 
 namespace granary::silo {
 namespace {
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                      std::string(s.message()));
-}
 
 void SetBytes(const std::string& bytes, grpc::ByteBuffer* out) {
   grpc::Slice slice(bytes);

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/process.h"
 #include "core/version.h"
+#include "granary/v1/cluster.pb.h"
 #include "directory/local_grain_directory.h"
 #include "silo/reminder_service.h"
 #include "storage/memory_storage.h"
@@ -82,6 +83,26 @@ void Silo::AddSiloMetrics() {
       "Silos in the membership view, by status. A silo without a cluster "
       "is a membership of one.",
       Type::kGauge, {"status"}, [this] {
+        {
+          MutexLock lock(&membership_mu_);
+          if (membership_view_) {
+            double joining = 0, active = 0, shutting_down = 0, dead = 0;
+            const v1::MembershipView view = membership_view_();
+            for (const v1::Member& m : view.members()) {
+              switch (m.status()) {
+                case v1::MEMBER_JOINING: ++joining; break;
+                case v1::MEMBER_ACTIVE: ++active; break;
+                case v1::MEMBER_SHUTTING_DOWN: ++shutting_down; break;
+                case v1::MEMBER_DEAD: ++dead; break;
+                default: break;
+              }
+            }
+            return Samples{{{"joining"}, joining},
+                           {{"active"}, active},
+                           {{"shutting_down"}, shutting_down},
+                           {{"dead"}, dead}};
+          }
+        }
         const State s = state_.load(std::memory_order_acquire);
         const bool active = s == State::kRunning;
         const bool stopping = s == State::kStopping;

@@ -49,6 +49,10 @@
 #include "storage/grain_storage.h"
 #include "storage/reminder_table.h"
 
+namespace granary::v1 {
+class MembershipView;
+}  // namespace granary::v1
+
 namespace granary::silo {
 
 class ReminderService;
@@ -210,6 +214,12 @@ class Silo final : public CallInvoker {
   };
   std::vector<TypeView> TypeViews() const;
   absl::Time start_time() const { return start_time_; }
+  // Where granary_membership_silos reads the cluster's view from; unset
+  // (nullptr), the silo counts itself alone.
+  void SetMembershipView(std::function<v1::MembershipView()> fn) {
+    MutexLock lock(&membership_mu_);
+    membership_view_ = std::move(fn);
+  }
   storage::GrainStorage& storage() { return *storage_; }
   ReminderService& reminders() { return *reminders_; }
   const std::string& name() const { return options_.name; }
@@ -267,6 +277,10 @@ class Silo final : public CallInvoker {
   std::atomic<uint64_t> next_activation_id_{1};
   std::atomic<uint64_t> activated_{0};
   std::atomic<uint64_t> deactivated_{0};
+
+  Mutex membership_mu_;
+  std::function<v1::MembershipView()> membership_view_
+      ABSL_GUARDED_BY(membership_mu_);
 
   Mutex gone_mu_;
   CondVar gone_cv_;

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
+#include "storage/membership_table.h"
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
 
@@ -398,6 +399,102 @@ TEST(RocksDbStorageTest, RemindersSurviveReopenAndABadRowIsSkipped) {
   EXPECT_EQ((*rows)[0].name, "kept");
   EXPECT_EQ((*rows)[0].start, absl::FromUnixSeconds(1700000000));
   EXPECT_EQ((*rows)[0].period, absl::Seconds(60));
+}
+
+// --- membership table --------------------------------------------------------
+
+v1::Member Silo(const std::string& address, int64_t generation,
+                v1::MemberStatus status) {
+  v1::Member m;
+  m.set_address(address);
+  m.set_generation(generation);
+  m.set_status(status);
+  return m;
+}
+
+absl::StatusOr<int64_t> WriteMember(MembershipTable& t, v1::Member m,
+                                    int64_t expected) {
+  absl::StatusOr<int64_t> out;
+  Notification done;
+  t.Write(std::move(m), expected, [&](absl::StatusOr<int64_t> v) {
+    out = std::move(v);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+TEST(MembershipTableTest, EveryChangeIsACompareAndSwapOnTheVersion) {
+  InMemoryMembershipTable table;
+  EXPECT_EQ(table.Snapshot().version(), 0);
+  ASSERT_EQ(*WriteMember(table, Silo("127.0.0.1:1", 5, v1::MEMBER_JOINING), 0), 1);
+  ASSERT_EQ(*WriteMember(table, Silo("127.0.0.1:1", 5, v1::MEMBER_ACTIVE), 1), 2);
+  // A stale version is refused and changes nothing.
+  absl::StatusOr<int64_t> stale =
+      WriteMember(table, Silo("127.0.0.1:2", 6, v1::MEMBER_ACTIVE), 1);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(table.Snapshot().version(), 2);
+  EXPECT_EQ(table.Snapshot().members_size(), 1);
+  // A new generation on the same address is another member.
+  ASSERT_TRUE(WriteMember(table, Silo("127.0.0.1:1", 7, v1::MEMBER_JOINING), 2).ok());
+  EXPECT_EQ(table.Snapshot().members_size(), 2);
+}
+
+TEST(MembershipTableTest, MalformedRowsAndBackwardsStatusesAreRefused) {
+  InMemoryMembershipTable table;
+  ASSERT_TRUE(WriteMember(table, Silo("127.0.0.1:1", 5, v1::MEMBER_DEAD), 0).ok());
+  for (const v1::Member& bad :
+       {Silo("nohostport", 5, v1::MEMBER_ACTIVE), Silo("127.0.0.1:0", 5, v1::MEMBER_ACTIVE),
+        Silo("127.0.0.1:1", 0, v1::MEMBER_ACTIVE),
+        Silo("127.0.0.1:1", 9, v1::MEMBER_STATUS_UNSPECIFIED),
+        Silo("127.0.0.1:1", 9, static_cast<v1::MemberStatus>(42)),
+        Silo("127.0.0.1:1", 5, v1::MEMBER_ACTIVE)}) {  // Dead never revives
+    absl::StatusOr<int64_t> r = WriteMember(table, bad, 1);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad.ShortDebugString() << " " << r.status();
+  }
+  EXPECT_EQ(table.Snapshot().version(), 1);
+}
+
+TEST(MembershipTableTest, OfRacingWritersExactlyOneWinsEachVersion) {
+  InMemoryMembershipTable table;
+  std::vector<int64_t> seen;
+  Mutex seen_mu;
+  const int id = table.Subscribe([&](const v1::MembershipView& v) {
+    MutexLock lock(&seen_mu);
+    seen.push_back(v.version());
+  });
+  constexpr int kWriters = 8, kRounds = 50;
+  std::vector<int> wins(kWriters, 0);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      for (int r = 0; r < kRounds; ++r) {
+        // Everyone races for the version they read.
+        const int64_t version = table.Snapshot().version();
+        v1::Member m = Silo(absl::StrCat("127.0.0.1:", 1000 + w), 1,
+                            v1::MEMBER_JOINING);
+        m.set_heartbeat_unix_ms(r + 1);
+        absl::StatusOr<int64_t> got = WriteMember(table, m, version);
+        if (got.ok()) {
+          EXPECT_EQ(*got, version + 1);
+          ++wins[w];
+        } else {
+          EXPECT_EQ(got.status().code(), absl::StatusCode::kAborted);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  table.Unsubscribe(id);
+  int total = 0;
+  for (int w : wins) total += w;
+  // One winner per version: the version counts the successful writes.
+  EXPECT_EQ(table.Snapshot().version(), total);
+  MutexLock lock(&seen_mu);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(static_cast<int>(seen.size()), total);
+  for (int i = 0; i < static_cast<int>(seen.size()); ++i) EXPECT_EQ(seen[i], i + 1);
 }
 
 TEST(RocksDbStorageTest, NoDataDirectoryIsInvalidArgument) {

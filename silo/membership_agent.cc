@@ -1,0 +1,367 @@
+#include "silo/membership_agent.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "grpcpp/grpcpp.h"
+
+namespace granary::silo {
+namespace {
+
+bool Live(const v1::Member& m) {
+  return m.status() == v1::MEMBER_JOINING || m.status() == v1::MEMBER_ACTIVE ||
+         m.status() == v1::MEMBER_SHUTTING_DOWN;
+}
+
+// A hash that every silo computes alike (FNV-1a), for the probe ring.
+uint64_t RingHash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+absl::StatusOr<v1::MembershipView> ReadSync(storage::MembershipTable* table) {
+  Notification done;
+  absl::StatusOr<v1::MembershipView> out;
+  table->Read([&](absl::StatusOr<v1::MembershipView> v) {
+    out = std::move(v);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+absl::StatusOr<int64_t> WriteSync(storage::MembershipTable* table,
+                                  v1::Member m, int64_t expected) {
+  Notification done;
+  absl::StatusOr<int64_t> out;
+  table->Write(std::move(m), expected, [&](absl::StatusOr<int64_t> v) {
+    out = std::move(v);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+}  // namespace
+
+absl::Status ValidateMembershipOptions(const MembershipOptions& o) {
+  if (o.probe_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("probe interval must be positive");
+  }
+  if (o.probe_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("probe timeout must be positive");
+  }
+  if (o.missed_probes < 1) {
+    return absl::InvalidArgumentError("missed probes must be at least 1");
+  }
+  if (o.votes_to_kill < 1) {
+    return absl::InvalidArgumentError("votes to kill must be at least 1");
+  }
+  if (o.probe_fanout < 1) {
+    return absl::InvalidArgumentError("probe fanout must be at least 1");
+  }
+  if (o.vote_expiry <= o.probe_interval * o.missed_probes) {
+    return absl::InvalidArgumentError(
+        "vote expiry must be longer than probe interval x missed probes");
+  }
+  return absl::OkStatus();
+}
+
+MembershipAgent::MembershipAgent(storage::MembershipTable* table,
+                                 v1::Member self, MembershipOptions options,
+                                 std::function<int64_t()> activations)
+    : table_(table),
+      options_(options),
+      activations_(std::move(activations)),
+      self_(std::move(self)),
+      id_(storage::MemberId(self_)) {
+  if (self_.start_unix_ms() == 0) {
+    self_.set_start_unix_ms(absl::ToUnixMillis(absl::Now()));
+  }
+}
+
+MembershipAgent::~MembershipAgent() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void MembershipAgent::SetDeclaredDeadHandler(std::function<void()> fn) {
+  MutexLock lock(&mu_);
+  on_dead_ = std::move(fn);
+}
+
+absl::Status MembershipAgent::Update(
+    const std::string& id, const std::function<bool(v1::Member*)>& mutate) {
+  absl::Status last;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    absl::StatusOr<v1::MembershipView> view = ReadSync(table_);
+    if (!view.ok()) return view.status();
+    OnView(*view);
+    v1::Member row;
+    bool found = false;
+    for (const v1::Member& m : view->members()) {
+      if (storage::MemberId(m) == id) {
+        row = m;
+        found = true;
+      }
+    }
+    if (!found) {
+      if (id != id_) return absl::NotFoundError(absl::StrCat("no member ", id));
+      row = self_;
+    }
+    if (!mutate(&row)) return absl::OkStatus();  // nothing to change
+    absl::StatusOr<int64_t> written = WriteSync(table_, row, view->version());
+    if (written.ok()) {
+      // Our own write is the newest view we know of.
+      v1::MembershipView next = *view;
+      bool replaced = false;
+      for (v1::Member& m : *next.mutable_members()) {
+        if (storage::MemberId(m) == id) {
+          m = row;
+          replaced = true;
+        }
+      }
+      if (!replaced) *next.add_members() = row;
+      next.set_version(*written);
+      OnView(next);
+      return absl::OkStatus();
+    }
+    last = written.status();
+    if (last.code() != absl::StatusCode::kAborted) return last;
+  }
+  return last;
+}
+
+absl::Status MembershipAgent::WriteSelf(v1::MemberStatus status) {
+  return Update(id_, [&](v1::Member* row) {
+    if (row->status() == v1::MEMBER_DEAD && status != v1::MEMBER_DEAD) {
+      return false;  // declared dead meanwhile: never revived
+    }
+    if (row->status() > status) return false;
+    const auto suspicions = row->suspicions();
+    *row = self_;
+    *row->mutable_suspicions() = suspicions;
+    row->set_status(status);
+    row->set_heartbeat_unix_ms(absl::ToUnixMillis(absl::Now()));
+    if (activations_) row->set_activations(activations_());
+    return true;
+  });
+}
+
+absl::Status MembershipAgent::Join(absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  absl::Status s;
+  for (v1::MemberStatus status : {v1::MEMBER_JOINING, v1::MEMBER_ACTIVE}) {
+    while (true) {
+      s = WriteSelf(status);
+      if (s.ok() || s.code() != absl::StatusCode::kUnavailable ||
+          absl::Now() >= give_up) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("joining the cluster: ",
+                                                 s.message()));
+    }
+  }
+  last_heartbeat_ = absl::Now();
+  GRANARY_LOG(kInfo) << "silo=" << id_ << " joined the cluster";
+  return absl::OkStatus();
+}
+
+void MembershipAgent::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void MembershipAgent::OnView(const v1::MembershipView& view) {
+  MutexLock lock(&mu_);
+  if (view.version() < view_.version()) return;
+  viewed_at_ = absl::Now();
+  if (view.version() == view_.version()) return;
+  view_ = view;
+  for (const v1::Member& m : view_.members()) {
+    if (storage::MemberId(m) == id_ && m.status() == v1::MEMBER_DEAD &&
+        !declared_dead_) {
+      declared_dead_ = true;
+      cv_.SignalAll();
+    }
+  }
+}
+
+void MembershipAgent::Refresh() {
+  absl::StatusOr<v1::MembershipView> view = ReadSync(table_);
+  if (view.ok()) {
+    OnView(*view);
+  } else {
+    GRANARY_LOG(kWarning) << "silo=" << id_
+                          << " cannot read the membership table: "
+                          << view.status();
+  }
+}
+
+void MembershipAgent::Loop() {
+  absl::Time next = absl::Now();
+  while (true) {
+    std::function<void()> on_dead;
+    {
+      MutexLock lock(&mu_);
+      next += options_.probe_interval;
+      while (!stopping_ && !declared_dead_ && absl::Now() < next) {
+        cv_.WaitWithDeadline(&mu_, next);
+      }
+      if (stopping_) return;
+      if (declared_dead_) {
+        on_dead = on_dead_;
+        stopping_ = true;
+      } else if (absl::Now() - viewed_at_ >= options_.refresh_period) {
+        mu_.Unlock();
+        Refresh();
+        mu_.Lock();
+      }
+      if (next < absl::Now()) next = absl::Now();
+    }
+    if (on_dead) {
+      GRANARY_LOG(kError) << "silo=" << id_
+                          << " the cluster declared this silo dead";
+      on_dead();
+      return;
+    }
+    if (absl::Now() - last_heartbeat_ >= options_.heartbeat_period) {
+      last_heartbeat_ = absl::Now();
+      (void)Update(id_, [&](v1::Member* row) {
+        if (!Live(*row)) return false;
+        row->set_heartbeat_unix_ms(absl::ToUnixMillis(absl::Now()));
+        if (activations_) row->set_activations(activations_());
+        return true;
+      });
+    }
+    ProbeRound();
+  }
+}
+
+void MembershipAgent::ProbeRound() {
+  std::vector<v1::Member> live;
+  {
+    MutexLock lock(&mu_);
+    for (const v1::Member& m : view_.members()) {
+      if (Live(m)) live.push_back(m);
+    }
+  }
+  const uint64_t me = RingHash(id_);
+  std::sort(live.begin(), live.end(),
+            [&](const v1::Member& a, const v1::Member& b) {
+              // Ring order starting just after this silo.
+              return RingHash(storage::MemberId(a)) - me - 1 <
+                     RingHash(storage::MemberId(b)) - me - 1;
+            });
+  int probed = 0;
+  for (const v1::Member& target : live) {
+    const std::string target_id = storage::MemberId(target);
+    if (target_id == id_) continue;
+    if (probed++ >= options_.probe_fanout) break;
+    if (Probe(target)) {
+      misses_.erase(target_id);
+      continue;
+    }
+    probes_missed_.fetch_add(1);
+    if (++misses_[target_id] >= options_.missed_probes) Vote(target_id);
+  }
+}
+
+bool MembershipAgent::Probe(const v1::Member& target) {
+  std::unique_ptr<v1::SiloControl::Stub>& stub = stubs_[target.address()];
+  if (stub == nullptr) {
+    stub = v1::SiloControl::NewStub(grpc::CreateChannel(
+        target.address(), grpc::InsecureChannelCredentials()));
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
+  v1::ProbeRequest request;
+  request.set_from(id_);
+  v1::ProbeReply reply;
+  grpc::Status s = stub->Probe(&context, request, &reply);
+  // Another generation answering on that address means this one is gone.
+  return s.ok() && reply.id() == storage::MemberId(target);
+}
+
+void MembershipAgent::Vote(const std::string& target_id) {
+  int votes = 0, needed = 0;
+  bool killed = false;
+  absl::Status s = Update(target_id, [&](v1::Member* row) {
+    if (row->status() == v1::MEMBER_DEAD) return false;
+    const int64_t now = absl::ToUnixMillis(absl::Now());
+    const int64_t fresh_after =
+        now - absl::ToInt64Milliseconds(options_.vote_expiry);
+    google::protobuf::RepeatedPtrField<v1::Suspicion> kept;
+    for (const v1::Suspicion& v : row->suspicions()) {
+      if (v.at_unix_ms() > fresh_after && v.by() != id_) *kept.Add() = v;
+    }
+    v1::Suspicion* mine = kept.Add();
+    mine->set_by(id_);
+    mine->set_at_unix_ms(now);
+    *row->mutable_suspicions() = std::move(kept);
+    int voters = 0;
+    {
+      MutexLock lock(&mu_);
+      for (const v1::Member& m : view_.members()) {
+        if (Live(m) && storage::MemberId(m) != target_id) ++voters;
+      }
+    }
+    votes = row->suspicions_size();
+    needed = std::max(1, std::min(options_.votes_to_kill, voters));
+    killed = votes >= needed;
+    if (killed) row->set_status(v1::MEMBER_DEAD);
+    return true;
+  });
+  if (!s.ok()) {
+    GRANARY_LOG(kWarning) << "silo=" << id_ << " suspect=" << target_id
+                          << " could not record a vote: " << s;
+    return;
+  }
+  votes_cast_.fetch_add(1);
+  GRANARY_LOG(kWarning) << "silo=" << id_ << " suspect=" << target_id
+                        << " votes=" << votes << " needed=" << needed
+                        << (killed ? " declared dead" : " suspected");
+  if (killed) misses_.erase(target_id);
+}
+
+void MembershipAgent::BeginLeave() {
+  absl::Status s = WriteSelf(v1::MEMBER_SHUTTING_DOWN);
+  if (!s.ok()) {
+    GRANARY_LOG(kWarning) << "silo=" << id_
+                          << " could not mark itself shutting down: " << s;
+  }
+}
+
+void MembershipAgent::Leave() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+  absl::Status s = WriteSelf(v1::MEMBER_DEAD);
+  if (!s.ok()) {
+    GRANARY_LOG(kWarning) << "silo=" << id_ << " could not mark itself dead: "
+                          << s;
+  }
+}
+
+v1::MembershipView MembershipAgent::view() const {
+  MutexLock lock(&mu_);
+  return view_;
+}
+
+}  // namespace granary::silo

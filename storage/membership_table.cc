@@ -1,0 +1,103 @@
+#include "storage/membership_table.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/address.h"
+
+namespace granary::storage {
+
+std::string MemberId(const v1::Member& m) {
+  return absl::StrCat(m.address(), "@", m.generation());
+}
+
+absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(m.address(), &host, &port) || port <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "member address '", m.address(), "' is not HOST:PORT"));
+  }
+  if (m.generation() <= 0) {
+    return absl::InvalidArgumentError("member generation must be positive");
+  }
+  if (m.status() == v1::MEMBER_STATUS_UNSPECIFIED ||
+      !v1::MemberStatus_IsValid(m.status())) {
+    return absl::InvalidArgumentError("member status is missing or unknown");
+  }
+  if (m.suspicions_size() > 64) {
+    return absl::InvalidArgumentError("too many suspicions on one member");
+  }
+  if (previous != nullptr && m.status() < previous->status()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "member ", MemberId(m), " cannot go from ",
+        v1::MemberStatus_Name(previous->status()), " back to ",
+        v1::MemberStatus_Name(m.status())));
+  }
+  return absl::OkStatus();
+}
+
+void InMemoryMembershipTable::Read(ReadDone done) { done(Snapshot()); }
+
+v1::MembershipView InMemoryMembershipTable::Snapshot() const {
+  MutexLock lock(&mu_);
+  return view_;
+}
+
+void InMemoryMembershipTable::Write(v1::Member member, int64_t expected_version,
+                                    WriteDone done) {
+  absl::StatusOr<int64_t> result;
+  v1::MembershipView changed;
+  {
+    MutexLock lock(&mu_);
+    v1::Member* row = nullptr;
+    for (v1::Member& m : *view_.mutable_members()) {
+      if (m.address() == member.address() &&
+          m.generation() == member.generation()) {
+        row = &m;
+      }
+    }
+    if (expected_version != view_.version()) {
+      result = absl::AbortedError(absl::StrCat(
+          "membership table is at version ", view_.version(), ", not ",
+          expected_version));
+    } else if (absl::Status valid = ValidateMember(member, row); !valid.ok()) {
+      result = valid;
+    } else {
+      if (row != nullptr) {
+        *row = std::move(member);
+      } else {
+        *view_.add_members() = std::move(member);
+      }
+      view_.set_version(view_.version() + 1);
+      result = view_.version();
+      changed = view_;
+    }
+  }
+  if (result.ok()) {
+    MutexLock lock(&notify_mu_);
+    for (auto& [id, fn] : subscribers_) fn(changed);
+  }
+  done(std::move(result));
+}
+
+int InMemoryMembershipTable::Subscribe(
+    std::function<void(const v1::MembershipView&)> fn) {
+  MutexLock lock(&notify_mu_);
+  const int id = next_id_++;
+  subscribers_.emplace_back(id, std::move(fn));
+  return id;
+}
+
+void InMemoryMembershipTable::Unsubscribe(int id) {
+  MutexLock lock(&notify_mu_);
+  for (auto it = subscribers_.begin(); it != subscribers_.end(); ++it) {
+    if (it->first == id) {
+      subscribers_.erase(it);
+      return;
+    }
+  }
+}
+
+}  // namespace granary::storage

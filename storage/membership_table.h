@@ -1,0 +1,76 @@
+// File: storage/membership_table.h
+// -----------------------------------------------------------------------------
+// The versioned membership table (DESIGN.md): one row per silo generation
+// and a table version. Every change is a compare-and-swap on that version,
+// so every silo sees the same ordered sequence of views.
+//
+//   table.Read([](absl::StatusOr<v1::MembershipView> view) {...});
+//   table.Write(me, view.version(), [](absl::StatusOr<int64_t> version) {
+//     // ABORTED: someone else wrote first; read again and retry
+//   });
+//
+// Providers: InMemoryMembershipTable (a single silo, and the primary of a
+// `dev` cluster, which serves it to the others over gRPC) and the gRPC
+// client of that service (silo/membership_client.h). Shared stores come
+// later; nothing here assumes where the table lives.
+//
+// Threading: every method is thread-safe; `done` runs once, inline or on a
+// thread of the provider's, and must not block.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/sync.h"
+#include "granary/v1/cluster.pb.h"
+
+namespace granary::storage {
+
+class MembershipTable {
+ public:
+  using ReadDone = std::function<void(absl::StatusOr<v1::MembershipView>)>;
+  using WriteDone = std::function<void(absl::StatusOr<int64_t>)>;
+
+  virtual ~MembershipTable() = default;
+  virtual void Read(ReadDone done) = 0;
+  // Writes `member` (replacing the row of the same address and generation)
+  // if the table is at `expected_version`: the new version, ABORTED when it
+  // is not, INVALID_ARGUMENT for a malformed row or a backwards status.
+  virtual void Write(v1::Member member, int64_t expected_version,
+                     WriteDone done) = 0;
+};
+
+// OK, or INVALID_ARGUMENT saying what is wrong with `m` as a new version of
+// `previous` (nullptr: a new row).
+absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous);
+
+// "HOST:PORT@generation": how silos name each other.
+std::string MemberId(const v1::Member& m);
+
+class InMemoryMembershipTable final : public MembershipTable {
+ public:
+  void Read(ReadDone done) override;
+  void Write(v1::Member member, int64_t expected_version,
+             WriteDone done) override;
+
+  // Calls `fn` with the view after every change; returns an id for
+  // Unsubscribe, which waits for a call in progress. Concurrent writes may
+  // deliver an older view after a newer one: subscribers skip versions they
+  // have passed. `fn` must not call back into the table.
+  int Subscribe(std::function<void(const v1::MembershipView&)> fn);
+  void Unsubscribe(int id);
+  v1::MembershipView Snapshot() const;
+
+ private:
+  mutable Mutex mu_;
+  v1::MembershipView view_ ABSL_GUARDED_BY(mu_);
+  Mutex notify_mu_;
+  std::vector<std::pair<int, std::function<void(const v1::MembershipView&)>>>
+      subscribers_ ABSL_GUARDED_BY(notify_mu_);
+  int next_id_ ABSL_GUARDED_BY(notify_mu_) = 1;
+};
+
+}  // namespace granary::storage

@@ -1,0 +1,287 @@
+// Cluster membership in one process over real gRPC on 127.0.0.1: silos join
+// a primary's table (the others through RemoteMembershipTable and its
+// watch), a silo that stops answering probes is voted dead, a silo cut off
+// from the others' probes learns it was declared dead and stops, and a
+// graceful leave marks the silo dead without votes.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/status.h"
+#include "core/sync.h"
+#include <iostream>
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "silo/membership_agent.h"
+#include "silo/membership_service.h"
+#include "storage/membership_table.h"
+
+namespace granary::silo {
+namespace {
+
+MembershipOptions Fast() {
+  MembershipOptions o;
+  o.probe_interval = absl::Milliseconds(100);
+  o.probe_timeout = absl::Milliseconds(200);
+  o.missed_probes = 2;
+  o.votes_to_kill = 2;
+  o.vote_expiry = absl::Seconds(20);
+  o.refresh_period = absl::Milliseconds(200);
+  o.heartbeat_period = absl::Milliseconds(500);
+  return o;
+}
+
+// One silo's membership side: its endpoint (probes; the table on the
+// primary), its table access and its agent.
+class TestSilo {
+ public:
+  TestSilo(storage::InMemoryMembershipTable* primary_table,
+           const std::string& primary_address, int64_t generation) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(&control_);
+    if (primary_table != nullptr) {
+      service_ = std::make_unique<MembershipService>(primary_table);
+      builder.RegisterService(service_.get());
+    }
+    server_ = builder.BuildAndStart();
+    address_ = absl::StrCat("127.0.0.1:", port);
+    v1::Member self;
+    self.set_address(address_);
+    self.set_generation(generation);
+    self.set_gateway(absl::StrCat("gw-of-", port));
+    control_.set_id(storage::MemberId(self));
+    storage::MembershipTable* table = primary_table;
+    if (primary_table == nullptr) {
+      remote_ = std::make_unique<RemoteMembershipTable>(primary_address);
+      table = remote_.get();
+    }
+    agent_ = std::make_unique<MembershipAgent>(table, self, Fast(),
+                                               [] { return int64_t{7}; });
+    agent_->SetDeclaredDeadHandler([this] { declared_dead_.Notify(); });
+    if (primary_table != nullptr) {
+      subscription_ = primary_table->Subscribe(
+          [this](const v1::MembershipView& v) { agent_->OnView(v); });
+      table_ = primary_table;
+    }
+  }
+  ~TestSilo() {
+    if (table_ != nullptr) table_->Unsubscribe(subscription_);
+    if (remote_ != nullptr) remote_->StopWatch();
+    agent_.reset();
+    if (server_ != nullptr) StopServing();
+  }
+
+  absl::Status Start() {
+    GRANARY_RETURN_IF_ERROR(agent_->Join(absl::Seconds(10)));
+    if (remote_ != nullptr) {
+      remote_->Watch([this](const v1::MembershipView& v) { agent_->OnView(v); });
+    }
+    agent_->Start();
+    return absl::OkStatus();
+  }
+  // Stops answering anything (probes, and the table if it is the primary).
+  void StopServing() {
+    server_->Shutdown(absl::ToChronoTime(absl::Now()));
+    server_->Wait();
+    server_.reset();
+  }
+  // A crash: the agent stops without leaving.
+  void Crash() {
+    if (remote_ != nullptr) remote_->StopWatch();
+    if (table_ != nullptr) {
+      table_->Unsubscribe(subscription_);
+      table_ = nullptr;
+    }
+    agent_.reset();
+    StopServing();
+  }
+
+  MembershipAgent& agent() { return *agent_; }
+  std::string id() const { return agent_->id(); }
+  Notification& declared_dead() { return declared_dead_; }
+  const std::string& address() const { return address_; }
+
+ private:
+  SiloControlService control_;
+  std::unique_ptr<MembershipService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  std::unique_ptr<RemoteMembershipTable> remote_;
+  std::unique_ptr<MembershipAgent> agent_;
+  storage::InMemoryMembershipTable* table_ = nullptr;
+  int subscription_ = 0;
+  Notification declared_dead_;
+};
+
+v1::MemberStatus StatusIn(const v1::MembershipView& view, const std::string& id) {
+  for (const v1::Member& m : view.members()) {
+    if (storage::MemberId(m) == id) return m.status();
+  }
+  return v1::MEMBER_STATUS_UNSPECIFIED;
+}
+
+// Waits until `pred()` holds; false after 30 s.
+template <typename Pred>
+bool Eventually(Pred pred) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < give_up) {
+    if (pred()) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return pred();
+}
+
+class MembershipTest : public ::testing::Test {
+ protected:
+  void StartCluster(int n) {
+    primary_ = std::make_unique<TestSilo>(&table_, "", 1000);
+    ASSERT_TRUE(primary_->Start().ok());
+    for (int i = 1; i < n; ++i) {
+      others_.push_back(
+          std::make_unique<TestSilo>(nullptr, primary_->address(), 1000 + i));
+      ASSERT_TRUE(others_.back()->Start().ok());
+    }
+  }
+  void TearDown() override {
+    others_.clear();
+    primary_.reset();
+  }
+  std::vector<TestSilo*> All() {
+    std::vector<TestSilo*> all = {primary_.get()};
+    for (auto& s : others_) all.push_back(s.get());
+    return all;
+  }
+
+  storage::InMemoryMembershipTable table_;
+  std::unique_ptr<TestSilo> primary_;
+  std::vector<std::unique_ptr<TestSilo>> others_;
+};
+
+TEST_F(MembershipTest, SilosJoinAndEveryoneSeesEveryoneActive) {
+  StartCluster(3);
+  for (TestSilo* viewer : All()) {
+    EXPECT_TRUE(Eventually([&] {
+      const v1::MembershipView v = viewer->agent().view();
+      int active = 0;
+      for (const v1::Member& m : v.members()) {
+        if (m.status() == v1::MEMBER_ACTIVE) ++active;
+      }
+      return active == 3;
+    })) << viewer->agent().view().ShortDebugString();
+  }
+  // Heartbeats carry the activation count.
+  EXPECT_TRUE(Eventually([&] {
+    const v1::MembershipView snap = table_.Snapshot();
+    for (const v1::Member& m : snap.members()) {
+      if (m.activations() != 7) return false;
+    }
+    return true;
+  }));
+}
+
+TEST_F(MembershipTest, ACrashedSiloIsVotedDeadBySurvivors) {
+  StartCluster(3);
+  TestSilo* victim = others_[1].get();
+  const std::string victim_id = victim->id();
+  ASSERT_TRUE(Eventually([&] {
+    return StatusIn(others_[0]->agent().view(), victim_id) == v1::MEMBER_ACTIVE;
+  }));
+  const absl::Time crashed = absl::Now();
+  victim->Crash();
+  ASSERT_TRUE(Eventually([&] {
+    return StatusIn(table_.Snapshot(), victim_id) == v1::MEMBER_DEAD;
+  }));
+  const absl::Duration detection = absl::Now() - crashed;
+  // Every survivor learns it, by push.
+  for (TestSilo* s : {primary_.get(), others_[0].get()}) {
+    EXPECT_TRUE(Eventually([&] {
+      return StatusIn(s->agent().view(), victim_id) == v1::MEMBER_DEAD;
+    }));
+    EXPECT_FALSE(s->declared_dead().HasBeenNotified());
+  }
+  const v1::MembershipView snap = table_.Snapshot();
+  for (const v1::Member& m : snap.members()) {
+    if (storage::MemberId(m) == victim_id) {
+      EXPECT_EQ(m.suspicions_size(), 2);
+    }
+  }
+  std::cout << "detected a crash in " << absl::FormatDuration(detection)
+            << " (probe interval 100ms, 2 missed probes, 2 votes)\n";
+}
+
+TEST_F(MembershipTest, ASiloCutOffFromProbesLearnsItIsDeadAndStops) {
+  StartCluster(3);
+  TestSilo* cut = others_[1].get();
+  const std::string cut_id = cut->id();
+  ASSERT_TRUE(Eventually([&] {
+    return StatusIn(table_.Snapshot(), cut_id) == v1::MEMBER_ACTIVE;
+  }));
+  // Its endpoint goes dark, but it still reaches the table.
+  cut->StopServing();
+  EXPECT_TRUE(cut->declared_dead().WaitForNotificationWithTimeout(
+      absl::Seconds(30)));
+  EXPECT_EQ(StatusIn(table_.Snapshot(), cut_id), v1::MEMBER_DEAD);
+  EXPECT_FALSE(primary_->declared_dead().HasBeenNotified());
+  EXPECT_FALSE(others_[0]->declared_dead().HasBeenNotified());
+}
+
+TEST_F(MembershipTest, AGracefulLeaveMarksTheSiloDeadWithoutVotes) {
+  StartCluster(3);
+  TestSilo* leaver = others_[0].get();
+  const std::string id = leaver->id();
+  leaver->agent().BeginLeave();
+  EXPECT_EQ(StatusIn(table_.Snapshot(), id), v1::MEMBER_SHUTTING_DOWN);
+  leaver->agent().Leave();
+  EXPECT_EQ(StatusIn(table_.Snapshot(), id), v1::MEMBER_DEAD);
+  const v1::MembershipView snap = table_.Snapshot();
+  for (const v1::Member& m : snap.members()) {
+    if (storage::MemberId(m) == id) {
+      EXPECT_EQ(m.suspicions_size(), 0);
+    }
+  }
+  EXPECT_TRUE(Eventually([&] {
+    return StatusIn(primary_->agent().view(), id) == v1::MEMBER_DEAD;
+  }));
+}
+
+TEST(MembershipOptionsTest, OutOfRangeOptionsAreRefused) {
+  EXPECT_TRUE(ValidateMembershipOptions(MembershipOptions{}).ok());
+  MembershipOptions o;
+  o.missed_probes = 0;
+  EXPECT_EQ(ValidateMembershipOptions(o).code(),
+            absl::StatusCode::kInvalidArgument);
+  o = MembershipOptions{};
+  o.probe_interval = absl::ZeroDuration();
+  EXPECT_FALSE(ValidateMembershipOptions(o).ok());
+  o = MembershipOptions{};
+  o.votes_to_kill = 0;
+  EXPECT_FALSE(ValidateMembershipOptions(o).ok());
+  o = MembershipOptions{};
+  o.vote_expiry = absl::Seconds(1);  // shorter than 2 missed 1 s probes
+  EXPECT_FALSE(ValidateMembershipOptions(o).ok());
+}
+
+TEST(RemoteMembershipTableTest, AnUnreachablePrimaryIsUnavailable) {
+  RemoteMembershipTable remote("127.0.0.1:1", absl::Milliseconds(300));
+  absl::StatusOr<v1::MembershipView> read;
+  remote.Read([&](absl::StatusOr<v1::MembershipView> v) { read = std::move(v); });
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable);
+  v1::Member m;
+  m.set_address("127.0.0.1:2");
+  m.set_generation(1);
+  m.set_status(v1::MEMBER_JOINING);
+  MembershipAgent agent(&remote, m, MembershipOptions{});
+  absl::Status joined = agent.Join(absl::Milliseconds(500));
+  EXPECT_FALSE(joined.ok());
+  EXPECT_NE(std::string(joined.message()).find("joining the cluster"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace granary::silo
