@@ -37,6 +37,22 @@ absl::Status LocalGrainDirectory::Unregister(const GrainId& id,
   return absl::OkStatus();
 }
 
+size_t LocalGrainDirectory::RemoveSilo(const std::string& silo) {
+  size_t removed = 0;
+  for (Shard& s : shards_) {
+    MutexLock lock(&s.mu);
+    for (auto it = s.entries.begin(); it != s.entries.end();) {
+      if (it->second.silo == silo) {
+        s.entries.erase(it++);
+        ++removed;
+      } else {
+        ++it;
+      }
+    }
+  }
+  return removed;
+}
+
 size_t LocalGrainDirectory::size() const {
   size_t n = 0;
   for (const Shard& s : shards_) {

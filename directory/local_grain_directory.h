@@ -1,10 +1,14 @@
 // File: directory/local_grain_directory.h
 // -----------------------------------------------------------------------------
-// The single-silo directory: one in-memory map, sharded to keep first calls on
-// different grains from contending. Thread-safe.
+// The in-memory directory store: a single silo's whole directory, and in a
+// cluster each owner's partition of it. One map, sharded to keep first calls
+// on different grains from contending. Thread-safe.
 #pragma once
 
 #include <array>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "core/sync.h"
@@ -20,6 +24,28 @@ class LocalGrainDirectory final : public GrainDirectory {
   absl::Status Unregister(const GrainId& id,
                           const ActivationAddress& address) override;
   size_t size() const override;
+
+  // Drops every entry that names `silo` (a dead silo's activations are
+  // gone); returns how many.
+  size_t RemoveSilo(const std::string& silo);
+  // Removes and returns the entries whose id satisfies `pred` (the ranges a
+  // view change hands to another owner).
+  template <typename Pred>
+  std::vector<std::pair<GrainId, ActivationAddress>> Extract(Pred pred) {
+    std::vector<std::pair<GrainId, ActivationAddress>> out;
+    for (Shard& s : shards_) {
+      MutexLock lock(&s.mu);
+      for (auto it = s.entries.begin(); it != s.entries.end();) {
+        if (pred(it->first)) {
+          out.emplace_back(it->first, it->second);
+          s.entries.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+    }
+    return out;
+  }
 
  private:
   static constexpr size_t kShards = 16;

@@ -44,5 +44,31 @@ TEST(LocalGrainDirectoryTest, ConcurrentRegistrationsAgreeOnOneWinner) {
   for (const auto& s : seen) EXPECT_EQ(s, seen[0]);
 }
 
+TEST(LocalGrainDirectoryTest, ADeadSilosEntriesArePurgedAndRangesExtracted) {
+  LocalGrainDirectory dir;
+  for (int i = 0; i < 30; ++i) {
+    const std::string silo = i % 3 == 0 ? "dead@1" : "alive@1";
+    ASSERT_TRUE(dir.RegisterIfAbsent(GrainId("t.T", std::to_string(i)),
+                                     ActivationAddress{silo, uint64_t(i + 1)})
+                    .ok());
+  }
+  EXPECT_EQ(dir.RemoveSilo("dead@1"), 10u);
+  EXPECT_EQ(dir.RemoveSilo("dead@1"), 0u);
+  EXPECT_EQ(dir.size(), 20u);
+  EXPECT_EQ(dir.Lookup(GrainId("t.T", "0")).status().code(),
+            absl::StatusCode::kNotFound);
+  // Hand over the even keys.
+  auto moved = dir.Extract([](const GrainId& id) {
+    return std::stoi(id.key()) % 2 == 0;
+  });
+  EXPECT_EQ(moved.size(), 10u);
+  for (const auto& [id, address] : moved) {
+    EXPECT_EQ(std::stoi(id.key()) % 2, 0);
+    EXPECT_EQ(address.silo, "alive@1");
+    EXPECT_EQ(dir.Lookup(id).status().code(), absl::StatusCode::kNotFound);
+  }
+  EXPECT_EQ(dir.size(), 10u);
+}
+
 }  // namespace
 }  // namespace granary::directory
