@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -39,6 +40,7 @@
 #include "grpcpp/grpcpp.h"
 #include "silo/gateway_server.h"
 #include "silo/admin_http.h"
+#include "silo/gateway_service.h"
 #include "silo/membership_agent.h"
 #include "silo/membership_service.h"
 #include "silo/http_server.h"
@@ -270,15 +272,25 @@ int Main() {
 
 
   // The silo-to-silo endpoint: liveness probes, the membership table on a
-  // dev cluster's primary, and the standard health service.
+  // dev cluster's primary, the gateway protocol for calls from other silos
+  // (attached to the silo once it exists), and the standard health service.
   grpc::EnableDefaultHealthCheckService(true);
   int silo_port = 0;
   granary::silo::SiloControlService control;
+  granary::silo::GatewayServiceOptions peer_options;
+  peer_options.max_in_flight = 1 << 16;
+  peer_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  peer_options.max_batch_bytes =
+      std::min(1 << 20, absl::GetFlag(FLAGS_max_message_bytes) / 2);
+  granary::silo::GatewayService peer_gateway(nullptr, peer_options);
   grpc::ServerBuilder silo_builder;
   silo_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // see gateway
   silo_builder.AddListeningPort(absl::GetFlag(FLAGS_silo),
                                 grpc::InsecureServerCredentials(), &silo_port);
   silo_builder.RegisterService(&control);
+  silo_builder.RegisterService(peer_gateway.grpc_service());
+  silo_builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  silo_builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   if (membership_service != nullptr) {
     silo_builder.RegisterService(membership_service.get());
   }
@@ -311,6 +323,8 @@ int Main() {
     return Fail(s.ToString());
   }
   if (absl::Status s = silo.Start(); !s.ok()) return Fail(s.ToString());
+  peer_gateway.set_address(silo_address);
+  peer_gateway.Attach(&silo);
   GatewayServer gateway(&silo, absl::GetFlag(FLAGS_gateway),
                         absl::GetFlag(FLAGS_max_message_bytes),
                         absl::GetFlag(FLAGS_max_in_flight));
@@ -376,6 +390,7 @@ int Main() {
   agent.BeginLeave();  // ShuttingDown: the others stop counting on this silo
   silo.Stop();  // answers every call still in the silo
   gateway.Stop();
+  peer_gateway.Stop();
   agent_ptr = nullptr;
   if (remote_table != nullptr) remote_table->StopWatch();
   agent.Leave();  // Dead: a graceful exit

@@ -52,17 +52,23 @@ class GatewayService::Impl final
               v1::Gateway::WithCallbackMethod_Cluster<v1::Gateway::Service>>> {
  public:
   Impl(Silo* silo, GatewayServiceOptions options)
-      : silo_(silo),
-        options_(std::move(options)),
+      : options_(std::move(options)),
         started_(absl::Now()),
         address_(options_.address) {
-    for (const GrainClassInfo* info : silo_->GrainTypes()) {
+    if (silo != nullptr) Attach(silo);
+  }
+
+  // Once: the silo whose grains this service serves. Calls before it are
+  // answered UNAVAILABLE.
+  void Attach(Silo* silo) {
+    for (const GrainClassInfo* info : silo->GrainTypes()) {
       const InterfaceInfo* iface = info->interface;
       for (size_t i = 0; i < iface->method_count; ++i) {
         routes_.emplace(std::string(iface->methods[i].full_name),
                         Route{iface, &iface->methods[i]});
       }
     }
+    silo_.store(silo, std::memory_order_release);  // publishes routes_
   }
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Connect(
@@ -84,7 +90,7 @@ class GatewayService::Impl final
   void Forget(GatewayStream* stream) {
     MutexLock lock(&mu_);
     if (streams_.erase(stream) > 0) {
-      silo_->metrics().gateway_connections->Add(-1);
+      silo()->metrics().gateway_connections->Add(-1);
     }
   }
   int open_streams() const {
@@ -92,7 +98,7 @@ class GatewayService::Impl final
     return static_cast<int>(streams_.size());
   }
 
-  Silo* silo() const { return silo_; }
+  Silo* silo() const { return silo_.load(std::memory_order_acquire); }
   const GatewayServiceOptions& options() const { return options_; }
   void set_address(std::string a) {
     MutexLock lock(&mu_);
@@ -104,7 +110,7 @@ class GatewayService::Impl final
   }
 
  private:
-  Silo* const silo_;
+  std::atomic<Silo*> silo_{nullptr};
   GatewayServiceOptions options_;
   const absl::Time started_;
   absl::flat_hash_map<std::string, Route> routes_;
@@ -443,14 +449,36 @@ class GatewayStream final
   grpc::Status broken_status_ ABSL_GUARDED_BY(mu_);
 };
 
+namespace {
+
+// A stream refused before the service has its silo.
+class RefusedStream final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  RefusedStream() {
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "silo starting"));
+  }
+  void OnDone() override { delete this; }
+};
+
+grpc::ServerUnaryReactor* Starting(grpc::CallbackServerContext* context) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "silo starting"));
+  return reactor;
+}
+
+}  // namespace
+
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
+  Silo* silo = this->silo();
+  if (silo == nullptr) return new RefusedStream();
   GatewayStream* stream;
   {
     MutexLock lock(&mu_);
     stream = new GatewayStream(this, context->peer(), stopping_);
     streams_.insert(stream);
-    silo_->metrics().gateway_connections->Add(1);
+    silo->metrics().gateway_connections->Add(1);
   }
   stream->Begin();
   return stream;
@@ -459,6 +487,8 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
 grpc::ServerUnaryReactor* GatewayService::Impl::Status(
     grpc::CallbackServerContext* context, const v1::StatusRequest*,
     v1::SiloStatus* reply) {
+  Silo* silo_ = silo();
+  if (silo_ == nullptr) return Starting(context);
   const absl::Time now = absl::Now();
   reply->set_name(silo_->name());
   reply->set_gateway(address());
@@ -499,6 +529,8 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Status(
 grpc::ServerUnaryReactor* GatewayService::Impl::Cluster(
     grpc::CallbackServerContext* context, const v1::ClusterRequest*,
     v1::MembershipView* reply) {
+  Silo* silo_ = silo();
+  if (silo_ == nullptr) return Starting(context);
   if (options_.cluster_view) {
     options_.cluster_view(reply);
   } else {
@@ -540,6 +572,8 @@ void GatewayService::Impl::Stop() {
 
 GatewayService::GatewayService(Silo* silo, GatewayServiceOptions options)
     : impl_(std::make_unique<Impl>(silo, std::move(options))) {}
+
+void GatewayService::Attach(Silo* silo) { impl_->Attach(silo); }
 
 GatewayService::~GatewayService() = default;
 

@@ -57,7 +57,11 @@ struct GatewayServiceOptions {
 
 class GatewayService {
  public:
+  // `silo` may be nullptr and attached later (before or while serving:
+  // calls until then are answered UNAVAILABLE), for servers built before
+  // the silo exists.
   GatewayService(Silo* silo, GatewayServiceOptions options);
+  void Attach(Silo* silo);
   ~GatewayService();
   GatewayService(const GatewayService&) = delete;
   GatewayService& operator=(const GatewayService&) = delete;

@@ -13,6 +13,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/client.h"
+#include "examples/counter.granary.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/process_util.h"
@@ -130,6 +132,21 @@ TEST(ClusterProcessTest, ASingleSiloIsAClusterOfOne) {
   SiloProcess silo(AnyPorts(TempDir("c-single")));
   const std::string ready = silo.ReadyLine();
   ASSERT_THAT(ready, HasSubstr("READY"));
+  // The silo endpoint speaks the gateway protocol too (calls from other
+  // silos arrive there).
+  {
+    ClientOptions options;
+    options.gateways = {Field(ready, "silo")};
+    absl::StatusOr<std::unique_ptr<Client>> peer = Client::Connect(options);
+    ASSERT_TRUE(peer.ok()) << peer.status();
+    examples::AddRequest add;
+    add.set_amount(2);
+    absl::StatusOr<examples::CounterValue> v =
+        (*peer)->Get<examples::CounterRef>("x").Add(add).Get();
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(v->value(), 2);
+    (*peer)->Close();
+  }
   ToolRun r = Cli(Field(ready, "gateway"), {"cluster"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(StatusOf(r.out, Field(ready, "silo")), "active") << r.out;

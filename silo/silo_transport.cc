@@ -1,0 +1,149 @@
+#include "silo/silo_transport.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "storage/membership_table.h"
+
+namespace granary::silo {
+
+SiloTransport::SiloTransport(std::string self_id,
+                             std::vector<const InterfaceInfo*> interfaces,
+                             absl::Duration connect_timeout)
+    : self_id_(std::move(self_id)),
+      interfaces_(std::move(interfaces)),
+      connect_timeout_(connect_timeout) {
+  connector_ = std::thread([this] { ConnectLoop(); });
+}
+
+SiloTransport::~SiloTransport() { Close(); }
+
+void SiloTransport::OnView(const v1::MembershipView& view) {
+  absl::flat_hash_map<std::string, std::string> wanted;
+  for (const v1::Member& m : view.members()) {
+    const std::string id = storage::MemberId(m);
+    if (id == self_id_) continue;
+    if (m.status() == v1::MEMBER_JOINING || m.status() == v1::MEMBER_ACTIVE ||
+        m.status() == v1::MEMBER_SHUTTING_DOWN) {
+      wanted.emplace(id, m.address());
+    }
+  }
+  std::vector<std::shared_ptr<Client>> dropped;
+  {
+    MutexLock lock(&mu_);
+    if (closed_) return;
+    for (auto it = links_.begin(); it != links_.end();) {
+      if (!wanted.contains(it->first)) {
+        GRANARY_LOG(kInfo) << "silo=" << self_id_ << " peer=" << it->first
+                           << " dropping the connection (not live)";
+        dropped.push_back(std::move(it->second));
+        links_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    wanted_ = std::move(wanted);
+    cv_.SignalAll();
+  }
+  // Calls in flight to a silo that is gone fail now, not at their deadline.
+  for (auto& c : dropped) c->Close(absl::ZeroDuration());
+}
+
+bool SiloTransport::WaitForConnections(absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  MutexLock lock(&mu_);
+  while (true) {
+    bool all = true;
+    for (const auto& [id, address] : wanted_) all = all && links_.contains(id);
+    if (all) return true;
+    if (cv_.WaitWithDeadline(&mu_, give_up)) return false;
+  }
+}
+
+void SiloTransport::ConnectLoop() {
+  MutexLock lock(&mu_);
+  while (!closed_) {
+    std::vector<std::pair<std::string, std::string>> missing;
+    for (const auto& [id, address] : wanted_) {
+      if (!links_.contains(id)) missing.emplace_back(id, address);
+    }
+    if (missing.empty()) {
+      cv_.Wait(&mu_);
+      continue;
+    }
+    mu_.Unlock();
+    std::vector<std::pair<std::string, std::unique_ptr<Client>>> made;
+    for (const auto& [id, address] : missing) {
+      ClientOptions options;
+      options.gateways = {address};
+      options.connect_timeout = connect_timeout_;
+      options.overflow = ClientOptions::Overflow::kFail;  // never block a worker
+      options.max_in_flight = 1 << 16;
+      absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+      if (!client.ok()) {
+        GRANARY_LOG(kWarning) << "silo=" << self_id_ << " peer=" << id
+                              << " cannot connect: " << client.status();
+        continue;
+      }
+      for (const InterfaceInfo* iface : interfaces_) (*client)->Register(*iface);
+      made.emplace_back(id, *std::move(client));
+    }
+    mu_.Lock();
+    for (auto& [id, client] : made) {
+      if (closed_ || !wanted_.contains(id) || links_.contains(id)) {
+        mu_.Unlock();
+        client->Close(absl::ZeroDuration());
+        mu_.Lock();
+        continue;
+      }
+      links_.emplace(id, std::shared_ptr<Client>(std::move(client)));
+    }
+    cv_.SignalAll();
+    if (made.size() < missing.size() && !closed_) {
+      // Some failed: try them again shortly (or at the next view).
+      (void)cv_.WaitWithDeadline(&mu_, absl::Now() + absl::Milliseconds(500));
+    }
+  }
+}
+
+void SiloTransport::Send(const std::string& silo_id, CallBase* call) {
+  {
+    ReaderMutexLock lock(&mu_);
+    auto it = links_.find(silo_id);
+    if (it != links_.end()) {
+      // Under the lock: a connection is closed only after it left the map,
+      // so a send never meets a closed client (which would say
+      // FAILED_PRECONDITION rather than UNAVAILABLE).
+      it->second->Invoke(call);
+      return;
+    }
+  }
+  call->Fail(absl::UnavailableError(absl::StrCat(
+      "silo ", silo_id, " is not connected (unknown, dead or unreachable)")));
+  call->Release();
+}
+
+std::vector<std::string> SiloTransport::connected() const {
+  ReaderMutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, link] : links_) {
+    if (link->connected_gateways() > 0) out.push_back(id);
+  }
+  return out;
+}
+
+void SiloTransport::Close() {
+  absl::flat_hash_map<std::string, std::shared_ptr<Client>> links;
+  {
+    MutexLock lock(&mu_);
+    closed_ = true;
+    links.swap(links_);
+    cv_.SignalAll();
+  }
+  if (connector_.joinable()) connector_.join();
+  for (auto& [id, link] : links) link->Close(absl::ZeroDuration());
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,161 @@
+// Silo-to-silo calls over SiloTransport: a call sent to another silo's
+// endpoint (the gateway protocol) comes back with its reply or its error;
+// a silo that is unknown, Dead in the view or crashed fails calls at once
+// with UNAVAILABLE, including those already in flight.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "core/detach.h"
+#include "examples/counter_grain.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "silo/gateway_server.h"
+#include "silo/silo.h"
+#include "silo/silo_transport.h"
+#include "tests/test_grains.h"
+
+namespace granary::testing {
+namespace {
+
+using ::granary::examples::AddRequest;
+using ::granary::examples::CounterRef;
+
+// Sends every call through the transport to one silo.
+class ToSilo final : public CallInvoker {
+ public:
+  ToSilo(silo::SiloTransport* transport, std::string id)
+      : transport_(transport), id_(std::move(id)) {}
+  void Invoke(CallBase* call) override { transport_->Send(id_, call); }
+
+ private:
+  silo::SiloTransport* transport_;
+  std::string id_;
+};
+
+Text MakeText(std::string s) {
+  Text t;
+  t.set_text(std::move(s));
+  return t;
+}
+
+class SiloTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    silo::SiloOptions options;
+    options.name = "b";
+    options.workers = 2;
+    options.shutdown_timeout = absl::Seconds(1);  // the hung call is abandoned
+    b_ = std::make_unique<silo::Silo>(options);
+    ASSERT_TRUE(AddTestGrains(*b_, &state_).ok());
+    ASSERT_TRUE(b_->Start().ok());
+    endpoint_ = std::make_unique<silo::GatewayServer>(b_.get(), "127.0.0.1:0");
+    ASSERT_TRUE(endpoint_->Start().ok());
+    b_member_.set_address(endpoint_->address());
+    b_member_.set_generation(42);
+    b_member_.set_status(v1::MEMBER_ACTIVE);
+    b_id_ = endpoint_->address() + "@42";
+    std::vector<const InterfaceInfo*> interfaces;
+    for (const GrainClassInfo* info : b_->GrainTypes()) {
+      interfaces.push_back(info->interface);
+    }
+    transport_ = std::make_unique<silo::SiloTransport>("127.0.0.1:1@1", interfaces);
+    to_b_ = std::make_unique<ToSilo>(transport_.get(), b_id_);
+  }
+  void TearDown() override {
+    transport_.reset();
+    if (endpoint_ != nullptr) endpoint_->Stop();
+    b_->Stop();
+  }
+  v1::MembershipView View(v1::MemberStatus b_status) {
+    v1::MembershipView view;
+    view.set_version(++version_);
+    v1::Member* a = view.add_members();
+    a->set_address("127.0.0.1:1");
+    a->set_generation(1);
+    a->set_status(v1::MEMBER_ACTIVE);
+    v1::Member* b = view.add_members();
+    *b = b_member_;
+    b->set_status(b_status);
+    return view;
+  }
+
+  TestState state_;
+  std::unique_ptr<silo::Silo> b_;
+  std::unique_ptr<silo::GatewayServer> endpoint_;
+  v1::Member b_member_;
+  std::string b_id_;
+  std::unique_ptr<silo::SiloTransport> transport_;
+  std::unique_ptr<ToSilo> to_b_;
+  int64_t version_ = 0;
+};
+
+TEST_F(SiloTransportTest, CallsReachTheOtherSiloAndComeBack) {
+  transport_->OnView(View(v1::MEMBER_ACTIVE));
+  ASSERT_TRUE(transport_->WaitForConnections(absl::Seconds(30)));
+  EXPECT_EQ(transport_->connected(), std::vector<std::string>{b_id_});
+  CounterRef counter(to_b_.get(), "remote");
+  AddRequest add;
+  add.set_amount(5);
+  EXPECT_EQ(counter.Add(add).Get()->value(), 5);
+  EXPECT_EQ(counter.Add(add).Get()->value(), 10);
+  EXPECT_EQ(b_->ActivationCount(), 1u);  // it lives on b
+  ProbeRef probe(to_b_.get(), "p");
+  ThrowRequest boom;
+  boom.set_message("boom");
+  boom.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(probe.Throw(boom).Get().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SiloTransportTest, AnUnknownSiloFailsAtOnce) {
+  ToSilo nowhere(transport_.get(), "10.9.9.9:1@1");
+  EXPECT_EQ(ProbeRef(&nowhere, "p").Echo(MakeText("x")).Get().status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SiloTransportTest, ASiloDeclaredDeadFailsItsCallsInFlightAtOnce) {
+  transport_->OnView(View(v1::MEMBER_ACTIVE));
+  ASSERT_TRUE(transport_->WaitForConnections(absl::Seconds(30)));
+  ProbeRef probe(to_b_.get(), "hang");
+  absl::StatusOr<Text> hung;
+  Notification done;
+  Detach(probe.Hang(MakeText("x")), [&](absl::StatusOr<Text> r) {
+    hung = std::move(r);
+    done.Notify();
+  });
+  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return b_->ActivationCount() == 1;
+  }));
+  transport_->OnView(View(v1::MEMBER_DEAD));
+  // Failed by the view change, well before the call's 30 s deadline.
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(hung.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(transport_->connected().empty());
+  EXPECT_EQ(probe.Echo(MakeText("x")).Get().status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SiloTransportTest, ACrashedSiloFailsItsCallsInFlight) {
+  transport_->OnView(View(v1::MEMBER_ACTIVE));
+  ASSERT_TRUE(transport_->WaitForConnections(absl::Seconds(30)));
+  ProbeRef probe(to_b_.get(), "hang");
+  absl::StatusOr<Text> hung;
+  Notification done;
+  Detach(probe.Hang(MakeText("x")), [&](absl::StatusOr<Text> r) {
+    hung = std::move(r);
+    done.Notify();
+  });
+  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return b_->ActivationCount() == 1;
+  }));
+  endpoint_->Stop();  // the connection drops
+  endpoint_.reset();
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(hung.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace granary::testing
