@@ -165,7 +165,10 @@ class GatewayLink {
   // Wakes whoever waits on the client's connection events.
   void Notify();
   // The stream ended with `status`.
-  void OnStreamDone(ClientStream* stream, const grpc::Status& status);
+  // `server_stopping`: the gateway said it is going away, so the channel's
+  // current connection must not carry a new stream.
+  void OnStreamDone(ClientStream* stream, const grpc::Status& status,
+                    bool server_stopping);
 
  private:
   Client::Impl* const client_;
@@ -176,6 +179,9 @@ class GatewayLink {
   mutable Mutex mu_;
   ClientStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::atomic<bool> up_{false};  // written under mu_
+  // The gateway said it stops: wait for its connection to go before using
+  // the channel again.
+  bool await_new_connection_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 class Client::Impl {
@@ -538,7 +544,10 @@ void ClientStream::OnDone(const grpc::Status& status) {
     call->Fail(absl::UnavailableError(why));
     call->Release();
   }
-  link_->OnStreamDone(this, status);
+  const auto& trailers = context_.GetServerTrailingMetadata();
+  const bool stopping =
+      trailers.find("granary-gateway-stopping") != trailers.end();
+  link_->OnStreamDone(this, status, stopping);
   Unref();  // gRPC's
 }
 
@@ -588,6 +597,23 @@ void GatewayLink::TryConnect(absl::Time until) {
   }
   // Waiting on the channel is what progresses its connection attempt; an
   // attempt that fails waits out the rest of the slice (no busy retry).
+  bool await_new;
+  {
+    MutexLock lock(&mu_);
+    await_new = await_new_connection_;
+  }
+  // A gateway that said it stops keeps its connection open for a while: a
+  // READY channel is only good again once that connection has gone.
+  while (await_new && state == GRPC_CHANNEL_READY &&
+         channel_->WaitForStateChange(state, absl::ToChronoTime(until))) {
+    state = channel_->GetState(/*try_to_connect=*/true);
+  }
+  if (await_new && state != GRPC_CHANNEL_READY) {
+    MutexLock lock(&mu_);
+    await_new_connection_ = false;
+    await_new = false;
+  }
+  if (await_new) return;  // still the old connection; try again later
   while (state != GRPC_CHANNEL_READY &&
          channel_->WaitForStateChange(state, absl::ToChronoTime(until))) {
     state = channel_->GetState(/*try_to_connect=*/true);
@@ -620,9 +646,11 @@ void GatewayLink::CancelStream(const std::string& why) {
 }
 
 void GatewayLink::OnStreamDone(ClientStream* stream,
-                               const grpc::Status& status) {
+                               const grpc::Status& status,
+                               bool server_stopping) {
   {
     MutexLock lock(&mu_);
+    if (server_stopping) await_new_connection_ = true;
     if (stream_ == stream) {
       stream_ = nullptr;
       // Any end we did not ask for means the gateway went away or is
@@ -651,7 +679,7 @@ void Client::Impl::Invoke(CallBase* call) {
     call->Release();
   };
   if (closed()) {
-    return fail(absl::FailedPreconditionError("the client is closed"));
+    return fail(absl::Status(options_.closed_code, "the client is closed"));
   }
   const InterfaceInfo* iface = FindInterface(call->target().type());
   if (iface == nullptr || call->method() >= iface->method_count) {

@@ -66,6 +66,9 @@ struct ClientOptions {
   absl::Duration connect_timeout = absl::Seconds(5);
   // How often a lost gateway is tried again.
   absl::Duration reconnect_period = absl::Milliseconds(100);
+  // The code of calls made after Close (a silo's connection to a peer that
+  // left the cluster uses UNAVAILABLE).
+  absl::StatusCode closed_code = absl::StatusCode::kFailedPrecondition;
 };
 
 class Client final : public CallInvoker {

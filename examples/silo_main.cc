@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -230,6 +231,7 @@ int Main() {
   membership_options.probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
   membership_options.missed_probes = absl::GetFlag(FLAGS_missed_probes);
   membership_options.votes_to_kill = absl::GetFlag(FLAGS_votes_to_kill);
+  membership_options.table_host = primary;
   if (absl::Status s =
           granary::silo::ValidateMembershipOptions(membership_options);
       !s.ok()) {
@@ -313,6 +315,14 @@ int Main() {
   options.min_reminder_period = min_reminder_period;
   options.slow_turn_threshold = slow_turn;
   Silo silo(options);
+  // Whichever way Main returns from here on, the silo endpoint stops serving
+  // (peer calls, probes, the table) before the silo it forwards to is gone.
+  absl::Cleanup stop_silo_endpoint = [&] {
+    peer_gateway.Stop();
+    silo_server->Shutdown(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(500));
+    silo_server->Wait();
+  };
   if (absl::Status s = granary::examples::AddExampleGrains(silo); !s.ok()) {
     return Fail(s.ToString());
   }
@@ -361,6 +371,10 @@ int Main() {
     subscription = local_table->Subscribe(
         [&agent](const granary::v1::MembershipView& v) { agent.OnView(v); });
   }
+  absl::Cleanup unsubscribe = [&] {
+    if (local_table != nullptr) local_table->Unsubscribe(subscription);
+    if (remote_table != nullptr) remote_table->StopWatch();
+  };
   if (absl::Status s = agent.Join(join_timeout); !s.ok()) {
     return Fail(s.ToString());
   }
@@ -394,13 +408,9 @@ int Main() {
   agent_ptr = nullptr;
   if (remote_table != nullptr) remote_table->StopWatch();
   agent.Leave();  // Dead: a graceful exit
-  if (local_table != nullptr) local_table->Unsubscribe(subscription);
   silo.SetMembershipView(nullptr);
   http.Stop();
   admin.Stop();
-  silo_server->Shutdown(std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(500));
-  silo_server->Wait();
   return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/call.h"
@@ -28,6 +29,9 @@
 
 namespace granary::silo {
 namespace {
+
+// Trailing metadata of a stream the gateway ends because it stops.
+constexpr char kStoppingKey[] = "granary-gateway-stopping";
 
 struct Route {
   const InterfaceInfo* iface;
@@ -134,11 +138,12 @@ class GatewayService::Impl final
 class GatewayStream final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  GatewayStream(GatewayService::Impl* service, std::string peer,
-                bool stopping)
+  GatewayStream(GatewayService::Impl* service,
+                grpc::CallbackServerContext* context, bool stopping)
       : service_(service),
         silo_(service->silo()),
-        peer_(std::move(peer)),
+        context_(context),
+        peer_(context->peer()),
         max_in_flight_(service->options().max_in_flight),
         max_message_bytes_(service->options().max_message_bytes),
         max_batch_bytes_(service->options().max_batch_bytes),
@@ -385,6 +390,9 @@ class GatewayStream final
         finish = true;
         status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                               "silo is shutting down");
+        // Tells the client this server is going away: its connection
+        // should not be used for a new stream (see GatewayLink).
+        context_->AddTrailingMetadata(kStoppingKey, "1");
       } else if (drained && reads_done_) {
         finish = true;
       }
@@ -420,6 +428,7 @@ class GatewayStream final
   // streams' reactions); calls that finish later touch only the stream.
   GatewayService::Impl* const service_;
   Silo* const silo_;
+  grpc::CallbackServerContext* const context_;  // valid until OnDone
   const std::string peer_;
   const int max_in_flight_;
   const int max_message_bytes_;
@@ -476,7 +485,7 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
   GatewayStream* stream;
   {
     MutexLock lock(&mu_);
-    stream = new GatewayStream(this, context->peer(), stopping_);
+    stream = new GatewayStream(this, context, stopping_);
     streams_.insert(stream);
     silo->metrics().gateway_connections->Add(1);
   }
@@ -535,7 +544,16 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Cluster(
     options_.cluster_view(reply);
   } else {
     v1::Member* me = reply->add_members();
-    me->set_address(silo_->name());
+    // A silo outside any cluster: its name is "HOST:PORT@generation".
+    const std::string& name = silo_->name();
+    const size_t at = name.rfind('@');
+    me->set_address(name.substr(0, at));
+    if (at != std::string::npos) {
+      int64_t generation = 0;
+      if (absl::SimpleAtoi(name.substr(at + 1), &generation)) {
+        me->set_generation(generation);
+      }
+    }
     me->set_status(silo_->stopping() ? v1::MEMBER_SHUTTING_DOWN
                                      : v1::MEMBER_ACTIVE);
     me->set_gateway(address());

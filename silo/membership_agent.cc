@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "grpcpp/grpcpp.h"
@@ -222,20 +224,22 @@ void MembershipAgent::Loop() {
         cv_.WaitWithDeadline(&mu_, next);
       }
       if (stopping_) return;
-      if (declared_dead_) {
-        on_dead = on_dead_;
-        stopping_ = true;
-      } else if (absl::Now() - viewed_at_ >= options_.refresh_period) {
+      if (!declared_dead_ &&
+          absl::Now() - viewed_at_ >= options_.refresh_period) {
         mu_.Unlock();
         Refresh();
         mu_.Lock();
       }
+      if (declared_dead_) {  // never probe or vote once declared dead
+        on_dead = on_dead_;
+        stopping_ = true;
+      }
       if (next < absl::Now()) next = absl::Now();
     }
-    if (on_dead) {
+    if (stopping_declared()) {
       GRANARY_LOG(kError) << "silo=" << id_
                           << " the cluster declared this silo dead";
-      on_dead();
+      if (on_dead) on_dead();
       return;
     }
     if (absl::Now() - last_heartbeat_ >= options_.heartbeat_period) {
@@ -267,16 +271,38 @@ void MembershipAgent::ProbeRound() {
                      RingHash(storage::MemberId(b)) - me - 1;
             });
   int probed = 0;
+  absl::flat_hash_set<std::string> targets;
   for (const v1::Member& target : live) {
     const std::string target_id = storage::MemberId(target);
     if (target_id == id_) continue;
     if (probed++ >= options_.probe_fanout) break;
+    targets.insert(target_id);
     if (Probe(target)) {
       misses_.erase(target_id);
       continue;
     }
     probes_missed_.fetch_add(1);
-    if (++misses_[target_id] >= options_.missed_probes) Vote(target_id);
+    if (++misses_[target_id] >= options_.missed_probes &&
+        target.address() != options_.table_host) {
+      Vote(target_id);
+    }
+  }
+  // Misses count only while consecutive and while the silo is a target.
+  for (auto it = misses_.begin(); it != misses_.end();) {
+    if (!targets.contains(it->first)) {
+      misses_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = stubs_.begin(); it != stubs_.end();) {
+    bool wanted = false;
+    for (const v1::Member& m : live) wanted = wanted || m.address() == it->first;
+    if (!wanted) {
+      stubs_.erase(it++);
+    } else {
+      ++it;
+    }
   }
 }
 
@@ -304,21 +330,40 @@ void MembershipAgent::Vote(const std::string& target_id) {
     const int64_t now = absl::ToUnixMillis(absl::Now());
     const int64_t fresh_after =
         now - absl::ToInt64Milliseconds(options_.vote_expiry);
+    // Votes count only from live members, one per silo address (a restarted
+    // silo's old votes do not add to its new ones). Members that are
+    // themselves suspected do not count as voters who could still vote.
+    absl::flat_hash_map<std::string, std::string> live_addresses;  // id -> addr
+    int voters = 0;
+    {
+      MutexLock lock(&mu_);
+      for (const v1::Member& m : view_.members()) {
+        if (!Live(m)) continue;
+        const std::string id = storage::MemberId(m);
+        live_addresses.emplace(id, m.address());
+        if (id == target_id) continue;
+        bool suspected = false;
+        for (const v1::Suspicion& v : m.suspicions()) {
+          suspected = suspected || v.at_unix_ms() > fresh_after;
+        }
+        if (!suspected || id == id_) ++voters;
+      }
+    }
     google::protobuf::RepeatedPtrField<v1::Suspicion> kept;
+    absl::flat_hash_set<std::string> addresses = {self_.address()};
     for (const v1::Suspicion& v : row->suspicions()) {
-      if (v.at_unix_ms() > fresh_after && v.by() != id_) *kept.Add() = v;
+      auto live = live_addresses.find(v.by());
+      if (v.at_unix_ms() <= fresh_after || v.by() == id_ ||
+          live == live_addresses.end() ||
+          !addresses.insert(live->second).second) {
+        continue;
+      }
+      *kept.Add() = v;
     }
     v1::Suspicion* mine = kept.Add();
     mine->set_by(id_);
     mine->set_at_unix_ms(now);
     *row->mutable_suspicions() = std::move(kept);
-    int voters = 0;
-    {
-      MutexLock lock(&mu_);
-      for (const v1::Member& m : view_.members()) {
-        if (Live(m) && storage::MemberId(m) != target_id) ++voters;
-      }
-    }
     votes = row->suspicions_size();
     needed = std::max(1, std::min(options_.votes_to_kill, voters));
     killed = votes >= needed;

@@ -53,6 +53,9 @@ struct MembershipOptions {
   // How often the table is read again when no pushed view arrived.
   absl::Duration refresh_period = absl::Seconds(1);
   absl::Duration heartbeat_period = absl::Seconds(5);
+  // The silo endpoint that hosts the table (a dev cluster's primary): never
+  // voted dead, since nobody could record anything without it anyway.
+  std::string table_host;
 };
 
 // INVALID_ARGUMENT naming the option that is out of range.
@@ -93,6 +96,10 @@ class MembershipAgent {
 
  private:
   void Loop();
+  bool stopping_declared() const {
+    MutexLock lock(&mu_);
+    return declared_dead_;
+  }
   void Refresh();
   // Writes `mutate(row)` of member `id` with compare-and-swap retries.
   absl::Status Update(const std::string& id,

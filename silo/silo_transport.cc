@@ -81,6 +81,7 @@ void SiloTransport::ConnectLoop() {
       options.connect_timeout = connect_timeout_;
       options.overflow = ClientOptions::Overflow::kFail;  // never block a worker
       options.max_in_flight = 1 << 16;
+      options.closed_code = absl::StatusCode::kUnavailable;
       absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
       if (!client.ok()) {
         GRANARY_LOG(kWarning) << "silo=" << self_id_ << " peer=" << id
@@ -109,16 +110,18 @@ void SiloTransport::ConnectLoop() {
 }
 
 void SiloTransport::Send(const std::string& silo_id, CallBase* call) {
+  std::shared_ptr<Client> link;
   {
     ReaderMutexLock lock(&mu_);
     auto it = links_.find(silo_id);
-    if (it != links_.end()) {
-      // Under the lock: a connection is closed only after it left the map,
-      // so a send never meets a closed client (which would say
-      // FAILED_PRECONDITION rather than UNAVAILABLE).
-      it->second->Invoke(call);
-      return;
-    }
+    if (it != links_.end()) link = it->second;
+  }
+  if (link != nullptr) {
+    // Outside the lock: a call that fails at once runs its caller's
+    // continuation here, which may send again. A link closed meanwhile
+    // fails the call UNAVAILABLE (closed_code).
+    link->Invoke(call);
+    return;
   }
   call->Fail(absl::UnavailableError(absl::StrCat(
       "silo ", silo_id, " is not connected (unknown, dead or unreachable)")));

@@ -15,9 +15,23 @@ std::string MemberId(const v1::Member& m) {
 absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
   std::string host;
   int port = 0;
-  if (!SplitHostPort(m.address(), &host, &port) || port <= 0) {
+  if (m.address().size() > kMaxAddressBytes ||
+      !SplitHostPort(m.address(), &host, &port) || port <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "member address '", m.address(), "' is not HOST:PORT"));
+        "member address '", m.address().substr(0, kMaxAddressBytes),
+        "' is not HOST:PORT"));
+  }
+  for (const std::string* a : {&m.gateway(), &m.http()}) {
+    if (!a->empty() && (a->size() > kMaxAddressBytes ||
+                        !SplitHostPort(*a, &host, &port))) {
+      return absl::InvalidArgumentError(
+          "member gateway and http must be HOST:PORT (or empty)");
+    }
+  }
+  for (const v1::Suspicion& s : m.suspicions()) {
+    if (s.by().size() > kMaxAddressBytes + 24) {
+      return absl::InvalidArgumentError("a suspicion's voter id is too long");
+    }
   }
   if (m.generation() <= 0) {
     return absl::InvalidArgumentError("member generation must be positive");
@@ -39,6 +53,20 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
 }
 
 void InMemoryMembershipTable::Read(ReadDone done) { done(Snapshot()); }
+
+bool InMemoryMembershipTable::PurgeOldestDead() {
+  int oldest = -1;
+  for (int i = 0; i < view_.members_size(); ++i) {
+    const v1::Member& m = view_.members(i);
+    if (m.status() != v1::MEMBER_DEAD) continue;
+    if (oldest < 0 || m.generation() < view_.members(oldest).generation()) {
+      oldest = i;
+    }
+  }
+  if (oldest < 0) return false;
+  view_.mutable_members()->DeleteSubrange(oldest, 1);
+  return true;
+}
 
 v1::MembershipView InMemoryMembershipTable::Snapshot() const {
   MutexLock lock(&mu_);
@@ -64,6 +92,10 @@ void InMemoryMembershipTable::Write(v1::Member member, int64_t expected_version,
           expected_version));
     } else if (absl::Status valid = ValidateMember(member, row); !valid.ok()) {
       result = valid;
+    } else if (row == nullptr && view_.members_size() >= kMaxMembers &&
+               !PurgeOldestDead()) {
+      result = absl::ResourceExhaustedError(absl::StrCat(
+          "membership table holds ", kMaxMembers, " live members"));
     } else {
       if (row != nullptr) {
         *row = std::move(member);

@@ -43,6 +43,11 @@ class MembershipTable {
                      WriteDone done) = 0;
 };
 
+// Limits that keep a view small enough for every silo to read (a Dead row
+// is dropped to make room for a new member).
+inline constexpr size_t kMaxAddressBytes = 256;
+inline constexpr int kMaxMembers = 1000;
+
 // OK, or INVALID_ARGUMENT saying what is wrong with `m` as a new version of
 // `previous` (nullptr: a new row).
 absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous);
@@ -65,6 +70,9 @@ class InMemoryMembershipTable final : public MembershipTable {
   v1::MembershipView Snapshot() const;
 
  private:
+  // Drops the oldest Dead row; false when there is none.
+  bool PurgeOldestDead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable Mutex mu_;
   v1::MembershipView view_ ABSL_GUARDED_BY(mu_);
   Mutex notify_mu_;

@@ -35,15 +35,19 @@ ToolRun Cli(const std::string& gateway, std::vector<std::string> args) {
   return RunTool(GRANARY_CLI_BINARY, std::move(args));
 }
 
-// The STATUS column of `silo`'s row in `granary cluster` output ("" when
-// absent).
-std::string StatusOf(const std::string& table, const std::string& silo) {
+// Column `col` of `silo`'s row in `granary cluster` output ("" when
+// absent): 2 is STATUS, 5 SUSPICIONS.
+std::string ColumnOf(const std::string& table, const std::string& silo,
+                     size_t col) {
   for (absl::string_view line : absl::StrSplit(table, '\n')) {
     std::vector<absl::string_view> cols =
         absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (cols.size() >= 3 && cols[0] == silo) return std::string(cols[2]);
+    if (cols.size() > col && cols[0] == silo) return std::string(cols[col]);
   }
   return "";
+}
+std::string StatusOf(const std::string& table, const std::string& silo) {
+  return ColumnOf(table, silo, 2);
 }
 
 template <typename Pred>
@@ -115,6 +119,7 @@ TEST(ClusterProcessTest, FormsDetectsACrashAndLetsASiloLeave) {
     table = Cli(gateways[0], {"cluster"}).out;
     return StatusOf(table, silos[1]) == "dead";
   })) << table;
+  EXPECT_EQ(ColumnOf(table, silos[1], 5), "0") << "left, not voted out";
   EXPECT_EQ(StatusOf(table, silos[0]), "active");
   // The primary's metrics count the membership: one active, two dead.
   EXPECT_TRUE(Eventually([&] {
