@@ -1,0 +1,280 @@
+#include "silo/directory_service.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "grpcpp/grpcpp.h"
+#include "silo/grpc_status.h"
+#include "storage/membership_table.h"
+
+namespace granary::silo {
+namespace {
+
+v1::DirectoryEntry ToEntry(const GrainId& id,
+                           const directory::ActivationAddress& a) {
+  v1::DirectoryEntry e;
+  e.set_type(std::string(id.type()));
+  e.set_key(id.key());
+  e.set_silo(a.silo);
+  e.set_activation_id(a.activation_id);
+  return e;
+}
+
+directory::ActivationAddress ToAddress(const v1::DirectoryEntry& e) {
+  return directory::ActivationAddress{e.silo(), e.activation_id()};
+}
+
+}  // namespace
+
+DirectoryOwner::DirectoryOwner(std::string self_id)
+    : self_id_(std::move(self_id)),
+      ring_(std::make_shared<directory::HashRing>(std::vector<std::string>{})) {}
+
+void DirectoryOwner::OnView(const v1::MembershipView& view) {
+  std::vector<std::string> active;
+  std::vector<std::string> dead;
+  for (const v1::Member& m : view.members()) {
+    if (m.status() == v1::MEMBER_ACTIVE) active.push_back(storage::MemberId(m));
+    if (m.status() == v1::MEMBER_DEAD) dead.push_back(storage::MemberId(m));
+  }
+  auto ring = std::make_shared<const directory::HashRing>(std::move(active));
+  // Exclusive: no request is between its ownership check and its change of
+  // the partition while ownership moves.
+  MutexLock lock(&mu_);
+  if (view.version() < version_) return;
+  version_ = view.version();
+  ring_ = ring;
+  for (const std::string& silo : dead) partition_.RemoveSilo(silo);
+  (void)partition_.Extract([&](const GrainId& id) {
+    return ring->OwnerOf(id) != self_id_;
+  });
+}
+
+std::string DirectoryOwner::OwnerOf(const GrainId& id) const {
+  MutexLock lock(&mu_);
+  return ring_->OwnerOf(id);
+}
+
+int64_t DirectoryOwner::view_version() const {
+  MutexLock lock(&mu_);
+  return version_;
+}
+
+absl::Status DirectoryOwner::Check(const v1::DirectoryRequest& r,
+                                   GrainId* id) const {
+  const v1::DirectoryEntry& e = r.entry();
+  if (e.type().empty()) {
+    return absl::InvalidArgumentError("directory request without a grain type");
+  }
+  GRANARY_RETURN_IF_ERROR(ValidateGrainKey(e.key()));
+  *id = GrainId(InternTypeName(e.type()), e.key());
+  if (r.view_version() > version_) {
+    return absl::UnavailableError(absl::StrCat(
+        "silo ", self_id_, " is at view ", version_, ", behind the caller's ",
+        r.view_version(), "; retry"));
+  }
+  const std::string& owner = ring_->OwnerOf(*id);
+  if (owner != self_id_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "silo ", self_id_, " does not own ", id->ToString(), " under view ",
+        version_, " (owner: ", owner.empty() ? "none" : owner, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::DirectoryReply> DirectoryOwner::Register(
+    const v1::DirectoryRequest& r) {
+  ReaderMutexLock lock(&mu_);
+  GrainId id;
+  GRANARY_RETURN_IF_ERROR(Check(r, &id));
+  if (r.entry().silo().empty()) {
+    return absl::InvalidArgumentError("register without a hosting silo");
+  }
+  const directory::ActivationAddress mine = ToAddress(r.entry());
+  absl::StatusOr<directory::ActivationAddress> winner;
+  if (r.has_replace()) {
+    // Retire the stale entry only if it is still the one in force.
+    absl::StatusOr<directory::ActivationAddress> current = partition_.Lookup(id);
+    if (current.ok() && *current == ToAddress(r.replace())) {
+      (void)partition_.Unregister(id, *current);
+    }
+  }
+  winner = partition_.RegisterIfAbsent(id, mine);
+  GRANARY_RETURN_IF_ERROR(winner.status());
+  v1::DirectoryReply reply;
+  reply.set_found(true);
+  *reply.mutable_entry() = ToEntry(id, *winner);
+  reply.set_view_version(version_);
+  return reply;
+}
+
+absl::StatusOr<v1::DirectoryReply> DirectoryOwner::Lookup(
+    const v1::DirectoryRequest& r) {
+  ReaderMutexLock lock(&mu_);
+  GrainId id;
+  GRANARY_RETURN_IF_ERROR(Check(r, &id));
+  v1::DirectoryReply reply;
+  reply.set_view_version(version_);
+  absl::StatusOr<directory::ActivationAddress> found = partition_.Lookup(id);
+  if (found.ok()) {
+    reply.set_found(true);
+    *reply.mutable_entry() = ToEntry(id, *found);
+  }
+  return reply;
+}
+
+absl::StatusOr<v1::DirectoryReply> DirectoryOwner::Unregister(
+    const v1::DirectoryRequest& r) {
+  ReaderMutexLock lock(&mu_);
+  GrainId id;
+  GRANARY_RETURN_IF_ERROR(Check(r, &id));
+  GRANARY_RETURN_IF_ERROR(partition_.Unregister(id, ToAddress(r.entry())));
+  v1::DirectoryReply reply;
+  reply.set_view_version(version_);
+  absl::StatusOr<directory::ActivationAddress> left = partition_.Lookup(id);
+  if (left.ok()) {
+    reply.set_found(true);
+    *reply.mutable_entry() = ToEntry(id, *left);
+  }
+  return reply;
+}
+
+namespace {
+
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                 absl::StatusOr<v1::DirectoryReply> result,
+                                 v1::DirectoryReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (result.ok()) {
+    *reply = *std::move(result);
+    reactor->Finish(grpc::Status::OK);
+  } else {
+    reactor->Finish(ToGrpc(result.status()));
+  }
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* DirectoryService::Register(
+    grpc::CallbackServerContext* context, const v1::DirectoryRequest* request,
+    v1::DirectoryReply* reply) {
+  return Answer(context, owner_->Register(*request), reply);
+}
+
+grpc::ServerUnaryReactor* DirectoryService::Lookup(
+    grpc::CallbackServerContext* context, const v1::DirectoryRequest* request,
+    v1::DirectoryReply* reply) {
+  return Answer(context, owner_->Lookup(*request), reply);
+}
+
+grpc::ServerUnaryReactor* DirectoryService::Unregister(
+    grpc::CallbackServerContext* context, const v1::DirectoryRequest* request,
+    v1::DirectoryReply* reply) {
+  return Answer(context, owner_->Unregister(*request), reply);
+}
+
+ClusterDirectory::ClusterDirectory(DirectoryOwner* local, absl::Duration timeout)
+    : local_(local), timeout_(timeout) {}
+
+void ClusterDirectory::OnView(const v1::MembershipView& view) {
+  MutexLock lock(&mu_);
+  for (const v1::Member& m : view.members()) {
+    addresses_[storage::MemberId(m)] = m.address();
+  }
+}
+
+v1::Directory::Stub* ClusterDirectory::StubFor(const std::string& silo_id) {
+  MutexLock lock(&mu_);
+  auto address = addresses_.find(silo_id);
+  if (address == addresses_.end()) return nullptr;
+  std::unique_ptr<v1::Directory::Stub>& stub = stubs_[silo_id];
+  if (stub == nullptr) {
+    stub = v1::Directory::NewStub(grpc::CreateChannel(
+        address->second, grpc::InsecureChannelCredentials()));
+  }
+  return stub.get();
+}
+
+void ClusterDirectory::Register(const v1::DirectoryEntry& entry, Done done,
+                                const v1::DirectoryEntry* replace) {
+  v1::DirectoryRequest request;
+  *request.mutable_entry() = entry;
+  if (replace != nullptr) *request.mutable_replace() = *replace;
+  Send(Op::kRegister, std::move(request), std::move(done));
+}
+
+void ClusterDirectory::Lookup(const GrainId& id, Done done) {
+  v1::DirectoryRequest request;
+  request.mutable_entry()->set_type(std::string(id.type()));
+  request.mutable_entry()->set_key(id.key());
+  Send(Op::kLookup, std::move(request), std::move(done));
+}
+
+void ClusterDirectory::Unregister(const v1::DirectoryEntry& entry, Done done) {
+  v1::DirectoryRequest request;
+  *request.mutable_entry() = entry;
+  Send(Op::kUnregister, std::move(request), std::move(done));
+}
+
+void ClusterDirectory::Send(Op op, v1::DirectoryRequest request, Done done) {
+  request.set_view_version(local_->view_version());
+  const GrainId id(InternTypeName(request.entry().type()),
+                   request.entry().key());
+  const std::string owner = local_->OwnerOf(id);
+  if (owner.empty()) {
+    done(absl::UnavailableError("no Active silo owns any grain yet"));
+    return;
+  }
+  if (owner == local_->self_id()) {
+    switch (op) {
+      case Op::kRegister:
+        done(local_->Register(request));
+        return;
+      case Op::kLookup:
+        done(local_->Lookup(request));
+        return;
+      case Op::kUnregister:
+        done(local_->Unregister(request));
+        return;
+    }
+  }
+  v1::Directory::Stub* stub = StubFor(owner);
+  if (stub == nullptr) {
+    done(absl::UnavailableError(absl::StrCat("no address for silo ", owner)));
+    return;
+  }
+  struct Pending {
+    grpc::ClientContext context;
+    v1::DirectoryRequest request;
+    v1::DirectoryReply reply;
+    Done done;
+  };
+  auto* p = new Pending;
+  p->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  p->request = std::move(request);
+  p->done = std::move(done);
+  auto finish = [p](grpc::Status s) {
+    std::unique_ptr<Pending> owned(p);
+    if (s.ok()) {
+      owned->done(std::move(owned->reply));
+    } else {
+      owned->done(FromGrpc(s));
+    }
+  };
+  switch (op) {
+    case Op::kRegister:
+      stub->async()->Register(&p->context, &p->request, &p->reply, finish);
+      break;
+    case Op::kLookup:
+      stub->async()->Lookup(&p->context, &p->request, &p->reply, finish);
+      break;
+    case Op::kUnregister:
+      stub->async()->Unregister(&p->context, &p->request, &p->reply, finish);
+      break;
+  }
+}
+
+}  // namespace granary::silo

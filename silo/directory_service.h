@@ -1,0 +1,121 @@
+// File: silo/directory_service.h
+// -----------------------------------------------------------------------------
+// The distributed grain directory (DESIGN.md): every grain id has one owner,
+// the silo consistent hashing over the Active silos of the view picks
+// (directory/hash_ring.h). The owner holds the authoritative entry in its
+// partition; register-if-absent is atomic there, so of two silos racing to
+// activate a grain exactly one wins and the other is told where it lives.
+//
+//   DirectoryOwner owner(my_id);             // this silo's partition
+//   owner.OnView(view);                      // ring, purge of dead silos
+//   DirectoryService service(&owner);        // serve it on the silo endpoint
+//   ClusterDirectory directory(&owner);      // ask whichever silo owns an id
+//   directory.OnView(view);
+//   directory.Register(entry, [](absl::StatusOr<v1::DirectoryReply> r) {...});
+//
+// Requests carry the caller's view version; an owner refuses a grain it does
+// not own under its view (FAILED_PRECONDITION) and a caller whose view is
+// newer than its own (UNAVAILABLE), so callers retry after the views agree.
+//
+// Threading: thread-safe. ClusterDirectory completes on gRPC's threads (or
+// inline for grains this silo owns); completions must not block.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "core/sync.h"
+#include "directory/hash_ring.h"
+#include "directory/local_grain_directory.h"
+#include "granary/v1/cluster.grpc.pb.h"
+
+namespace granary::silo {
+
+class DirectoryOwner {
+ public:
+  explicit DirectoryOwner(std::string self_id = "");
+  // This silo's id, when it is known only after the endpoint is bound; set
+  // before the first view.
+  void set_self_id(std::string id) { self_id_ = std::move(id); }
+
+  // Adopts `view` (ignored when older than the current one): the ring over
+  // its Active silos, and the entries of its Dead silos dropped. Entries
+  // this silo no longer owns are dropped too (their new owner rebuilds them
+  // from the silos hosting the activations).
+  void OnView(const v1::MembershipView& view);
+
+  absl::StatusOr<v1::DirectoryReply> Register(const v1::DirectoryRequest& r);
+  absl::StatusOr<v1::DirectoryReply> Lookup(const v1::DirectoryRequest& r);
+  absl::StatusOr<v1::DirectoryReply> Unregister(const v1::DirectoryRequest& r);
+
+  // The owner of `id` under the current view ("" with no Active silo).
+  std::string OwnerOf(const GrainId& id) const;
+  int64_t view_version() const;
+  const std::string& self_id() const { return self_id_; }
+  size_t size() const { return partition_.size(); }
+
+ private:
+  // OK when this silo may answer for the request's grain.
+  absl::Status Check(const v1::DirectoryRequest& r, GrainId* id) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  std::string self_id_;
+  // Held shared by requests from their ownership check to their change of
+  // the partition, exclusively by OnView.
+  mutable Mutex mu_;
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const directory::HashRing> ring_ ABSL_GUARDED_BY(mu_);
+  directory::LocalGrainDirectory partition_;
+};
+
+class DirectoryService final : public v1::Directory::CallbackService {
+ public:
+  explicit DirectoryService(DirectoryOwner* owner) : owner_(owner) {}
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
+                                     const v1::DirectoryRequest* request,
+                                     v1::DirectoryReply* reply) override;
+  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
+                                   const v1::DirectoryRequest* request,
+                                   v1::DirectoryReply* reply) override;
+  grpc::ServerUnaryReactor* Unregister(grpc::CallbackServerContext* context,
+                                       const v1::DirectoryRequest* request,
+                                       v1::DirectoryReply* reply) override;
+
+ private:
+  DirectoryOwner* const owner_;
+};
+
+// Asks the owner of each grain: this silo's own partition directly, other
+// silos over their Directory service.
+class ClusterDirectory {
+ public:
+  using Done = std::function<void(absl::StatusOr<v1::DirectoryReply>)>;
+
+  explicit ClusterDirectory(DirectoryOwner* local,
+                            absl::Duration timeout = absl::Seconds(5));
+
+  // Learns the silos' addresses (ids -> silo endpoints) of `view`.
+  void OnView(const v1::MembershipView& view);
+
+  void Register(const v1::DirectoryEntry& entry, Done done,
+                const v1::DirectoryEntry* replace = nullptr);
+  void Lookup(const GrainId& id, Done done);
+  void Unregister(const v1::DirectoryEntry& entry, Done done);
+
+ private:
+  enum class Op { kRegister, kLookup, kUnregister };
+  void Send(Op op, v1::DirectoryRequest request, Done done);
+  v1::Directory::Stub* StubFor(const std::string& silo_id);
+
+  DirectoryOwner* const local_;
+  const absl::Duration timeout_;
+  Mutex mu_;
+  absl::flat_hash_map<std::string, std::string> addresses_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::Directory::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace granary::silo

@@ -1,0 +1,227 @@
+// The distributed directory over real gRPC on 127.0.0.1: three silos, each
+// owning its part of the ring; registrations from every silo reach the
+// owner and agree on one winner per grain; a silo refuses grains it does
+// not own and callers whose view is ahead of its own; the entries of a dead
+// silo are purged and a stale own entry can be replaced.
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/sync.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "silo/directory_service.h"
+
+namespace granary::silo {
+namespace {
+
+constexpr absl::string_view kType = "test.Grain";
+
+struct TestOwner {
+  TestOwner() : directory(&owner) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    service = std::make_unique<DirectoryService>(&owner);
+    builder.RegisterService(service.get());
+    server = builder.BuildAndStart();
+    address = absl::StrCat("127.0.0.1:", port);
+    id = address + "@1";
+    owner.set_self_id(id);
+  }
+  ~TestOwner() {
+    server->Shutdown(absl::ToChronoTime(absl::Now()));
+    server->Wait();
+  }
+  void OnView(const v1::MembershipView& v) {
+    owner.OnView(v);
+    directory.OnView(v);
+  }
+
+  DirectoryOwner owner;
+  ClusterDirectory directory;
+  std::unique_ptr<DirectoryService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::string address;
+  std::string id;
+};
+
+absl::StatusOr<v1::DirectoryReply> Wait(
+    const std::function<void(ClusterDirectory::Done)>& start) {
+  Notification done;
+  absl::StatusOr<v1::DirectoryReply> out;
+  start([&](absl::StatusOr<v1::DirectoryReply> r) {
+    out = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+v1::DirectoryEntry Entry(const std::string& key, const std::string& silo,
+                         uint64_t activation) {
+  v1::DirectoryEntry e;
+  e.set_type(std::string(kType));
+  e.set_key(key);
+  e.set_silo(silo);
+  e.set_activation_id(activation);
+  return e;
+}
+
+class DirectoryServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 3; ++i) silos_.push_back(std::make_unique<TestOwner>());
+    Publish({});
+  }
+  // Every silo adopts the next view: all Active except `dead`.
+  void Publish(const std::vector<int>& dead) {
+    v1::MembershipView view;
+    view.set_version(++version_);
+    for (int i = 0; i < 3; ++i) {
+      v1::Member* m = view.add_members();
+      m->set_address(silos_[i]->address);
+      m->set_generation(1);
+      const bool is_dead =
+          std::find(dead.begin(), dead.end(), i) != dead.end();
+      m->set_status(is_dead ? v1::MEMBER_DEAD : v1::MEMBER_ACTIVE);
+    }
+    for (auto& s : silos_) s->OnView(view);
+  }
+
+  std::vector<std::unique_ptr<TestOwner>> silos_;
+  int64_t version_ = 0;
+};
+
+TEST_F(DirectoryServiceTest, RacingRegistrationsFromEverySiloAgreeOnOneWinner) {
+  constexpr int kGrains = 300;
+  std::vector<std::vector<std::string>> winners(3, std::vector<std::string>(kGrains));
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int s = 0; s < 3; ++s) {
+    threads.emplace_back([&, s] {
+      for (int g = 0; g < kGrains; ++g) {
+        auto r = Wait([&](ClusterDirectory::Done done) {
+          silos_[s]->directory.Register(
+              Entry(absl::StrCat("g", g), silos_[s]->id, g + 1), done);
+        });
+        if (!r.ok()) {
+          ++errors;
+          continue;
+        }
+        winners[s][g] = r->entry().silo();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  std::vector<int> per_owner(3, 0);
+  for (int g = 0; g < kGrains; ++g) {
+    EXPECT_FALSE(winners[0][g].empty());
+    EXPECT_EQ(winners[0][g], winners[1][g]) << g;
+    EXPECT_EQ(winners[0][g], winners[2][g]) << g;
+    // The entry lives at the grain's owner only.
+    const GrainId id(kType, absl::StrCat("g", g));
+    const std::string owner = silos_[0]->owner.OwnerOf(id);
+    for (int s = 0; s < 3; ++s) {
+      if (silos_[s]->id == owner) ++per_owner[s];
+    }
+  }
+  size_t stored = 0;
+  for (auto& s : silos_) stored += s->owner.size();
+  EXPECT_EQ(stored, static_cast<size_t>(kGrains));
+  for (int n : per_owner) EXPECT_GT(n, 0);  // every silo owns some grains
+  // Lookups from any silo find the winner.
+  auto found = Wait([&](ClusterDirectory::Done done) {
+    silos_[2]->directory.Lookup(GrainId(kType, "g7"), done);
+  });
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_TRUE(found->found());
+  EXPECT_EQ(found->entry().silo(), winners[0][7]);
+}
+
+TEST_F(DirectoryServiceTest, NonOwnersAndStaleOwnersRefuse) {
+  const GrainId id(kType, "x");
+  const std::string owner = silos_[0]->owner.OwnerOf(id);
+  TestOwner* not_owner = nullptr;
+  for (auto& s : silos_) {
+    if (s->id != owner) not_owner = s.get();
+  }
+  ASSERT_NE(not_owner, nullptr);
+  v1::DirectoryRequest request;
+  *request.mutable_entry() = Entry("x", not_owner->id, 1);
+  request.set_view_version(version_);
+  EXPECT_EQ(not_owner->owner.Register(request).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  TestOwner* the_owner = nullptr;
+  for (auto& s : silos_) {
+    if (s->id == owner) the_owner = s.get();
+  }
+  request.set_view_version(version_ + 5);  // the caller knows a newer view
+  EXPECT_EQ(the_owner->owner.Register(request).status().code(),
+            absl::StatusCode::kUnavailable);
+  // Bad input.
+  request.set_view_version(version_);
+  request.mutable_entry()->set_key("");
+  EXPECT_EQ(the_owner->owner.Register(request).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  request.mutable_entry()->set_key("x");
+  request.mutable_entry()->set_type("");
+  EXPECT_EQ(the_owner->owner.Lookup(request).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
+  // Register grains hosted on silo 2 from silo 2.
+  for (int g = 0; g < 60; ++g) {
+    auto r = Wait([&](ClusterDirectory::Done done) {
+      silos_[2]->directory.Register(Entry(absl::StrCat("d", g), silos_[2]->id, 1),
+                                    done);
+    });
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  Publish({2});  // silo 2 dies: its activations are gone
+  for (int g = 0; g < 60; ++g) {
+    auto r = Wait([&](ClusterDirectory::Done done) {
+      silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("d", g)), done);
+    });
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->found()) << g;
+  }
+  // Silo 0 registers activation 1 of "s", then (that activation gone)
+  // replaces its own stale entry with activation 2.
+  auto first = Wait([&](ClusterDirectory::Done done) {
+    silos_[0]->directory.Register(Entry("s", silos_[0]->id, 1), done);
+  });
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->entry().activation_id(), 1u);
+  auto plain = Wait([&](ClusterDirectory::Done done) {
+    silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2), done);
+  });
+  EXPECT_EQ(plain->entry().activation_id(), 1u);  // absent-only: no change
+  const v1::DirectoryEntry stale = Entry("s", silos_[0]->id, 1);
+  auto replaced = Wait([&](ClusterDirectory::Done done) {
+    silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2), done, &stale);
+  });
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_EQ(replaced->entry().activation_id(), 2u);
+  // Unregister removes only the entry it names.
+  auto kept = Wait([&](ClusterDirectory::Done done) {
+    silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 1), done);
+  });
+  ASSERT_TRUE(kept.ok());
+  EXPECT_TRUE(kept->found());
+  auto gone = Wait([&](ClusterDirectory::Done done) {
+    silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 2), done);
+  });
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->found());
+}
+
+}  // namespace
+}  // namespace granary::silo
