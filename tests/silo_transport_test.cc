@@ -90,6 +90,23 @@ class SiloTransportTest : public ::testing::Test {
   std::unique_ptr<silo::SiloTransport> transport_;
   std::unique_ptr<ToSilo> to_b_;
   int64_t version_ = 0;
+
+  // Connects to b and leaves a call there that never replies (hung_ gets
+  // its outcome).
+  void HangOnB() {
+    transport_->OnView(View(v1::MEMBER_ACTIVE));
+    ASSERT_TRUE(transport_->WaitForConnections(absl::Seconds(30)));
+    Detach(ProbeRef(to_b_.get(), "hang").Hang(MakeText("x")),
+           [this](absl::StatusOr<Text> r) {
+             hung_ = std::move(r);
+             hung_done_.Notify();
+           });
+    ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return b_->ActivationCount() == 1;
+    }));
+  }
+  absl::StatusOr<Text> hung_;
+  Notification hung_done_;
 };
 
 TEST_F(SiloTransportTest, CallsReachTheOtherSiloAndComeBack) {
@@ -117,44 +134,22 @@ TEST_F(SiloTransportTest, AnUnknownSiloFailsAtOnce) {
 }
 
 TEST_F(SiloTransportTest, ASiloDeclaredDeadFailsItsCallsInFlightAtOnce) {
-  transport_->OnView(View(v1::MEMBER_ACTIVE));
-  ASSERT_TRUE(transport_->WaitForConnections(absl::Seconds(30)));
-  ProbeRef probe(to_b_.get(), "hang");
-  absl::StatusOr<Text> hung;
-  Notification done;
-  Detach(probe.Hang(MakeText("x")), [&](absl::StatusOr<Text> r) {
-    hung = std::move(r);
-    done.Notify();
-  });
-  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return b_->ActivationCount() == 1;
-  }));
+  HangOnB();
   transport_->OnView(View(v1::MEMBER_DEAD));
   // Failed by the view change, well before the call's 30 s deadline.
-  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(hung.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(hung_done_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(hung_.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(transport_->connected().empty());
-  EXPECT_EQ(probe.Echo(MakeText("x")).Get().status().code(),
+  EXPECT_EQ(ProbeRef(to_b_.get(), "p").Echo(MakeText("x")).Get().status().code(),
             absl::StatusCode::kUnavailable);
 }
 
 TEST_F(SiloTransportTest, ACrashedSiloFailsItsCallsInFlight) {
-  transport_->OnView(View(v1::MEMBER_ACTIVE));
-  ASSERT_TRUE(transport_->WaitForConnections(absl::Seconds(30)));
-  ProbeRef probe(to_b_.get(), "hang");
-  absl::StatusOr<Text> hung;
-  Notification done;
-  Detach(probe.Hang(MakeText("x")), [&](absl::StatusOr<Text> r) {
-    hung = std::move(r);
-    done.Notify();
-  });
-  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return b_->ActivationCount() == 1;
-  }));
+  HangOnB();
   endpoint_->Stop();  // the connection drops
   endpoint_.reset();
-  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(hung.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(hung_done_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(hung_.status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace
