@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# local-cluster.sh end to end: 3 silos come up, every one is Active in the
+# table read through a gateway, a bad N is refused, and SIGTERM stops them
+# all. (The script runs in the background here, where SIGINT is ignored;
+# interactively Ctrl-C does the same.)
+set -euo pipefail
+script=$1
+bin=$2
+work=$(mktemp -d)
+cluster_pid=""
+cleanup() {
+  if [ -n "$cluster_pid" ]; then kill -TERM "$cluster_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAILED: $*" >&2; exit 1; }
+
+GRANARY_BIN=$bin bash "$script" 0 > "$work/bad.out" 2> "$work/bad.err" && fail "N=0 accepted"
+grep -q "usage" "$work/bad.err" || fail "N=0: no usage message"
+
+GRANARY_BIN=$bin GRANARY_CLUSTER_DIR=$work/data bash "$script" 3 > "$work/out" 2> "$work/err" &
+cluster_pid=$!
+for _ in $(seq 1 600); do
+  grep -q "Ctrl-C stops" "$work/out" 2>/dev/null && break
+  kill -0 "$cluster_pid" 2>/dev/null || { cat "$work/err" >&2; fail "the script exited"; }
+  sleep 0.1
+done
+grep -q "Ctrl-C stops" "$work/out" || fail "no cluster after 60 s"
+gateways=$(sed -n 's/^GATEWAYS=//p' "$work/out")
+[ "$(tr ',' '\n' <<< "$gateways" | wc -l)" -eq 3 ] || fail "gateways: $gateways"
+first=${gateways%%,*}
+for _ in $(seq 1 100); do
+  table=$("$bin/granary" --gateway="$first" cluster)
+  [ "$(grep -c ' active ' <<< "$table")" -eq 3 ] && break
+  sleep 0.1
+done
+[ "$(grep -c ' active ' <<< "$table")" -eq 3 ] || fail "not 3 active: $table"
+
+pids=$(pgrep -f "granary-silo --cluster=dev.*$work/data" || true)
+[ "$(wc -w <<< "$pids")" -eq 3 ] || fail "expected 3 silo processes, found: $pids"
+kill -TERM "$cluster_pid"
+wait "$cluster_pid" || fail "the script exited non-zero after SIGTERM"
+cluster_pid=""
+for pid in $pids; do
+  ! kill -0 "$pid" 2>/dev/null || fail "silo $pid still running"
+done
+echo "local-cluster.sh: 3 silos, all active, stopped on SIGTERM"
