@@ -9,7 +9,10 @@ bin=$2
 work=$(mktemp -d)
 cluster_pid=""
 cleanup() {
-  if [ -n "$cluster_pid" ]; then kill -TERM "$cluster_pid" 2>/dev/null || true; fi
+  if [ -n "$cluster_pid" ]; then
+    kill -TERM "$cluster_pid" 2>/dev/null || true
+    wait "$cluster_pid" 2>/dev/null || true  # it stops its silos first
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -21,17 +24,17 @@ grep -q "usage" "$work/bad.err" || fail "N=0: no usage message"
 
 GRANARY_BIN=$bin GRANARY_CLUSTER_DIR=$work/data bash "$script" 3 > "$work/out" 2> "$work/err" &
 cluster_pid=$!
-for _ in $(seq 1 600); do
+for _ in $(seq 1 2000); do
   grep -q "Ctrl-C stops" "$work/out" 2>/dev/null && break
   kill -0 "$cluster_pid" 2>/dev/null || { cat "$work/err" >&2; fail "the script exited"; }
   sleep 0.1
 done
-grep -q "Ctrl-C stops" "$work/out" || fail "no cluster after 60 s"
+grep -q "Ctrl-C stops" "$work/out" || fail "no cluster after 200 s"
 gateways=$(sed -n 's/^GATEWAYS=//p' "$work/out")
 [ "$(tr ',' '\n' <<< "$gateways" | wc -l)" -eq 3 ] || fail "gateways: $gateways"
 first=${gateways%%,*}
 for _ in $(seq 1 100); do
-  table=$("$bin/granary" --gateway="$first" cluster)
+  table=$("$bin/granary" --gateway="$first" cluster || true)
   [ "$(grep -c ' active ' <<< "$table")" -eq 3 ] && break
   sleep 0.1
 done

@@ -37,6 +37,19 @@ absl::Status LocalGrainDirectory::Unregister(const GrainId& id,
   return absl::OkStatus();
 }
 
+absl::StatusOr<ActivationAddress> LocalGrainDirectory::ReplaceIf(
+    const GrainId& id, const ActivationAddress& expected,
+    const ActivationAddress& next) {
+  Shard& s = ShardFor(id);
+  MutexLock lock(&s.mu);
+  auto it = s.entries.find(id);
+  if (it == s.entries.end()) {
+    return absl::NotFoundError(absl::StrCat("no activation of ", id.ToString()));
+  }
+  if (it->second == expected) it->second = next;
+  return it->second;
+}
+
 size_t LocalGrainDirectory::RemoveSilo(const std::string& silo) {
   size_t removed = 0;
   for (Shard& s : shards_) {

@@ -25,6 +25,11 @@ class LocalGrainDirectory final : public GrainDirectory {
                           const ActivationAddress& address) override;
   size_t size() const override;
 
+  // Replaces the entry of `id` by `next` if it is exactly `expected`, in one
+  // step; returns the entry in force afterwards (NOT_FOUND when none).
+  absl::StatusOr<ActivationAddress> ReplaceIf(const GrainId& id,
+                                              const ActivationAddress& expected,
+                                              const ActivationAddress& next);
   // Drops every entry that names `silo` (a dead silo's activations are
   // gone); returns how many.
   size_t RemoveSilo(const std::string& silo);

@@ -12,6 +12,8 @@
 namespace granary::silo {
 namespace {
 
+constexpr size_t kMaxTypeBytes = 256;
+
 v1::DirectoryEntry ToEntry(const GrainId& id,
                            const directory::ActivationAddress& a) {
   v1::DirectoryEntry e;
@@ -35,8 +37,12 @@ DirectoryOwner::DirectoryOwner(std::string self_id)
 void DirectoryOwner::OnView(const v1::MembershipView& view) {
   std::vector<std::string> active;
   std::vector<std::string> dead;
+  absl::flat_hash_set<std::string> active_set;
   for (const v1::Member& m : view.members()) {
-    if (m.status() == v1::MEMBER_ACTIVE) active.push_back(storage::MemberId(m));
+    if (m.status() == v1::MEMBER_ACTIVE) {
+      active.push_back(storage::MemberId(m));
+      active_set.insert(active.back());
+    }
     if (m.status() == v1::MEMBER_DEAD) dead.push_back(storage::MemberId(m));
   }
   auto ring = std::make_shared<const directory::HashRing>(std::move(active));
@@ -46,6 +52,7 @@ void DirectoryOwner::OnView(const v1::MembershipView& view) {
   if (view.version() < version_) return;
   version_ = view.version();
   ring_ = ring;
+  active_ = std::move(active_set);
   for (const std::string& silo : dead) partition_.RemoveSilo(silo);
   (void)partition_.Extract([&](const GrainId& id) {
     return ring->OwnerOf(id) != self_id_;
@@ -53,23 +60,29 @@ void DirectoryOwner::OnView(const v1::MembershipView& view) {
 }
 
 std::string DirectoryOwner::OwnerOf(const GrainId& id) const {
-  MutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return ring_->OwnerOf(id);
 }
 
 int64_t DirectoryOwner::view_version() const {
-  MutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return version_;
 }
 
 absl::Status DirectoryOwner::Check(const v1::DirectoryRequest& r,
                                    GrainId* id) const {
   const v1::DirectoryEntry& e = r.entry();
-  if (e.type().empty()) {
-    return absl::InvalidArgumentError("directory request without a grain type");
+  if (e.type().empty() || e.type().size() > kMaxTypeBytes) {
+    return absl::InvalidArgumentError(
+        "directory request without a grain type, or one over 256 bytes");
   }
   GRANARY_RETURN_IF_ERROR(ValidateGrainKey(e.key()));
-  *id = GrainId(InternTypeName(e.type()), e.key());
+  // Not interned: the request's bytes live as long as the request, and only
+  // a registration (which keeps the id) interns the type.
+  *id = GrainId(absl::string_view(e.type()), e.key());
+  if (self_id_.empty() || ring_->empty()) {
+    return absl::UnavailableError("the directory has no view yet");
+  }
   if (r.view_version() > version_) {
     return absl::UnavailableError(absl::StrCat(
         "silo ", self_id_, " is at view ", version_, ", behind the caller's ",
@@ -87,21 +100,28 @@ absl::Status DirectoryOwner::Check(const v1::DirectoryRequest& r,
 absl::StatusOr<v1::DirectoryReply> DirectoryOwner::Register(
     const v1::DirectoryRequest& r) {
   ReaderMutexLock lock(&mu_);
-  GrainId id;
-  GRANARY_RETURN_IF_ERROR(Check(r, &id));
-  if (r.entry().silo().empty()) {
-    return absl::InvalidArgumentError("register without a hosting silo");
+  GrainId checked;
+  GRANARY_RETURN_IF_ERROR(Check(r, &checked));
+  if (!active_.contains(r.entry().silo())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "silo '", r.entry().silo(), "' is not Active in view ", version_));
   }
+  const GrainId id(InternTypeName(checked.type()), checked.key());
   const directory::ActivationAddress mine = ToAddress(r.entry());
   absl::StatusOr<directory::ActivationAddress> winner;
   if (r.has_replace()) {
-    // Retire the stale entry only if it is still the one in force.
-    absl::StatusOr<directory::ActivationAddress> current = partition_.Lookup(id);
-    if (current.ok() && *current == ToAddress(r.replace())) {
-      (void)partition_.Unregister(id, *current);
+    // A silo retires only its own stale entry, and only the one in force.
+    if (r.replace().silo() != r.entry().silo()) {
+      return absl::InvalidArgumentError(
+          "a silo may replace only its own directory entries");
     }
+    winner = partition_.ReplaceIf(id, ToAddress(r.replace()), mine);
+    if (winner.status().code() == absl::StatusCode::kNotFound) {
+      winner = partition_.RegisterIfAbsent(id, mine);
+    }
+  } else {
+    winner = partition_.RegisterIfAbsent(id, mine);
   }
-  winner = partition_.RegisterIfAbsent(id, mine);
   GRANARY_RETURN_IF_ERROR(winner.status());
   v1::DirectoryReply reply;
   reply.set_found(true);
@@ -181,21 +201,32 @@ ClusterDirectory::ClusterDirectory(DirectoryOwner* local, absl::Duration timeout
 
 void ClusterDirectory::OnView(const v1::MembershipView& view) {
   MutexLock lock(&mu_);
+  addresses_.clear();
   for (const v1::Member& m : view.members()) {
-    addresses_[storage::MemberId(m)] = m.address();
+    if (m.status() != v1::MEMBER_DEAD) {
+      addresses_[storage::MemberId(m)] = m.address();
+    }
+  }
+  for (auto it = stubs_.begin(); it != stubs_.end();) {
+    if (!addresses_.contains(it->first)) {
+      stubs_.erase(it++);  // requests in flight keep their own reference
+    } else {
+      ++it;
+    }
   }
 }
 
-v1::Directory::Stub* ClusterDirectory::StubFor(const std::string& silo_id) {
+std::shared_ptr<v1::Directory::Stub> ClusterDirectory::StubFor(
+    const std::string& silo_id) {
   MutexLock lock(&mu_);
   auto address = addresses_.find(silo_id);
   if (address == addresses_.end()) return nullptr;
-  std::unique_ptr<v1::Directory::Stub>& stub = stubs_[silo_id];
+  std::shared_ptr<v1::Directory::Stub>& stub = stubs_[silo_id];
   if (stub == nullptr) {
     stub = v1::Directory::NewStub(grpc::CreateChannel(
         address->second, grpc::InsecureChannelCredentials()));
   }
-  return stub.get();
+  return stub;
 }
 
 void ClusterDirectory::Register(const v1::DirectoryEntry& entry, Done done,
@@ -241,12 +272,13 @@ void ClusterDirectory::Send(Op op, v1::DirectoryRequest request, Done done) {
         return;
     }
   }
-  v1::Directory::Stub* stub = StubFor(owner);
+  std::shared_ptr<v1::Directory::Stub> stub = StubFor(owner);
   if (stub == nullptr) {
     done(absl::UnavailableError(absl::StrCat("no address for silo ", owner)));
     return;
   }
   struct Pending {
+    std::shared_ptr<v1::Directory::Stub> stub;  // alive while the call is
     grpc::ClientContext context;
     v1::DirectoryRequest request;
     v1::DirectoryReply reply;
@@ -256,6 +288,7 @@ void ClusterDirectory::Send(Op op, v1::DirectoryRequest request, Done done) {
   p->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   p->request = std::move(request);
   p->done = std::move(done);
+  p->stub = stub;
   auto finish = [p](grpc::Status s) {
     std::unique_ptr<Pending> owned(p);
     if (s.ok()) {

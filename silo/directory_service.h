@@ -16,6 +16,8 @@
 // Requests carry the caller's view version; an owner refuses a grain it does
 // not own under its view (FAILED_PRECONDITION) and a caller whose view is
 // newer than its own (UNAVAILABLE), so callers retry after the views agree.
+// Only Active silos may be registered as hosts, and a silo may replace only
+// its own entries.
 //
 // Threading: thread-safe. ClusterDirectory completes on gRPC's threads (or
 // inline for grains this silo owns); completions must not block.
@@ -26,6 +28,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "core/sync.h"
 #include "directory/hash_ring.h"
@@ -38,7 +41,8 @@ class DirectoryOwner {
  public:
   explicit DirectoryOwner(std::string self_id = "");
   // This silo's id, when it is known only after the endpoint is bound; set
-  // before the first view.
+  // before serving (until then, and until the first view, every request is
+  // answered UNAVAILABLE).
   void set_self_id(std::string id) { self_id_ = std::move(id); }
 
   // Adopts `view` (ignored when older than the current one): the ring over
@@ -68,6 +72,7 @@ class DirectoryOwner {
   mutable Mutex mu_;
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const directory::HashRing> ring_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> active_ ABSL_GUARDED_BY(mu_);
   directory::LocalGrainDirectory partition_;
 };
 
@@ -108,13 +113,13 @@ class ClusterDirectory {
  private:
   enum class Op { kRegister, kLookup, kUnregister };
   void Send(Op op, v1::DirectoryRequest request, Done done);
-  v1::Directory::Stub* StubFor(const std::string& silo_id);
+  std::shared_ptr<v1::Directory::Stub> StubFor(const std::string& silo_id);
 
   DirectoryOwner* const local_;
   const absl::Duration timeout_;
   Mutex mu_;
   absl::flat_hash_map<std::string, std::string> addresses_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::unique_ptr<v1::Directory::Stub>> stubs_
+  absl::flat_hash_map<std::string, std::shared_ptr<v1::Directory::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);
 };
 

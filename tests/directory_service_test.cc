@@ -5,6 +5,8 @@
 // silo are purged and a stale own entry can be replaced.
 #include <algorithm>
 #include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -53,14 +55,19 @@ struct TestOwner {
 
 absl::StatusOr<v1::DirectoryReply> Wait(
     const std::function<void(ClusterDirectory::Done)>& start) {
-  Notification done;
-  absl::StatusOr<v1::DirectoryReply> out;
-  start([&](absl::StatusOr<v1::DirectoryReply> r) {
-    out = std::move(r);
-    done.Notify();
+  struct State {
+    Notification done;
+    absl::StatusOr<v1::DirectoryReply> out;
+  };
+  auto state = std::make_shared<State>();
+  start([state](absl::StatusOr<v1::DirectoryReply> r) {
+    state->out = std::move(r);
+    state->done.Notify();
   });
-  done.WaitForNotification();
-  return out;
+  if (!state->done.WaitForNotificationWithTimeout(absl::Seconds(30))) {
+    return absl::DeadlineExceededError("no answer within 30 s");
+  }
+  return state->out;
 }
 
 v1::DirectoryEntry Entry(const std::string& key, const std::string& silo,
@@ -135,7 +142,11 @@ TEST_F(DirectoryServiceTest, RacingRegistrationsFromEverySiloAgreeOnOneWinner) {
   size_t stored = 0;
   for (auto& s : silos_) stored += s->owner.size();
   EXPECT_EQ(stored, static_cast<size_t>(kGrains));
-  for (int n : per_owner) EXPECT_GT(n, 0);  // every silo owns some grains
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_GT(per_owner[s], 0);  // every silo owns some grains...
+    // ...and holds exactly the entries of the grains it owns.
+    EXPECT_EQ(silos_[s]->owner.size(), static_cast<size_t>(per_owner[s]));
+  }
   // Lookups from any silo find the winner.
   auto found = Wait([&](ClusterDirectory::Done done) {
     silos_[2]->directory.Lookup(GrainId(kType, "g7"), done);
@@ -167,6 +178,18 @@ TEST_F(DirectoryServiceTest, NonOwnersAndStaleOwnersRefuse) {
             absl::StatusCode::kUnavailable);
   // Bad input.
   request.set_view_version(version_);
+  *request.mutable_entry() = Entry("x", "10.0.0.9:1@1", 1);  // not a member
+  EXPECT_EQ(the_owner->owner.Register(request).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  *request.mutable_entry() = Entry("x", the_owner->id, 1);
+  *request.mutable_replace() = Entry("x", not_owner->id, 1);  // not its own
+  EXPECT_EQ(the_owner->owner.Register(request).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  request.clear_replace();
+  request.mutable_entry()->set_type(std::string(300, 't'));
+  EXPECT_EQ(the_owner->owner.Lookup(request).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  request.mutable_entry()->set_type(std::string(kType));
   request.mutable_entry()->set_key("");
   EXPECT_EQ(the_owner->owner.Register(request).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -185,7 +208,34 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
     });
     ASSERT_TRUE(r.ok()) << r.status();
   }
+  // Grains hosted on silos 0 and 1, to see which entries survive.
+  std::map<std::string, std::string> owner_before;
+  for (int g = 0; g < 60; ++g) {
+    const std::string key = absl::StrCat("live", g);
+    auto r = Wait([&](ClusterDirectory::Done done) {
+      silos_[g % 2]->directory.Register(Entry(key, silos_[g % 2]->id, 1), done);
+    });
+    ASSERT_TRUE(r.ok()) << r.status();
+    owner_before[key] = silos_[0]->owner.OwnerOf(GrainId(kType, key));
+  }
   Publish({2});  // silo 2 dies: its activations are gone
+  int survived = 0, moved = 0;
+  for (const auto& [key, owner] : owner_before) {
+    auto r = Wait([&](ClusterDirectory::Done done) {
+      silos_[0]->directory.Lookup(GrainId(kType, key), done);
+    });
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (silos_[0]->owner.OwnerOf(GrainId(kType, key)) == owner) {
+      EXPECT_TRUE(r->found()) << key << ": its owner did not change";
+      ++survived;
+    } else {
+      // Moved from the dead silo's ranges: rebuilt from the hosts (next).
+      EXPECT_FALSE(r->found()) << key;
+      ++moved;
+    }
+  }
+  EXPECT_GT(survived, 0);
+  EXPECT_GT(moved, 0);
   for (int g = 0; g < 60; ++g) {
     auto r = Wait([&](ClusterDirectory::Done done) {
       silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("d", g)), done);
@@ -203,6 +253,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   auto plain = Wait([&](ClusterDirectory::Done done) {
     silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2), done);
   });
+  ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->entry().activation_id(), 1u);  // absent-only: no change
   const v1::DirectoryEntry stale = Entry("s", silos_[0]->id, 1);
   auto replaced = Wait([&](ClusterDirectory::Done done) {
