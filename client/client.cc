@@ -1,5 +1,7 @@
 #include "client/client.h"
 
+#include "client/grpc_callback_queue.h"
+
 #include <algorithm>
 #include <atomic>
 #include <deque>
@@ -755,6 +757,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   }
   const absl::Duration timeout = options.connect_timeout;
   InitProcess();
+  HoldGrpcCallbackQueue();
   auto impl = std::make_unique<Impl>(std::move(options));
   GRANARY_RETURN_IF_ERROR(impl->Init());
   GRANARY_RETURN_IF_ERROR(impl->WaitForConnected(timeout));

@@ -36,6 +36,7 @@
 #include "absl/time/clock.h"
 #include "core/address.h"
 #include "core/log.h"
+#include "client/grpc_callback_queue.h"
 #include "examples/bench_grain.h"
 #include "examples/counter_grain.h"
 #include "grpcpp/grpcpp.h"
@@ -276,6 +277,7 @@ int Main() {
   // The silo-to-silo endpoint: liveness probes, the membership table on a
   // dev cluster's primary, the gateway protocol for calls from other silos
   // (attached to the silo once it exists), and the standard health service.
+  granary::HoldGrpcCallbackQueue();
   grpc::EnableDefaultHealthCheckService(true);
   int silo_port = 0;
   granary::silo::SiloControlService control;

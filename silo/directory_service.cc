@@ -1,5 +1,7 @@
 #include "silo/directory_service.h"
 
+#include "client/grpc_callback_queue.h"
+
 #include <utility>
 #include <vector>
 
@@ -197,7 +199,9 @@ grpc::ServerUnaryReactor* DirectoryService::Unregister(
 }
 
 ClusterDirectory::ClusterDirectory(DirectoryOwner* local, absl::Duration timeout)
-    : local_(local), timeout_(timeout) {}
+    : local_(local), timeout_(timeout) {
+  HoldGrpcCallbackQueue();
+}
 
 void ClusterDirectory::OnView(const v1::MembershipView& view) {
   MutexLock lock(&mu_);

@@ -1,5 +1,7 @@
 #include "silo/gateway_server.h"
 
+#include "client/grpc_callback_queue.h"
+
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -45,6 +47,7 @@ absl::Status GatewayServer::Start() {
     return absl::InvalidArgumentError(absl::StrCat(
         "gateway address '", requested_address_, "' is not HOST:PORT"));
   }
+  HoldGrpcCallbackQueue();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

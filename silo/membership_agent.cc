@@ -8,25 +8,15 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "directory/hash_ring.h"
 #include "grpcpp/grpcpp.h"
 
 namespace granary::silo {
 namespace {
 
-bool Live(const v1::Member& m) {
-  return m.status() == v1::MEMBER_JOINING || m.status() == v1::MEMBER_ACTIVE ||
-         m.status() == v1::MEMBER_SHUTTING_DOWN;
-}
-
-// A hash that every silo computes alike (FNV-1a), for the probe ring.
-uint64_t RingHash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+using storage::IsLive;
+// Every silo orders the probe ring alike.
+using directory::StableHash;
 
 absl::StatusOr<v1::MembershipView> ReadSync(storage::MembershipTable* table) {
   Notification done;
@@ -245,7 +235,7 @@ void MembershipAgent::Loop() {
     if (absl::Now() - last_heartbeat_ >= options_.heartbeat_period) {
       last_heartbeat_ = absl::Now();
       (void)Update(id_, [&](v1::Member* row) {
-        if (!Live(*row)) return false;
+        if (!IsLive(*row)) return false;
         row->set_heartbeat_unix_ms(absl::ToUnixMillis(absl::Now()));
         if (activations_) row->set_activations(activations_());
         return true;
@@ -260,15 +250,15 @@ void MembershipAgent::ProbeRound() {
   {
     MutexLock lock(&mu_);
     for (const v1::Member& m : view_.members()) {
-      if (Live(m)) live.push_back(m);
+      if (IsLive(m)) live.push_back(m);
     }
   }
-  const uint64_t me = RingHash(id_);
+  const uint64_t me = StableHash(id_);
   std::sort(live.begin(), live.end(),
             [&](const v1::Member& a, const v1::Member& b) {
               // Ring order starting just after this silo.
-              return RingHash(storage::MemberId(a)) - me - 1 <
-                     RingHash(storage::MemberId(b)) - me - 1;
+              return StableHash(storage::MemberId(a)) - me - 1 <
+                     StableHash(storage::MemberId(b)) - me - 1;
             });
   int probed = 0;
   absl::flat_hash_set<std::string> targets;
@@ -338,7 +328,7 @@ void MembershipAgent::Vote(const std::string& target_id) {
     {
       MutexLock lock(&mu_);
       for (const v1::Member& m : view_.members()) {
-        if (!Live(m)) continue;
+        if (!IsLive(m)) continue;
         const std::string id = storage::MemberId(m);
         live_addresses.emplace(id, m.address());
         if (id == target_id) continue;

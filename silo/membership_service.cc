@@ -1,5 +1,7 @@
 #include "silo/membership_service.h"
 
+#include "client/grpc_callback_queue.h"
+
 #include <chrono>
 #include <utility>
 
@@ -126,7 +128,7 @@ grpc::ServerUnaryReactor* SiloControlService::Probe(
 
 RemoteMembershipTable::RemoteMembershipTable(const std::string& primary,
                                              absl::Duration timeout)
-    : timeout_(timeout),
+    : timeout_((HoldGrpcCallbackQueue(), timeout)),
       channel_(grpc::CreateChannel(primary, grpc::InsecureChannelCredentials())),
       stub_(v1::Membership::NewStub(channel_)) {}
 

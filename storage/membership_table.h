@@ -54,6 +54,8 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous);
 
 // "HOST:PORT@generation": how silos name each other.
 std::string MemberId(const v1::Member& m);
+// Joining, Active or ShuttingDown: a member that is (still) there.
+bool IsLive(const v1::Member& m);
 
 class InMemoryMembershipTable final : public MembershipTable {
  public:

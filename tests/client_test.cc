@@ -1,6 +1,7 @@
 // The C++ client SDK against a real silo gateway on 127.0.0.1:0: typed
 // references, coroutines, one-way ordering, error codes, flow control on
 // both sides, gateway loss and reconnection, Close, and bad options.
+#include "absl/time/clock.h"
 #include "client/client.h"
 
 #include <arpa/inet.h>
@@ -376,6 +377,11 @@ TEST_F(ClientTest, SpreadsOverGatewaysAndSurvivesLosingOne) {
   ASSERT_TRUE(c.ok());
   client_ = std::move(*c);
   ASSERT_TRUE(client_->WaitForConnected(absl::Seconds(30)).ok());
+  // Connect returns once one gateway is up; wait for the second too.
+  for (int i = 0; i < 3000 && client_->connected_gateways() < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(client_->connected_gateways(), 2);
   for (int i = 0; i < 50; ++i) {
     ASSERT_TRUE(client_->Get<ProbeRef>(absl::StrCat("g", i)).Echo(MakeText("x")).Get().ok());
   }

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/sync.h"
+#include "client/grpc_callback_queue.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "silo/directory_service.h"
@@ -25,6 +26,7 @@ constexpr absl::string_view kType = "test.Grain";
 
 struct TestOwner {
   TestOwner() : directory(&owner) {
+    HoldGrpcCallbackQueue();  // see client/grpc_callback_queue.h
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),

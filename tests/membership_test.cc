@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "core/sync.h"
 #include <iostream>
+#include "client/grpc_callback_queue.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "silo/membership_agent.h"
@@ -43,6 +44,7 @@ class TestSilo {
  public:
   TestSilo(storage::InMemoryMembershipTable* primary_table,
            const std::string& primary_address, int64_t generation) {
+    HoldGrpcCallbackQueue();  // see client/grpc_callback_queue.h
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
