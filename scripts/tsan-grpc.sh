@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The gRPC-labelled tests under ThreadSanitizer (`make test-tsan-grpc`).
+# Debian's gRPC is not TSan-instrumented, so its internals report races by
+# the thousand; scripts/tsan_grpc_filter.py keeps only the races whose two
+# accesses are both in Granary's code, and this fails when there is one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build-tsan
+logs=$(mktemp -d)
+status=0
+for t in membership_test silo_transport_test directory_service_test client_test \
+         gateway_protocol_test grpc_access_test; do
+  echo "== $t"
+  TSAN_OPTIONS="halt_on_error=0 report_signal_unsafe=0" \
+      "$build/tests/$t" > "$logs/$t.log" 2>&1 || true
+  grep -E "^\[  (PASSED|FAILED) " "$logs/$t.log" | tail -2 || true
+  if grep -q "^\[  FAILED  \]" "$logs/$t.log"; then status=1; fi
+done
+/usr/bin/python3 scripts/tsan_grpc_filter.py "$PWD" "$logs"/*.log || status=1
+rm -rf "$logs"
+exit $status
