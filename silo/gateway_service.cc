@@ -496,20 +496,20 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
 grpc::ServerUnaryReactor* GatewayService::Impl::Status(
     grpc::CallbackServerContext* context, const v1::StatusRequest*,
     v1::SiloStatus* reply) {
-  Silo* silo_ = silo();
-  if (silo_ == nullptr) return Starting(context);
+  Silo* const silo = this->silo();
+  if (silo == nullptr) return Starting(context);
   const absl::Time now = absl::Now();
-  reply->set_name(silo_->name());
+  reply->set_name(silo->name());
   reply->set_gateway(address());
   reply->set_start_time_unix_ms(absl::ToUnixMillis(started_));
   reply->set_uptime_ms(absl::ToInt64Milliseconds(now - started_));
-  reply->set_activations(static_cast<int64_t>(silo_->ActivationCount()));
-  reply->set_activated_total(static_cast<int64_t>(silo_->activated()));
-  reply->set_deactivated_total(static_cast<int64_t>(silo_->deactivated()));
+  reply->set_activations(static_cast<int64_t>(silo->ActivationCount()));
+  reply->set_activated_total(static_cast<int64_t>(silo->activated()));
+  reply->set_deactivated_total(static_cast<int64_t>(silo->deactivated()));
   reply->set_max_in_flight(options_.max_in_flight);
   reply->set_resident_bytes(metrics::ResidentBytes());
   reply->set_version(kVersion);
-  for (const GrainClassInfo* info : silo_->GrainTypes()) {
+  for (const GrainClassInfo* info : silo->GrainTypes()) {
     const InterfaceInfo& iface = *info->interface;
     v1::GrainTypeDescription* type = reply->add_grain_types();
     type->set_name(std::string(iface.type_name));
@@ -538,14 +538,14 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Status(
 grpc::ServerUnaryReactor* GatewayService::Impl::Cluster(
     grpc::CallbackServerContext* context, const v1::ClusterRequest*,
     v1::MembershipView* reply) {
-  Silo* silo_ = silo();
-  if (silo_ == nullptr) return Starting(context);
+  Silo* const silo = this->silo();
+  if (silo == nullptr) return Starting(context);
   if (options_.cluster_view) {
     options_.cluster_view(reply);
   } else {
     v1::Member* me = reply->add_members();
     // A silo outside any cluster: its name is "HOST:PORT@generation".
-    const std::string& name = silo_->name();
+    const std::string& name = silo->name();
     const size_t at = name.rfind('@');
     me->set_address(name.substr(0, at));
     if (at != std::string::npos) {
@@ -554,17 +554,17 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Cluster(
         me->set_generation(generation);
       }
     }
-    me->set_status(silo_->stopping() ? v1::MEMBER_SHUTTING_DOWN
+    me->set_status(silo->stopping() ? v1::MEMBER_SHUTTING_DOWN
                                      : v1::MEMBER_ACTIVE);
     me->set_gateway(address());
-    me->set_activations(static_cast<int64_t>(silo_->ActivationCount()));
+    me->set_activations(static_cast<int64_t>(silo->ActivationCount()));
     me->set_start_unix_ms(absl::ToUnixMillis(started_));
   }
   // Activation counts in the table are as of each silo's last heartbeat;
   // this silo's own is current.
   for (v1::Member& m : *reply->mutable_members()) {
     if (m.gateway() == address()) {
-      m.set_activations(static_cast<int64_t>(silo_->ActivationCount()));
+      m.set_activations(static_cast<int64_t>(silo->ActivationCount()));
     }
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

@@ -31,17 +31,6 @@ using ::granary::examples::CounterRef;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-class SiloProcess : public ChildProcess {
- public:
-  explicit SiloProcess(std::vector<std::string> args)
-      : ChildProcess(GRANARY_SILO_BINARY, std::move(args)) {}
-};
-
-ToolRun Cli(const std::string& gateway, std::vector<std::string> args) {
-  args.insert(args.begin(), "--gateway=" + gateway);
-  return RunTool(GRANARY_CLI_BINARY, std::move(args));
-}
-
 TEST(CliProcessTest, CallsAnyGrainWithJsonAndDescribesTheSilo) {
   SiloProcess silo(AnyPorts(TempDir("cli")));
   const std::string ready = silo.ReadyLine();

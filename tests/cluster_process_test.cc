@@ -24,17 +24,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class SiloProcess : public ChildProcess {
- public:
-  explicit SiloProcess(std::vector<std::string> args)
-      : ChildProcess(GRANARY_SILO_BINARY, std::move(args)) {}
-};
-
-ToolRun Cli(const std::string& gateway, std::vector<std::string> args) {
-  args.insert(args.begin(), "--gateway=" + gateway);
-  return RunTool(GRANARY_CLI_BINARY, std::move(args));
-}
-
 // Column `col` of `silo`'s row in `granary cluster` output ("" when
 // absent): 2 is STATUS, 5 SUSPICIONS.
 std::string ColumnOf(const std::string& table, const std::string& silo,
@@ -50,15 +39,6 @@ std::string StatusOf(const std::string& table, const std::string& silo) {
   return ColumnOf(table, silo, 2);
 }
 
-template <typename Pred>
-bool Eventually(Pred pred, absl::Duration limit = absl::Seconds(60)) {
-  const absl::Time give_up = absl::Now() + limit;
-  while (absl::Now() < give_up) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return pred();
-}
 
 std::vector<std::string> DevArgs(const std::string& dir,
                                  const std::string& primary) {

@@ -5,7 +5,11 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace granary::testing {
 
@@ -54,5 +58,34 @@ struct ToolRun {
 };
 // Runs `binary args...` to completion, collecting stdout and stderr.
 ToolRun RunTool(const std::string& binary, std::vector<std::string> args);
+
+// Polls `pred` every 100 ms until it holds; false when it still does not
+// after `limit`.
+template <typename Pred>
+bool Eventually(Pred pred, absl::Duration limit = absl::Seconds(60)) {
+  const absl::Time give_up = absl::Now() + limit;
+  while (absl::Now() < give_up) {
+    if (pred()) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return pred();
+}
+
+// Tests that run the stock binaries define their paths (CMake), and get:
+#ifdef GRANARY_SILO_BINARY
+// granary-silo with `args`.
+class SiloProcess : public ChildProcess {
+ public:
+  explicit SiloProcess(std::vector<std::string> args)
+      : ChildProcess(GRANARY_SILO_BINARY, std::move(args)) {}
+};
+#endif
+#ifdef GRANARY_CLI_BINARY
+// `granary --gateway=GATEWAY ARGS...` to completion.
+inline ToolRun Cli(const std::string& gateway, std::vector<std::string> args) {
+  args.insert(args.begin(), "--gateway=" + gateway);
+  return RunTool(GRANARY_CLI_BINARY, std::move(args));
+}
+#endif
 
 }  // namespace granary::testing

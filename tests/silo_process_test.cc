@@ -19,13 +19,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The stock silo binary with `args`.
-class SiloProcess : public ChildProcess {
- public:
-  explicit SiloProcess(std::vector<std::string> args)
-      : ChildProcess(GRANARY_SILO_BINARY, std::move(args)) {}
-};
-
 TEST(SiloProcessTest, ServesGrainsAndShutsDownOnSigterm) {
   SiloProcess silo(AnyPorts(TempDir("serve")));
   const std::string ready = silo.ReadyLine();
