@@ -707,9 +707,16 @@ void Client::Impl::Invoke(CallBase* call) {
         request.payload().size(), " bytes, over the message limit of ",
         options_.max_message_bytes)));
   }
+  request.set_hops(call->hops());
+  request.set_chain_id(call->request_context().chain_id);
+  // A call a silo forwards already has its deadline running there: the
+  // next silo gets what is left of it, and no second timer is armed.
+  const bool armed = call->deadline_armed();
   if (!call->one_way()) {
+    const absl::Duration timeout =
+        armed ? call->deadline() - absl::Now() : call->timeout();
     request.set_timeout_us(static_cast<uint64_t>(
-        std::max<int64_t>(1, absl::ToInt64Microseconds(call->timeout()))));
+        std::max<int64_t>(1, absl::ToInt64Microseconds(timeout))));
   }
   GatewayLink* link = Pick(call->target());
   ClientStream* stream = link == nullptr ? nullptr : link->Acquire();
@@ -719,7 +726,7 @@ void Client::Impl::Invoke(CallBase* call) {
                      absl::StrJoin(options_.gateways, ", "), ")")));
   }
   const bool one_way = call->one_way();
-  if (!one_way) {
+  if (!one_way && !armed) {
     call->set_deadline(absl::Now() + call->timeout());
     call->ArmDeadline(&timers_);
   }

@@ -1,5 +1,7 @@
 #include "core/call.h"
 
+#include <random>
+
 #include "absl/strings/str_cat.h"
 #include "core/grain_interface.h"
 #include "core/log.h"
@@ -35,7 +37,33 @@ void CallAwaiter::await_suspend(std::coroutine_handle<> h) {
 
 }  // namespace internal
 
+namespace {
+
+// Chain ids travel between silos, so they must not repeat across processes:
+// a per-process counter goes through a bijective mix keyed by a random salt.
+uint64_t ChainSalt() {
+  static const uint64_t salt = [] {
+    std::random_device rd;
+    return (uint64_t{rd()} << 32) ^ rd();
+  }();
+  return salt;
+}
+
+uint64_t MixChain(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
 uint64_t NewChainId() {
+  const uint64_t id = MixChain(NextChainCounter() ^ ChainSalt());
+  return id == 0 ? 1 : id;  // 0 means "no chain" on the wire
+}
+
+uint64_t NextChainCounter() {
   static std::atomic<uint64_t> next_block{1};
   constexpr uint64_t kBlock = 1024;
   thread_local uint64_t next = 0;

@@ -117,6 +117,8 @@ class ScopedTurn {
 
 // A fresh chain id for a call that starts a chain (from outside, a timer).
 uint64_t NewChainId();
+// The process-local counter NewChainId mixes.
+uint64_t NextChainCounter();
 
 // Routes calls to their target activations.
 class CallInvoker {
@@ -149,6 +151,12 @@ class CallBase : public Message, public TimerEntry {
   void set_timeout(absl::Duration t) { timeout_ = t; }
   absl::Time deadline() const { return deadline_; }
   void set_deadline(absl::Time d) { deadline_ = d; }
+  // Whether ArmDeadline ran: a call forwarded to another silo already has
+  // its deadline running where it was admitted.
+  bool deadline_armed() const { return deadline_timers_ != nullptr; }
+  // How many times silos forwarded this call (see gateway.proto, hops).
+  uint32_t hops() const { return hops_; }
+  void set_hops(uint32_t h) { hops_ = h; }
 
   virtual google::protobuf::Message& request() = 0;
   virtual google::protobuf::Message& reply() = 0;
@@ -232,6 +240,7 @@ class CallBase : public Message, public TimerEntry {
   CallDoneFn done_fn_ = nullptr;
   void* done_ctx_ = nullptr;
   uint64_t caller_tag_ = 0;
+  uint32_t hops_ = 0;
   void* callee_ = nullptr;
   void* callee_frame_ = nullptr;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace granary::directory {
 namespace {
@@ -49,6 +50,7 @@ HashRing::HashRing(std::vector<std::string> members, int virtual_nodes)
     }
   }
   std::sort(points_.begin(), points_.end());
+  fingerprint_ = StableHash(absl::StrJoin(members_, "\n"));
 }
 
 const std::string& HashRing::Owner(uint64_t hash) const {

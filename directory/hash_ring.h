@@ -43,10 +43,15 @@ class HashRing {
   }
   const std::vector<std::string>& members() const { return members_; }
   bool empty() const { return members_.empty(); }
+  // Identifies the member set: equal for equal sets in every process. A
+  // member never returns once gone (a restarted silo is a new member), so
+  // a fingerprint never recurs.
+  uint64_t fingerprint() const { return fingerprint_; }
 
  private:
   std::vector<std::string> members_;                   // sorted, unique
   std::vector<std::pair<uint64_t, uint32_t>> points_;  // position, member
+  uint64_t fingerprint_ = 0;
 };
 
 }  // namespace granary::directory

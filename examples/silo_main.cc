@@ -40,7 +40,10 @@
 #include "examples/bench_grain.h"
 #include "examples/counter_grain.h"
 #include "grpcpp/grpcpp.h"
+#include "silo/cluster_router.h"
+#include "silo/directory_service.h"
 #include "silo/gateway_server.h"
+#include "silo/silo_transport.h"
 #include "silo/admin_http.h"
 #include "silo/gateway_service.h"
 #include "silo/membership_agent.h"
@@ -286,7 +289,13 @@ int Main() {
   peer_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   peer_options.max_batch_bytes =
       std::min(1 << 20, absl::GetFlag(FLAGS_max_message_bytes) / 2);
+  peer_options.from_silos = true;
   granary::silo::GatewayService peer_gateway(nullptr, peer_options);
+  // In a cluster the silo endpoint also serves this silo's part of the
+  // grain directory.
+  const bool clustered = cluster == "dev";
+  granary::silo::DirectoryOwner directory_owner;
+  granary::silo::DirectoryService directory_service(&directory_owner);
   grpc::ServerBuilder silo_builder;
   silo_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // see gateway
   silo_builder.AddListeningPort(absl::GetFlag(FLAGS_silo),
@@ -298,6 +307,7 @@ int Main() {
   if (membership_service != nullptr) {
     silo_builder.RegisterService(membership_service.get());
   }
+  if (clustered) silo_builder.RegisterService(&directory_service);
   std::unique_ptr<grpc::Server> silo_server = silo_builder.BuildAndStart();
   if (silo_server == nullptr || silo_port == 0) {
     return Fail(absl::StrCat("cannot listen on --silo=", absl::GetFlag(FLAGS_silo)));
@@ -334,6 +344,25 @@ int Main() {
       !s.ok()) {
     return Fail(s.ToString());
   }
+  // In a cluster, calls for grains not active here go where the directory
+  // says (silo/cluster_router.h).
+  directory_owner.set_self_id(options.name);
+  std::unique_ptr<granary::silo::ClusterDirectory> cluster_directory;
+  std::unique_ptr<granary::silo::SiloTransport> transport;
+  std::unique_ptr<granary::silo::ClusterRouter> router;
+  if (clustered) {
+    cluster_directory =
+        std::make_unique<granary::silo::ClusterDirectory>(&directory_owner);
+    std::vector<const granary::InterfaceInfo*> interfaces;
+    for (const granary::GrainClassInfo* t : silo.GrainTypes()) {
+      interfaces.push_back(t->interface);
+    }
+    transport = std::make_unique<granary::silo::SiloTransport>(
+        options.name, std::move(interfaces));
+    router = std::make_unique<granary::silo::ClusterRouter>(
+        &silo, &directory_owner, cluster_directory.get(), transport.get());
+    silo.SetRouter(router.get());
+  }
   if (absl::Status s = silo.Start(); !s.ok()) return Fail(s.ToString());
   peer_gateway.set_address(silo_address);
   peer_gateway.Attach(&silo);
@@ -368,6 +397,14 @@ int Main() {
     std::fflush(stderr);
     std::_Exit(3);
   });
+  if (clustered) {
+    agent.SetViewListener([&](const granary::v1::MembershipView& v) {
+      directory_owner.OnView(v);
+      cluster_directory->OnView(v);
+      transport->OnView(v);
+      router->OnView(v);
+    });
+  }
   int subscription = 0;
   if (local_table != nullptr) {
     subscription = local_table->Subscribe(
@@ -407,6 +444,8 @@ int Main() {
   silo.Stop();  // answers every call still in the silo
   gateway.Stop();
   peer_gateway.Stop();
+  if (router != nullptr) router->Close();
+  if (transport != nullptr) transport->Close();
   agent_ptr = nullptr;
   if (remote_table != nullptr) remote_table->StopWatch();
   agent.Leave();  // Dead: a graceful exit

@@ -512,8 +512,7 @@ void Activation::OnDeactivated() {
   type_->metrics->deactivated[static_cast<int>(deactivation_reason_)]->Inc();
   type_->metrics->activations->Add(-1);
   silo_->catalog().Remove(this);
-  (void)silo_->directory().Unregister(
-      id_, directory::ActivationAddress{silo_->name(), activation_id_});
+  silo_->OnActivationRemoved(this);
   // No sender can reach us now; whatever was posted before is in the mailbox.
   DrainMailbox();
   waiting_.ForEach([this](Message* m) {

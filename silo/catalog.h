@@ -36,6 +36,16 @@ class Catalog {
     return true;
   }
 
+  // Runs fn(Activation*) on the activation of `id`, if any, under the
+  // shard's reader lock.
+  template <typename Fn>
+  void Find(const GrainId& id, Fn fn) {
+    Shard& s = ShardFor(id);
+    ReaderMutexLock lock(&s.mu);
+    auto it = s.map.find(id);
+    if (it != s.map.end()) fn(it->second);
+  }
+
   // Posts `m` to the activation of `id`, first creating it with `make()`
   // (called under the shard's writer lock, so exactly one activation is ever
   // created per id) when there is none. `make` may return nullptr to refuse;

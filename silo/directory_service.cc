@@ -40,10 +40,15 @@ void DirectoryOwner::OnView(const v1::MembershipView& view) {
   std::vector<std::string> active;
   std::vector<std::string> dead;
   absl::flat_hash_set<std::string> active_set;
+  absl::flat_hash_set<std::string> hosts;
   for (const v1::Member& m : view.members()) {
     if (m.status() == v1::MEMBER_ACTIVE) {
       active.push_back(storage::MemberId(m));
       active_set.insert(active.back());
+    }
+    if (m.status() == v1::MEMBER_ACTIVE ||
+        m.status() == v1::MEMBER_SHUTTING_DOWN) {
+      hosts.insert(storage::MemberId(m));
     }
     if (m.status() == v1::MEMBER_DEAD) dead.push_back(storage::MemberId(m));
   }
@@ -53,12 +58,99 @@ void DirectoryOwner::OnView(const v1::MembershipView& view) {
   MutexLock lock(&mu_);
   if (view.version() < version_) return;
   version_ = view.version();
-  ring_ = ring;
+  hosts_ = std::move(hosts);
   active_ = std::move(active_set);
+  if (ring->fingerprint() == ring_->fingerprint()) {
+    // The same silos: entries and the rebuild state stay as they are.
+    for (const std::string& silo : dead) partition_.RemoveSilo(silo);
+    return;
+  }
+  // A new ring: what it moved here is answered once every Active silo has
+  // reported its activations for it (Rebuild).
+  if (stable_ring_ != ring_) stable_ring_ = nullptr;  // changed mid-rebuild
+  else stable_ring_ = ring_;
+  reported_.clear();
+  ring_ = ring;
   for (const std::string& silo : dead) partition_.RemoveSilo(silo);
   (void)partition_.Extract([&](const GrainId& id) {
     return ring->OwnerOf(id) != self_id_;
   });
+}
+
+bool DirectoryOwner::rebuilding() const {
+  ReaderMutexLock lock(&mu_);
+  return stable_ring_ != ring_;
+}
+
+uint64_t DirectoryOwner::ring_fingerprint() const {
+  ReaderMutexLock lock(&mu_);
+  return ring_->fingerprint();
+}
+
+absl::Status DirectoryOwner::CheckRebuilt(const GrainId& id) const {
+  if (stable_ring_ == ring_) return absl::OkStatus();
+  if (stable_ring_ != nullptr && stable_ring_->OwnerOf(id) == self_id_) {
+    return absl::OkStatus();  // owned before the change too: nothing lost
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "silo ", self_id_, " is rebuilding the directory entries of ",
+      id.ToString(), "'s range after a membership change; retry"));
+}
+
+absl::StatusOr<v1::RebuildReply> DirectoryOwner::Rebuild(
+    const v1::RebuildRequest& r) {
+  // Exclusive: the report and the completion check are one step.
+  MutexLock lock(&mu_);
+  if (self_id_.empty() || ring_->empty()) {
+    return absl::UnavailableError("the directory has no view yet");
+  }
+  if (r.ring() != ring_->fingerprint()) {
+    return absl::UnavailableError(absl::StrCat(
+        "silo ", self_id_, " is on another ring (view ", version_,
+        "); retry once the views agree"));
+  }
+  if (!hosts_.contains(r.from())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "silo '", r.from(), "' is not Active or ShuttingDown in view ",
+        version_));
+  }
+  // Everything is checked before anything changes.
+  std::vector<GrainId> ids;
+  ids.reserve(r.entries_size());
+  for (const v1::DirectoryEntry& e : r.entries()) {
+    if (e.type().empty() || e.type().size() > kMaxTypeBytes) {
+      return absl::InvalidArgumentError(
+          "rebuild entry without a grain type, or one over 256 bytes");
+    }
+    GRANARY_RETURN_IF_ERROR(ValidateGrainKey(e.key()));
+    if (e.silo() != r.from()) {
+      return absl::InvalidArgumentError(
+          "a silo may report only activations it hosts");
+    }
+    GrainId id(absl::string_view(e.type()), e.key());
+    if (ring_->OwnerOf(id) != self_id_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "silo ", self_id_, " does not own ", id.ToString()));
+    }
+    ids.push_back(std::move(id));
+  }
+  v1::RebuildReply reply;
+  for (int i = 0; i < r.entries_size(); ++i) {
+    const GrainId id(InternTypeName(ids[i].type()), ids[i].key());
+    const directory::ActivationAddress mine = ToAddress(r.entries(i));
+    absl::StatusOr<directory::ActivationAddress> winner =
+        partition_.RegisterIfAbsent(id, mine);
+    if (winner.ok() && !(*winner == mine)) {
+      *reply.add_conflicts() = r.entries(i);
+    }
+  }
+  if (!r.more() && active_.contains(r.from())) reported_.insert(r.from());
+  if (stable_ring_ != ring_) {
+    bool all = true;
+    for (const std::string& silo : active_) all = all && reported_.contains(silo);
+    if (all) stable_ring_ = ring_;
+  }
+  return reply;
 }
 
 std::string DirectoryOwner::OwnerOf(const GrainId& id) const {
@@ -108,8 +200,11 @@ absl::StatusOr<v1::DirectoryReply> DirectoryOwner::Register(
     return absl::FailedPreconditionError(absl::StrCat(
         "silo '", r.entry().silo(), "' is not Active in view ", version_));
   }
-  const GrainId id(InternTypeName(checked.type()), checked.key());
   const directory::ActivationAddress mine = ToAddress(r.entry());
+  if (!partition_.Lookup(checked).ok()) {
+    GRANARY_RETURN_IF_ERROR(CheckRebuilt(checked));
+  }
+  const GrainId id(InternTypeName(checked.type()), checked.key());
   absl::StatusOr<directory::ActivationAddress> winner;
   if (r.has_replace()) {
     // A silo retires only its own stale entry, and only the one in force.
@@ -143,6 +238,8 @@ absl::StatusOr<v1::DirectoryReply> DirectoryOwner::Lookup(
   if (found.ok()) {
     reply.set_found(true);
     *reply.mutable_entry() = ToEntry(id, *found);
+  } else {
+    GRANARY_RETURN_IF_ERROR(CheckRebuilt(id));
   }
   return reply;
 }
@@ -196,6 +293,20 @@ grpc::ServerUnaryReactor* DirectoryService::Unregister(
     grpc::CallbackServerContext* context, const v1::DirectoryRequest* request,
     v1::DirectoryReply* reply) {
   return Answer(context, owner_->Unregister(*request), reply);
+}
+
+grpc::ServerUnaryReactor* DirectoryService::Rebuild(
+    grpc::CallbackServerContext* context, const v1::RebuildRequest* request,
+    v1::RebuildReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<v1::RebuildReply> result = owner_->Rebuild(*request);
+  if (result.ok()) {
+    *reply = *std::move(result);
+    reactor->Finish(grpc::Status::OK);
+  } else {
+    reactor->Finish(ToGrpc(result.status()));
+  }
+  return reactor;
 }
 
 ClusterDirectory::ClusterDirectory(DirectoryOwner* local, absl::Duration timeout)
@@ -312,6 +423,45 @@ void ClusterDirectory::Send(Op op, v1::DirectoryRequest request, Done done) {
       stub->async()->Unregister(&p->context, &p->request, &p->reply, finish);
       break;
   }
+}
+
+}  // namespace granary::silo
+
+namespace granary::silo {
+
+void ClusterDirectory::Rebuild(const std::string& owner,
+                               v1::RebuildRequest request, RebuildDone done) {
+  request.set_view_version(local_->view_version());
+  if (owner == local_->self_id()) {
+    done(local_->Rebuild(request));
+    return;
+  }
+  std::shared_ptr<v1::Directory::Stub> stub = StubFor(owner);
+  if (stub == nullptr) {
+    done(absl::UnavailableError(absl::StrCat("no address for silo ", owner)));
+    return;
+  }
+  struct Pending {
+    std::shared_ptr<v1::Directory::Stub> stub;
+    grpc::ClientContext context;
+    v1::RebuildRequest request;
+    v1::RebuildReply reply;
+    RebuildDone done;
+  };
+  auto* p = new Pending;
+  p->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  p->request = std::move(request);
+  p->done = std::move(done);
+  p->stub = stub;
+  stub->async()->Rebuild(&p->context, &p->request, &p->reply,
+                         [p](grpc::Status s) {
+                           std::unique_ptr<Pending> owned(p);
+                           if (s.ok()) {
+                             owned->done(std::move(owned->reply));
+                           } else {
+                             owned->done(FromGrpc(s));
+                           }
+                         });
 }
 
 }  // namespace granary::silo

@@ -43,7 +43,10 @@ class DirectoryOwner {
   // This silo's id, when it is known only after the endpoint is bound; set
   // before serving (until then, and until the first view, every request is
   // answered UNAVAILABLE).
-  void set_self_id(std::string id) { self_id_ = std::move(id); }
+  void set_self_id(std::string id) {
+    MutexLock lock(&mu_);
+    self_id_ = std::move(id);
+  }
 
   // Adopts `view` (ignored when older than the current one): the ring over
   // its Active silos, and the entries of its Dead silos dropped. Entries
@@ -54,6 +57,15 @@ class DirectoryOwner {
   absl::StatusOr<v1::DirectoryReply> Register(const v1::DirectoryRequest& r);
   absl::StatusOr<v1::DirectoryReply> Lookup(const v1::DirectoryRequest& r);
   absl::StatusOr<v1::DirectoryReply> Unregister(const v1::DirectoryRequest& r);
+  // A silo's report of its activations this silo owns under the request's
+  // ring (see RebuildRequest). Once every Active silo of the ring reported,
+  // grains of ranges this silo gained are answered again.
+  absl::StatusOr<v1::RebuildReply> Rebuild(const v1::RebuildRequest& r);
+  // True while some not-found answer could be wrong because a range's
+  // entries are not all rebuilt yet (such answers are UNAVAILABLE).
+  bool rebuilding() const;
+  // The fingerprint of the current ring (0 before the first view).
+  uint64_t ring_fingerprint() const;
 
   // The owner of `id` under the current view ("" with no Active silo).
   std::string OwnerOf(const GrainId& id) const;
@@ -65,6 +77,10 @@ class DirectoryOwner {
   // OK when this silo may answer for the request's grain.
   absl::Status Check(const v1::DirectoryRequest& r, GrainId* id) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // UNAVAILABLE when "no entry for `id`" may be a lost entry not rebuilt
+  // yet.
+  absl::Status CheckRebuilt(const GrainId& id) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   std::string self_id_;
   // Held shared by requests from their ownership check to their change of
@@ -73,6 +89,15 @@ class DirectoryOwner {
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const directory::HashRing> ring_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> active_ ABSL_GUARDED_BY(mu_);
+  // Active and ShuttingDown silos: those that may report activations.
+  absl::flat_hash_set<std::string> hosts_ ABSL_GUARDED_BY(mu_);
+  // The ring whose entries are all here: ring_ itself once every Active
+  // silo reported; while a rebuild runs, the ring before it (grains this
+  // silo owned under both are answered), or null when rings changed again
+  // mid-rebuild (nothing not found is answered until it completes).
+  std::shared_ptr<const directory::HashRing> stable_ring_ ABSL_GUARDED_BY(mu_);
+  // Silos that reported for ring_.
+  absl::flat_hash_set<std::string> reported_ ABSL_GUARDED_BY(mu_);
   directory::LocalGrainDirectory partition_;
 };
 
@@ -88,6 +113,9 @@ class DirectoryService final : public v1::Directory::CallbackService {
   grpc::ServerUnaryReactor* Unregister(grpc::CallbackServerContext* context,
                                        const v1::DirectoryRequest* request,
                                        v1::DirectoryReply* reply) override;
+  grpc::ServerUnaryReactor* Rebuild(grpc::CallbackServerContext* context,
+                                    const v1::RebuildRequest* request,
+                                    v1::RebuildReply* reply) override;
 
  private:
   DirectoryOwner* const owner_;
@@ -109,6 +137,11 @@ class ClusterDirectory {
                 const v1::DirectoryEntry* replace = nullptr);
   void Lookup(const GrainId& id, Done done);
   void Unregister(const v1::DirectoryEntry& entry, Done done);
+  // Sends a rebuild report to silo `owner` (this silo's own partition
+  // directly).
+  using RebuildDone = std::function<void(absl::StatusOr<v1::RebuildReply>)>;
+  void Rebuild(const std::string& owner, v1::RebuildRequest request,
+               RebuildDone done);
 
  private:
   enum class Op { kRegister, kLookup, kUnregister };

@@ -147,6 +147,7 @@ class GatewayStream final
         max_in_flight_(service->options().max_in_flight),
         max_message_bytes_(service->options().max_message_bytes),
         max_batch_bytes_(service->options().max_batch_bytes),
+        from_silos_(service->options().from_silos),
         stopping_(stopping) {}
 
   void Begin() { Advance(); }
@@ -353,6 +354,12 @@ class GatewayStream final
         NewCallFromWire(*route->iface, *route->method,
                         std::move(*request.mutable_key()), &payload, timeout));
     call->set_caller_tag(request.id());
+    if (from_silos_) {
+      call->set_hops(request.hops());
+      if (request.chain_id() != 0) {
+        call->set_request_context(RequestContext{request.chain_id()});
+      }
+    }
     Ref();  // the call's
     call->SetDoneCallback(&GatewayStream::CallDone, this);
     silo->Invoke(call);
@@ -433,6 +440,7 @@ class GatewayStream final
   const int max_in_flight_;
   const int max_message_bytes_;
   const int max_batch_bytes_;
+  const bool from_silos_;
   std::atomic<int> refs_{1};
 
   // Touched only by the read side (one read at a time).

@@ -53,6 +53,10 @@ struct GatewayServiceOptions {
   std::string address;
   // Fills the membership view Cluster reports; unset: this silo alone.
   std::function<void(v1::MembershipView*)> cluster_view;
+  // The silo endpoint's instance, serving other silos: requests' `hops` and
+  // `chain_id` are honoured. A client gateway ignores them, so a client
+  // cannot join another caller's call chain.
+  bool from_silos = false;
 };
 
 class GatewayService {

@@ -177,18 +177,37 @@ void MembershipAgent::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
+void MembershipAgent::SetViewListener(
+    std::function<void(const v1::MembershipView&)> fn) {
+  v1::MembershipView current = view();
+  MutexLock lock(&listener_mu_);
+  listener_ = std::move(fn);
+  notified_version_ = -1;
+  if (listener_ && current.version() > 0) {
+    notified_version_ = current.version();
+    listener_(current);
+  }
+}
+
 void MembershipAgent::OnView(const v1::MembershipView& view) {
-  MutexLock lock(&mu_);
-  if (view.version() < view_.version()) return;
-  viewed_at_ = absl::Now();
-  if (view.version() == view_.version()) return;
-  view_ = view;
-  for (const v1::Member& m : view_.members()) {
-    if (storage::MemberId(m) == id_ && m.status() == v1::MEMBER_DEAD &&
-        !declared_dead_) {
-      declared_dead_ = true;
-      cv_.SignalAll();
+  {
+    MutexLock lock(&mu_);
+    if (view.version() < view_.version()) return;
+    viewed_at_ = absl::Now();
+    if (view.version() == view_.version()) return;
+    view_ = view;
+    for (const v1::Member& m : view_.members()) {
+      if (storage::MemberId(m) == id_ && m.status() == v1::MEMBER_DEAD &&
+          !declared_dead_) {
+        declared_dead_ = true;
+        cv_.SignalAll();
+      }
     }
+  }
+  MutexLock lock(&listener_mu_);
+  if (listener_ && view.version() > notified_version_) {
+    notified_version_ = view.version();
+    listener_(view);
   }
 }
 

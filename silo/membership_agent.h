@@ -74,6 +74,9 @@ class MembershipAgent {
 
   // Runs (on the agent's thread) once this silo is declared Dead.
   void SetDeclaredDeadHandler(std::function<void()> fn);
+  // Called with every newer view this agent adopts, in version order (never
+  // concurrently); it must not block.
+  void SetViewListener(std::function<void(const v1::MembershipView&)> fn);
 
   // Writes this silo as Joining, then Active. UNAVAILABLE when the table
   // cannot be reached within `timeout`.
@@ -118,6 +121,10 @@ class MembershipAgent {
   mutable Mutex mu_;
   CondVar cv_;
   v1::MembershipView view_ ABSL_GUARDED_BY(mu_);
+  Mutex listener_mu_;
+  std::function<void(const v1::MembershipView&)> listener_
+      ABSL_GUARDED_BY(listener_mu_);
+  int64_t notified_version_ ABSL_GUARDED_BY(listener_mu_) = -1;
   absl::Time viewed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool declared_dead_ ABSL_GUARDED_BY(mu_) = false;

@@ -77,7 +77,11 @@ void Silo::AddSiloMetrics() {
   registry_.AddCallback(
       "granary_directory_entries",
       "Grain directory entries held by this silo.", Type::kGauge, {},
-      [this] { return Samples{{{}, static_cast<double>(directory_->size())}}; });
+      [this] {
+        return Samples{{{}, static_cast<double>(
+                                router_ != nullptr ? router_->DirectoryEntries()
+                                                   : directory_->size())}};
+      });
   registry_.AddCallback(
       "granary_membership_silos",
       "Silos in the membership view, by status. A silo without a cluster "
@@ -300,6 +304,15 @@ void Silo::Admit(CallBase* call, const GrainTypeEntry* type) {
 }
 
 void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
+  if (router_ != nullptr) {
+    if (catalog_.PostIfExists(call->target(), call)) {
+      metrics_.directory_hits->Inc();
+      return;
+    }
+    metrics_.directory_misses->Inc();
+    router_->Route(call);
+    return;
+  }
   bool created = false;
   const bool delivered = catalog_.PostOrCreate(
       call->target(), call, [&]() -> Activation* {
@@ -329,6 +342,38 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
         call->target().ToString(), " cannot be activated")));
     call->Release();
   }
+}
+
+void Silo::ActivateHere(CallBase* call, uint64_t activation_id) {
+  const GrainTypeEntry* type = FindType(call->target().type());
+  bool created = false;
+  const bool delivered = type != nullptr &&
+      catalog_.PostOrCreate(call->target(), call, [&]() -> Activation* {
+        if (stopping()) return nullptr;
+        created = true;
+        return new Activation(this, type, call->target(), activation_id);
+      });
+  if (!delivered) {
+    call->Fail(absl::UnavailableError(absl::StrCat(
+        "silo ", options_.name, " is shutting down; ",
+        call->target().ToString(), " cannot be activated")));
+    call->Release();
+  }
+}
+
+uint64_t Silo::ActiveId(const GrainId& id) {
+  uint64_t found = 0;
+  catalog_.Find(id, [&found](Activation* a) { found = a->activation_id(); });
+  return found;
+}
+
+void Silo::OnActivationRemoved(Activation* a) {
+  if (router_ != nullptr) {
+    router_->OnActivationGone(a->id(), a->activation_id());
+    return;
+  }
+  (void)directory_->Unregister(
+      a->id(), directory::ActivationAddress{options_.name, a->activation_id()});
 }
 
 void Silo::Reroute(CallBase* call) {

@@ -57,6 +57,22 @@ namespace granary::silo {
 
 class ReminderService;
 
+// Where calls go whose grain has no activation on this silo, in a cluster
+// (silo/cluster_router.h): the directory decides which silo hosts it. The
+// router either activates the grain here (Silo::ActivateHere) or forwards
+// the call to the silo that hosts it.
+class CallRouter {
+ public:
+  virtual ~CallRouter() = default;
+  // Takes the caller's reference on `call`.
+  virtual void Route(CallBase* call) = 0;
+  // Activation `activation_id` of `id` left this silo's catalog; no call can
+  // reach it any more.
+  virtual void OnActivationGone(const GrainId& id, uint64_t activation_id) = 0;
+  // Directory entries this silo holds as owner.
+  virtual size_t DirectoryEntries() const = 0;
+};
+
 struct SiloOptions {
   // The silo's identity, reported to grains (SiloName()) and in logs.
   std::string name = "silo";
@@ -236,6 +252,32 @@ class Silo final : public CallInvoker {
   directory::GrainDirectory& directory() { return *directory_; }
   // Routes a call again after the activation that held it went away.
   void Reroute(CallBase* call);
+  // Before Start: routes calls for grains not active here through `router`
+  // (which must outlive the silo's Stop) instead of activating them here.
+  void SetRouter(CallRouter* router) { router_ = router; }
+  CallRouter* router() const { return router_; }
+  // For the router: a fresh activation id, and delivery of `call` (taking
+  // its reference) to activation `activation_id` of its grain here, created
+  // if absent. The caller has won the grain's directory registration for
+  // that id. While the silo stops no activation is created and the call
+  // fails UNAVAILABLE.
+  uint64_t NewActivationId() {
+    return next_activation_id_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void ActivateHere(CallBase* call, uint64_t activation_id);
+  // Posts `call` to its grain's activation here, if there is one.
+  bool PostIfActive(CallBase* call) {
+    return catalog_.PostIfExists(call->target(), call);
+  }
+  // The interface of registered grain type `type`, or nullptr.
+  const InterfaceInfo* FindInterface(absl::string_view type) const {
+    const GrainTypeEntry* t = FindType(type);
+    return t != nullptr ? t->info->interface : nullptr;
+  }
+  // The activation id of `id` here, or 0.
+  uint64_t ActiveId(const GrainId& id);
+  // Activation `a` left the catalog (its directory entry goes next).
+  void OnActivationRemoved(Activation* a);
   void CountActivated() { activated_.fetch_add(1, std::memory_order_relaxed); }
   void CountDeactivated() {
     deactivated_.fetch_add(1, std::memory_order_relaxed);
@@ -269,6 +311,7 @@ class Silo final : public CallInvoker {
   std::unique_ptr<ReminderService> reminders_;
   std::unique_ptr<directory::GrainDirectory> directory_;
   std::unique_ptr<PlacementDirector> placement_;
+  CallRouter* router_ = nullptr;
   TimerQueue timers_;
   Scheduler scheduler_;
   Catalog catalog_;

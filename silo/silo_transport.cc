@@ -128,6 +128,18 @@ void SiloTransport::Send(const std::string& silo_id, CallBase* call) {
   call->Release();
 }
 
+bool SiloTransport::TrySend(const std::string& silo_id, CallBase* call) {
+  std::shared_ptr<Client> link;
+  {
+    ReaderMutexLock lock(&mu_);
+    auto it = links_.find(silo_id);
+    if (it == links_.end()) return false;
+    link = it->second;
+  }
+  link->Invoke(call);
+  return true;
+}
+
 std::vector<std::string> SiloTransport::connected() const {
   ReaderMutexLock lock(&mu_);
   std::vector<std::string> out;

@@ -52,6 +52,9 @@ class SiloTransport {
 
   // Sends `call` (taking the caller's reference) to silo `silo_id`.
   void Send(const std::string& silo_id, CallBase* call);
+  // Like Send, but false (and `call` untouched) while there is no
+  // connection to `silo_id` (it is still being made, or the silo is gone).
+  bool TrySend(const std::string& silo_id, CallBase* call);
 
   // Ids of the silos connected now.
   std::vector<std::string> connected() const;
