@@ -1,0 +1,276 @@
+// Grains in a dev cluster of three granary-silo processes on 127.0.0.1: each
+// grain has exactly one activation, whichever gateway its callers use, and
+// when a silo is killed with SIGKILL its grains come back on the survivors
+// while the survivors' grains keep their activations, with no grain ever
+// answering from two live activations.
+#include <signal.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "core/sync.h"
+#include "examples/bench.granary.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/process_util.h"
+
+namespace granary::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kGrains = 10000;
+constexpr int kThreadsPerClient = 4;
+
+std::vector<std::string> DevArgs(const std::string& dir,
+                                 const std::string& primary) {
+  std::vector<std::string> args = AnyPorts(dir);
+  args.push_back("--cluster=dev");
+  args.push_back("--storage=memory");
+  if (!primary.empty()) args.push_back("--primary=" + primary);
+  return args;
+}
+
+// "silo/activation id" of one answer.
+using Where = std::string;
+
+std::string Key(int g) { return absl::StrCat("g", g); }
+
+std::unique_ptr<Client> Connect(const std::string& gateway) {
+  ClientOptions options;
+  options.gateways = {gateway};
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
+absl::StatusOr<Where> AskWhere(Client& client, const std::string& key,
+                               absl::Duration timeout = absl::Seconds(30)) {
+  CallOptions options;
+  options.timeout = timeout;
+  absl::StatusOr<bench::WhereReply> r =
+      client.Get<bench::BenchGrainRef>(key)
+          .Where(bench::WhereRequest(), options)
+          .Get();
+  if (!r.ok()) return r.status();
+  return absl::StrCat(r->silo(), "/", r->activation_id());
+}
+
+std::string SiloOf(const Where& w) {
+  return std::string(w.substr(0, w.find('/')));
+}
+
+class ClusterRoutingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    silos_.push_back(std::make_unique<SiloProcess>(
+        DevArgs(TempDir("route-primary"), "")));
+    const std::string p = silos_[0]->ReadyLine();
+    ASSERT_THAT(p, HasSubstr("READY"));
+    gateways_.push_back(Field(p, "gateway"));
+    silo_addresses_.push_back(Field(p, "silo"));
+    for (int i = 1; i < 3; ++i) {
+      silos_.push_back(std::make_unique<SiloProcess>(
+          DevArgs(TempDir(absl::StrCat("route-", i)), Field(p, "silo"))));
+      const std::string ready = silos_.back()->ReadyLine();
+      ASSERT_THAT(ready, HasSubstr("READY"));
+      gateways_.push_back(Field(ready, "gateway"));
+      silo_addresses_.push_back(Field(ready, "silo"));
+    }
+    // Every gateway sees three active silos.
+    for (const std::string& gw : gateways_) {
+      ASSERT_TRUE(Eventually([&] {
+        const std::string table = Cli(gw, {"cluster"}).out;
+        size_t n = 0, at = 0;
+        while ((at = table.find(" active ", at)) != std::string::npos) {
+          ++n;
+          ++at;
+        }
+        return n == 3;
+      }));
+    }
+    for (const std::string& gw : gateways_) clients_.push_back(Connect(gw));
+  }
+
+  void TearDown() override {
+    for (auto& c : clients_) {
+      if (c != nullptr) c->Close();
+    }
+    for (auto& s : silos_) s->Signal(SIGTERM);
+    for (auto& s : silos_) s->Wait();
+  }
+
+  // Asks every grain where it lives through every client at once;
+  // answers[c][g] is client c's answer for grain g ("" when it failed).
+  std::vector<std::vector<Where>> AskAll(int grains) {
+    std::vector<std::vector<Where>> answers(
+        clients_.size(), std::vector<Where>(static_cast<size_t>(grains)));
+    std::vector<std::thread> threads;
+    for (size_t c = 0; c < clients_.size(); ++c) {
+      for (int t = 0; t < kThreadsPerClient; ++t) {
+        threads.emplace_back([&, c, t] {
+          for (int g = t; g < grains; g += kThreadsPerClient) {
+            absl::StatusOr<Where> w = AskWhere(*clients_[c], Key(g));
+            if (w.ok()) {
+              answers[c][static_cast<size_t>(g)] = *w;
+            } else {
+              ADD_FAILURE() << Key(g) << " via " << gateways_[c] << ": "
+                            << w.status();
+            }
+          }
+        });
+      }
+    }
+    for (std::thread& t : threads) t.join();
+    return answers;
+  }
+
+  std::vector<std::unique_ptr<SiloProcess>> silos_;
+  std::vector<std::string> gateways_;
+  std::vector<std::string> silo_addresses_;
+  std::vector<std::unique_ptr<Client>> clients_;
+};
+
+TEST_F(ClusterRoutingTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
+  const std::vector<std::vector<Where>> answers = AskAll(kGrains);
+  std::map<std::string, int> per_silo;
+  int disagreements = 0;
+  for (int g = 0; g < kGrains; ++g) {
+    const Where& first = answers[0][static_cast<size_t>(g)];
+    for (size_t c = 1; c < answers.size(); ++c) {
+      if (answers[c][static_cast<size_t>(g)] != first) {
+        if (++disagreements <= 5) {
+          ADD_FAILURE() << Key(g) << ": " << first << " vs "
+                        << answers[c][static_cast<size_t>(g)];
+        }
+      }
+    }
+    ++per_silo[SiloOf(first)];
+  }
+  EXPECT_EQ(disagreements, 0);
+  // Random placement spreads the grains over all three silos.
+  EXPECT_EQ(per_silo.size(), 3u);
+  for (const auto& [silo, n] : per_silo) {
+    std::cout << silo << " hosts " << n << " grains\n";
+    EXPECT_GT(n, kGrains / 10) << silo;
+  }
+  // Asked again, every grain answers from the same activation.
+  for (int g = 0; g < kGrains; g += 97) {
+    absl::StatusOr<Where> again = AskWhere(*clients_[g % 3], Key(g));
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(*again, answers[0][static_cast<size_t>(g)]);
+  }
+}
+
+TEST_F(ClusterRoutingTest, AKilledSilosGrainsMoveAndNoOtherGrainIsDisturbed) {
+  constexpr int kCrashGrains = 3000;
+  const std::vector<std::vector<Where>> before = AskAll(kCrashGrains);
+  std::vector<Where> home(before[0]);
+  // Silo 2 is killed; calls go through gateways 0 and 1.
+  const std::string victim_prefix = silo_addresses_[2] + "@";
+  std::string victim;
+  for (const Where& w : home) {
+    if (w.rfind(victim_prefix, 0) == 0) victim = SiloOf(w);
+  }
+  ASSERT_FALSE(victim.empty());
+  clients_[2]->Close();
+  clients_[2] = nullptr;
+
+  // Steady load through the survivors' gateways, recording every answer.
+  Mutex mu;
+  std::map<int, std::set<Where>> seen;  // answers after the kill
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0}, failures{0};
+  std::vector<std::thread> load;
+  for (int c = 0; c < 2; ++c) {
+    load.emplace_back([&, c] {
+      for (int i = 0; !stop.load(); ++i) {
+        const int g = (i * 7 + c * 13) % kCrashGrains;
+        absl::StatusOr<Where> w =
+            AskWhere(*clients_[c], Key(g), absl::Seconds(10));
+        calls.fetch_add(1);
+        if (!w.ok()) {
+          failures.fetch_add(1);
+          continue;
+        }
+        MutexLock lock(&mu);
+        seen[g].insert(*w);
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time killed = absl::Now();
+  silos_[2]->Signal(SIGKILL);
+  EXPECT_EQ(silos_[2]->Wait(), 128 + SIGKILL);
+
+  // Every grain answers again, from a live silo.
+  std::vector<Where> after(kCrashGrains);
+  absl::Duration recovered;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        bool all = true;
+        for (int g = 0; g < kCrashGrains; ++g) {
+          if (!after[static_cast<size_t>(g)].empty() &&
+              SiloOf(after[static_cast<size_t>(g)]) != victim) {
+            continue;
+          }
+          absl::StatusOr<Where> w =
+              AskWhere(*clients_[g % 2], Key(g), absl::Seconds(2));
+          if (!w.ok() || SiloOf(*w) == victim) {
+            all = false;
+            continue;
+          }
+          after[static_cast<size_t>(g)] = *w;
+        }
+        return all;
+      },
+      absl::Seconds(90)));
+  recovered = absl::Now() - killed;
+  stop = true;
+  for (std::thread& t : load) t.join();
+  std::cout << "SIGKILL to every grain answering: "
+            << absl::FormatDuration(recovered) << "; load calls " << calls
+            << ", failed " << failures << "\n";
+
+  int moved = 0, kept = 0;
+  for (int g = 0; g < kCrashGrains; ++g) {
+    const Where& was = home[static_cast<size_t>(g)];
+    const Where& now = after[static_cast<size_t>(g)];
+    if (SiloOf(was) == victim) {
+      ++moved;
+      EXPECT_NE(SiloOf(now), victim);
+    } else {
+      ++kept;
+      // Not deactivated: the same activation answers.
+      EXPECT_EQ(now, was) << Key(g) << " lived on a surviving silo";
+    }
+    // At no time did two live activations answer: after the kill a grain
+    // answered from its old activation (on the victim, before detection)
+    // and at most one new one.
+    MutexLock lock(&mu);
+    std::set<Where> live;
+    for (const Where& w : seen[g]) {
+      if (SiloOf(w) != victim) live.insert(w);
+    }
+    live.insert(now);
+    EXPECT_EQ(live.size(), 1u) << Key(g) << " answered from " << live.size()
+                               << " live activations";
+  }
+  EXPECT_GT(moved, 0);
+  EXPECT_GT(kept, 0);
+  std::cout << "grains moved: " << moved << ", kept: " << kept << "\n";
+}
+
+}  // namespace
+}  // namespace granary::testing
