@@ -44,6 +44,7 @@
 #include "silo/directory_service.h"
 #include "silo/gateway_server.h"
 #include "silo/silo_transport.h"
+#include "silo/storage_service.h"
 #include "silo/admin_http.h"
 #include "silo/gateway_service.h"
 #include "silo/membership_agent.h"
@@ -308,6 +309,16 @@ int Main() {
     silo_builder.RegisterService(membership_service.get());
   }
   if (clustered) silo_builder.RegisterService(&directory_service);
+  // A dev cluster's grain state lives with the primary: it serves its store
+  // to the others, which use it instead of their own.
+  granary::silo::StorageService storage_service(storage.get());
+  if (clustered && primary.empty()) {
+    silo_builder.RegisterService(&storage_service);
+  }
+  std::unique_ptr<granary::silo::RemoteGrainStorage> remote_storage;
+  if (clustered && !primary.empty()) {
+    remote_storage = std::make_unique<granary::silo::RemoteGrainStorage>(primary);
+  }
   std::unique_ptr<grpc::Server> silo_server = silo_builder.BuildAndStart();
   if (silo_server == nullptr || silo_port == 0) {
     return Fail(absl::StrCat("cannot listen on --silo=", absl::GetFlag(FLAGS_silo)));
@@ -322,7 +333,8 @@ int Main() {
   control.set_id(options.name);
   options.workers = absl::GetFlag(FLAGS_workers);
   options.turn_budget = absl::GetFlag(FLAGS_turn_budget);
-  options.storage = storage.get();
+  options.storage = remote_storage != nullptr ? remote_storage.get()
+                                              : storage.get();
   options.reminders = reminders;
   options.min_reminder_period = min_reminder_period;
   options.slow_turn_threshold = slow_turn;
@@ -362,6 +374,13 @@ int Main() {
     router = std::make_unique<granary::silo::ClusterRouter>(
         &silo, &directory_owner, cluster_directory.get(), transport.get());
     silo.SetRouter(router.get());
+  }
+  {
+    std::vector<std::string> types;
+    for (const granary::GrainClassInfo* t : silo.GrainTypes()) {
+      types.emplace_back(t->interface->type_name);
+    }
+    storage_service.AllowTypes(types);
   }
   if (absl::Status s = silo.Start(); !s.ok()) return Fail(s.ToString());
   peer_gateway.set_address(silo_address);

@@ -1,0 +1,181 @@
+#include "silo/storage_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/grpc_callback_queue.h"
+#include "core/grain_id.h"
+#include "grpcpp/grpcpp.h"
+#include "silo/grpc_status.h"
+
+namespace granary::silo {
+namespace {
+
+v1::StateKey ToKey(const GrainId& id) {
+  v1::StateKey k;
+  k.set_type(std::string(id.type()));
+  k.set_key(id.key());
+  return k;
+}
+
+}  // namespace
+
+void StorageService::AllowTypes(const std::vector<std::string>& types) {
+  MutexLock lock(&mu_);
+  for (const std::string& t : types) types_[t] = InternTypeName(t);
+  ready_ = true;
+}
+
+absl::StatusOr<GrainId> StorageService::ToGrain(const v1::StateKey& k) const {
+  ReaderMutexLock lock(&mu_);
+  if (!ready_) return absl::UnavailableError("grain storage is not ready yet");
+  auto type = types_.find(k.type());
+  if (type == types_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grain state request for unknown grain type '",
+        k.type().substr(0, 256), "'"));
+  }
+  if (absl::Status valid = ValidateGrainKey(k.key()); !valid.ok()) {
+    return valid;
+  }
+  return GrainId(type->second, k.key());
+}
+
+grpc::ServerUnaryReactor* StorageService::Read(
+    grpc::CallbackServerContext* context, const v1::StateKey* request,
+    v1::StoredState* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<GrainId> id = ToGrain(*request);
+  if (!id.ok()) {
+    reactor->Finish(ToGrpc(id.status()));
+    return reactor;
+  }
+  storage_->Read(*id, [reactor, reply](absl::StatusOr<storage::StoredState> s) {
+    if (!s.ok()) {
+      reactor->Finish(ToGrpc(s.status()));
+      return;
+    }
+    reply->set_exists(s->exists);
+    reply->set_bytes(std::move(s->bytes));
+    reply->set_etag(std::move(s->etag));
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* StorageService::Write(
+    grpc::CallbackServerContext* context, const v1::WriteStateRequest* request,
+    v1::WriteStateReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<GrainId> id = ToGrain(request->grain());
+  if (!id.ok()) {
+    reactor->Finish(ToGrpc(id.status()));
+    return reactor;
+  }
+  storage_->Write(*id, request->bytes(), request->expected_etag(),
+                  [reactor, reply](absl::StatusOr<std::string> etag) {
+                    if (!etag.ok()) {
+                      reactor->Finish(ToGrpc(etag.status()));
+                      return;
+                    }
+                    reply->set_etag(*std::move(etag));
+                    reactor->Finish(grpc::Status::OK);
+                  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* StorageService::Clear(
+    grpc::CallbackServerContext* context, const v1::ClearStateRequest* request,
+    v1::ClearStateReply*) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<GrainId> id = ToGrain(request->grain());
+  if (!id.ok()) {
+    reactor->Finish(ToGrpc(id.status()));
+    return reactor;
+  }
+  storage_->Clear(*id, request->expected_etag(), [reactor](absl::Status s) {
+    reactor->Finish(ToGrpc(s));
+  });
+  return reactor;
+}
+
+RemoteGrainStorage::RemoteGrainStorage(const std::string& primary,
+                                       absl::Duration timeout)
+    : timeout_(timeout) {
+  HoldGrpcCallbackQueue();
+  stub_ = v1::GrainState::NewStub(
+      grpc::CreateChannel(primary, grpc::InsecureChannelCredentials()));
+}
+
+namespace {
+
+// One unary call in flight: its context, request and reply live here until
+// gRPC calls back.
+template <typename Req, typename Resp>
+struct Unary {
+  grpc::ClientContext context;
+  Req request;
+  Resp reply;
+};
+
+}  // namespace
+
+void RemoteGrainStorage::Read(const GrainId& id, ReadDone done) {
+  auto* c = new Unary<v1::StateKey, v1::StoredState>;
+  c->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  c->context.set_wait_for_ready(true);  // ride out a reconnect to the primary
+  c->request = ToKey(id);
+  stub_->async()->Read(&c->context, &c->request, &c->reply,
+                       [c, done = std::move(done)](grpc::Status s) {
+                         std::unique_ptr<Unary<v1::StateKey, v1::StoredState>>
+                             owned(c);
+                         if (!s.ok()) {
+                           done(FromGrpc(s));
+                           return;
+                         }
+                         storage::StoredState out;
+                         out.exists = owned->reply.exists();
+                         out.bytes = std::move(*owned->reply.mutable_bytes());
+                         out.etag = std::move(*owned->reply.mutable_etag());
+                         done(std::move(out));
+                       });
+}
+
+void RemoteGrainStorage::Write(const GrainId& id, std::string bytes,
+                               std::string expected_etag, WriteDone done) {
+  auto* c = new Unary<v1::WriteStateRequest, v1::WriteStateReply>;
+  c->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  c->context.set_wait_for_ready(true);
+  *c->request.mutable_grain() = ToKey(id);
+  c->request.set_bytes(std::move(bytes));
+  c->request.set_expected_etag(std::move(expected_etag));
+  stub_->async()->Write(
+      &c->context, &c->request, &c->reply,
+      [c, done = std::move(done)](grpc::Status s) {
+        std::unique_ptr<Unary<v1::WriteStateRequest, v1::WriteStateReply>>
+            owned(c);
+        if (!s.ok()) {
+          done(FromGrpc(s));
+          return;
+        }
+        done(std::move(*owned->reply.mutable_etag()));
+      });
+}
+
+void RemoteGrainStorage::Clear(const GrainId& id, std::string expected_etag,
+                               ClearDone done) {
+  auto* c = new Unary<v1::ClearStateRequest, v1::ClearStateReply>;
+  c->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  c->context.set_wait_for_ready(true);
+  *c->request.mutable_grain() = ToKey(id);
+  c->request.set_expected_etag(std::move(expected_etag));
+  stub_->async()->Clear(
+      &c->context, &c->request, &c->reply,
+      [c, done = std::move(done)](grpc::Status s) {
+        std::unique_ptr<Unary<v1::ClearStateRequest, v1::ClearStateReply>>
+            owned(c);
+        done(FromGrpc(s));
+      });
+}
+
+}  // namespace granary::silo
