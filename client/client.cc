@@ -171,6 +171,9 @@ class GatewayLink {
   // current connection must not carry a new stream.
   void OnStreamDone(ClientStream* stream, const grpc::Status& status,
                     bool server_stopping);
+  // Sends `call` (with the caller's reference) again, through whichever
+  // gateway the client picks now.
+  void Resend(CallBase* call);
 
  private:
   Client::Impl* const client_;
@@ -542,14 +545,22 @@ void ClientStream::OnDone(const grpc::Status& status) {
     why = absl::StrCat("connection to gateway ", link_->address(),
                        " was lost: ", status.error_message());
   }
-  for (auto& [id, call] : waiting) {
-    call->Fail(absl::UnavailableError(why));
-    call->Release();
-  }
   const auto& trailers = context_.GetServerTrailingMetadata();
   const bool stopping =
       trailers.find("granary-gateway-stopping") != trailers.end();
+  if (!stopping) {
+    for (auto& [id, call] : waiting) {
+      call->Fail(absl::UnavailableError(why));
+      call->Release();
+    }
+  }
   link_->OnStreamDone(this, status, stopping);
+  if (stopping) {
+    // A stopping gateway answers every request it read before it ends the
+    // stream, so these never reached it: they go to another gateway
+    // (without waiting for room: this is a network thread).
+    for (auto& [id, call] : waiting) link_->Resend(call);
+  }
   Unref();  // gRPC's
 }
 
@@ -671,6 +682,8 @@ void GatewayLink::OnStreamDone(ClientStream* stream,
 }
 
 void GatewayLink::Notify() { client_->Notify(); }
+
+void GatewayLink::Resend(CallBase* call) { client_->Invoke(call); }
 
 // --- Client::Impl::Invoke ----------------------------------------------------
 

@@ -460,14 +460,38 @@ int Main() {
     std::_Exit(1);
   }).detach();
   agent.BeginLeave();  // ShuttingDown: the others stop counting on this silo
-  silo.Stop();  // answers every call still in the silo
-  gateway.Stop();
-  peer_gateway.Stop();
-  if (router != nullptr) router->Close();
-  if (transport != nullptr) transport->Close();
+  if (router != nullptr) {
+    // The owners of this silo's grains under the ring without it learn
+    // where they live before they go (see ClusterRouter, rebuild reports).
+    const absl::Time give_up = absl::Now() + absl::Seconds(5);
+    while (router->reported_ring() != directory_owner.ring_fingerprint() &&
+           absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+  // Grains deactivate (state written); in a cluster, calls still queued for
+  // them, and calls that arrive from now on, go on to their new homes.
+  silo.Stop();
+  // Clients send what this gateway did not take elsewhere.
+  gateway.Stop(router != nullptr ? absl::Seconds(10) : absl::Milliseconds(500));
+  if (router != nullptr) {
+    // Nothing names this silo any more; calls already on their way here
+    // are passed on while the others learn that.
+    absl::SleepFor(absl::Milliseconds(500));
+  }
   agent_ptr = nullptr;
   if (remote_table != nullptr) remote_table->StopWatch();
   agent.Leave();  // Dead: a graceful exit
+  peer_gateway.Stop();
+  if (router != nullptr) {
+    // Calls from other silos still being passed on finish first.
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (peer_gateway.open_streams() > 0 && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    router->Close();
+  }
+  if (transport != nullptr) transport->Close();
   silo.SetMembershipView(nullptr);
   http.Stop();
   admin.Stop();

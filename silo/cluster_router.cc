@@ -141,7 +141,9 @@ void ClusterRouter::OnView(const v1::MembershipView& view) {
     if (m.status() == v1::MEMBER_ACTIVE) {
       active.push_back(Candidate{id, m.activations()});
     }
-    if (storage::IsLive(m)) live.insert(id);
+    // Only Active silos stay in the cache: one shutting down hands its
+    // grains on, so their callers ask the directory again.
+    if (m.status() == v1::MEMBER_ACTIVE) live.insert(id);
     if (id == self_) {
       self_active = m.status() == v1::MEMBER_ACTIVE;
       self_reports = self_active || m.status() == v1::MEMBER_SHUTTING_DOWN;
@@ -290,8 +292,10 @@ void ClusterRouter::OnLookup(const GrainId& id,
     if (entry.silo() != self_) {
       {
         MutexLock lock(&mu_);
-        if (cache_.size() >= options_.cache_capacity) cache_.clear();
-        cache_[id] = entry.silo();
+        if (live_.contains(entry.silo())) {
+          if (cache_.size() >= options_.cache_capacity) cache_.clear();
+          cache_[id] = entry.silo();
+        }
       }
       ForwardAll(id, entry.silo());
       return;
@@ -356,8 +360,10 @@ void ClusterRouter::OnRegister(const GrainId& id, uint64_t ring,
   RegisterDone(ring);
   {
     MutexLock lock(&mu_);
-    if (cache_.size() >= options_.cache_capacity) cache_.clear();
-    cache_[id] = entry.silo();
+    if (live_.contains(entry.silo())) {
+      if (cache_.size() >= options_.cache_capacity) cache_.clear();
+      cache_[id] = entry.silo();
+    }
   }
   ForwardAll(id, entry.silo());
 }

@@ -165,6 +165,7 @@ class ClusterRouter final : public CallRouter {
     int64_t activations;
   };
   std::vector<Candidate> active_ ABSL_GUARDED_BY(mu_);  // sorted by id
+  // Active silos: the only ones the cache may name.
   absl::flat_hash_set<std::string> live_ ABSL_GUARDED_BY(mu_);
   // Registrations in flight, by the ring they were sent under.
   absl::flat_hash_map<uint64_t, int> registering_ ABSL_GUARDED_BY(mu_);

@@ -61,8 +61,10 @@ void DirectoryOwner::OnView(const v1::MembershipView& view) {
   hosts_ = std::move(hosts);
   active_ = std::move(active_set);
   if (ring->fingerprint() == ring_->fingerprint()) {
-    // The same silos: entries and the rebuild state stay as they are.
+    // The same Active silos: entries and the rebuild state stay as they
+    // are, but a silo that left may have been the last one to report.
     for (const std::string& silo : dead) partition_.RemoveSilo(silo);
+    MaybeRebuilt();
     return;
   }
   // A new ring: what it moved here is answered once every Active silo has
@@ -75,6 +77,16 @@ void DirectoryOwner::OnView(const v1::MembershipView& view) {
   (void)partition_.Extract([&](const GrainId& id) {
     return ring->OwnerOf(id) != self_id_;
   });
+}
+
+void DirectoryOwner::MaybeRebuilt() {
+  if (stable_ring_ == ring_) return;
+  // Every silo that may host activations (Active or ShuttingDown) has
+  // reported; a silo that died meanwhile has nothing left to report.
+  for (const std::string& silo : hosts_) {
+    if (!reported_.contains(silo)) return;
+  }
+  stable_ring_ = ring_;
 }
 
 bool DirectoryOwner::rebuilding() const {
@@ -144,12 +156,8 @@ absl::StatusOr<v1::RebuildReply> DirectoryOwner::Rebuild(
       *reply.add_conflicts() = r.entries(i);
     }
   }
-  if (!r.more() && active_.contains(r.from())) reported_.insert(r.from());
-  if (stable_ring_ != ring_) {
-    bool all = true;
-    for (const std::string& silo : active_) all = all && reported_.contains(silo);
-    if (all) stable_ring_ = ring_;
-  }
+  if (!r.more()) reported_.insert(r.from());
+  MaybeRebuilt();
   return reply;
 }
 

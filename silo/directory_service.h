@@ -58,7 +58,8 @@ class DirectoryOwner {
   absl::StatusOr<v1::DirectoryReply> Lookup(const v1::DirectoryRequest& r);
   absl::StatusOr<v1::DirectoryReply> Unregister(const v1::DirectoryRequest& r);
   // A silo's report of its activations this silo owns under the request's
-  // ring (see RebuildRequest). Once every Active silo of the ring reported,
+  // ring (see RebuildRequest). Once every Active and ShuttingDown silo
+  // reported,
   // grains of ranges this silo gained are answered again.
   absl::StatusOr<v1::RebuildReply> Rebuild(const v1::RebuildRequest& r);
   // True while some not-found answer could be wrong because a range's
@@ -77,6 +78,8 @@ class DirectoryOwner {
   // OK when this silo may answer for the request's grain.
   absl::Status Check(const v1::DirectoryRequest& r, GrainId* id) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Ends the rebuild once every host has reported.
+  void MaybeRebuilt() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // UNAVAILABLE when "no entry for `id`" may be a lost entry not rebuilt
   // yet.
   absl::Status CheckRebuilt(const GrainId& id) const

@@ -90,15 +90,15 @@ absl::Status GatewayServer::Start() {
   return absl::OkStatus();
 }
 
-void GatewayServer::Stop() {
+void GatewayServer::Stop(absl::Duration grace) {
   if (server_ == nullptr) return;
   // Streams of the gateway protocol finish (UNAVAILABLE) as soon as the
   // replies of their accepted calls are written.
   gateway_->Stop();
-  // Calls still open after the grace period are cancelled. With the silo
-  // stopped first they have all been answered; what remains is idle client
-  // connections, which an unbounded shutdown would wait on for seconds.
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  // Calls still open after the grace period are cancelled. With a lone
+  // silo stopped first they have all been answered; what remains is idle
+  // client connections, which an unbounded shutdown would wait on.
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
   server_.reset();
   services_.clear();

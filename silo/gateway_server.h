@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace grpc {
 class Server;
@@ -69,7 +70,10 @@ class GatewayServer {
   // Binds and starts serving. INVALID_ARGUMENT for an address gRPC cannot
   // parse, UNAVAILABLE when it cannot bind.
   absl::Status Start();
-  void Stop();
+  // Streams finish once the calls they carried are answered; those still
+  // open after `grace` are cancelled. A silo of a cluster passes calls on
+  // after it stopped, so it gives them longer than a silo alone.
+  void Stop(absl::Duration grace = absl::Milliseconds(500));
 
   // The bound address, with the real port once started.
   const std::string& address() const { return bound_address_; }

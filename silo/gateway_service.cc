@@ -337,7 +337,8 @@ class GatewayStream final
           "unknown grain method '", request.method(),
           "': this silo hosts no such grain type or method"));
     }
-    if (stopping) {
+    if (stopping && silo->router() == nullptr) {
+      // In a cluster the silo sends such calls on to the grains' new homes.
       return absl::UnavailableError(absl::StrCat(
           "silo ", silo->name(), " is shutting down"));
     }

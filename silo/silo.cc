@@ -261,7 +261,10 @@ void Silo::Invoke(CallBase* call) {
         "grain type ", call->target().type(), " has no method #",
         call->method()));
   } else if (const State s = state_.load(std::memory_order_acquire);
-             s != State::kRunning && s != State::kStopping) {
+             s == State::kNew ||
+             (s == State::kStopped && router_ == nullptr)) {
+    // A stopped silo of a cluster still routes calls to the grains' new
+    // homes until its endpoints close.
     refused = absl::UnavailableError(
         absl::StrCat("silo ", options_.name, " is not running"));
   }
@@ -296,7 +299,10 @@ void Silo::InvokeReminder(CallBase* call) {
 }
 
 void Silo::Admit(CallBase* call, const GrainTypeEntry* type) {
-  if (!call->one_way()) {
+  // Once stopped the timers no longer run: a call only passing through is
+  // given its deadline where it is sent next.
+  if (!call->one_way() &&
+      state_.load(std::memory_order_acquire) != State::kStopped) {
     call->set_deadline(clock_->Now() + call->timeout());
     call->ArmDeadline(&timers_);
   }

@@ -317,5 +317,80 @@ TEST_F(ClusterRoutingTest, AKilledSilosGrainsMoveAndNoOtherGrainIsDisturbed) {
   std::cout << "grains moved: " << moved << ", kept: " << kept << "\n";
 }
 
+TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
+  constexpr int kLoadGrains = 2000;
+  (void)AskAll(kLoadGrains);  // placed over the three silos
+  // One more client that knows every gateway, including the leaving one.
+  ClientOptions options;
+  options.gateways = gateways_;
+  absl::StatusOr<std::unique_ptr<Client>> all = Client::Connect(options);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_TRUE((*all)->WaitForConnected(absl::Seconds(10)).ok());
+  std::vector<Client*> callers = {clients_[0].get(), clients_[1].get(),
+                                  all->get()};
+
+  Mutex mu;
+  std::map<int, std::set<Where>> seen;
+  std::vector<std::string> errors;
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0}, fresh{0};
+  std::vector<std::thread> load;
+  for (size_t c = 0; c < callers.size(); ++c) {
+    load.emplace_back([&, c] {
+      for (int i = 0; !stop.load(); ++i) {
+        // Mostly grains that exist, some new ones (placed during the
+        // changes).
+        const bool is_new = i % 10 == 0;
+        const int g = is_new ? kLoadGrains + fresh.fetch_add(1)
+                             : (i * 7 + static_cast<int>(c) * 11) % kLoadGrains;
+        absl::StatusOr<Where> w = AskWhere(*callers[c], Key(g));
+        calls.fetch_add(1);
+        MutexLock lock(&mu);
+        if (!w.ok()) {
+          errors.push_back(absl::StrCat(Key(g), ": ", w.status().ToString()));
+          continue;
+        }
+        seen[g].insert(*w);
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(500));
+  // Leave: SIGTERM, and the silo exits 0.
+  const std::string leaving = silo_addresses_[2] + "@";
+  silos_[2]->Signal(SIGTERM);
+  EXPECT_EQ(silos_[2]->Wait(), 0);
+  clients_[2]->Close();
+  // Join: a fourth silo, under the same load.
+  silos_.push_back(std::make_unique<SiloProcess>(
+      DevArgs(TempDir("route-3"), silo_addresses_[0])));
+  const std::string ready = silos_.back()->ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+  const std::string joined = Field(ready, "silo") + "@";
+  absl::SleepFor(absl::Seconds(2));
+  stop = true;
+  for (std::thread& t : load) t.join();
+  (*all)->Close();
+
+  MutexLock lock(&mu);
+  std::cout << "calls: " << calls << ", new grains: " << fresh
+            << ", failed: " << errors.size() << "\n";
+  for (size_t i = 0; i < errors.size() && i < 10; ++i) {
+    ADD_FAILURE() << errors[i] << " (leaving silo " << leaving << " gateway "
+                  << gateways_[2] << ")";
+  }
+  EXPECT_TRUE(errors.empty());
+  int on_joined = 0;
+  for (const auto& [g, answers] : seen) {
+    std::set<Where> others;
+    for (const Where& w : answers) {
+      if (w.rfind(leaving, 0) != 0) others.insert(w);
+      if (w.rfind(joined, 0) == 0) ++on_joined;
+    }
+    // A grain of the leaving silo moved once; no other grain moved.
+    EXPECT_LE(others.size(), 1u) << Key(g);
+  }
+  std::cout << "answers from the joined silo: " << on_joined << "\n";
+}
+
 }  // namespace
 }  // namespace granary::testing
