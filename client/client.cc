@@ -1,5 +1,7 @@
 #include "client/client.h"
 
+#include <array>
+
 #include "client/grpc_callback_queue.h"
 
 #include <algorithm>
@@ -10,9 +12,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "client/grpc_callback_queue.h"
 #include "core/address.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -81,7 +85,7 @@ class ClientStream final
   // the reference the caller passes on success) until its reply or the
   // stream's end. Fails with UNAVAILABLE when the stream is gone and
   // RESOURCE_EXHAUSTED on overflow.
-  absl::Status Send(v1::Request request, CallBase* call);
+  absl::Status Send(v1::Request& request, CallBase* call);
 
   // Ends the stream; calls still in flight fail with UNAVAILABLE `why`.
   void Cancel(std::string why) {
@@ -174,6 +178,9 @@ class GatewayLink {
   // Sends `call` (with the caller's reference) again, through whichever
   // gateway the client picks now.
   void Resend(CallBase* call);
+  bool closed() const;
+  // The cluster's membership as this gateway reports it.
+  absl::StatusOr<v1::MembershipView> FetchCluster(absl::Duration timeout);
 
  private:
   Client::Impl* const client_;
@@ -199,16 +206,15 @@ class Client::Impl {
     // Deadlines resume awaiting coroutines on the timer thread; a call made
     // there must not wait for room either (no other deadline could fire).
     timers_.Schedule(&mark_timer_thread_, absl::InfinitePast());
-    for (const std::string& address : options_.gateways) {
-      links_.push_back(std::make_unique<GatewayLink>(this, address, options_));
-    }
+    for (const std::string& address : options_.gateways) AddGateway(address);
     reconnector_ = std::thread([this] { Reconnect(); });
     return absl::OkStatus();
   }
 
   ~Impl() {
     Close(absl::ZeroDuration());
-    links_.clear();
+    const size_t n = link_count_.load(std::memory_order_acquire);
+    for (size_t i = 0; i < n; ++i) links_[i].reset();
   }
 
   void Register(const InterfaceInfo& iface) {
@@ -249,13 +255,13 @@ class Client::Impl {
 
   int connected() const {
     int n = 0;
-    for (const auto& link : links_) n += link->up() ? 1 : 0;
+    ForEachLink([&n](GatewayLink* link) { n += link->up() ? 1 : 0; });
     return n;
   }
 
   int in_flight() const {
     int n = 0;
-    for (const auto& link : links_) n += link->in_flight();
+    ForEachLink([&n](GatewayLink* link) { n += link->in_flight(); });
     return n;
   }
 
@@ -313,9 +319,9 @@ class Client::Impl {
         events_.WaitWithDeadline(&events_mu_, deadline);
       }
     }
-    for (auto& link : links_) {
+    ForEachLink([](GatewayLink* link) {
       link->CancelStream("client closed before the reply arrived");
-    }
+    });
     {
       MutexLock lock(&events_mu_);
       while (live_streams_.load(std::memory_order_relaxed) > 0) {
@@ -337,8 +343,14 @@ class Client::Impl {
   void Reconnect() {
     while (!closed()) {
       std::vector<GatewayLink*> down;
-      for (auto& link : links_) {
-        if (!link->up()) down.push_back(link.get());
+      ForEachLink([&down](GatewayLink* link) {
+        if (!link->up()) down.push_back(link);
+      });
+      if (options_.gateway_refresh_period > absl::ZeroDuration() &&
+          absl::Now() >= next_refresh_) {
+        if (RefreshGateways()) {
+          next_refresh_ = absl::Now() + options_.gateway_refresh_period;
+        }
       }
       if (down.empty()) {
         MutexLock lock(&reconnect_mu_);
@@ -357,19 +369,83 @@ class Client::Impl {
     }
   }
 
-  GatewayLink* Pick(const GrainId& id) {
-    const size_t n = links_.size();
+  template <typename Fn>
+  void ForEachLink(Fn fn) const {
+    const size_t n = link_count_.load(std::memory_order_acquire);
+    for (size_t i = 0; i < n; ++i) fn(links_[i].get());
+  }
+
+ public:
+  // Adds gateway `address` unless known (or the list is full); the
+  // reconnector brings it up.
+  void AddGateway(const std::string& address) {
+    MutexLock lock(&links_mu_);
+    const size_t n = link_count_.load(std::memory_order_relaxed);
+    for (size_t i = 0; i < n; ++i) {
+      if (links_[i]->address() == address) return;
+    }
+    if (n == kMaxGateways) return;
+    links_[n] = std::make_unique<GatewayLink>(this, address, options_);
+    link_count_.store(n + 1, std::memory_order_release);
+  }
+
+  std::vector<std::string> gateways() const {
+    std::vector<std::string> out;
+    ForEachLink([&out](GatewayLink* link) { out.push_back(link->address()); });
+    return out;
+  }
+
+ private:
+  // Learns the cluster's gateways from the membership table, through the
+  // first gateway that answers.
+  bool RefreshGateways() {
+    std::vector<GatewayLink*> up;
+    ForEachLink([&up](GatewayLink* link) {
+      if (link->up()) up.push_back(link);
+    });
+    for (GatewayLink* link : up) {
+      absl::StatusOr<v1::MembershipView> view =
+          link->FetchCluster(absl::Seconds(1));
+      if (!view.ok()) continue;
+      for (const v1::Member& m : view->members()) {
+        if (m.status() == v1::MEMBER_ACTIVE && !m.gateway().empty()) {
+          std::string host;
+          int port = 0;
+          if (SplitHostPort(m.gateway(), &host, &port) && port != 0) {
+            AddGateway(m.gateway());
+          }
+        }
+      }
+      return true;
+    }
+    return false;
+  }
+
+  // The gateway for a call to `id`: the same one while it is up. `avoid`
+  // (a gateway whose stream just ended) is taken only when no other is up.
+  GatewayLink* Pick(const GrainId& id, const GatewayLink* avoid = nullptr) {
+    const size_t n = link_count_.load(std::memory_order_acquire);
+    if (n == 0) return nullptr;
     const size_t first = absl::HashOf(id) % n;
+    GatewayLink* fallback = nullptr;
     for (size_t i = 0; i < n; ++i) {
       GatewayLink* link = links_[(first + i) % n].get();
-      if (link->up()) return link;
+      if (!link->up()) continue;
+      if (link != avoid) return link;
+      fallback = link;
     }
-    return nullptr;
+    return fallback;
   }
 
   const ClientOptions options_;
   TimerQueue timers_;
-  std::vector<std::unique_ptr<GatewayLink>> links_;
+  // Gateways only ever join the list (at most kMaxGateways): a slot is
+  // filled before the count that publishes it, so readers need no lock.
+  static constexpr size_t kMaxGateways = 64;
+  std::array<std::unique_ptr<GatewayLink>, kMaxGateways> links_;
+  std::atomic<size_t> link_count_{0};
+  Mutex links_mu_;  // adding gateways
+  absl::Time next_refresh_ = absl::InfinitePast();  // reconnector thread only
   struct MarkNetworkThread final : TimerEntry {
     void OnTimer() override { on_network_thread = true; }
   };
@@ -395,7 +471,7 @@ class Client::Impl {
 
 // --- ClientStream ------------------------------------------------------------
 
-absl::Status ClientStream::Send(v1::Request request, CallBase* call) {
+absl::Status ClientStream::Send(v1::Request& request, CallBase* call) {
   Actions actions;
   {
     MutexLock lock(&mu_);
@@ -548,14 +624,21 @@ void ClientStream::OnDone(const grpc::Status& status) {
   const auto& trailers = context_.GetServerTrailingMetadata();
   const bool stopping =
       trailers.find("granary-gateway-stopping") != trailers.end();
-  if (!stopping) {
+  // gRPC's answer when no connection could be made for the stream at all:
+  // nothing of it reached the gateway either.
+  const bool never_connected =
+      status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StrContains(status.error_message(),
+                        "failed to connect to all addresses");
+  const bool resend = (stopping || never_connected) && !link_->closed();
+  if (!resend) {
     for (auto& [id, call] : waiting) {
       call->Fail(absl::UnavailableError(why));
       call->Release();
     }
   }
   link_->OnStreamDone(this, status, stopping);
-  if (stopping) {
+  if (resend) {
     // A stopping gateway answers every request it read before it ends the
     // stream, so these never reached it: they go to another gateway
     // (without waiting for room: this is a network thread).
@@ -685,6 +768,21 @@ void GatewayLink::Notify() { client_->Notify(); }
 
 void GatewayLink::Resend(CallBase* call) { client_->Invoke(call); }
 
+bool GatewayLink::closed() const { return client_->closed(); }
+
+absl::StatusOr<v1::MembershipView> GatewayLink::FetchCluster(
+    absl::Duration timeout) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::MembershipView view;
+  grpc::Status s = stub_->Cluster(&context, v1::ClusterRequest(), &view);
+  if (!s.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        s.error_message());
+  }
+  return view;
+}
+
 // --- Client::Impl::Invoke ----------------------------------------------------
 
 void Client::Impl::Invoke(CallBase* call) {
@@ -731,23 +829,32 @@ void Client::Impl::Invoke(CallBase* call) {
     request.set_timeout_us(static_cast<uint64_t>(
         std::max<int64_t>(1, absl::ToInt64Microseconds(timeout))));
   }
-  GatewayLink* link = Pick(call->target());
-  ClientStream* stream = link == nullptr ? nullptr : link->Acquire();
-  if (stream == nullptr) {
-    return fail(absl::UnavailableError(
-        absl::StrCat("no gateway is reachable (",
-                     absl::StrJoin(options_.gateways, ", "), ")")));
-  }
   const bool one_way = call->one_way();
-  if (!one_way && !armed) {
-    call->set_deadline(absl::Now() + call->timeout());
-    call->ArmDeadline(&timers_);
+  GatewayLink* failed = nullptr;
+  for (int attempt = 0;; ++attempt) {
+    GatewayLink* link = Pick(call->target(), failed);
+    ClientStream* stream = link == nullptr ? nullptr : link->Acquire();
+    if (stream == nullptr) {
+      return fail(absl::UnavailableError(
+          absl::StrCat("no gateway is reachable (",
+                       absl::StrJoin(gateways(), ", "), ")")));
+    }
+    if (attempt == 0 && !one_way && !armed) {
+      call->set_deadline(absl::Now() + call->timeout());
+      call->ArmDeadline(&timers_);
+    }
+    // Once sent, an awaited call may be answered and freed on another
+    // thread before Send returns: do not touch it after a successful send.
+    absl::Status sent = stream->Send(request, one_way ? nullptr : call);
+    stream->Unref();
+    if (sent.ok()) break;
+    // UNAVAILABLE: the stream ended before it took the request, which
+    // therefore went nowhere; another gateway (or a new stream) may take it.
+    if (sent.code() != absl::StatusCode::kUnavailable || attempt == 3) {
+      return fail(std::move(sent));
+    }
+    failed = link;
   }
-  // Once sent, an awaited call may be answered and freed on another thread
-  // before Send returns: do not touch it after a successful send.
-  absl::Status sent = stream->Send(std::move(request), one_way ? nullptr : call);
-  stream->Unref();
-  if (!sent.ok()) return fail(std::move(sent));
   if (one_way) call->Release();  // written from the request copy
 }
 
@@ -771,6 +878,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.max_message_bytes < 4096) {
     return absl::InvalidArgumentError(
         "max_message_bytes must be at least 4096");
+  }
+  if (options.gateway_refresh_period < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "gateway_refresh_period must not be negative");
   }
   if (options.reconnect_period <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("reconnect_period must be positive");
@@ -797,6 +908,8 @@ absl::Status Client::WaitForConnected(absl::Duration timeout) {
 }
 
 int Client::connected_gateways() const { return impl_->connected(); }
+
+std::vector<std::string> Client::gateways() const { return impl_->gateways(); }
 
 int Client::in_flight() const { return impl_->in_flight(); }
 

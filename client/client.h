@@ -69,6 +69,10 @@ struct ClientOptions {
   // The code of calls made after Close (a silo's connection to a peer that
   // left the cluster uses UNAVAILABLE).
   absl::StatusCode closed_code = absl::StatusCode::kFailedPrecondition;
+  // How often the client asks a gateway for the cluster's membership and
+  // adds the gateways of Active silos it does not know yet (so a client
+  // given one gateway of a cluster uses all of them); zero: never.
+  absl::Duration gateway_refresh_period = absl::Seconds(5);
 };
 
 class Client final : public CallInvoker {
@@ -103,6 +107,9 @@ class Client final : public CallInvoker {
 
   // Gateways connected now.
   int connected_gateways() const;
+  // Every gateway the client knows: those it was given and those it learned
+  // from the cluster's membership.
+  std::vector<std::string> gateways() const;
   // Calls outstanding now, over all gateways.
   int in_flight() const;
 

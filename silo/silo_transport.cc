@@ -82,6 +82,7 @@ void SiloTransport::ConnectLoop() {
       options.overflow = ClientOptions::Overflow::kFail;  // never block a worker
       options.max_in_flight = 1 << 16;
       options.closed_code = absl::StatusCode::kUnavailable;
+      options.gateway_refresh_period = absl::ZeroDuration();  // this silo only
       absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
       if (!client.ok()) {
         GRANARY_LOG(kWarning) << "silo=" << self_id_ << " peer=" << id

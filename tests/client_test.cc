@@ -346,6 +346,11 @@ TEST_F(ClientTest, BadOptionsAreInvalidArgument) {
   zero.max_in_flight = 0;
   EXPECT_EQ(Client::Connect(zero).status().code(),
             absl::StatusCode::kInvalidArgument);
+  ClientOptions negative;
+  negative.gateways = {address_};
+  negative.gateway_refresh_period = absl::Seconds(-1);
+  EXPECT_EQ(Client::Connect(negative).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ClientTest, UnreachableGatewayIsUnavailable) {

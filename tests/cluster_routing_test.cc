@@ -6,6 +6,7 @@
 // (the state lives with the primary, which serves it to the others).
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -315,6 +316,32 @@ TEST_F(ClusterRoutingTest, AKilledSilosGrainsMoveAndNoOtherGrainIsDisturbed) {
   std::cout << "deposits acknowledged: " << total_acked
             << ", outcome unknown: " << total_unknown << "\n";
   std::cout << "grains moved: " << moved << ", kept: " << kept << "\n";
+}
+
+TEST_F(ClusterRoutingTest, AClientGivenOneGatewayLearnsTheOthers) {
+  ClientOptions options;
+  options.gateways = {gateways_[1]};
+  options.gateway_refresh_period = absl::Milliseconds(200);
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(Eventually([&] {
+    return (*c)->gateways().size() == 3 && (*c)->connected_gateways() == 3;
+  }, absl::Seconds(20)));
+  std::vector<std::string> known = (*c)->gateways();
+  std::sort(known.begin(), known.end());
+  std::vector<std::string> expected = gateways_;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(known, expected);
+  // It keeps working when the gateway it was given goes away.
+  silos_[1]->Signal(SIGTERM);
+  EXPECT_EQ(silos_[1]->Wait(), 0);
+  for (int g = 0; g < 50; ++g) {
+    absl::StatusOr<Where> w = AskWhere(**c, Key(g));
+    EXPECT_TRUE(w.ok()) << w.status() << " (the stopped silo: gateway "
+                        << gateways_[1] << ", silo " << silo_addresses_[1]
+                        << ")";
+  }
+  (*c)->Close();
 }
 
 TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
