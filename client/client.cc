@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -157,6 +158,9 @@ class GatewayLink {
   // gateway is up and none is open; nullptr when the gateway is down.
   ClientStream* Acquire();
   bool up() const { return up_.load(std::memory_order_acquire); }
+  // The cluster says this gateway's silo is dead: calls avoid it.
+  bool retired() const { return retired_.load(std::memory_order_relaxed); }
+  void set_retired(bool r) { retired_.store(r, std::memory_order_relaxed); }
   int in_flight() const;
   // Drives a connection attempt until `until`: marks the link up once the
   // channel is connected.
@@ -191,6 +195,7 @@ class GatewayLink {
   mutable Mutex mu_;
   ClientStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::atomic<bool> up_{false};  // written under mu_
+  std::atomic<bool> retired_{false};
   // The gateway said it stops: wait for its connection to go before using
   // the channel again.
   bool await_new_connection_ ABSL_GUARDED_BY(mu_) = false;
@@ -407,15 +412,24 @@ class Client::Impl {
       absl::StatusOr<v1::MembershipView> view =
           link->FetchCluster(absl::Seconds(1));
       if (!view.ok()) continue;
+      absl::flat_hash_set<std::string> dead;
       for (const v1::Member& m : view->members()) {
+        if (m.status() == v1::MEMBER_DEAD) dead.insert(m.gateway());
         if (m.status() == v1::MEMBER_ACTIVE && !m.gateway().empty()) {
           std::string host;
           int port = 0;
           if (SplitHostPort(m.gateway(), &host, &port) && port != 0) {
             AddGateway(m.gateway());
+            dead.erase(m.gateway());  // a new silo on the same address
           }
         }
       }
+      // A gateway whose silo the cluster declared dead is not used again
+      // (it may be unresponsive rather than gone) until a silo is Active
+      // on that address.
+      ForEachLink([&dead](GatewayLink* link) {
+        link->set_retired(dead.contains(link->address()));
+      });
       return true;
     }
     return false;
@@ -430,7 +444,7 @@ class Client::Impl {
     GatewayLink* fallback = nullptr;
     for (size_t i = 0; i < n; ++i) {
       GatewayLink* link = links_[(first + i) % n].get();
-      if (!link->up()) continue;
+      if (!link->up() || link->retired()) continue;
       if (link != avoid) return link;
       fallback = link;
     }

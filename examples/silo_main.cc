@@ -237,6 +237,11 @@ int Main() {
   membership_options.missed_probes = absl::GetFlag(FLAGS_missed_probes);
   membership_options.votes_to_kill = absl::GetFlag(FLAGS_votes_to_kill);
   membership_options.table_host = primary;
+  if (cluster == "dev") {
+    // Grain code runs only while the table confirms this silo (see
+    // MembershipOptions::lease).
+    membership_options.lease = granary::silo::SafeLease(membership_options);
+  }
   if (absl::Status s =
           granary::silo::ValidateMembershipOptions(membership_options);
       !s.ok()) {
@@ -416,6 +421,8 @@ int Main() {
     std::fflush(stderr);
     std::_Exit(3);
   });
+  agent.SetLeaseListener(
+      [&silo](int64_t until_ns) { silo.RenewLease(until_ns); });
   if (clustered) {
     agent.SetViewListener([&](const granary::v1::MembershipView& v) {
       directory_owner.OnView(v);

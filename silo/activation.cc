@@ -133,6 +133,13 @@ void Activation::Run() {
       static_cast<int64_t>(waiting_.size() + responses_.size())));
   now_ = absl::InfinitePast();  // read on first use (TurnNow)
   turn_start_ns_ = MonoNanos();
+  if (turn_start_ns_ > silo_->lease_until_ns()) [[unlikely]] {
+    // The cluster has not confirmed this silo lately and may have moved
+    // its grains: no grain code runs until it does. Fenced for good, this
+    // activation is left as it is (the silo is done).
+    if (!silo_->WaitForLease()) return;
+    turn_start_ns_ = MonoNanos();
+  }
   if (state_ == State::kCreating) BeginActivation();
   int budget = silo_->options().turn_budget;
   bool served = false;

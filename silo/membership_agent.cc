@@ -1,5 +1,7 @@
 #include "silo/membership_agent.h"
 
+#include "core/clock.h"
+
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "core/log.h"
 #include "directory/hash_ring.h"
 #include "grpcpp/grpcpp.h"
+#include "silo/silo_metrics.h"
 
 namespace granary::silo {
 namespace {
@@ -63,7 +66,17 @@ absl::Status ValidateMembershipOptions(const MembershipOptions& o) {
     return absl::InvalidArgumentError(
         "vote expiry must be longer than probe interval x missed probes");
   }
+  if (o.lease < absl::ZeroDuration() ||
+      o.lease >= (o.missed_probes - 1) * o.probe_interval + o.probe_timeout) {
+    return absl::InvalidArgumentError(
+        "the lease must be shorter than (missed probes - 1) x probe interval "
+        "+ probe timeout, the quickest the cluster can declare a silo dead");
+  }
   return absl::OkStatus();
+}
+
+absl::Duration SafeLease(const MembershipOptions& o) {
+  return ((o.missed_probes - 1) * o.probe_interval + o.probe_timeout) * 0.8;
 }
 
 MembershipAgent::MembershipAgent(storage::MembershipTable* table,
@@ -86,6 +99,37 @@ MembershipAgent::~MembershipAgent() {
     cv_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
+  if (lease_thread_.joinable()) lease_thread_.join();
+}
+
+void MembershipAgent::SetLeaseListener(std::function<void(int64_t)> fn) {
+  on_lease_ = std::move(fn);
+}
+
+void MembershipAgent::LeaseLoop() {
+  const absl::Duration period = options_.lease / 3;
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      if (stopping_ || declared_dead_) return;
+    }
+    const int64_t sent = MonoNanos();
+    absl::StatusOr<v1::MembershipView> view = ReadSync(table_);
+    if (view.ok()) {
+      bool alive = false;
+      for (const v1::Member& m : view->members()) {
+        if (storage::MemberId(m) == id_) alive = storage::IsLive(m);
+      }
+      OnView(*view);
+      // The table showed this silo alive at some moment after `sent`.
+      if (alive) on_lease_(sent + absl::ToInt64Nanoseconds(options_.lease));
+    }
+    MutexLock lock(&mu_);
+    const absl::Time wake = absl::Now() + period;
+    while (!stopping_ && !declared_dead_ && absl::Now() < wake) {
+      cv_.WaitWithDeadline(&mu_, wake);
+    }
+  }
 }
 
 void MembershipAgent::SetDeclaredDeadHandler(std::function<void()> fn) {
@@ -175,6 +219,9 @@ absl::Status MembershipAgent::Join(absl::Duration timeout) {
 
 void MembershipAgent::Start() {
   thread_ = std::thread([this] { Loop(); });
+  if (options_.lease > absl::ZeroDuration() && on_lease_) {
+    lease_thread_ = std::thread([this] { LeaseLoop(); });
+  }
 }
 
 void MembershipAgent::SetViewListener(
@@ -406,6 +453,7 @@ void MembershipAgent::Leave() {
     cv_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
+  if (lease_thread_.joinable()) lease_thread_.join();
   absl::Status s = WriteSelf(v1::MEMBER_DEAD);
   if (!s.ok()) {
     GRANARY_LOG(kWarning) << "silo=" << id_ << " could not mark itself dead: "

@@ -56,7 +56,18 @@ struct MembershipOptions {
   // The silo endpoint that hosts the table (a dev cluster's primary): never
   // voted dead, since nobody could record anything without it anyway.
   std::string table_host;
+  // The membership lease (zero: none). The agent reads the table every
+  // lease / 3; a read sent at time S that shows this silo alive (and not
+  // Dead) holds it until S + lease. Shorter than the quickest the others
+  // can declare this silo dead (SafeLease), so once a silo cut off from the
+  // table stops running grain code, no other silo has activated its grains
+  // yet.
+  absl::Duration lease = absl::ZeroDuration();
 };
+
+// The longest lease `o` allows, with a margin: 80 % of the quickest death
+// declaration ((missed_probes - 1) x probe_interval + probe_timeout).
+absl::Duration SafeLease(const MembershipOptions& o);
 
 // INVALID_ARGUMENT naming the option that is out of range.
 absl::Status ValidateMembershipOptions(const MembershipOptions& o);
@@ -74,6 +85,10 @@ class MembershipAgent {
 
   // Runs (on the agent's thread) once this silo is declared Dead.
   void SetDeclaredDeadHandler(std::function<void()> fn);
+  // With a lease (MembershipOptions::lease), called with the monotonic time
+  // (MonoNanos) until which this silo is confirmed a member, each time the
+  // lease is renewed; set before Start.
+  void SetLeaseListener(std::function<void(int64_t until_mono_ns)> fn);
   // Called with every newer view this agent adopts, in version order (never
   // concurrently); it must not block.
   void SetViewListener(std::function<void(const v1::MembershipView&)> fn);
@@ -138,6 +153,10 @@ class MembershipAgent {
   std::atomic<uint64_t> probes_missed_{0};
   std::atomic<uint64_t> votes_cast_{0};
   std::thread thread_;
+  // Renews the lease (when there is one).
+  void LeaseLoop();
+  std::function<void(int64_t)> on_lease_;  // set before Start
+  std::thread lease_thread_;
 };
 
 }  // namespace granary::silo

@@ -116,6 +116,12 @@ void Silo::AddSiloMetrics() {
                        {{"dead"}, s == State::kStopped ? 1.0 : 0.0}};
       });
   registry_.AddCallback(
+      "granary_lease_waits_total",
+      "Times a worker found this silo's membership lease expired and waited "
+      "for the cluster to confirm it (grain code does not run meanwhile).",
+      Type::kCounter, {},
+      [this] { return Samples{{{}, static_cast<double>(lease_waits())}}; });
+  registry_.AddCallback(
       "granary_reminders", "Durable reminders scheduled by this silo.",
       Type::kGauge, {},
       [this] { return Samples{{{}, static_cast<double>(reminders_->size())}}; });
@@ -380,6 +386,40 @@ void Silo::OnActivationRemoved(Activation* a) {
   }
   (void)directory_->Unregister(
       a->id(), directory::ActivationAddress{options_.name, a->activation_id()});
+}
+
+void Silo::RenewLease(int64_t until_mono_ns) {
+  MutexLock lock(&lease_mu_);
+  lease_until_ns_.store(until_mono_ns, std::memory_order_relaxed);
+  lease_cv_.SignalAll();
+}
+
+void Silo::Fence() {
+  MutexLock lock(&lease_mu_);
+  fenced_.store(true);
+  lease_until_ns_.store(INT64_MIN, std::memory_order_relaxed);
+  lease_cv_.SignalAll();
+}
+
+bool Silo::WaitForLease() {
+  lease_waits_.fetch_add(1, std::memory_order_relaxed);
+  MutexLock lock(&lease_mu_);
+  bool logged = false;
+  while (true) {
+    if (fenced_.load()) return false;
+    if (MonoNanos() <= lease_until_ns_.load(std::memory_order_relaxed)) {
+      return true;
+    }
+    if (stopping()) return false;
+    if (!logged) {
+      GRANARY_LOG(kWarning) << "silo=" << options_.name
+                            << " membership lease expired: grain code waits "
+                               "until the cluster confirms this silo";
+      logged = true;
+    }
+    (void)lease_cv_.WaitWithDeadline(&lease_mu_,
+                                     absl::Now() + absl::Milliseconds(50));
+  }
 }
 
 void Silo::Reroute(CallBase* call) {

@@ -278,6 +278,24 @@ class Silo final : public CallInvoker {
   uint64_t ActiveId(const GrainId& id);
   // Activation `a` left the catalog (its directory entry goes next).
   void OnActivationRemoved(Activation* a);
+
+  // --- fencing (a cluster's membership lease) -------------------------------
+  // Grain code runs only while the lease holds: a silo that could not
+  // confirm its membership lately may have been declared dead, and its
+  // grains activated elsewhere. Without a lease (a silo alone) it always
+  // holds.
+  void RenewLease(int64_t until_mono_ns);
+  // For good: this silo was declared dead. No grain code runs here again.
+  void Fence();
+  int64_t lease_until_ns() const {
+    return lease_until_ns_.load(std::memory_order_relaxed);
+  }
+  // Blocks a worker whose lease ran out until it is renewed (true), or the
+  // silo is fenced or stopping (false: run nothing).
+  bool WaitForLease();
+  uint64_t lease_waits() const {
+    return lease_waits_.load(std::memory_order_relaxed);
+  }
   void CountActivated() { activated_.fetch_add(1, std::memory_order_relaxed); }
   void CountDeactivated() {
     deactivated_.fetch_add(1, std::memory_order_relaxed);
@@ -327,6 +345,12 @@ class Silo final : public CallInvoker {
 
   Mutex gone_mu_;
   CondVar gone_cv_;
+
+  std::atomic<int64_t> lease_until_ns_{INT64_MAX};
+  std::atomic<bool> fenced_{false};
+  std::atomic<uint64_t> lease_waits_{0};
+  Mutex lease_mu_;
+  CondVar lease_cv_;
 };
 
 }  // namespace granary::silo

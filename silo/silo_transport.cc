@@ -48,7 +48,14 @@ void SiloTransport::OnView(const v1::MembershipView& view) {
     cv_.SignalAll();
   }
   // Calls in flight to a silo that is gone fail now, not at their deadline.
-  for (auto& c : dropped) c->Close(absl::ZeroDuration());
+  // Closing waits for the connection's streams to end, which may take a
+  // while when the peer is unresponsive rather than gone: it happens on a
+  // thread of its own, so no view is held up.
+  if (dropped.empty()) return;
+  MutexLock lock(&mu_);
+  closers_.emplace_back([dropped = std::move(dropped)] {
+    for (const auto& c : dropped) c->Close(absl::ZeroDuration());
+  });
 }
 
 bool SiloTransport::WaitForConnections(absl::Duration timeout) {
@@ -160,6 +167,12 @@ void SiloTransport::Close() {
   }
   if (connector_.joinable()) connector_.join();
   for (auto& [id, link] : links) link->Close(absl::ZeroDuration());
+  std::vector<std::thread> closers;
+  {
+    MutexLock lock(&mu_);
+    closers.swap(closers_);
+  }
+  for (std::thread& t : closers) t.join();
 }
 
 }  // namespace granary::silo

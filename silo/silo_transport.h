@@ -75,6 +75,8 @@ class SiloTransport {
   absl::flat_hash_map<std::string, std::string> wanted_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::thread connector_;
+  // Close connections of silos that left the view.
+  std::vector<std::thread> closers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace granary::silo

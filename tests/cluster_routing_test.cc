@@ -53,6 +53,7 @@ std::string Key(int g) { return absl::StrCat("g", g); }
 std::unique_ptr<Client> Connect(const std::string& gateway) {
   ClientOptions options;
   options.gateways = {gateway};
+  options.gateway_refresh_period = absl::ZeroDuration();  // this one only
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? *std::move(c) : nullptr;
@@ -316,6 +317,79 @@ TEST_F(ClusterRoutingTest, AKilledSilosGrainsMoveAndNoOtherGrainIsDisturbed) {
   std::cout << "deposits acknowledged: " << total_acked
             << ", outcome unknown: " << total_unknown << "\n";
   std::cout << "grains moved: " << moved << ", kept: " << kept << "\n";
+}
+
+// A silo cut off from the cluster (here: frozen with SIGSTOP, so it can
+// neither answer probes nor read the table) is declared dead and its grains
+// move. When it runs again, the calls that waited in its gateway meanwhile
+// must not reach its old activations: its membership lease ran out, so it
+// runs no grain code until the table confirms it, and the table says it is
+// dead, so it exits (status 3).
+TEST_F(ClusterRoutingTest, ASiloCutOffIsDeclaredDeadAndNeverAnswersAgain) {
+  constexpr int kCutGrains = 1500;
+  const std::vector<std::vector<Where>> before = AskAll(kCutGrains);
+  const std::string victim_prefix = silo_addresses_[2] + "@";
+  std::vector<int> victims;
+  for (int g = 0; g < kCutGrains; ++g) {
+    if (before[0][static_cast<size_t>(g)].rfind(victim_prefix, 0) == 0) {
+      victims.push_back(g);
+    }
+  }
+  ASSERT_FALSE(victims.empty());
+  silos_[2]->Signal(SIGSTOP);
+
+  // Calls to its grains through its own gateway wait (it is frozen).
+  Mutex mu;
+  std::map<int, std::set<Where>> answers;  // from now on
+  std::atomic<int> waited_done{0};
+  std::vector<std::thread> waiting;
+  for (int t = 0; t < 4; ++t) {
+    waiting.emplace_back([&, t] {
+      for (size_t i = static_cast<size_t>(t); i < victims.size() && i < 200;
+           i += 4) {
+        absl::StatusOr<Where> w =
+            AskWhere(*clients_[2], Key(victims[i]), absl::Seconds(30));
+        waited_done.fetch_add(1);
+        if (w.ok()) {
+          MutexLock lock(&mu);
+          answers[victims[i]].insert(*w);
+        }
+      }
+    });
+  }
+  // The others declare it dead and its grains answer from them.
+  std::string last_error;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (int g : victims) {
+          absl::StatusOr<Where> w =
+              AskWhere(*clients_[g % 2], Key(g), absl::Seconds(2));
+          if (!w.ok() || w->rfind(victim_prefix, 0) == 0) {
+            last_error = w.ok() ? *w : w.status().ToString();
+            return false;
+          }
+          MutexLock lock(&mu);
+          answers[g].insert(*w);
+        }
+        return true;
+      },
+      absl::Seconds(60)))
+      << last_error << "\n" << silos_[0]->Stderr() << "\n"
+      << silos_[1]->Stderr();
+  // It runs again: it must exit without answering from an old activation.
+  silos_[2]->Signal(SIGCONT);
+  EXPECT_EQ(silos_[2]->Wait(), 3) << "a silo declared dead exits with 3";
+  for (std::thread& t : waiting) t.join();
+  MutexLock lock(&mu);
+  for (const auto& [g, seen] : answers) {
+    for (const Where& w : seen) {
+      EXPECT_NE(w.rfind(victim_prefix, 0), 0u)
+          << Key(g) << " answered from the silo declared dead: " << w;
+    }
+    EXPECT_EQ(seen.size(), 1u) << Key(g);
+  }
+  std::cout << "victim grains: " << victims.size()
+            << ", calls that waited in its gateway: " << waited_done << "\n";
 }
 
 TEST_F(ClusterRoutingTest, AClientGivenOneGatewayLearnsTheOthers) {

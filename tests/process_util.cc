@@ -68,6 +68,14 @@ std::string TempDir(const std::string& name) {
 ChildProcess::ChildProcess(const std::string& binary,
                            std::vector<std::string> args) {
   pid_ = Spawn(binary, std::move(args), &out_, &err_);
+  err_reader_ = std::thread([this] {
+    char chunk[4096];
+    ssize_t n;
+    while ((n = read(err_, chunk, sizeof(chunk))) > 0) {
+      MutexLock lock(&err_mu_);
+      err_buf_.append(chunk, static_cast<size_t>(n));
+    }
+  });
 }
 
 ChildProcess::~ChildProcess() {
@@ -75,6 +83,7 @@ ChildProcess::~ChildProcess() {
     kill(pid_, SIGKILL);
     Wait();
   }
+  if (err_reader_.joinable()) err_reader_.join();  // EOF once it exited
   close(out_);
   close(err_);
 }
@@ -96,11 +105,9 @@ std::string ChildProcess::ReadyLine() {
 }
 
 std::string ChildProcess::Stderr() {
-  std::string all;
-  char chunk[4096];
-  ssize_t n;
-  while ((n = read(err_, chunk, sizeof(chunk))) > 0) all.append(chunk, n);
-  return all;
+  if (exited_ && err_reader_.joinable()) err_reader_.join();
+  MutexLock lock(&err_mu_);
+  return err_buf_;
 }
 
 int ChildProcess::Wait() {

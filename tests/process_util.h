@@ -5,19 +5,22 @@
 #include <sys/types.h>
 
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/sync.h"
 
 namespace granary::testing {
 
 // A fresh directory under the system's temp directory, unique per process.
 std::string TempDir(const std::string& name);
 
-// A child process with stdout and stderr on pipes. Killed (SIGKILL) and
-// reaped on destruction if still running.
+// A child process with stdout and stderr on pipes; stderr is drained as it
+// comes (a child that logs much never blocks on a full pipe). Killed
+// (SIGKILL) and reaped on destruction if still running.
 class ChildProcess {
  public:
   ChildProcess(const std::string& binary, std::vector<std::string> args);
@@ -28,7 +31,7 @@ class ChildProcess {
   // Reads stdout until a line starting with "READY " (60 s limit, which
   // only a broken binary reaches) or EOF; returns that line or "".
   std::string ReadyLine();
-  // Everything written to stderr (call after the process exited).
+  // What the child wrote to stderr so far (all of it once it exited).
   std::string Stderr();
   // Waits for exit: the exit code, or 128 + signal number.
   int Wait();
@@ -40,6 +43,9 @@ class ChildProcess {
   int out_ = -1;
   int err_ = -1;
   bool exited_ = false;
+  std::thread err_reader_;
+  Mutex err_mu_;
+  std::string err_buf_ ABSL_GUARDED_BY(err_mu_);
 };
 
 // granary-silo with every listener on a free port and its data in `data_dir`.
