@@ -49,6 +49,7 @@
 #include "bench/lifecycle.h"
 #include "bench/raw_echo.h"
 #include "bench/remote.h"
+#include "bench/failover.h"
 #include "bench/scenarios.h"
 #include "bench/stats.h"
 #include "core/log.h"
@@ -57,6 +58,17 @@
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
 
+ABSL_FLAG(bool, failover, false,
+          "Mode: the failover scenario. Each round starts a dev cluster of "
+          "--failover_silos granary-silo processes, activates "
+          "--failover_grains grains, SIGKILLs one silo and measures how soon "
+          "its grains answer again and whether any other grain was "
+          "deactivated.");
+ABSL_FLAG(std::string, silo_binary, "",
+          "granary-silo for --failover (default: next to this binary).");
+ABSL_FLAG(int32_t, failover_silos, 3, "Silos per --failover round (2..16).");
+ABSL_FLAG(int32_t, failover_grains, 3000,
+          "Grains per --failover round (1..1000000).");
 ABSL_FLAG(bool, hosted, false, "Run a silo inside the benchmark process.");
 ABSL_FLAG(std::string, target, "",
           "HOST:PORT[,...] of running gateways (granary-silo): run remotely "
@@ -106,6 +118,49 @@ int Fail(const std::string& message) {
   return 2;
 }
 
+int RunFailoverMode() {
+  const int rounds = absl::GetFlag(FLAGS_rounds);
+  if (rounds < 1) return Fail("--rounds must be at least 1");
+  FailoverOptions options;
+  options.silos = absl::GetFlag(FLAGS_failover_silos);
+  options.grains = absl::GetFlag(FLAGS_failover_grains);
+  if (options.silos < 2 || options.silos > 16) {
+    return Fail("--failover_silos must be in [2, 16]");
+  }
+  if (options.grains < 1 || options.grains > 1000000) {
+    return Fail("--failover_grains must be in [1, 1000000]");
+  }
+  options.silo_binary = absl::GetFlag(FLAGS_silo_binary);
+  if (options.silo_binary.empty()) {
+    std::error_code ec;
+    const std::filesystem::path self =
+        std::filesystem::read_symlink("/proc/self/exe", ec);
+    options.silo_binary = (self.parent_path() / "granary-silo").string();
+  }
+  std::vector<ScenarioResult> results;
+  if (absl::Status s = RunFailover(options, rounds, &results); !s.ok()) {
+    return Fail(s.ToString());
+  }
+  Report report("granary");
+  report.Summarize("cluster", "failover", results, "grain");
+  report.SetEnv("mode", "cluster");
+  report.SetEnv("silos", absl::StrCat(options.silos));
+  report.SetEnv("grains", absl::StrCat(options.grains));
+  report.SetEnv("rounds", absl::StrCat(rounds));
+  std::printf("ENV mode=cluster silos=%d grains=%d rounds=%d\n",
+              options.silos, options.grains, rounds);
+  std::fflush(stdout);
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    if (absl::Status s = report.WriteJson(json); !s.ok()) {
+      return Fail(s.ToString());
+    }
+  }
+  for (const ScenarioResult& r : results) {
+    if (!r.verified) return 1;
+  }
+  return 0;
+}
+
 int Main() {
   LogLevel level;
   if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
@@ -114,6 +169,12 @@ int Main() {
   SetLogLevel(level);
   const bool hosted = absl::GetFlag(FLAGS_hosted);
   const std::string target_flag = absl::GetFlag(FLAGS_target);
+  if (absl::GetFlag(FLAGS_failover)) {
+    if (hosted || !target_flag.empty()) {
+      return Fail("--failover, --hosted and --target are mutually exclusive");
+    }
+    return RunFailoverMode();
+  }
   if (hosted && !target_flag.empty()) {
     return Fail("--hosted and --target are mutually exclusive");
   }

@@ -1,0 +1,359 @@
+#include "bench/failover.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "core/sync.h"
+#include "examples/bench.granary.h"
+#include "grpcpp/grpcpp.h"
+#include "granary/v1/gateway.grpc.pb.h"
+
+extern char** environ;
+
+namespace granary::bench {
+namespace {
+
+// One granary-silo of the round's cluster. Its stdout gives the READY line;
+// stderr goes to /dev/null (the silos log at warning level only).
+class Silo {
+ public:
+  static absl::StatusOr<std::unique_ptr<Silo>> Start(
+      const std::string& binary, const std::string& data_dir,
+      const std::string& primary) {
+    int out[2];
+    if (pipe(out) != 0) return absl::InternalError("pipe failed");
+    std::vector<std::string> args = {
+        binary,           "--cluster=dev",      "--gateway=127.0.0.1:0",
+        "--silo=127.0.0.1:0", "--http=127.0.0.1:0", "--storage=memory",
+        "--log_level=error", absl::StrCat("--data_dir=", data_dir)};
+    if (!primary.empty()) args.push_back(absl::StrCat("--primary=", primary));
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    auto silo = std::unique_ptr<Silo>(new Silo);
+    const int rc = posix_spawn(&silo->pid_, binary.c_str(), &actions, nullptr,
+                               argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    if (rc != 0) {
+      close(out[0]);
+      return absl::UnavailableError(
+          absl::StrCat("cannot start ", binary, ": ", strerror(rc)));
+    }
+    silo->out_ = out[0];
+    std::string buf;
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (buf.find('\n') == std::string::npos && absl::Now() < give_up) {
+      pollfd p{silo->out_, POLLIN, 0};
+      if (poll(&p, 1, 500) <= 0) continue;
+      char chunk[512];
+      const ssize_t n = read(silo->out_, chunk, sizeof(chunk));
+      if (n <= 0) break;
+      buf.append(chunk, static_cast<size_t>(n));
+    }
+    if (!absl::StartsWith(buf, "READY ")) {
+      return absl::UnavailableError(
+          absl::StrCat(binary, " did not become ready: '", buf, "'"));
+    }
+    for (absl::string_view field :
+         absl::StrSplit(buf.substr(0, buf.find('\n')), ' ')) {
+      if (absl::ConsumePrefix(&field, "gateway=")) {
+        silo->gateway_ = std::string(field);
+      } else if (absl::ConsumePrefix(&field, "silo=")) {
+        silo->address_ = std::string(field);
+      }
+    }
+    return silo;
+  }
+
+  ~Silo() {
+    if (!reaped_) {
+      kill(pid_, SIGKILL);
+      Wait();
+    }
+    if (out_ >= 0) close(out_);
+  }
+
+  void Signal(int sig) { kill(pid_, sig); }
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return status;
+  }
+  // Stops it gracefully (SIGTERM), killing it after 30 s.
+  void Stop() {
+    if (reaped_) return;
+    Signal(SIGTERM);
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    int status = 0;
+    while (waitpid(pid_, &status, WNOHANG) == 0) {
+      if (absl::Now() > give_up) {
+        Signal(SIGKILL);
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (!reaped_) Wait();
+  }
+
+  const std::string& gateway() const { return gateway_; }
+  const std::string& address() const { return address_; }
+
+ private:
+  Silo() = default;
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool reaped_ = false;
+  std::string gateway_;
+  std::string address_;
+};
+
+// "silo/activation id" of one Where answer.
+absl::StatusOr<std::string> Where(Client& client, const std::string& key,
+                                  absl::Duration timeout) {
+  CallOptions options;
+  options.timeout = timeout;
+  absl::StatusOr<WhereReply> r =
+      client.Get<BenchGrainRef>(key).Where(WhereRequest(), options).Get();
+  if (!r.ok()) return r.status();
+  return absl::StrCat(r->silo(), "/", r->activation_id());
+}
+
+bool OnSilo(const std::string& where, const std::string& silo_address) {
+  return absl::StartsWith(where, silo_address + "@");
+}
+
+// Whether `gateway`'s membership view has `silo_address` Dead.
+bool SeenDead(v1::Gateway::Stub& stub, const std::string& silo_address) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  v1::MembershipView view;
+  if (!stub.Cluster(&context, v1::ClusterRequest(), &view).ok()) return false;
+  for (const v1::Member& m : view.members()) {
+    if (m.address() == silo_address && m.status() == v1::MEMBER_DEAD) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status RunRound(const FailoverOptions& options, int round,
+                      ScenarioResult* result) {
+  const std::string base =
+      (std::filesystem::temp_directory_path() /
+       absl::StrCat("granary-failover-", getpid(), "-", round))
+          .string();
+  std::vector<std::unique_ptr<Silo>> silos;
+  for (int i = 0; i < options.silos; ++i) {
+    absl::StatusOr<std::unique_ptr<Silo>> s = Silo::Start(
+        options.silo_binary, absl::StrCat(base, "/silo-", i),
+        i == 0 ? "" : silos[0]->address());
+    if (!s.ok()) return s.status();
+    silos.push_back(*std::move(s));
+  }
+  std::vector<std::string> gateways;
+  for (const auto& s : silos) gateways.push_back(s->gateway());
+  // Wait until every gateway sees every silo active.
+  {
+    auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
+        gateways.back(), grpc::InsecureChannelCredentials()));
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (true) {
+      grpc::ClientContext context;
+      v1::MembershipView view;
+      int active = 0;
+      if (stub->Cluster(&context, v1::ClusterRequest(), &view).ok()) {
+        for (const v1::Member& m : view.members()) {
+          active += m.status() == v1::MEMBER_ACTIVE ? 1 : 0;
+        }
+      }
+      if (active == options.silos) break;
+      if (absl::Now() > give_up) {
+        return absl::DeadlineExceededError("the cluster did not form");
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  }
+  ClientOptions client_options;
+  client_options.gateways = gateways;
+  client_options.gateway_refresh_period = absl::Seconds(1);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(client_options);
+  if (!client.ok()) return client.status();
+  (void)(*client)->WaitForConnected(absl::Seconds(10));
+
+  // Activate the grains (placement spreads them over the silos).
+  const int n = options.grains;
+  std::vector<std::string> home(static_cast<size_t>(n));
+  std::atomic<int> failed{0};
+  auto key = [round](int g) { return absl::StrCat("failover-", round, "-", g); };
+  {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < options.threads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int g = t; g < n; g += options.threads) {
+          absl::StatusOr<std::string> w =
+              Where(**client, key(g), absl::Seconds(10));
+          if (w.ok()) {
+            home[static_cast<size_t>(g)] = *w;
+          } else {
+            failed.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  if (failed.load() > 0) {
+    return absl::UnavailableError(
+        absl::StrCat(failed.load(), " grains could not be activated"));
+  }
+  const std::string victim = silos.back()->address();
+  std::vector<int> victims;
+  for (int g = 0; g < n; ++g) {
+    if (OnSilo(home[static_cast<size_t>(g)], victim)) victims.push_back(g);
+  }
+
+  // Kill, then call each of the victim's grains until it answers from a
+  // survivor; meanwhile watch for the table's verdict.
+  const absl::Time killed = absl::Now();
+  silos.back()->Signal(SIGKILL);
+  silos.back()->Wait();
+  std::atomic<int64_t> detected_ns{0};
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
+        gateways.front(), grpc::InsecureChannelCredentials()));
+    while (!done.load()) {
+      if (SeenDead(*stub, victim)) {
+        detected_ns = absl::ToInt64Nanoseconds(absl::Now() - killed);
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  });
+  std::vector<int64_t> recovered(victims.size(), 0);
+  std::vector<std::string> new_home(victims.size());
+  {
+    std::vector<std::thread> threads;
+    const absl::Time give_up = killed + absl::Seconds(60);
+    for (int t = 0; t < options.threads; ++t) {
+      threads.emplace_back([&, t] {
+        for (size_t i = static_cast<size_t>(t); i < victims.size();
+             i += static_cast<size_t>(options.threads)) {
+          while (absl::Now() < give_up) {
+            absl::StatusOr<std::string> w =
+                Where(**client, key(victims[i]), absl::Seconds(1));
+            if (w.ok() && !OnSilo(*w, victim)) {
+              recovered[i] = absl::ToInt64Nanoseconds(absl::Now() - killed);
+              new_home[i] = *w;
+              break;
+            }
+            if (!w.ok()) absl::SleepFor(absl::Milliseconds(5));
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  done = true;
+  watcher.join();
+
+  // The survivors' grains: still the same activations?
+  int disturbed = 0;
+  for (int g = 0; g < n; ++g) {
+    const std::string& was = home[static_cast<size_t>(g)];
+    if (OnSilo(was, victim)) continue;
+    absl::StatusOr<std::string> now = Where(**client, key(g), absl::Seconds(10));
+    if (!now.ok() || *now != was) ++disturbed;
+  }
+  (*client)->Close();
+  for (size_t i = 0; i + 1 < silos.size(); ++i) silos[i]->Stop();
+  std::filesystem::remove_all(base);
+
+  int64_t unrecovered = 0;
+  result->scenario = "failover";
+  result->ops = static_cast<int64_t>(victims.size());
+  for (int64_t ns : recovered) {
+    if (ns == 0) {
+      ++unrecovered;
+    } else {
+      result->latencies_ns.push_back(ns);
+    }
+  }
+  int64_t last = 0;
+  for (int64_t ns : result->latencies_ns) last = std::max(last, ns);
+  std::vector<int64_t> sorted = result->latencies_ns;
+  std::sort(sorted.begin(), sorted.end());
+  auto rank = [&sorted](double q) -> int64_t {
+    if (sorted.empty()) return 0;
+    const size_t i = static_cast<size_t>(q * static_cast<double>(sorted.size()));
+    return sorted[std::min(sorted.size() - 1, i)];
+  };
+  result->p50_ns = rank(0.50);
+  result->p99_ns = rank(0.99);
+  result->seconds = static_cast<double>(last) / 1e9;
+  result->errors = unrecovered + disturbed;
+  result->verified = unrecovered == 0 && disturbed == 0 && !victims.empty();
+  if (!result->verified) {
+    result->failure = absl::StrCat(unrecovered, " grains never answered, ",
+                                   disturbed,
+                                   " grains of surviving silos were disturbed");
+  }
+  std::printf(
+      "FAILOVER round=%d silos=%d grains=%d moved=%zu detection_ms=%.0f "
+      "all_recovered_ms=%.0f disturbed=%d unrecovered=%lld\n",
+      round, options.silos, n, victims.size(), detected_ns.load() / 1e6,
+      last / 1e6, disturbed, static_cast<long long>(unrecovered));
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunFailover(const FailoverOptions& options, int rounds,
+                         std::vector<ScenarioResult>* results) {
+  if (options.silos < 2) {
+    return absl::InvalidArgumentError("failover needs at least 2 silos");
+  }
+  if (options.grains < 1) {
+    return absl::InvalidArgumentError("failover needs at least 1 grain");
+  }
+  if (access(options.silo_binary.c_str(), X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no granary-silo at '", options.silo_binary, "' (--silo_binary)"));
+  }
+  for (int r = 0; r < rounds; ++r) {
+    ScenarioResult result;
+    GRANARY_RETURN_IF_ERROR(RunRound(options, r, &result));
+    Report::PrintResult("cluster", result);
+    results->push_back(std::move(result));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace granary::bench
