@@ -182,6 +182,8 @@ class GatewayLink {
   // Sends `call` (with the caller's reference) again, through whichever
   // gateway the client picks now.
   void Resend(CallBase* call);
+  // The stream's very last act (after it the client may be freed).
+  void StreamGone();
   bool closed() const;
   // The cluster's membership as this gateway reports it.
   absl::StatusOr<v1::MembershipView> FetchCluster(absl::Duration timeout);
@@ -658,6 +660,7 @@ void ClientStream::OnDone(const grpc::Status& status) {
     // (without waiting for room: this is a network thread).
     for (auto& [id, call] : waiting) link_->Resend(call);
   }
+  link_->StreamGone();  // last use of the link: Close may now free the client
   Unref();  // gRPC's
 }
 
@@ -775,8 +778,9 @@ void GatewayLink::OnStreamDone(ClientStream* stream,
   stream->Unref();  // the link's
   client_->LinkDown();
   client_->Notify();
-  client_->StreamGone();  // last: Close may now free the client
 }
+
+void GatewayLink::StreamGone() { client_->StreamGone(); }
 
 void GatewayLink::Notify() { client_->Notify(); }
 

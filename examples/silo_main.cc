@@ -344,6 +344,11 @@ int Main() {
   options.min_reminder_period = min_reminder_period;
   options.slow_turn_threshold = slow_turn;
   Silo silo(options);
+  // The cluster's parts (set up below). Declared before the endpoint's
+  // cleanup, so the endpoint stops before they go.
+  std::unique_ptr<granary::silo::ClusterDirectory> cluster_directory;
+  std::unique_ptr<granary::silo::SiloTransport> transport;
+  std::unique_ptr<granary::silo::ClusterRouter> router;
   // Whichever way Main returns from here on, the silo endpoint stops serving
   // (peer calls, probes, the table) before the silo it forwards to is gone.
   absl::Cleanup stop_silo_endpoint = [&] {
@@ -364,9 +369,9 @@ int Main() {
   // In a cluster, calls for grains not active here go where the directory
   // says (silo/cluster_router.h).
   directory_owner.set_self_id(options.name);
-  std::unique_ptr<granary::silo::ClusterDirectory> cluster_directory;
-  std::unique_ptr<granary::silo::SiloTransport> transport;
-  std::unique_ptr<granary::silo::ClusterRouter> router;
+  // A silo declared dead may run grain code until its lease ends: its
+  // grains are not activated elsewhere before that.
+  directory_owner.set_dead_grace(membership_options.lease);
   if (clustered) {
     cluster_directory =
         std::make_unique<granary::silo::ClusterDirectory>(&directory_owner);
@@ -496,8 +501,9 @@ int Main() {
     while (peer_gateway.open_streams() > 0 && absl::Now() < give_up) {
       absl::SleepFor(absl::Milliseconds(10));
     }
-    router->Close();
   }
+  std::move(stop_silo_endpoint).Invoke();  // nothing arrives from here on
+  if (router != nullptr) router->Close();
   if (transport != nullptr) transport->Close();
   silo.SetMembershipView(nullptr);
   http.Stop();

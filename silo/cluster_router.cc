@@ -268,6 +268,7 @@ void ClusterRouter::SendRegister(const GrainId& id,
   uint64_t ring;
   {
     MutexLock lock(&mu_);
+    if (closed_) return;  // Close failed the calls
     ring = ring_;
     ++registering_[ring];
     ++in_flight_;
@@ -629,15 +630,21 @@ void ClusterRouter::SendReport(std::shared_ptr<Sweep> sweep, std::string owner,
                 << " activation=" << e.activation_id()
                 << " rebuild conflict: another activation is registered";
           }
+          bool current;
+          {
+            MutexLock lock(&mu_);
+            current = !closed_ && sweep_ == sweep;
+          }
+          if (!current) return;  // superseded by a newer ring's report
           if (static_cast<size_t>(part) + 1 < sweep->parts.at(owner).size()) {
             SendReport(sweep, owner, part + 1);
             return;
           }
           MutexLock lock(&mu_);
-          if (--sweep->remaining == 0) {
+          if (--sweep->remaining == 0 && sweep_ == sweep) {
             reported_ring_ = sweep->ring;
             ++rebuilds_;
-            if (sweep_ == sweep) sweep_.reset();
+            sweep_.reset();
           }
           return;
         }

@@ -2,13 +2,16 @@
 
 #include "client/grpc_callback_queue.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/status.h"
 #include "grpcpp/grpcpp.h"
 #include "silo/grpc_status.h"
+#include "silo/silo_metrics.h"
 #include "storage/membership_table.h"
 
 namespace granary::silo {
@@ -32,6 +35,22 @@ directory::ActivationAddress ToAddress(const v1::DirectoryEntry& e) {
 
 }  // namespace
 
+uint64_t RingIdentity(const v1::MembershipView& view) {
+  // Statuses only move forward and a member never returns once Dead, so
+  // this set of (member, status) never recurs: neither does the identity,
+  // even when the Active silos come back to an earlier set.
+  std::vector<std::string> rows;
+  for (const v1::Member& m : view.members()) {
+    if (m.status() == v1::MEMBER_ACTIVE ||
+        m.status() == v1::MEMBER_SHUTTING_DOWN ||
+        m.status() == v1::MEMBER_DEAD) {
+      rows.push_back(absl::StrCat(storage::MemberId(m), " ", m.status()));
+    }
+  }
+  std::sort(rows.begin(), rows.end());
+  return directory::StableHash(absl::StrJoin(rows, "\n"));
+}
+
 DirectoryOwner::DirectoryOwner(std::string self_id)
     : self_id_(std::move(self_id)),
       ring_(std::make_shared<directory::HashRing>(std::vector<std::string>{})) {}
@@ -53,6 +72,7 @@ void DirectoryOwner::OnView(const v1::MembershipView& view) {
     if (m.status() == v1::MEMBER_DEAD) dead.push_back(storage::MemberId(m));
   }
   auto ring = std::make_shared<const directory::HashRing>(std::move(active));
+  const uint64_t identity = RingIdentity(view);
   // Exclusive: no request is between its ownership check and its change of
   // the partition while ownership moves.
   MutexLock lock(&mu_);
@@ -60,10 +80,25 @@ void DirectoryOwner::OnView(const v1::MembershipView& view) {
   version_ = view.version();
   hosts_ = std::move(hosts);
   active_ = std::move(active_set);
-  if (ring->fingerprint() == ring_->fingerprint()) {
-    // The same Active silos: entries and the rebuild state stay as they
-    // are, but a silo that left may have been the last one to report.
-    for (const std::string& silo : dead) partition_.RemoveSilo(silo);
+  // Silos newly dead keep their entries through the grace (see
+  // set_dead_grace); those whose grace is over lose them.
+  const int64_t now = MonoNanos();
+  for (const std::string& silo : dead) {
+    if (!dead_seen_.insert(silo).second) continue;
+    if (dead_grace_ns_ > 0) {
+      dead_until_[silo] = now + dead_grace_ns_;
+      // Ranges owned under the ring before the death are answered; with a
+      // grace already running, nothing not found is.
+      grace_ring_ = now < grace_until_ ? nullptr : ring_;
+      grace_until_ = std::max(grace_until_, now + dead_grace_ns_);
+    } else {
+      partition_.RemoveSilo(silo);
+    }
+  }
+  PurgeDead(now);
+  if (identity == ring_id_) {
+    // The same silos and statuses: entries and the rebuild state stay as
+    // they are, but a silo that left may have been the last one to report.
     MaybeRebuilt();
     return;
   }
@@ -73,10 +108,35 @@ void DirectoryOwner::OnView(const v1::MembershipView& view) {
   else stable_ring_ = ring_;
   reported_.clear();
   ring_ = ring;
-  for (const std::string& silo : dead) partition_.RemoveSilo(silo);
+  ring_id_ = identity;
   (void)partition_.Extract([&](const GrainId& id) {
     return ring->OwnerOf(id) != self_id_;
   });
+}
+
+void DirectoryOwner::PurgeDead(int64_t now_ns) {
+  for (auto it = dead_until_.begin(); it != dead_until_.end();) {
+    if (it->second <= now_ns) {
+      partition_.RemoveSilo(it->first);
+      dead_until_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::StatusOr<directory::ActivationAddress> DirectoryOwner::LiveEntry(
+    const GrainId& id) const {
+  absl::StatusOr<directory::ActivationAddress> found = partition_.Lookup(id);
+  if (!found.ok()) return found;
+  auto dead = dead_until_.find(found->silo);
+  if (dead != dead_until_.end() && dead->second <= MonoNanos()) {
+    // Its silo's grace is over: the entry goes (the partition has its own
+    // lock; the next view drops the silo's other entries).
+    (void)partition_.Unregister(id, *found);
+    return absl::NotFoundError("the grain's silo is dead");
+  }
+  return found;
 }
 
 void DirectoryOwner::MaybeRebuilt() {
@@ -96,10 +156,18 @@ bool DirectoryOwner::rebuilding() const {
 
 uint64_t DirectoryOwner::ring_fingerprint() const {
   ReaderMutexLock lock(&mu_);
-  return ring_->fingerprint();
+  return ring_id_;
 }
 
 absl::Status DirectoryOwner::CheckRebuilt(const GrainId& id) const {
+  if (MonoNanos() < grace_until_ &&
+      (grace_ring_ == nullptr || grace_ring_->OwnerOf(id) != self_id_)) {
+    // The range came from a silo declared dead a moment ago, which may run
+    // its grains until its lease is over: not found is no answer yet.
+    return absl::UnavailableError(absl::StrCat(
+        "silo ", self_id_, " waits out the lease of a silo declared dead "
+        "before it answers that ", id.ToString(), " is not active; retry"));
+  }
   if (stable_ring_ == ring_) return absl::OkStatus();
   if (stable_ring_ != nullptr && stable_ring_->OwnerOf(id) == self_id_) {
     return absl::OkStatus();  // owned before the change too: nothing lost
@@ -116,7 +184,7 @@ absl::StatusOr<v1::RebuildReply> DirectoryOwner::Rebuild(
   if (self_id_.empty() || ring_->empty()) {
     return absl::UnavailableError("the directory has no view yet");
   }
-  if (r.ring() != ring_->fingerprint()) {
+  if (r.ring() != ring_id_) {
     return absl::UnavailableError(absl::StrCat(
         "silo ", self_id_, " is on another ring (view ", version_,
         "); retry once the views agree"));
@@ -209,7 +277,7 @@ absl::StatusOr<v1::DirectoryReply> DirectoryOwner::Register(
         "silo '", r.entry().silo(), "' is not Active in view ", version_));
   }
   const directory::ActivationAddress mine = ToAddress(r.entry());
-  if (!partition_.Lookup(checked).ok()) {
+  if (!LiveEntry(checked).ok()) {
     GRANARY_RETURN_IF_ERROR(CheckRebuilt(checked));
   }
   const GrainId id(InternTypeName(checked.type()), checked.key());
@@ -242,7 +310,7 @@ absl::StatusOr<v1::DirectoryReply> DirectoryOwner::Lookup(
   GRANARY_RETURN_IF_ERROR(Check(r, &id));
   v1::DirectoryReply reply;
   reply.set_view_version(version_);
-  absl::StatusOr<directory::ActivationAddress> found = partition_.Lookup(id);
+  absl::StatusOr<directory::ActivationAddress> found = LiveEntry(id);
   if (found.ok()) {
     reply.set_found(true);
     *reply.mutable_entry() = ToEntry(id, *found);

@@ -30,6 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/sync.h"
 #include "directory/hash_ring.h"
 #include "directory/local_grain_directory.h"
@@ -37,9 +38,22 @@
 
 namespace granary::silo {
 
+// Identifies a view's ring for rebuild reports: the same in every process
+// for the same members and statuses, and never the same for two different
+// moments of a cluster (see RebuildRequest.ring).
+uint64_t RingIdentity(const v1::MembershipView& view);
+
 class DirectoryOwner {
  public:
   explicit DirectoryOwner(std::string self_id = "");
+  // How long the entries of a silo declared dead are kept (and the ranges
+  // it owned stay unanswered) after this silo learns of the death: the
+  // membership lease, during which a silo cut off from the others but not
+  // from the table may still run grain code. Zero: dropped at once.
+  void set_dead_grace(absl::Duration grace) {
+    MutexLock lock(&mu_);
+    dead_grace_ns_ = absl::ToInt64Nanoseconds(grace);
+  }
   // This silo's id, when it is known only after the endpoint is bound; set
   // before serving (until then, and until the first view, every request is
   // answered UNAVAILABLE).
@@ -65,7 +79,7 @@ class DirectoryOwner {
   // True while some not-found answer could be wrong because a range's
   // entries are not all rebuilt yet (such answers are UNAVAILABLE).
   bool rebuilding() const;
-  // The fingerprint of the current ring (0 before the first view).
+  // The RingIdentity of the current ring (0 before the first view).
   uint64_t ring_fingerprint() const;
 
   // The owner of `id` under the current view ("" with no Active silo).
@@ -91,6 +105,7 @@ class DirectoryOwner {
   mutable Mutex mu_;
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const directory::HashRing> ring_ ABSL_GUARDED_BY(mu_);
+  uint64_t ring_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_set<std::string> active_ ABSL_GUARDED_BY(mu_);
   // Active and ShuttingDown silos: those that may report activations.
   absl::flat_hash_set<std::string> hosts_ ABSL_GUARDED_BY(mu_);
@@ -101,7 +116,22 @@ class DirectoryOwner {
   std::shared_ptr<const directory::HashRing> stable_ring_ ABSL_GUARDED_BY(mu_);
   // Silos that reported for ring_.
   absl::flat_hash_set<std::string> reported_ ABSL_GUARDED_BY(mu_);
-  directory::LocalGrainDirectory partition_;
+  // Dead silos within their grace: id -> when (MonoNanos) their entries go.
+  int64_t dead_grace_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, int64_t> dead_until_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> dead_seen_ ABSL_GUARDED_BY(mu_);
+  // The end of the latest grace, and the ring before the death that
+  // started it (null: two graces overlapped).
+  int64_t grace_until_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const directory::HashRing> grace_ring_ ABSL_GUARDED_BY(mu_);
+  // Drops the entries of dead silos whose grace is over.
+  void PurgeDead(int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The entry of `id`, unless it names a dead silo whose grace is over (then
+  // it is removed and NOT_FOUND returned).
+  absl::StatusOr<directory::ActivationAddress> LiveEntry(const GrainId& id)
+      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Internally synchronized; lookups may drop entries of dead silos.
+  mutable directory::LocalGrainDirectory partition_;
 };
 
 class DirectoryService final : public v1::Directory::CallbackService {

@@ -176,6 +176,18 @@ class GatewayStream final
       Advance();
       return;
     }
+    {
+      MutexLock lock(&mu_);
+      if (finished_) {
+        // The stream already ended (a stopping gateway finishes while a
+        // read is outstanding): these requests were never taken, and the
+        // client sends them elsewhere.
+        reading_ = false;
+        incoming_.Clear();
+        return;
+      }
+      dispatching_ = true;  // no finishing until they are counted
+    }
     grpc::ProtoBufferReader reader(&incoming_);
     const bool parsed = batch_.ParseFromZeroCopyStream(&reader);
     incoming_.Clear();
@@ -185,6 +197,7 @@ class GatewayStream final
       {
         MutexLock lock(&mu_);
         reading_ = false;
+        dispatching_ = false;
         Break(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                            "a message on the stream is not a "
                            "granary.v1.RequestBatch"));
@@ -196,6 +209,7 @@ class GatewayStream final
     {
       MutexLock lock(&mu_);
       reading_ = false;
+      dispatching_ = false;
     }
     Advance();
   }
@@ -389,8 +403,8 @@ class GatewayStream final
         reading_ = true;
         read = true;
       }
-      const bool drained =
-          in_flight == 0 && pending_.empty() && !write_in_flight_;
+      const bool drained = in_flight == 0 && pending_.empty() &&
+                           !write_in_flight_ && !dispatching_;
       if (broken_ && !write_in_flight_) {
         finish = true;
         status = broken_status_;
@@ -459,6 +473,8 @@ class GatewayStream final
   // need not lock; Advance reads it under mu_.
   std::atomic<int> in_flight_{0};
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  // A batch just read is being handed to the silo (OnReadDone).
+  bool dispatching_ ABSL_GUARDED_BY(mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

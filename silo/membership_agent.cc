@@ -120,9 +120,10 @@ void MembershipAgent::LeaseLoop() {
       for (const v1::Member& m : view->members()) {
         if (storage::MemberId(m) == id_) alive = storage::IsLive(m);
       }
-      OnView(*view);
-      // The table showed this silo alive at some moment after `sent`.
+      // The table showed this silo alive at some moment after `sent`
+      // (renewed before the view's listeners run, which take their time).
       if (alive) on_lease_(sent + absl::ToInt64Nanoseconds(options_.lease));
+      OnView(*view);
     }
     MutexLock lock(&mu_);
     const absl::Time wake = absl::Now() + period;

@@ -144,6 +144,9 @@ bool SiloTransport::TrySend(const std::string& silo_id, CallBase* call) {
     if (it == links_.end()) return false;
     link = it->second;
   }
+  // Not connected (reconnecting, or the peer is gone but not yet declared
+  // dead): the caller tries again later rather than fail the call here.
+  if (link->connected_gateways() == 0) return false;
   link->Invoke(call);
   return true;
 }

@@ -397,6 +397,56 @@ TEST_F(DirectoryServiceTest, RebuildReportsAreCheckedAndConflictsReported) {
   EXPECT_EQ(found->entry().silo(), silos_[1]->id);
 }
 
+// A silo declared dead may still run grain code until its lease ends (it
+// may be cut off from the others but not from the table): through that
+// grace its entries stay, and nothing of the ranges it owned is answered
+// "not found" even once every live silo reported.
+TEST_F(DirectoryServiceTest, ADeadSilosGraceKeepsItsGrainsFromMoving) {
+  for (auto& s : silos_) s->owner.set_dead_grace(absl::Milliseconds(600));
+  // Grains hosted on silo 2, registered at their owners.
+  std::vector<std::string> keys;
+  for (int g = 0; g < 60; ++g) {
+    keys.push_back(absl::StrCat("h", g));
+    auto r = Wait([&](ClusterDirectory::Done done) {
+      silos_[2]->directory.Register(Entry(keys.back(), silos_[2]->id, 1), done);
+    });
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  std::map<std::string, std::string> owner_before;
+  for (const std::string& k : keys) {
+    owner_before[k] = silos_[0]->owner.OwnerOf(GrainId(kType, k));
+  }
+  const absl::Time died = absl::Now();
+  Publish({2});
+  Report(0, {});
+  Report(1, {});
+  int kept = 0, held = 0;
+  for (const std::string& k : keys) {
+    auto r = Wait([&](ClusterDirectory::Done done) {
+      silos_[0]->directory.Lookup(GrainId(kType, k), done);
+    });
+    if (absl::Now() - died > absl::Milliseconds(500)) break;  // too slow
+    if (owner_before[k] != silos_[2]->id) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE(r->found()) << k << ": the dead silo's entry is kept";
+      ++kept;
+    } else {
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << k;
+      ++held;
+    }
+  }
+  EXPECT_GT(kept + held, 0);
+  // After the grace its grains are gone everywhere.
+  absl::SleepFor(absl::Milliseconds(700) - (absl::Now() - died));
+  for (const std::string& k : keys) {
+    auto r = Wait([&](ClusterDirectory::Done done) {
+      silos_[1]->directory.Lookup(GrainId(kType, k), done);
+    });
+    ASSERT_TRUE(r.ok()) << k << ": " << r.status();
+    EXPECT_FALSE(r->found()) << k;
+  }
+}
+
 TEST_F(DirectoryServiceTest, APartialReportDoesNotCompleteTheRebuild) {
   Publish({2});
   for (auto& s : silos_) {

@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -86,6 +88,11 @@ ChildProcess::~ChildProcess() {
   if (err_reader_.joinable()) err_reader_.join();  // EOF once it exited
   close(out_);
   close(err_);
+  // Kept for tools that read them afterwards (make test-tsan-grpc looks for
+  // ThreadSanitizer reports of the silos a test started).
+  if (const char* dir = std::getenv("GRANARY_CHILD_STDERR_DIR")) {
+    std::ofstream(absl::StrCat(dir, "/child-", pid_, ".log")) << err_buf_;
+  }
 }
 
 std::string ChildProcess::ReadyLine() {
