@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -33,7 +34,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kGrains = 10000;
+// GRANARY_CLUSTER_TEST_SCALE shrinks the grain counts (make
+// test-tsan-grpc runs these tests against much slower TSan-built silos).
+double Scale() {
+  const char* s = std::getenv("GRANARY_CLUSTER_TEST_SCALE");
+  const double v = s != nullptr ? std::atof(s) : 1.0;
+  return v > 0 && v <= 1 ? v : 1.0;
+}
+int Scaled(int n) { return std::max(10, static_cast<int>(n * Scale())); }
+
+const int kGrains = Scaled(10000);
 constexpr int kThreadsPerClient = 4;
 
 std::vector<std::string> DevArgs(const std::string& dir,
@@ -178,7 +188,7 @@ TEST_F(ClusterRoutingTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
 }
 
 TEST_F(ClusterRoutingTest, AKilledSilosGrainsMoveAndNoOtherGrainIsDisturbed) {
-  constexpr int kCrashGrains = 3000;
+  const int kCrashGrains = Scaled(3000);
   const std::vector<std::vector<Where>> before = AskAll(kCrashGrains);
   std::vector<Where> home(before[0]);
   // Silo 2 is killed; calls go through gateways 0 and 1.
@@ -192,7 +202,7 @@ TEST_F(ClusterRoutingTest, AKilledSilosGrainsMoveAndNoOtherGrainIsDisturbed) {
   clients_[2] = nullptr;
 
   // Accounts whose state lives with the primary; some are on the victim.
-  constexpr int kAccounts = 200;
+  const int kAccounts = Scaled(200);
   auto account = [](int a) { return absl::StrCat("acct", a); };
   auto deposit = [&](Client& c, int a, int64_t amount) {
     examples::Amount req;
@@ -326,7 +336,7 @@ TEST_F(ClusterRoutingTest, AKilledSilosGrainsMoveAndNoOtherGrainIsDisturbed) {
 // runs no grain code until the table confirms it, and the table says it is
 // dead, so it exits (status 3).
 TEST_F(ClusterRoutingTest, ASiloCutOffIsDeclaredDeadAndNeverAnswersAgain) {
-  constexpr int kCutGrains = 1500;
+  const int kCutGrains = Scaled(1500);
   const std::vector<std::vector<Where>> before = AskAll(kCutGrains);
   const std::string victim_prefix = silo_addresses_[2] + "@";
   std::vector<int> victims;
@@ -419,7 +429,7 @@ TEST_F(ClusterRoutingTest, AClientGivenOneGatewayLearnsTheOthers) {
 }
 
 TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
-  constexpr int kLoadGrains = 2000;
+  const int kLoadGrains = Scaled(2000);
   (void)AskAll(kLoadGrains);  // placed over the three silos
   // One more client that knows every gateway, including the leaving one.
   ClientOptions options;
