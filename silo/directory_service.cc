@@ -3,6 +3,7 @@
 #include "client/grpc_callback_queue.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -474,6 +475,9 @@ void ClusterDirectory::Send(Op op, v1::DirectoryRequest request, Done done) {
     v1::DirectoryRequest request;
     v1::DirectoryReply reply;
     Done done;
+    // Released before the call starts, acquired in its completion (see
+    // silo/storage_service.cc, Unary).
+    std::atomic<bool> started{false};
   };
   auto* p = new Pending;
   p->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
@@ -481,6 +485,7 @@ void ClusterDirectory::Send(Op op, v1::DirectoryRequest request, Done done) {
   p->done = std::move(done);
   p->stub = stub;
   auto finish = [p](grpc::Status s) {
+    (void)p->started.load(std::memory_order_acquire);
     std::unique_ptr<Pending> owned(p);
     if (s.ok()) {
       owned->done(std::move(owned->reply));
@@ -488,6 +493,7 @@ void ClusterDirectory::Send(Op op, v1::DirectoryRequest request, Done done) {
       owned->done(FromGrpc(s));
     }
   };
+  p->started.store(true, std::memory_order_release);
   switch (op) {
     case Op::kRegister:
       stub->async()->Register(&p->context, &p->request, &p->reply, finish);
@@ -523,14 +529,17 @@ void ClusterDirectory::Rebuild(const std::string& owner,
     v1::RebuildRequest request;
     v1::RebuildReply reply;
     RebuildDone done;
+    std::atomic<bool> started{false};  // as in Send
   };
   auto* p = new Pending;
   p->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   p->request = std::move(request);
   p->done = std::move(done);
   p->stub = stub;
+  p->started.store(true, std::memory_order_release);
   stub->async()->Rebuild(&p->context, &p->request, &p->reply,
                          [p](grpc::Status s) {
+                           (void)p->started.load(std::memory_order_acquire);
                            std::unique_ptr<Pending> owned(p);
                            if (s.ok()) {
                              owned->done(std::move(owned->reply));

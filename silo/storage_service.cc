@@ -1,5 +1,6 @@
 #include "silo/storage_service.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -111,71 +112,84 @@ namespace {
 
 // One unary call in flight: its context, request and reply live here until
 // gRPC calls back.
-template <typename Req, typename Resp>
+template <typename Req, typename Resp, typename Done>
 struct Unary {
   grpc::ClientContext context;
   Req request;
   Resp reply;
+  Done done;  // set before the call starts; the completion captures only us
+  // Released before the call starts, acquired in its completion: what the
+  // caller made before (the completion and what it captured) is visible on
+  // gRPC's thread, and ThreadSanitizer, which does not see inside gRPC,
+  // sees the order too.
+  std::atomic<bool> started{false};
 };
 
 }  // namespace
 
 void RemoteGrainStorage::Read(const GrainId& id, ReadDone done) {
-  auto* c = new Unary<v1::StateKey, v1::StoredState>;
+  using Call = Unary<v1::StateKey, v1::StoredState, ReadDone>;
+  auto* c = new Call;
   c->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   c->context.set_wait_for_ready(true);  // ride out a reconnect to the primary
   c->request = ToKey(id);
+  c->done = std::move(done);
+  c->started.store(true, std::memory_order_release);
   stub_->async()->Read(&c->context, &c->request, &c->reply,
-                       [c, done = std::move(done)](grpc::Status s) {
-                         std::unique_ptr<Unary<v1::StateKey, v1::StoredState>>
-                             owned(c);
+                       [c](grpc::Status s) {
+                         (void)c->started.load(std::memory_order_acquire);
+                         std::unique_ptr<Call> owned(c);
                          if (!s.ok()) {
-                           done(FromGrpc(s));
+                           owned->done(FromGrpc(s));
                            return;
                          }
                          storage::StoredState out;
                          out.exists = owned->reply.exists();
                          out.bytes = std::move(*owned->reply.mutable_bytes());
                          out.etag = std::move(*owned->reply.mutable_etag());
-                         done(std::move(out));
+                         owned->done(std::move(out));
                        });
 }
 
 void RemoteGrainStorage::Write(const GrainId& id, std::string bytes,
                                std::string expected_etag, WriteDone done) {
-  auto* c = new Unary<v1::WriteStateRequest, v1::WriteStateReply>;
+  using Call = Unary<v1::WriteStateRequest, v1::WriteStateReply, WriteDone>;
+  auto* c = new Call;
   c->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   c->context.set_wait_for_ready(true);
   *c->request.mutable_grain() = ToKey(id);
   c->request.set_bytes(std::move(bytes));
   c->request.set_expected_etag(std::move(expected_etag));
-  stub_->async()->Write(
-      &c->context, &c->request, &c->reply,
-      [c, done = std::move(done)](grpc::Status s) {
-        std::unique_ptr<Unary<v1::WriteStateRequest, v1::WriteStateReply>>
-            owned(c);
-        if (!s.ok()) {
-          done(FromGrpc(s));
-          return;
-        }
-        done(std::move(*owned->reply.mutable_etag()));
-      });
+  c->done = std::move(done);
+  c->started.store(true, std::memory_order_release);
+  stub_->async()->Write(&c->context, &c->request, &c->reply,
+                        [c](grpc::Status s) {
+                          (void)c->started.load(std::memory_order_acquire);
+                          std::unique_ptr<Call> owned(c);
+                          if (!s.ok()) {
+                            owned->done(FromGrpc(s));
+                            return;
+                          }
+                          owned->done(std::move(*owned->reply.mutable_etag()));
+                        });
 }
 
 void RemoteGrainStorage::Clear(const GrainId& id, std::string expected_etag,
                                ClearDone done) {
-  auto* c = new Unary<v1::ClearStateRequest, v1::ClearStateReply>;
+  using Call = Unary<v1::ClearStateRequest, v1::ClearStateReply, ClearDone>;
+  auto* c = new Call;
   c->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   c->context.set_wait_for_ready(true);
   *c->request.mutable_grain() = ToKey(id);
   c->request.set_expected_etag(std::move(expected_etag));
-  stub_->async()->Clear(
-      &c->context, &c->request, &c->reply,
-      [c, done = std::move(done)](grpc::Status s) {
-        std::unique_ptr<Unary<v1::ClearStateRequest, v1::ClearStateReply>>
-            owned(c);
-        done(FromGrpc(s));
-      });
+  c->done = std::move(done);
+  c->started.store(true, std::memory_order_release);
+  stub_->async()->Clear(&c->context, &c->request, &c->reply,
+                        [c](grpc::Status s) {
+                          (void)c->started.load(std::memory_order_acquire);
+                          std::unique_ptr<Call> owned(c);
+                          owned->done(FromGrpc(s));
+                        });
 }
 
 }  // namespace granary::silo
