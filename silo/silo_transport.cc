@@ -22,39 +22,45 @@ SiloTransport::~SiloTransport() { Close(); }
 
 void SiloTransport::OnView(const v1::MembershipView& view) {
   absl::flat_hash_map<std::string, std::string> wanted;
+  absl::flat_hash_set<std::string> leaving;
   for (const v1::Member& m : view.members()) {
     const std::string id = storage::MemberId(m);
     if (id == self_id_) continue;
+    if (m.status() == v1::MEMBER_SHUTTING_DOWN) leaving.insert(id);
     if (m.status() == v1::MEMBER_JOINING || m.status() == v1::MEMBER_ACTIVE ||
         m.status() == v1::MEMBER_SHUTTING_DOWN) {
       wanted.emplace(id, m.address());
     }
   }
-  std::vector<std::shared_ptr<Client>> dropped;
-  {
-    MutexLock lock(&mu_);
-    if (closed_) return;
-    for (auto it = links_.begin(); it != links_.end();) {
-      if (!wanted.contains(it->first)) {
-        GRANARY_LOG(kInfo) << "silo=" << self_id_ << " peer=" << it->first
-                           << " dropping the connection (not live)";
-        dropped.push_back(std::move(it->second));
-        links_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-    wanted_ = std::move(wanted);
-    cv_.SignalAll();
-  }
-  // Calls in flight to a silo that is gone fail now, not at their deadline.
-  // Closing waits for the connection's streams to end, which may take a
-  // while when the peer is unresponsive rather than gone: it happens on a
-  // thread of its own, so no view is held up.
-  if (dropped.empty()) return;
+  // (client, drain): a silo that left gracefully answers what it took
+  // before it goes, so its calls in flight get their answers; one that was
+  // declared dead without leaving (crashed, cut off) has its calls fail now,
+  // not at their deadline.
+  std::vector<std::pair<std::shared_ptr<Client>, absl::Duration>> dropped;
   MutexLock lock(&mu_);
+  if (closed_) return;
+  for (const std::string& id : leaving) left_gracefully_.insert(id);
+  for (auto it = links_.begin(); it != links_.end();) {
+    if (!wanted.contains(it->first)) {
+      const bool graceful = left_gracefully_.contains(it->first);
+      GRANARY_LOG(kInfo) << "silo=" << self_id_ << " peer=" << it->first
+                         << " dropping the connection ("
+                         << (graceful ? "left" : "not live") << ")";
+      dropped.emplace_back(std::move(it->second),
+                           graceful ? absl::Seconds(10) : absl::ZeroDuration());
+      left_gracefully_.erase(it->first);
+      links_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  wanted_ = std::move(wanted);
+  cv_.SignalAll();
+  // Closing waits for the connection's streams to end, which may take a
+  // while: it happens on a thread of its own, so no view is held up.
+  if (dropped.empty()) return;
   closers_.emplace_back([dropped = std::move(dropped)] {
-    for (const auto& c : dropped) c->Close(absl::ZeroDuration());
+    for (const auto& [client, drain] : dropped) client->Close(drain);
   });
 }
 

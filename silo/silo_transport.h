@@ -11,8 +11,10 @@
 //   transport.OnView(view);                 // connects and drops silos
 //   transport.Send("10.0.0.2:11111@1700000000000", call);
 //
-// A call to a silo that is Dead in the view, unknown, or whose connection
-// is lost fails at once with UNAVAILABLE (never a timeout).
+// A call to a silo that is declared Dead without leaving (crashed, cut
+// off), unknown, or whose connection is lost fails at once with UNAVAILABLE
+// (never a timeout); a silo that left gracefully (ShuttingDown first)
+// answers the calls it took before its connection closes.
 //
 // Threading: thread-safe; OnView never blocks on the network (a connector
 // thread of the transport's makes the connections, retrying failed ones).
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "core/call.h"
@@ -77,6 +80,8 @@ class SiloTransport {
   std::thread connector_;
   // Close connections of silos that left the view.
   std::vector<std::thread> closers_ ABSL_GUARDED_BY(mu_);
+  // Peers seen ShuttingDown: their connections drain when they go.
+  absl::flat_hash_set<std::string> left_gracefully_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace granary::silo
