@@ -21,29 +21,20 @@ absl::Status HostedLifecycle::WaitForDeactivations(int64_t n,
 }
 
 RemoteLifecycle::RemoteLifecycle(const std::vector<CallInvoker*>& silos,
+                                 const std::vector<std::string>& keys,
                                  absl::Duration poll_period, Grains grains)
-    : poll_period_(poll_period) {
-  for (CallInvoker* invoker : silos) {
-    if (grains == Grains::kBench) {
-      grains_.emplace_back(invoker, "lifecycle");
-    } else {
-      state_grains_.emplace_back(invoker, "lifecycle");
-    }
+    : grains_(grains), poll_period_(poll_period) {
+  for (size_t i = 0; i < silos.size(); ++i) {
+    stats_.emplace_back(silos[i], keys[i]);
   }
 }
 
 absl::StatusOr<LifecycleCounts> RemoteLifecycle::Read() {
   LifecycleCounts counts;
-  for (BenchGrainRef& grain : grains_) {
+  for (SiloStatsRef& silo : stats_) {
     absl::StatusOr<LifecycleReply> reply =
-        grain.Lifecycle(LifecycleRequest()).Get();
-    if (!reply.ok()) return reply.status();
-    counts.activations += reply->activations();
-    counts.deactivations += reply->deactivations();
-  }
-  for (StateGrainRef& grain : state_grains_) {
-    absl::StatusOr<LifecycleReply> reply =
-        grain.Lifecycle(LifecycleRequest()).Get();
+        grains_ == Grains::kBench ? silo.BenchLifecycle(LifecycleRequest()).Get()
+                                  : silo.StateLifecycle(LifecycleRequest()).Get();
     if (!reply.ok()) return reply.status();
     counts.activations += reply->activations();
     counts.deactivations += reply->deactivations();

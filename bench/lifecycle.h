@@ -59,24 +59,26 @@ class HostedLifecycle final : public LifecycleCounter {
 };
 
 // The summed counts of silos, each reached through its own invoker (a
-// granary::Client connected to that silo's gateway only), by the Lifecycle
-// RPC; a wait polls them every `poll_period`. Polling is fine in the load
+// granary::Client connected to that silo's gateway only), from its
+// SiloStats grain; a wait polls them every `poll_period`. Polling is fine in the load
 // generator, which owns the machine while it measures; tests wait on events
 // instead.
 class RemoteLifecycle final : public LifecycleCounter {
  public:
   // Whose counts: BenchGrains' or StateGrains'.
   enum class Grains { kBench, kState };
-  explicit RemoteLifecycle(const std::vector<CallInvoker*>& silos,
-                           absl::Duration poll_period = absl::Milliseconds(1),
-                           Grains grains = Grains::kBench);
+  // `keys[i]` names silo i's SiloStats grain (its gateway's address).
+  RemoteLifecycle(const std::vector<CallInvoker*>& silos,
+                  const std::vector<std::string>& keys,
+                  absl::Duration poll_period = absl::Milliseconds(1),
+                  Grains grains = Grains::kBench);
   absl::StatusOr<LifecycleCounts> Read() override;
   absl::Status WaitForDeactivations(int64_t n, absl::Duration limit) override;
 
  private:
-  // "lifecycle" in each silo, of the kind counted.
-  std::vector<BenchGrainRef> grains_;
-  std::vector<StateGrainRef> state_grains_;
+  // Each silo's SiloStats grain.
+  std::vector<SiloStatsRef> stats_;
+  const Grains grains_;
   const absl::Duration poll_period_;
 };
 

@@ -35,9 +35,10 @@ absl::StatusOr<v1::SiloStatus> AskStatus(const std::string& gateway,
 
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
     std::vector<std::string> gateways, int concurrency,
-    absl::Duration timeout) {
+    absl::Duration timeout, bool only_these = false) {
   ClientOptions options;
   options.gateways = std::move(gateways);
+  if (only_these) options.gateway_refresh_period = absl::ZeroDuration();
   // `ask` keeps `concurrency` awaited calls in flight and makes the next one
   // from the thread a reply resumes, where the client never waits for room.
   options.max_in_flight = std::max(options.max_in_flight, concurrency);
@@ -47,6 +48,7 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
   if (client.ok()) {
     (*client)->Register(BenchGrainRef::Interface());
     (*client)->Register(StateGrainRef::Interface());
+    (*client)->Register(SiloStatsRef::Interface());
   }
   return client;
 }
@@ -115,20 +117,18 @@ absl::StatusOr<std::unique_ptr<RemoteTarget>> RemoteTarget::Connect(
   }
   GRANARY_ASSIGN_OR_RETURN(target->client_,
                            ConnectClient(gateways, concurrency, timeout));
+  // Each silo's counts come from its own SiloStats grain, reached through
+  // its own gateway only.
   std::vector<CallInvoker*> silos;
-  if (gateways.size() == 1) {
-    silos.push_back(target->client_.get());
-  } else {
-    for (const std::string& gateway : gateways) {
-      GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Client> one,
-                               ConnectClient({gateway}, 1, timeout));
-      silos.push_back(one.get());
-      target->per_silo_.push_back(std::move(one));
-    }
+  for (const std::string& gateway : gateways) {
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Client> one,
+                             ConnectClient({gateway}, 1, timeout, true));
+    silos.push_back(one.get());
+    target->per_silo_.push_back(std::move(one));
   }
-  target->lifecycle_ = std::make_unique<RemoteLifecycle>(silos);
+  target->lifecycle_ = std::make_unique<RemoteLifecycle>(silos, gateways);
   target->state_lifecycle_ = std::make_unique<RemoteLifecycle>(
-      silos, absl::Milliseconds(1), RemoteLifecycle::Grains::kState);
+      silos, gateways, absl::Milliseconds(1), RemoteLifecycle::Grains::kState);
   return target;
 }
 

@@ -220,10 +220,32 @@ Task<LifecycleReply> StateGrainImpl::Lifecycle(const LifecycleRequest&) {
   co_return reply;
 }
 
+namespace {
+
+LifecycleReply CountsOf(const BenchStats& stats) {
+  LifecycleReply reply;
+  reply.set_activations(stats.activations());
+  reply.set_deactivations(stats.deactivations());
+  return reply;
+}
+
+}  // namespace
+
+Task<LifecycleReply> SiloStatsImpl::BenchLifecycle(const LifecycleRequest&) {
+  co_return CountsOf(*bench_);
+}
+
+Task<LifecycleReply> SiloStatsImpl::StateLifecycle(const LifecycleRequest&) {
+  co_return CountsOf(*state_);
+}
+
 absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats,
                             BenchStats* state_stats) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<BenchGrainImpl>(
       [stats] { return std::make_unique<BenchGrainImpl>(stats); }));
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<SiloStatsImpl>([stats, state_stats] {
+    return std::make_unique<SiloStatsImpl>(stats, state_stats);
+  }));
   return silo.AddGrain<StateGrainImpl>(
       [state_stats] { return std::make_unique<StateGrainImpl>(state_stats); });
 }

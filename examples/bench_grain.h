@@ -94,6 +94,19 @@ class StateGrainImpl final : public StateGrainGrainBase {
 
 // Registers BenchGrain (counting into `stats`) and StateGrain (counting
 // into `state_stats`).
+// SiloStats: this silo's counts.
+class SiloStatsImpl final : public SiloStatsGrainBase {
+ public:
+  SiloStatsImpl(BenchStats* bench, BenchStats* state)
+      : bench_(bench), state_(state) {}
+  Task<LifecycleReply> BenchLifecycle(const LifecycleRequest& request) override;
+  Task<LifecycleReply> StateLifecycle(const LifecycleRequest& request) override;
+
+ private:
+  BenchStats* const bench_;
+  BenchStats* const state_;
+};
+
 absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats,
                             BenchStats* state_stats);
 
