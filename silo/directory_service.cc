@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "core/status.h"
 #include "grpcpp/grpcpp.h"
+#include "silo/async_unary.h"
 #include "silo/grpc_status.h"
 #include "silo/silo_metrics.h"
 #include "storage/membership_table.h"
@@ -469,42 +470,23 @@ void ClusterDirectory::Send(Op op, v1::DirectoryRequest request, Done done) {
     done(absl::UnavailableError(absl::StrCat("no address for silo ", owner)));
     return;
   }
-  struct Pending {
-    std::shared_ptr<v1::Directory::Stub> stub;  // alive while the call is
-    grpc::ClientContext context;
-    v1::DirectoryRequest request;
-    v1::DirectoryReply reply;
-    Done done;
-    // Released before the call starts, acquired in its completion (see
-    // silo/storage_service.cc, Unary).
-    std::atomic<bool> started{false};
-  };
-  auto* p = new Pending;
-  p->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  p->request = std::move(request);
-  p->done = std::move(done);
-  p->stub = stub;
-  auto finish = [p](grpc::Status s) {
-    (void)p->started.load(std::memory_order_acquire);
-    std::unique_ptr<Pending> owned(p);
-    if (s.ok()) {
-      owned->done(std::move(owned->reply));
-    } else {
-      owned->done(FromGrpc(s));
-    }
-  };
-  p->started.store(true, std::memory_order_release);
-  switch (op) {
-    case Op::kRegister:
-      stub->async()->Register(&p->context, &p->request, &p->reply, finish);
-      break;
-    case Op::kLookup:
-      stub->async()->Lookup(&p->context, &p->request, &p->reply, finish);
-      break;
-    case Op::kUnregister:
-      stub->async()->Unregister(&p->context, &p->request, &p->reply, finish);
-      break;
-  }
+  StartUnary<v1::DirectoryRequest, v1::DirectoryReply>(
+      std::move(request), timeout_, /*wait_for_ready=*/false, stub,
+      [&](grpc::ClientContext* c, const v1::DirectoryRequest* q,
+          v1::DirectoryReply* r, std::function<void(grpc::Status)> on_done) {
+        switch (op) {
+          case Op::kRegister:
+            stub->async()->Register(c, q, r, std::move(on_done));
+            break;
+          case Op::kLookup:
+            stub->async()->Lookup(c, q, r, std::move(on_done));
+            break;
+          case Op::kUnregister:
+            stub->async()->Unregister(c, q, r, std::move(on_done));
+            break;
+        }
+      },
+      std::move(done));
 }
 
 }  // namespace granary::silo
@@ -523,30 +505,13 @@ void ClusterDirectory::Rebuild(const std::string& owner,
     done(absl::UnavailableError(absl::StrCat("no address for silo ", owner)));
     return;
   }
-  struct Pending {
-    std::shared_ptr<v1::Directory::Stub> stub;
-    grpc::ClientContext context;
-    v1::RebuildRequest request;
-    v1::RebuildReply reply;
-    RebuildDone done;
-    std::atomic<bool> started{false};  // as in Send
-  };
-  auto* p = new Pending;
-  p->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  p->request = std::move(request);
-  p->done = std::move(done);
-  p->stub = stub;
-  p->started.store(true, std::memory_order_release);
-  stub->async()->Rebuild(&p->context, &p->request, &p->reply,
-                         [p](grpc::Status s) {
-                           (void)p->started.load(std::memory_order_acquire);
-                           std::unique_ptr<Pending> owned(p);
-                           if (s.ok()) {
-                             owned->done(std::move(owned->reply));
-                           } else {
-                             owned->done(FromGrpc(s));
-                           }
-                         });
+  StartUnary<v1::RebuildRequest, v1::RebuildReply>(
+      std::move(request), timeout_, /*wait_for_ready=*/false, stub,
+      [&](grpc::ClientContext* c, const v1::RebuildRequest* q,
+          v1::RebuildReply* r, std::function<void(grpc::Status)> on_done) {
+        stub->async()->Rebuild(c, q, r, std::move(on_done));
+      },
+      std::move(done));
 }
 
 }  // namespace granary::silo

@@ -1,12 +1,12 @@
 #include "silo/storage_service.h"
 
-#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "client/grpc_callback_queue.h"
 #include "core/grain_id.h"
 #include "grpcpp/grpcpp.h"
+#include "silo/async_unary.h"
 #include "silo/grpc_status.h"
 
 namespace granary::silo {
@@ -108,88 +108,61 @@ RemoteGrainStorage::RemoteGrainStorage(const std::string& primary,
       grpc::CreateChannel(primary, grpc::InsecureChannelCredentials()));
 }
 
-namespace {
-
-// One unary call in flight: its context, request and reply live here until
-// gRPC calls back.
-template <typename Req, typename Resp, typename Done>
-struct Unary {
-  grpc::ClientContext context;
-  Req request;
-  Resp reply;
-  Done done;  // set before the call starts; the completion captures only us
-  // Released before the call starts, acquired in its completion: what the
-  // caller made before (the completion and what it captured) is visible on
-  // gRPC's thread, and ThreadSanitizer, which does not see inside gRPC,
-  // sees the order too.
-  std::atomic<bool> started{false};
-};
-
-}  // namespace
-
 void RemoteGrainStorage::Read(const GrainId& id, ReadDone done) {
-  using Call = Unary<v1::StateKey, v1::StoredState, ReadDone>;
-  auto* c = new Call;
-  c->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  c->context.set_wait_for_ready(true);  // ride out a reconnect to the primary
-  c->request = ToKey(id);
-  c->done = std::move(done);
-  c->started.store(true, std::memory_order_release);
-  stub_->async()->Read(&c->context, &c->request, &c->reply,
-                       [c](grpc::Status s) {
-                         (void)c->started.load(std::memory_order_acquire);
-                         std::unique_ptr<Call> owned(c);
-                         if (!s.ok()) {
-                           owned->done(FromGrpc(s));
-                           return;
-                         }
-                         storage::StoredState out;
-                         out.exists = owned->reply.exists();
-                         out.bytes = std::move(*owned->reply.mutable_bytes());
-                         out.etag = std::move(*owned->reply.mutable_etag());
-                         owned->done(std::move(out));
-                       });
+  StartUnary<v1::StateKey, v1::StoredState>(
+      ToKey(id), timeout_, /*wait_for_ready=*/true, nullptr,
+      [this](grpc::ClientContext* c, const v1::StateKey* q, v1::StoredState* r,
+             std::function<void(grpc::Status)> on_done) {
+        stub_->async()->Read(c, q, r, std::move(on_done));
+      },
+      [done = std::move(done)](absl::StatusOr<v1::StoredState> reply) {
+        if (!reply.ok()) {
+          done(reply.status());
+          return;
+        }
+        storage::StoredState out;
+        out.exists = reply->exists();
+        out.bytes = std::move(*reply->mutable_bytes());
+        out.etag = std::move(*reply->mutable_etag());
+        done(std::move(out));
+      });
 }
 
 void RemoteGrainStorage::Write(const GrainId& id, std::string bytes,
                                std::string expected_etag, WriteDone done) {
-  using Call = Unary<v1::WriteStateRequest, v1::WriteStateReply, WriteDone>;
-  auto* c = new Call;
-  c->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  c->context.set_wait_for_ready(true);
-  *c->request.mutable_grain() = ToKey(id);
-  c->request.set_bytes(std::move(bytes));
-  c->request.set_expected_etag(std::move(expected_etag));
-  c->done = std::move(done);
-  c->started.store(true, std::memory_order_release);
-  stub_->async()->Write(&c->context, &c->request, &c->reply,
-                        [c](grpc::Status s) {
-                          (void)c->started.load(std::memory_order_acquire);
-                          std::unique_ptr<Call> owned(c);
-                          if (!s.ok()) {
-                            owned->done(FromGrpc(s));
-                            return;
-                          }
-                          owned->done(std::move(*owned->reply.mutable_etag()));
-                        });
+  v1::WriteStateRequest request;
+  *request.mutable_grain() = ToKey(id);
+  request.set_bytes(std::move(bytes));
+  request.set_expected_etag(std::move(expected_etag));
+  StartUnary<v1::WriteStateRequest, v1::WriteStateReply>(
+      std::move(request), timeout_, /*wait_for_ready=*/true, nullptr,
+      [this](grpc::ClientContext* c, const v1::WriteStateRequest* q,
+             v1::WriteStateReply* r, std::function<void(grpc::Status)> on_done) {
+        stub_->async()->Write(c, q, r, std::move(on_done));
+      },
+      [done = std::move(done)](absl::StatusOr<v1::WriteStateReply> reply) {
+        if (!reply.ok()) {
+          done(reply.status());
+          return;
+        }
+        done(std::move(*reply->mutable_etag()));
+      });
 }
 
 void RemoteGrainStorage::Clear(const GrainId& id, std::string expected_etag,
                                ClearDone done) {
-  using Call = Unary<v1::ClearStateRequest, v1::ClearStateReply, ClearDone>;
-  auto* c = new Call;
-  c->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  c->context.set_wait_for_ready(true);
-  *c->request.mutable_grain() = ToKey(id);
-  c->request.set_expected_etag(std::move(expected_etag));
-  c->done = std::move(done);
-  c->started.store(true, std::memory_order_release);
-  stub_->async()->Clear(&c->context, &c->request, &c->reply,
-                        [c](grpc::Status s) {
-                          (void)c->started.load(std::memory_order_acquire);
-                          std::unique_ptr<Call> owned(c);
-                          owned->done(FromGrpc(s));
-                        });
+  v1::ClearStateRequest request;
+  *request.mutable_grain() = ToKey(id);
+  request.set_expected_etag(std::move(expected_etag));
+  StartUnary<v1::ClearStateRequest, v1::ClearStateReply>(
+      std::move(request), timeout_, /*wait_for_ready=*/true, nullptr,
+      [this](grpc::ClientContext* c, const v1::ClearStateRequest* q,
+             v1::ClearStateReply* r, std::function<void(grpc::Status)> on_done) {
+        stub_->async()->Clear(c, q, r, std::move(on_done));
+      },
+      [done = std::move(done)](absl::StatusOr<v1::ClearStateReply> reply) {
+        done(reply.status());
+      });
 }
 
 }  // namespace granary::silo
