@@ -44,6 +44,7 @@ struct ClusterRouter::Pending final : TimerEntry {
   std::vector<CallBase*> calls;
   int attempts = 0;
   absl::Time give_up;
+  std::string placed;  // the silo placement chose (under the router's mu_)
   void OnTimer() override { router->Resolve(this); }
 };
 
@@ -235,6 +236,7 @@ void ClusterRouter::Route(CallBase* call) {
 
 void ClusterRouter::Resolve(Pending* p) {
   bool register_here = false;
+  bool choose = false;
   GrainId id;
   {
     MutexLock lock(&mu_);
@@ -245,6 +247,15 @@ void ClusterRouter::Resolve(Pending* p) {
     const bool prefer_local =
         iface != nullptr && iface->placement == PREFER_LOCAL;
     register_here = CanHost() && (first.hops() > 0 || prefer_local);
+    choose = !register_here && first.hops() == 0;
+  }
+  if (choose) {
+    // Where the grain would go if it lives nowhere, chosen now: when that
+    // is here, registering answers both questions in one request.
+    std::string placed = Place(id);
+    MutexLock lock(&mu_);
+    register_here = !placed.empty() && placed == self_;
+    p->placed = std::move(placed);
   }
   if (register_here) {
     SendRegister(id, nullptr);
@@ -323,7 +334,18 @@ void ClusterRouter::OnLookup(const GrainId& id,
     }
     return;
   }
-  const std::string target = Place(id);
+  // The silo chosen before the lookup, if it can still take the grain.
+  std::string target;
+  {
+    MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it != pending_.end()) {
+      for (const Candidate& c : active_) {
+        if (c.id == it->second->placed && c.id != self_) target = c.id;
+      }
+    }
+  }
+  if (target.empty()) target = Place(id);
   if (target.empty()) {
     RetryOrFail(id, absl::UnavailableError(absl::StrCat(
                         "no Active silo can host ", id.ToString(), " now")));
