@@ -29,6 +29,12 @@ bool Retryable(const absl::Status& s) {
   }
 }
 
+absl::Status TooManyHops(const CallBase& call) {
+  return absl::UnavailableError(absl::StrCat(
+      "call to ", call.target().ToString(), " was forwarded ", call.hops(),
+      " times without reaching its activation"));
+}
+
 size_t RandomIndex(size_t n) {
   thread_local absl::InsecureBitGen gen;
   return absl::Uniform<size_t>(gen, 0, n);
@@ -92,8 +98,7 @@ void ClusterRouter::EndRpc() {
 size_t ClusterRouter::DirectoryEntries() const { return owner_->size(); }
 
 uint64_t ClusterRouter::forwarded() const {
-  MutexLock lock(&mu_);
-  return forwarded_;
+  return forwarded_.load(std::memory_order_relaxed);
 }
 
 uint64_t ClusterRouter::rebuilds() const {
@@ -185,9 +190,7 @@ void ClusterRouter::OnView(const v1::MembershipView& view) {
 
 void ClusterRouter::Route(CallBase* call) {
   if (call->hops() > options_.max_hops) {
-    call->Fail(absl::UnavailableError(absl::StrCat(
-        "call to ", call->target().ToString(), " was forwarded ",
-        call->hops(), " times without reaching its activation")));
+    call->Fail(TooManyHops(*call));
     call->Release();
     return;
   }
@@ -302,13 +305,7 @@ void ClusterRouter::OnLookup(const GrainId& id,
   if (r->found()) {
     const v1::DirectoryEntry& entry = r->entry();
     if (entry.silo() != self_) {
-      {
-        MutexLock lock(&mu_);
-        if (live_.contains(entry.silo())) {
-          if (cache_.size() >= options_.cache_capacity) cache_.clear();
-          cache_[id] = entry.silo();
-        }
-      }
+      Remember(id, entry.silo());
       ForwardAll(id, entry.silo());
       return;
     }
@@ -381,14 +378,15 @@ void ClusterRouter::OnRegister(const GrainId& id, uint64_t ring,
     return;
   }
   RegisterDone(ring);
-  {
-    MutexLock lock(&mu_);
-    if (live_.contains(entry.silo())) {
-      if (cache_.size() >= options_.cache_capacity) cache_.clear();
-      cache_[id] = entry.silo();
-    }
-  }
+  Remember(id, entry.silo());
   ForwardAll(id, entry.silo());
+}
+
+void ClusterRouter::Remember(const GrainId& id, const std::string& silo) {
+  MutexLock lock(&mu_);
+  if (!live_.contains(silo)) return;
+  if (cache_.size() >= options_.cache_capacity) cache_.clear();
+  cache_[id] = silo;
 }
 
 void ClusterRouter::RegisterDone(uint64_t ring) {
@@ -462,9 +460,7 @@ void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo) {
 
 bool ClusterRouter::Forward(CallBase* call, const std::string& silo) {
   if (call->hops() >= options_.max_hops) {
-    call->Fail(absl::UnavailableError(absl::StrCat(
-        "call to ", call->target().ToString(), " was forwarded ",
-        call->hops(), " times without reaching its activation")));
+    call->Fail(TooManyHops(*call));
     call->Release();
     return true;
   }
@@ -473,8 +469,7 @@ bool ClusterRouter::Forward(CallBase* call, const std::string& silo) {
     call->set_hops(call->hops() - 1);
     return false;
   }
-  MutexLock lock(&mu_);
-  ++forwarded_;
+  forwarded_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

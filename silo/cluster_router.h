@@ -34,6 +34,7 @@
 // inline; nothing here blocks.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -120,6 +121,8 @@ class ClusterRouter final : public CallRouter {
   std::vector<CallBase*> TakeCalls(const GrainId& id);
   void ActivateAll(const GrainId& id, uint64_t activation_id);
   void ForwardAll(const GrainId& id, const std::string& silo);
+  // Caches `silo` as where `id` lives (if it is Active).
+  void Remember(const GrainId& id, const std::string& silo);
   // Sends `call` on to `silo`; false (call untouched) when not connected.
   bool Forward(CallBase* call, const std::string& silo);
   // Retries `id` later when `why` may pass, else fails its calls.
@@ -180,7 +183,7 @@ class ClusterRouter final : public CallRouter {
   bool report_retry_scheduled_ ABSL_GUARDED_BY(mu_) = false;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   CondVar idle_;
-  uint64_t forwarded_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> forwarded_{0};  // counted without mu_ (per call)
   uint64_t rebuilds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -340,9 +340,9 @@ absl::StatusOr<v1::DirectoryReply> DirectoryOwner::Unregister(
 
 namespace {
 
+template <typename Reply>
 grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
-                                 absl::StatusOr<v1::DirectoryReply> result,
-                                 v1::DirectoryReply* reply) {
+                                 absl::StatusOr<Reply> result, Reply* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (result.ok()) {
     *reply = *std::move(result);
@@ -376,15 +376,7 @@ grpc::ServerUnaryReactor* DirectoryService::Unregister(
 grpc::ServerUnaryReactor* DirectoryService::Rebuild(
     grpc::CallbackServerContext* context, const v1::RebuildRequest* request,
     v1::RebuildReply* reply) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<v1::RebuildReply> result = owner_->Rebuild(*request);
-  if (result.ok()) {
-    *reply = *std::move(result);
-    reactor->Finish(grpc::Status::OK);
-  } else {
-    reactor->Finish(ToGrpc(result.status()));
-  }
-  return reactor;
+  return Answer(context, owner_->Rebuild(*request), reply);
 }
 
 ClusterDirectory::ClusterDirectory(DirectoryOwner* local, absl::Duration timeout)
