@@ -813,7 +813,10 @@ void Client::Impl::Invoke(CallBase* call) {
     return fail(absl::Status(options_.closed_code, "the client is closed"));
   }
   const InterfaceInfo* iface = FindInterface(call->target().type());
-  if (iface == nullptr || call->method() >= iface->method_count) {
+  // A reminder tick a silo passes to the grain's silo (core/call.h).
+  const bool reminder_tick = call->method() == kReminderMethod;
+  if (iface == nullptr ||
+      (call->method() >= iface->method_count && !reminder_tick)) {
     return fail(absl::UnimplementedError(absl::StrCat(
         "grain type ", call->target().type(), " method #", call->method(),
         " is not registered with this client (obtain references with "
@@ -824,7 +827,9 @@ void Client::Impl::Invoke(CallBase* call) {
     return fail(std::move(valid));
   }
   v1::Request request;
-  request.set_method(std::string(iface->methods[call->method()].full_name));
+  request.set_method(reminder_tick
+                         ? ReminderMethodPath(iface->type_name)
+                         : std::string(iface->methods[call->method()].full_name));
   request.set_key(call->target().key());
   if (!call->request().SerializeToString(request.mutable_payload())) {
     return fail(absl::InvalidArgumentError("request failed to serialize"));

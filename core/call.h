@@ -27,6 +27,7 @@
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
+#include <string>
 #include "absl/strings/string_view.h"
 #include <utility>
 
@@ -41,6 +42,20 @@
 #include "google/protobuf/message.h"
 
 namespace granary {
+
+// The method index of a reminder tick (silo/reminder_service.h): never a
+// method of the grain's interface, so no client can send one.
+inline constexpr uint32_t kReminderMethod = 0xFFFFFFFEu;
+
+// The gateway-protocol method of a reminder tick for grain type `type`,
+// sent from silo to silo in a cluster ("$" is in no gRPC method name, so no
+// grain method can take it). Silos accept it only from other silos.
+inline std::string ReminderMethodPath(absl::string_view type) {
+  std::string path;
+  path.reserve(type.size() + 11);
+  path.append("/").append(type.data(), type.size()).append("/$Reminder");
+  return path;
+}
 
 class CallBase;
 class CallInvoker;

@@ -9,7 +9,7 @@
 
 namespace granary::examples {
 
-AlarmState AlarmGrain::Current() const {
+Task<AlarmState> AlarmGrain::Current() const {
   std::map<std::string, AlarmInfo> by_name;
   for (const auto& [name, ticks] : record_.ticks()) {
     AlarmInfo& info = by_name[name];
@@ -17,7 +17,8 @@ AlarmState AlarmGrain::Current() const {
     info.set_ticks(ticks.ticks());
     info.set_last_tick_unix_ms(ticks.last_tick_unix_ms());
   }
-  for (const ReminderTick& r : GetReminders()) {
+  const std::vector<ReminderTick> reminders = co_await GetReminders();
+  for (const ReminderTick& r : reminders) {
     AlarmInfo& info = by_name[r.name];
     info.set_name(r.name);
     info.set_period_ms(absl::ToInt64Milliseconds(r.period));
@@ -27,14 +28,15 @@ AlarmState AlarmGrain::Current() const {
   for (auto& [name, info] : by_name) *state.add_alarms() = std::move(info);
   state.set_silo(SiloName());
   state.set_activation_id(ActivationId());
-  return state;
+  co_return state;
 }
 
 Task<AlarmState> AlarmGrain::Set(const SetAlarmRequest& request) {
   co_await RegisterReminder(request.name(),
                             absl::Milliseconds(request.due_ms()),
                             absl::Milliseconds(request.period_ms()));
-  co_return Current();
+  AlarmState state = co_await Current();
+  co_return state;
 }
 
 Task<AlarmState> AlarmGrain::Cancel(const CancelAlarmRequest& request) {
@@ -43,11 +45,13 @@ Task<AlarmState> AlarmGrain::Cancel(const CancelAlarmRequest& request) {
     throw StatusError(absl::NotFoundError(
         absl::StrCat("no alarm named '", request.name(), "'")));
   }
-  co_return Current();
+  AlarmState state = co_await Current();
+  co_return state;
 }
 
 Task<AlarmState> AlarmGrain::Get(const GetAlarmRequest&) {
-  co_return Current();
+  AlarmState state = co_await Current();
+  co_return state;
 }
 
 Task<void> AlarmGrain::ReceiveReminder(const ReminderTick& tick) {

@@ -21,7 +21,8 @@ class AlarmGrain final : public AlarmGrainBase {
   Task<void> ReceiveReminder(const ReminderTick& tick) override;
 
  private:
-  AlarmState Current() const;
+  // The alarms (ticks counted and reminders registered) of this grain.
+  Task<AlarmState> Current() const;
 
   AlarmRecord record_;
 };

@@ -41,6 +41,7 @@
 #include "examples/counter_grain.h"
 #include "grpcpp/grpcpp.h"
 #include "silo/cluster_router.h"
+#include "silo/reminder_remote.h"
 #include "silo/directory_service.h"
 #include "silo/gateway_server.h"
 #include "silo/silo_transport.h"
@@ -324,6 +325,16 @@ int Main() {
   if (clustered && !primary.empty()) {
     remote_storage = std::make_unique<granary::silo::RemoteGrainStorage>(primary);
   }
+  // So do its reminders: the primary keeps and schedules them all
+  // (silo/reminder_remote.h).
+  granary::silo::ReminderPeerService reminder_service;
+  if (clustered && primary.empty()) {
+    silo_builder.RegisterService(&reminder_service);
+  }
+  std::unique_ptr<granary::silo::RemoteReminders> remote_reminders;
+  if (clustered && !primary.empty()) {
+    remote_reminders = std::make_unique<granary::silo::RemoteReminders>(primary);
+  }
   std::unique_ptr<grpc::Server> silo_server = silo_builder.BuildAndStart();
   if (silo_server == nullptr || silo_port == 0) {
     return Fail(absl::StrCat("cannot listen on --silo=", absl::GetFlag(FLAGS_silo)));
@@ -392,7 +403,11 @@ int Main() {
     }
     storage_service.AllowTypes(types);
   }
+  if (remote_reminders != nullptr) {
+    silo.reminders().SetKeeper(remote_reminders.get());
+  }
   if (absl::Status s = silo.Start(); !s.ok()) return Fail(s.ToString());
+  reminder_service.Attach(&silo);
   peer_gateway.set_address(silo_address);
   peer_gateway.Attach(&silo);
   GatewayServer gateway(&silo, absl::GetFlag(FLAGS_gateway),

@@ -338,9 +338,21 @@ void Activation::CountFailure(CallBase* call, absl::StatusCode code) {
   }
 }
 
+void Activation::NoteReminder(const std::string& name, absl::Time first_tick) {
+  reminders_[name] = first_tick;
+}
+
 void Activation::StartReminderTick(CallBase* call) {
   auto* tick = static_cast<ReminderCall*>(call);
-  if (!silo_->reminders().IsCurrent(*tick)) {
+  bool current;
+  if (tick->reminder() != nullptr) {
+    current = silo_->reminders().IsCurrent(*tick);
+  } else {
+    auto noted = reminders_.find(tick->tick().name);
+    current = noted == reminders_.end() ||
+              noted->second == tick->tick().first_tick;
+  }
+  if (!current) {
     // Removed or replaced since it was sent: the tick is dropped.
     if (call->TryClaim()) call->Deliver(absl::OkStatus());
     call->Release();

@@ -97,6 +97,12 @@ class Activation final : public Runnable, public MessageSink {
   TimerId RegisterTimer(std::function<Task<void>()> tick, absl::Duration due,
                         absl::Duration period);
   void CancelTimer(TimerId id);
+  // This activation registered reminder `name` with its first tick at
+  // `first_tick`, or removed it (absl::InfinitePast()). Ticks another silo
+  // sent (ReminderCall without a schedule entry here) are run only when
+  // they match: a tick already on its way when its reminder was removed or
+  // replaced is dropped, as ReminderService::IsCurrent does for local ones.
+  void NoteReminder(const std::string& name, absl::Time first_tick);
 
   // --- completion callbacks (on this activation's worker) -----------------
   void OnRequestDone(CallBase* call, bool claimed, absl::Status status);
@@ -185,6 +191,7 @@ class Activation final : public Runnable, public MessageSink {
   absl::Status activation_status_;
   absl::flat_hash_map<TimerId, GrainTimer*> timers_;
   TimerId next_timer_id_ = 1;
+  absl::flat_hash_map<std::string, absl::Time> reminders_;  // NoteReminder
 };
 
 }  // namespace granary::silo

@@ -25,6 +25,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "core/metrics.h"
 #include "silo/grain.h"
+#include "silo/reminder_service.h"
 #include "silo/silo.h"
 
 namespace granary::silo {
@@ -70,6 +71,12 @@ class GatewayService::Impl final
       for (size_t i = 0; i < iface->method_count; ++i) {
         routes_.emplace(std::string(iface->methods[i].full_name),
                         Route{iface, &iface->methods[i]});
+      }
+      // Reminder ticks of a cluster's primary (core/call.h), from silos
+      // only: no client can send one.
+      if (options_.from_silos) {
+        routes_.emplace(ReminderMethodPath(iface->type_name),
+                        Route{iface, nullptr});
       }
     }
     silo_.store(silo, std::memory_order_release);  // publishes routes_
@@ -362,12 +369,21 @@ class GatewayStream final
       timeout = absl::Microseconds(
           std::min<uint64_t>(request.timeout_us(), uint64_t{1} << 62));
     }
-    google::protobuf::io::ArrayInputStream payload(
-        request.payload().data(), static_cast<int>(request.payload().size()));
-    GRANARY_ASSIGN_OR_RETURN(
-        CallBase * call,
-        NewCallFromWire(*route->iface, *route->method,
-                        std::move(*request.mutable_key()), &payload, timeout));
+    CallBase* call = nullptr;
+    if (route->method == nullptr) {
+      GRANARY_ASSIGN_OR_RETURN(
+          call, ReminderCallFromWire(*route->iface,
+                                     std::move(*request.mutable_key()),
+                                     request.payload()));
+    } else {
+      google::protobuf::io::ArrayInputStream payload(
+          request.payload().data(),
+          static_cast<int>(request.payload().size()));
+      GRANARY_ASSIGN_OR_RETURN(
+          call, NewCallFromWire(*route->iface, *route->method,
+                                std::move(*request.mutable_key()), &payload,
+                                timeout));
+    }
     call->set_caller_tag(request.id());
     if (from_silos_) {
       call->set_hops(request.hops());
@@ -377,7 +393,11 @@ class GatewayStream final
     }
     Ref();  // the call's
     call->SetDoneCallback(&GatewayStream::CallDone, this);
-    silo->Invoke(call);
+    if (route->method == nullptr) {
+      silo->InvokeReminder(call);
+    } else {
+      silo->Invoke(call);
+    }
     return absl::OkStatus();
   }
 

@@ -135,26 +135,40 @@ Task<void> Grain::ReceiveReminder(const ReminderTick& tick) {
 Task<void> Grain::RegisterReminder(std::string name, absl::Duration due,
                                    absl::Duration period) {
   silo::ReminderService& reminders = activation_->silo()->reminders();
-  absl::Status registered = co_await StorageAwaiter<absl::Status>(
-      activation_, activation_->silo()->metrics().reminder_write, [&](std::function<void(absl::Status)> done) {
-        reminders.Register(GetGrainId(), std::move(name), due, period,
-                           std::move(done));
-      });
-  if (!registered.ok()) throw StatusError(registered);
+  absl::StatusOr<absl::Time> first_tick =
+      co_await StorageAwaiter<absl::StatusOr<absl::Time>>(
+          activation_, activation_->silo()->metrics().reminder_write,
+          [&](std::function<void(absl::StatusOr<absl::Time>)> done) {
+            reminders.Register(GetGrainId(), name, due, period,
+                               std::move(done));
+          });
+  if (!first_tick.ok()) throw StatusError(first_tick.status());
+  activation_->NoteReminder(name, *first_tick);
 }
 
 Task<bool> Grain::UnregisterReminder(std::string name) {
   silo::ReminderService& reminders = activation_->silo()->reminders();
   absl::StatusOr<bool> removed = co_await StorageAwaiter<absl::StatusOr<bool>>(
       activation_, activation_->silo()->metrics().reminder_remove, [&](std::function<void(absl::StatusOr<bool>)> done) {
-        reminders.Unregister(GetGrainId(), std::move(name), std::move(done));
+        reminders.Unregister(GetGrainId(), name, std::move(done));
       });
   if (!removed.ok()) throw StatusError(removed.status());
+  activation_->NoteReminder(name, absl::InfinitePast());
   co_return *removed;
 }
 
-std::vector<ReminderTick> Grain::GetReminders() const {
-  return activation_->silo()->reminders().List(GetGrainId());
+Task<std::vector<ReminderTick>> Grain::GetReminders() const {
+  silo::ReminderService& reminders = activation_->silo()->reminders();
+  if (!reminders.has_keeper()) {
+    co_return reminders.ListHere(GetGrainId());
+  }
+  absl::StatusOr<std::vector<ReminderTick>> listed =
+      co_await StorageAwaiter<absl::StatusOr<std::vector<ReminderTick>>>(
+          activation_, activation_->silo()->metrics().reminder_list,
+          [&](std::function<void(absl::StatusOr<std::vector<ReminderTick>>)>
+                  done) { reminders.List(GetGrainId(), std::move(done)); });
+  if (!listed.ok()) throw StatusError(listed.status());
+  co_return *std::move(listed);
 }
 
 const std::string& Grain::SiloName() const {

@@ -63,10 +63,6 @@ struct GrainClassInfo {
 
 using TimerId = uint64_t;
 
-// The method index of a reminder tick (silo/reminder_service.h): never a
-// method of the grain's interface, so no client can send one.
-inline constexpr uint32_t kReminderMethod = 0xFFFFFFFEu;
-
 // One tick of a durable reminder, as ReceiveReminder sees it.
 struct ReminderTick {
   std::string name;
@@ -130,8 +126,10 @@ class Grain {
   // Removes the reminder; true when there was one. No tick of it starts
   // after the await returns (one already running finishes).
   Task<bool> UnregisterReminder(std::string name);
-  // This grain's reminders, each with the time of its next tick.
-  std::vector<ReminderTick> GetReminders() const;
+  // This grain's reminders, by name, each with the time of its next tick.
+  // In a cluster they are asked of the primary, which keeps them; throws
+  // StatusError (UNAVAILABLE) when it cannot be reached.
+  Task<std::vector<ReminderTick>> GetReminders() const;
   // Persistent state. Call PersistState(&member) in the constructor with a
   // protobuf message member of the grain: it is read from the silo's grain
   // storage before OnActivate (left default when nothing is stored), and

@@ -28,6 +28,51 @@ struct ReminderService::Local final : TimerEntry {
   bool failing = false;  // the last tick failed (logged once per streak)
 };
 
+void ToTickMessage(const ReminderTick& t, v1::ReminderTickMessage* m) {
+  m->set_name(t.name);
+  m->set_first_tick_unix_us(absl::ToUnixMicros(t.first_tick));
+  m->set_period_us(absl::ToInt64Microseconds(t.period));
+  m->set_current_tick_unix_us(absl::ToUnixMicros(t.current_tick));
+}
+
+ReminderTick FromTickMessage(const v1::ReminderTickMessage& m) {
+  return ReminderTick{m.name(), absl::FromUnixMicros(m.first_tick_unix_us()),
+                      absl::Microseconds(m.period_us()),
+                      absl::FromUnixMicros(m.current_tick_unix_us())};
+}
+
+ReminderCall::ReminderCall(GrainId target, ReminderTick tick,
+                           const void* reminder)
+    : CallBase(std::move(target), kReminderMethod, /*one_way=*/false),
+      tick_(std::move(tick)),
+      reminder_(reminder) {
+  ToTickMessage(tick_, &request_);
+}
+
+absl::StatusOr<CallBase*> ReminderCallFromWire(const InterfaceInfo& iface,
+                                               std::string key,
+                                               const std::string& payload) {
+  v1::ReminderTickMessage m;
+  if (!m.ParseFromString(payload)) {
+    return absl::InvalidArgumentError("a reminder tick that does not decode");
+  }
+  if (m.name().empty() || m.name().size() > kMaxReminderNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a reminder tick needs a name of 1 to ", kMaxReminderNameBytes,
+        " bytes"));
+  }
+  if (m.period_us() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reminder '", m.name(), "': a tick with period ", m.period_us(),
+        "us (must be positive)"));
+  }
+  auto* call = new ReminderCall(GrainId(iface.type_name, std::move(key)),
+                                FromTickMessage(m), /*reminder=*/nullptr);
+  // Like the sender's: the tick lasts as long as the grain's turn.
+  call->set_timeout(absl::InfiniteDuration());
+  return call;
+}
+
 ReminderService::ReminderService(Silo* silo, storage::ReminderTable* table,
                                  absl::Duration min_period)
     : silo_(silo), table_(table), min_period_(min_period) {}
@@ -70,6 +115,13 @@ absl::Status ReminderService::Validate(absl::string_view name,
 }
 
 absl::Status ReminderService::Start(absl::Duration timeout) {
+  if (keeper_ != nullptr) {
+    MutexLock lock(&mu_);
+    running_ = true;
+    GRANARY_LOG(kInfo) << "silo=" << silo_->name()
+                       << " reminders are kept by the cluster's primary";
+    return absl::OkStatus();
+  }
   // Shared with the completion, which may outlive this frame on a timeout.
   struct Pending {
     Notification read;
@@ -157,11 +209,16 @@ void ReminderService::Retire(Local* r) {
   retired_.insert(r);
 }
 
-void ReminderService::Register(const GrainId& grain, std::string name,
-                               absl::Duration due, absl::Duration period,
-                               std::function<void(absl::Status)> done) {
+void ReminderService::Register(
+    const GrainId& grain, std::string name, absl::Duration due,
+    absl::Duration period,
+    std::function<void(absl::StatusOr<absl::Time>)> done) {
   if (absl::Status valid = Validate(name, due, period); !valid.ok()) {
     done(std::move(valid));
+    return;
+  }
+  if (keeper_ != nullptr) {
+    keeper_->Register(grain, name, due, period, std::move(done));
     return;
   }
   storage::ReminderRow row;
@@ -185,12 +242,20 @@ void ReminderService::Register(const GrainId& grain, std::string name,
         Install(std::move(r));
       });
     }
-    done(std::move(s));
+    if (!s.ok()) {
+      done(std::move(s));
+    } else {
+      done(row.start);
+    }
   });
 }
 
 void ReminderService::Unregister(const GrainId& grain, std::string name,
                                  std::function<void(absl::StatusOr<bool>)> done) {
+  if (keeper_ != nullptr) {
+    keeper_->Unregister(grain, name, std::move(done));
+    return;
+  }
   table_->Remove(grain, name, [this, gate = silo_->gate(), grain, name,
                                done = std::move(done)](absl::Status s) {
     if (!s.ok()) {
@@ -264,7 +329,18 @@ bool ReminderService::IsCurrent(const ReminderCall& tick) const {
   return !static_cast<const Local*>(tick.reminder())->retired;
 }
 
-std::vector<ReminderTick> ReminderService::List(const GrainId& grain) const {
+void ReminderService::List(
+    const GrainId& grain,
+    std::function<void(absl::StatusOr<std::vector<ReminderTick>>)> done)
+    const {
+  if (keeper_ != nullptr) {
+    keeper_->List(grain, std::move(done));
+    return;
+  }
+  done(ListHere(grain));
+}
+
+std::vector<ReminderTick> ReminderService::ListHere(const GrainId& grain) const {
   std::vector<ReminderTick> out;
   MutexLock lock(&mu_);
   for (const auto& [key, r] : live_) {

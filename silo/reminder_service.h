@@ -15,8 +15,14 @@
 // the previous one finished (ticks of one reminder never overlap); ticks
 // missed meanwhile, or while no silo ran, are skipped rather than replayed.
 //
+// In a dev cluster only the primary keeps the table and schedules
+// reminders: the other silos hand their grains' Register, Unregister and
+// List to it (SetKeeper, silo/reminder_remote.h), and the primary's ticks
+// go wherever the grain lives, like any call (as ReminderTickMessage
+// requests between silos). A silo's death therefore stops no reminder.
+//
 // Threading: every method is thread-safe. Completions run on the table's
-// thread; ticks are sent from the silo's timer thread.
+// thread (or gRPC's); ticks are sent from the silo's timer thread.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +41,7 @@
 #include "core/sync.h"
 #include "core/timer_queue.h"
 #include "google/protobuf/empty.pb.h"
+#include "granary/v1/reminders.pb.h"
 #include "silo/grain.h"
 #include "storage/reminder_table.h"
 
@@ -45,24 +52,51 @@ class Silo;
 // The longest name a reminder may have, in bytes.
 inline constexpr size_t kMaxReminderNameBytes = 256;
 
-// The call that carries one tick to a grain (method kReminderMethod).
+// The call that carries one tick to a grain (method kReminderMethod). Its
+// request is the tick as a v1::ReminderTickMessage, which is what a silo
+// sends when the grain lives on another silo.
 class ReminderCall final : public CallBase {
  public:
-  ReminderCall(GrainId target, ReminderTick tick, const void* reminder)
-      : CallBase(std::move(target), kReminderMethod, /*one_way=*/false),
-        tick_(std::move(tick)),
-        reminder_(reminder) {}
+  ReminderCall(GrainId target, ReminderTick tick, const void* reminder);
   google::protobuf::Message& request() override { return request_; }
   google::protobuf::Message& reply() override { return reply_; }
   const ReminderTick& tick() const { return tick_; }
-  // The schedule entry that sent it (ReminderService::IsCurrent).
+  // The schedule entry that sent it (ReminderService::IsCurrent); null for
+  // a tick another silo sent.
   const void* reminder() const { return reminder_; }
 
  private:
-  google::protobuf::Empty request_;
+  v1::ReminderTickMessage request_;
   google::protobuf::Empty reply_;
   ReminderTick tick_;
   const void* reminder_;
+};
+
+// A tick as it travels between silos, and back.
+void ToTickMessage(const ReminderTick& t, v1::ReminderTickMessage* m);
+ReminderTick FromTickMessage(const v1::ReminderTickMessage& m);
+
+// A tick another silo sent (the grain's type `iface`, its `key`, the
+// serialized v1::ReminderTickMessage): INVALID_ARGUMENT when it does not
+// decode, has no name or an overlong one, or a period that is not positive.
+absl::StatusOr<CallBase*> ReminderCallFromWire(const InterfaceInfo& iface,
+                                               std::string key,
+                                               const std::string& payload);
+
+// The silo that keeps and schedules the reminders when this one does not
+// (silo/reminder_remote.h). Completions run on any thread.
+class ReminderKeeper {
+ public:
+  virtual ~ReminderKeeper() = default;
+  // `done` gets when the first tick is due.
+  virtual void Register(const GrainId& grain, const std::string& name,
+                        absl::Duration due, absl::Duration period,
+                        std::function<void(absl::StatusOr<absl::Time>)> done) = 0;
+  virtual void Unregister(const GrainId& grain, const std::string& name,
+                          std::function<void(absl::StatusOr<bool>)> done) = 0;
+  virtual void List(
+      const GrainId& grain,
+      std::function<void(absl::StatusOr<std::vector<ReminderTick>>)> done) = 0;
 };
 
 class ReminderService {
@@ -75,6 +109,12 @@ class ReminderService {
   ReminderService(const ReminderService&) = delete;
   ReminderService& operator=(const ReminderService&) = delete;
 
+  // Hands every request to `keeper` instead of this silo's table and
+  // schedule (which Start then leaves unread). Before Start; `keeper` must
+  // outlive the service.
+  void SetKeeper(ReminderKeeper* keeper) { keeper_ = keeper; }
+  bool has_keeper() const { return keeper_ != nullptr; }
+
   // Reads every row from the table and schedules it; fails when the table
   // cannot be read within `timeout`. Call after the silo's timers started.
   absl::Status Start(absl::Duration timeout = absl::Seconds(30));
@@ -86,9 +126,11 @@ class ReminderService {
   absl::Status Validate(absl::string_view name, absl::Duration due,
                         absl::Duration period) const;
   // Makes the reminder durable (replacing one of the same name), then
-  // schedules its first tick `due` from now. `done` gets the outcome.
+  // schedules its first tick `due` from now. `done` gets the outcome: when
+  // the first tick is due.
   void Register(const GrainId& grain, std::string name, absl::Duration due,
-                absl::Duration period, std::function<void(absl::Status)> done);
+                absl::Duration period,
+                std::function<void(absl::StatusOr<absl::Time>)> done);
   // Removes the reminder from the table and the schedule; `done` gets
   // whether there was one.
   void Unregister(const GrainId& grain, std::string name,
@@ -96,8 +138,12 @@ class ReminderService {
   // False when the reminder that sent `tick` was removed or replaced since:
   // the tick is then dropped instead of run.
   bool IsCurrent(const ReminderCall& tick) const;
-  // The reminders of `grain`, with the next tick as current_tick.
-  std::vector<ReminderTick> List(const GrainId& grain) const;
+  // The reminders of `grain`, by name, with the next tick as current_tick.
+  void List(const GrainId& grain,
+            std::function<void(absl::StatusOr<std::vector<ReminderTick>>)>
+                done) const;
+  // The same from this silo's own schedule.
+  std::vector<ReminderTick> ListHere(const GrainId& grain) const;
 
   size_t size() const;
   absl::Duration min_period() const { return min_period_; }
@@ -123,6 +169,7 @@ class ReminderService {
   Silo* const silo_;
   storage::ReminderTable* const table_;
   const absl::Duration min_period_;
+  ReminderKeeper* keeper_ = nullptr;
 
   mutable Mutex mu_;
   absl::flat_hash_map<Key, Local*> live_ ABSL_GUARDED_BY(mu_);

@@ -85,6 +85,7 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
   storage_clear = storage.WithLabels({"clear"});
   reminder_write = storage.WithLabels({"reminder_write"});
   reminder_remove = storage.WithLabels({"reminder_remove"});
+  reminder_list = storage.WithLabels({"reminder_list"});
   gateway_connections =
       r.AddGauge("granary_gateway_connections",
                  "Client connections (gateway streams) open.", {})

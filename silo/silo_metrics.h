@@ -75,6 +75,7 @@ class SiloMetrics {
   metrics::Histogram* storage_clear = nullptr;
   metrics::Histogram* reminder_write = nullptr;
   metrics::Histogram* reminder_remove = nullptr;
+  metrics::Histogram* reminder_list = nullptr;  // asked of a cluster's primary
   metrics::Gauge* gateway_connections = nullptr;
 
  private:

@@ -4,6 +4,8 @@
 // while the survivors' grains keep their activations, with no grain ever
 // answering from two live activations and no acknowledged state write lost
 // (the state lives with the primary, which serves it to the others).
+// Reminders are kept by the primary and tick wherever their grain lives, also
+// after that grain's silo died.
 #include <signal.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "core/sync.h"
+#include "examples/alarm.granary.h"
 #include "examples/bank.granary.h"
 #include "examples/bench.granary.h"
 #include "gmock/gmock.h"
@@ -501,6 +504,94 @@ TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
     EXPECT_LE(others.size(), 1u) << Key(g);
   }
   std::cout << "answers from the joined silo: " << on_joined << "\n";
+}
+
+}  // namespace
+}  // namespace granary::testing
+
+namespace granary::testing {
+namespace {
+
+absl::StatusOr<examples::AlarmState> GetAlarm(Client& client,
+                                              const std::string& key) {
+  return client.Get<examples::AlarmRef>(key)
+      .Get(examples::GetAlarmRequest())
+      .Get();
+}
+
+// Ticks of alarm `name` so far, -1 when the grain does not answer.
+int64_t Ticks(Client& client, const std::string& key) {
+  absl::StatusOr<examples::AlarmState> s = GetAlarm(client, key);
+  if (!s.ok()) return -1;
+  for (const examples::AlarmInfo& a : s->alarms()) {
+    if (a.name() == "beat") return a.ticks();
+  }
+  return 0;
+}
+
+TEST_F(ClusterRoutingTest, RemindersTickWhereverTheirGrainLivesAndOutliveItsSilo) {
+  constexpr int kAlarms = 12;
+  auto key = [](int a) { return absl::StrCat("alarm", a); };
+  // Registered through a gateway other than the primary's; the grains live
+  // all over the cluster, the reminders with the primary.
+  Client& client = *clients_[1];
+  std::set<std::string> homes;
+  for (int a = 0; a < kAlarms; ++a) {
+    examples::SetAlarmRequest set;
+    set.set_name("beat");
+    set.set_due_ms(100);
+    set.set_period_ms(1000);
+    absl::StatusOr<examples::AlarmState> s =
+        client.Get<examples::AlarmRef>(key(a)).Set(set).Get();
+    ASSERT_TRUE(s.ok()) << s.status();
+    homes.insert(s->silo());
+    // The reminder is listed wherever the grain lives (asked of the primary).
+    ASSERT_EQ(s->alarms_size(), 1);
+    EXPECT_EQ(s->alarms(0).period_ms(), 1000);
+    EXPECT_GT(s->alarms(0).next_tick_unix_ms(), 0);
+  }
+  EXPECT_GE(homes.size(), 2u) << "the alarm grains all live on one silo";
+  for (int a = 0; a < kAlarms; ++a) {
+    EXPECT_TRUE(Eventually([&] { return Ticks(client, key(a)) >= 2; }))
+        << key(a) << " does not tick";
+  }
+
+  // A silo other than the primary dies: every alarm keeps ticking, also
+  // those whose grain lived there (it comes back on a survivor and reads the
+  // ticks it counted from the primary).
+  silos_[2]->Signal(SIGKILL);
+  silos_[2]->Wait();
+  clients_[2]->Close();
+  clients_[2] = nullptr;
+  std::vector<int64_t> after_kill(kAlarms, -1);
+  for (int a = 0; a < kAlarms; ++a) {
+    ASSERT_TRUE(Eventually([&] {
+      after_kill[a] = Ticks(client, key(a));
+      return after_kill[a] >= 2;
+    })) << key(a) << " does not answer after the kill";
+  }
+  for (int a = 0; a < kAlarms; ++a) {
+    EXPECT_TRUE(Eventually([&] {
+      return Ticks(client, key(a)) >= after_kill[a] + 2;
+    })) << key(a) << " stopped ticking when silo 2 died";
+  }
+
+  // Cancelled through the other non-primary silo's grains: no tick after.
+  for (int a = 0; a < kAlarms; ++a) {
+    examples::CancelAlarmRequest cancel;
+    cancel.set_name("beat");
+    absl::StatusOr<examples::AlarmState> s =
+        client.Get<examples::AlarmRef>(key(a)).Cancel(cancel).Get();
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_EQ(s->alarms_size(), 1);
+    EXPECT_EQ(s->alarms(0).period_ms(), 0) << "still listed after Cancel";
+  }
+  std::vector<int64_t> cancelled(kAlarms);
+  for (int a = 0; a < kAlarms; ++a) cancelled[a] = Ticks(client, key(a));
+  absl::SleepFor(absl::Milliseconds(2500));
+  for (int a = 0; a < kAlarms; ++a) {
+    EXPECT_EQ(Ticks(client, key(a)), cancelled[a]) << key(a) << " ticked after Cancel";
+  }
 }
 
 }  // namespace

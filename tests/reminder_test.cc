@@ -201,7 +201,7 @@ TEST_P(ReminderTest, TicksMissedWhileTheGrainWasBusyOrTheSiloDownAreSkipped) {
   // TestState wait would only look again when TestState changes).
   auto scheduled_next = [&] {
     std::vector<ReminderTick> r =
-        silo_->reminders().List(GrainId(RemindRef::kTypeName, "skipper"));
+        silo_->reminders().ListHere(GrainId(RemindRef::kTypeName, "skipper"));
     return r.size() == 1 && r[0].current_tick == next;
   };
   for (int i = 0; i < 6000 && !scheduled_next(); ++i) {
@@ -216,7 +216,7 @@ TEST_P(ReminderTest, TicksMissedWhileTheGrainWasBusyOrTheSiloDownAreSkipped) {
   clock_.Advance(absl::Seconds(10) + absl::Milliseconds(500));
   StartSilo();
   std::vector<ReminderTick> r =
-      silo_->reminders().List(GrainId(RemindRef::kTypeName, "skipper"));
+      silo_->reminders().ListHere(GrainId(RemindRef::kTypeName, "skipper"));
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].current_tick, t0 + absl::Seconds(16));
   EXPECT_EQ(r[0].first_tick, t0 + absl::Seconds(1));

@@ -220,7 +220,8 @@ class RemindGrain final : public RemindGrainBase {
   }
   Task<ReminderList> List(const Text&) override {
     ReminderList list;
-    for (const ReminderTick& t : GetReminders()) {
+    const std::vector<ReminderTick> reminders = co_await GetReminders();
+    for (const ReminderTick& t : reminders) {
       list.add_names(t.name);
       list.add_period_ms(absl::ToInt64Milliseconds(t.period));
     }
