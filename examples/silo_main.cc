@@ -59,6 +59,10 @@ ABSL_FLAG(std::string, gateway, "127.0.0.1:30000",
           "HOST:PORT of the gateway clients connect to (port 0: any free port).");
 ABSL_FLAG(std::string, silo, "127.0.0.1:11111",
           "HOST:PORT of the silo-to-silo endpoint (port 0: any free port).");
+ABSL_FLAG(std::string, silo_advertise, "",
+          "HOST:PORT at which the other silos reach this silo's endpoint, when "
+          "not --silo (behind a proxy, NAT or a container's port mapping). "
+          "It names the silo in the membership table.");
 ABSL_FLAG(std::string, http, "127.0.0.1:8080",
           "HOST:PORT of the HTTP endpoint (port 0: any free port).");
 ABSL_FLAG(std::string, data_dir, "./granary-data",
@@ -228,6 +232,12 @@ int Main() {
   if (!primary.empty() && !granary::SplitHostPort(primary, &host, &port)) {
     return Fail(absl::StrCat("--primary='", primary, "' is not HOST:PORT"));
   }
+  const std::string advertise = absl::GetFlag(FLAGS_silo_advertise);
+  if (!advertise.empty() &&
+      (!granary::SplitHostPort(advertise, &host, &port) || port == 0)) {
+    return Fail(absl::StrCat("--silo_advertise='", advertise,
+                             "' is not HOST:PORT with a port from 1 to 65535"));
+  }
   const absl::Duration join_timeout = absl::GetFlag(FLAGS_join_timeout);
   if (join_timeout <= absl::ZeroDuration()) {
     return Fail("--join_timeout must be positive");
@@ -340,7 +350,8 @@ int Main() {
     return Fail(absl::StrCat("cannot listen on --silo=", absl::GetFlag(FLAGS_silo)));
   }
   granary::SplitHostPort(absl::GetFlag(FLAGS_silo), &host, &port);
-  const std::string silo_address = absl::StrCat(host, ":", silo_port);
+  const std::string silo_address =
+      advertise.empty() ? absl::StrCat(host, ":", silo_port) : advertise;
 
   granary::silo::SiloOptions options;
   // A restarted silo is a new silo: its identity carries its start time.

@@ -30,6 +30,7 @@
 #include "examples/bench.granary.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/fault_proxy.h"
 #include "tests/process_util.h"
 
 namespace granary::testing {
@@ -98,8 +99,25 @@ class ClusterRoutingTest : public ::testing::Test {
     gateways_.push_back(Field(p, "gateway"));
     silo_addresses_.push_back(Field(p, "silo"));
     for (int i = 1; i < 3; ++i) {
-      silos_.push_back(std::make_unique<SiloProcess>(
-          DevArgs(TempDir(absl::StrCat("route-", i)), Field(p, "silo"))));
+      std::string primary = Field(p, "silo");
+      if (i == 2 && partitionable_) {
+        // Silo 2 reaches the primary's table (and the state and reminders
+        // it serves) only through table_proxy_.
+        table_proxy_ = std::make_unique<FaultProxy>(primary);
+        ASSERT_TRUE(table_proxy_->Start().ok());
+        primary = table_proxy_->address();
+      }
+      std::vector<std::string> args =
+          DevArgs(TempDir(absl::StrCat("route-", i)), primary);
+      if (i == 2 && partitionable_) {
+        // The others reach silo 2 only through proxy_.
+        const int port = FreePort();
+        proxy_ = std::make_unique<FaultProxy>(absl::StrCat("127.0.0.1:", port));
+        ASSERT_TRUE(proxy_->Start().ok());
+        args.push_back(absl::StrCat("--silo=127.0.0.1:", port));
+        args.push_back("--silo_advertise=" + proxy_->address());
+      }
+      silos_.push_back(std::make_unique<SiloProcess>(std::move(args)));
       const std::string ready = silos_.back()->ReadyLine();
       ASSERT_THAT(ready, HasSubstr("READY"));
       gateways_.push_back(Field(ready, "gateway"));
@@ -153,6 +171,11 @@ class ClusterRoutingTest : public ::testing::Test {
     return answers;
   }
 
+  // Set before SetUp: silo 2 is reached by the others through proxy_, and
+  // reaches the primary's table through table_proxy_.
+  bool partitionable_ = false;
+  std::unique_ptr<FaultProxy> proxy_;
+  std::unique_ptr<FaultProxy> table_proxy_;
   std::vector<std::unique_ptr<SiloProcess>> silos_;
   std::vector<std::string> gateways_;
   std::vector<std::string> silo_addresses_;
@@ -505,6 +528,153 @@ TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
   }
   std::cout << "answers from the joined silo: " << on_joined << "\n";
 }
+
+enum class Partition {
+  // The others cannot reach silo 2; it reaches them, and the primary's table
+  // over a slow link (its reads arrive 400 ms late each way), so it learns
+  // of its death after them.
+  kSlowTable,
+  // Silo 2 reaches nobody, not even the table, until its grains came back
+  // elsewhere; then its link to the table heals.
+  kIsolated,
+};
+
+class ClusterPartitionTest : public ClusterRoutingTest,
+                             public ::testing::WithParamInterface<Partition> {
+ protected:
+  void SetUp() override {
+    partitionable_ = true;
+    ClusterRoutingTest::SetUp();
+  }
+};
+
+// Partition through a fault-injecting transport: the other silos reach
+// silo 2 only through a TCP proxy (it advertises the proxy's address), and
+// the proxy becomes a black hole. Its clients still reach its gateway, so
+// its grains may answer there as long as it runs grain code. The others
+// declare it dead, it learns that from the table and exits 3, its grains
+// come back on the others, and no grain answers from two activations at any
+// time: no call sent after a grain's new activation answered is answered by
+// the old one. kSlowTable needs the owners' dead-silo grace; kIsolated
+// needs the membership lease.
+TEST_P(ClusterPartitionTest, ACutOffSiloIsDeclaredDeadAndNoGrainAnswersFromTwoActivations) {
+  const int kCutGrains = Scaled(1500);
+  const std::vector<std::vector<Where>> before = AskAll(kCutGrains);
+  const std::string victim_prefix = silo_addresses_[2] + "@";
+  std::vector<int> victims;
+  for (int g = 0; g < kCutGrains; ++g) {
+    if (before[0][static_cast<size_t>(g)].rfind(victim_prefix, 0) == 0) {
+      victims.push_back(g);
+    }
+  }
+  ASSERT_FALSE(victims.empty());
+
+  struct Answer {
+    absl::Time sent;
+    absl::Time received;
+    Where where;
+  };
+  Mutex mu;
+  std::map<int, std::vector<Answer>> answers;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> callers;
+  for (size_t c = 0; c < clients_.size(); ++c) {
+    for (size_t t = 0; t < 2; ++t) {
+      callers.emplace_back([&, c, t] {
+        while (!stop.load()) {
+          for (size_t i = t; i < victims.size() && !stop.load(); i += 2) {
+            const absl::Time sent = absl::Now();
+            absl::StatusOr<Where> w =
+                AskWhere(*clients_[c], Key(victims[i]), absl::Seconds(3));
+            if (!w.ok()) continue;
+            MutexLock lock(&mu);
+            answers[victims[i]].push_back(Answer{sent, absl::Now(), *w});
+          }
+        }
+      });
+    }
+  }
+  absl::SleepFor(absl::Milliseconds(500));
+  proxy_->Cut();
+  if (GetParam() == Partition::kSlowTable) {
+    table_proxy_->SetDelay(absl::Milliseconds(400));
+  } else {
+    table_proxy_->Cut();
+  }
+  const absl::Time cut_at = absl::Now();
+  absl::Duration exited_after;
+  if (GetParam() == Partition::kSlowTable) {
+    EXPECT_EQ(silos_[2]->Wait(), 3) << "a silo declared dead exits with 3";
+    exited_after = absl::Now() - cut_at;
+  }
+  // Its grains answer from the others.
+  std::string last;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        for (int g : victims) {
+          absl::StatusOr<Where> w =
+              AskWhere(*clients_[g % 2], Key(g), absl::Seconds(2));
+          if (!w.ok() || w->rfind(victim_prefix, 0) == 0) {
+            last = w.ok() ? *w : w.status().ToString();
+            return false;
+          }
+        }
+        return true;
+      },
+      absl::Seconds(60)))
+      << last;
+  const absl::Duration recovered_after = absl::Now() - cut_at;
+  if (GetParam() == Partition::kIsolated) {
+    // It reads the table again: it must exit, without answering from an
+    // old activation meanwhile.
+    table_proxy_->Heal();
+    EXPECT_EQ(silos_[2]->Wait(), 3) << "a silo declared dead exits with 3";
+    exited_after = absl::Now() - cut_at;
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // callers keep calling a while
+  stop.store(true);
+  for (std::thread& t : callers) t.join();
+
+  MutexLock lock(&mu);
+  size_t old_answers = 0, new_answers = 0;
+  for (int g : victims) {
+    const std::vector<Answer>& seen = answers[g];
+    absl::Time first_new = absl::InfiniteFuture();
+    std::set<Where> homes;
+    for (const Answer& a : seen) {
+      if (a.where.rfind(victim_prefix, 0) != 0) {
+        first_new = std::min(first_new, a.received);
+        homes.insert(a.where);
+        ++new_answers;
+      }
+    }
+    EXPECT_EQ(homes.size(), 1u) << Key(g) << " has " << homes.size()
+                                << " new activations";
+    for (const Answer& a : seen) {
+      if (a.where.rfind(victim_prefix, 0) != 0) continue;
+      ++old_answers;
+      EXPECT_LT(a.sent, first_new)
+          << Key(g) << ": its old activation (" << a.where
+          << ") answered a call sent after the new one had answered";
+    }
+  }
+  std::cout << "victim grains: " << victims.size()
+            << "; exited " << absl::FormatDuration(exited_after)
+            << " after the cut; all answering from the others after "
+            << absl::FormatDuration(recovered_after) << "; answers from the "
+            << "old activations " << old_answers << ", from new ones "
+            << new_answers << "; bytes dropped by the cut " << proxy_->dropped()
+            << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Partitions, ClusterPartitionTest,
+                         ::testing::Values(Partition::kSlowTable,
+                                           Partition::kIsolated),
+                         [](const ::testing::TestParamInfo<Partition>& p) {
+                           return p.param == Partition::kSlowTable
+                                      ? std::string("SlowTable")
+                                      : std::string("Isolated");
+                         });
 
 }  // namespace
 }  // namespace granary::testing
