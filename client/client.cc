@@ -153,6 +153,7 @@ class GatewayLink {
   ~GatewayLink();
 
   const std::string& address() const { return address_; }
+  Client::Impl* client() const { return client_; }
 
   // The live stream with a reference for the caller, opening one when the
   // gateway is up and none is open; nullptr when the gateway is down.
@@ -437,11 +438,42 @@ class Client::Impl {
     return false;
   }
 
-  // The gateway for a call to `id`: the same one while it is up. `avoid`
+  // Remembers that `id` lives behind `gateway` (Reply.host_gateway), if
+  // that is one of this client's gateways.
+ public:
+  void RememberLocation(const GrainId& id, const std::string& gateway) {
+    if (options_.location_cache_size == 0) return;
+    GatewayLink* found = nullptr;
+    ForEachLink([&](GatewayLink* link) {
+      if (link->address() == gateway) found = link;
+    });
+    if (found == nullptr) return;
+    MutexLock lock(&locations_mu_);
+    if (locations_.size() >= static_cast<size_t>(options_.location_cache_size)) {
+      locations_.clear();
+    }
+    locations_[id] = found;
+  }
+
+ private:
+
+  // The gateway for a call to `id`: the one of the silo that hosts it when
+  // known (RememberLocation), else the same one while it is up. `avoid`
   // (a gateway whose stream just ended) is taken only when no other is up.
   GatewayLink* Pick(const GrainId& id, const GatewayLink* avoid = nullptr) {
     const size_t n = link_count_.load(std::memory_order_acquire);
     if (n == 0) return nullptr;
+    if (n > 1 && options_.location_cache_size > 0) {
+      GatewayLink* home = nullptr;
+      {
+        ReaderMutexLock lock(&locations_mu_);
+        auto it = locations_.find(id);
+        if (it != locations_.end()) home = it->second;
+      }
+      if (home != nullptr && home != avoid && home->up() && !home->retired()) {
+        return home;
+      }
+    }
     const size_t first = absl::HashOf(id) % n;
     GatewayLink* fallback = nullptr;
     for (size_t i = 0; i < n; ++i) {
@@ -461,6 +493,11 @@ class Client::Impl {
   std::array<std::unique_ptr<GatewayLink>, kMaxGateways> links_;
   std::atomic<size_t> link_count_{0};
   Mutex links_mu_;  // adding gateways
+  // Where grains live (RememberLocation); links are never freed before the
+  // client.
+  Mutex locations_mu_;
+  absl::flat_hash_map<GrainId, GatewayLink*> locations_
+      ABSL_GUARDED_BY(locations_mu_);
   absl::Time next_refresh_ = absl::InfinitePast();  // reconnector thread only
   struct MarkNetworkThread final : TimerEntry {
     void OnTimer() override { on_network_thread = true; }
@@ -573,6 +610,9 @@ void ClientStream::OnWriteDone(bool ok) {
 }
 
 void ClientStream::Finish(CallBase* call, const v1::Reply& reply) {
+  if (!reply.host_gateway().empty()) {
+    link_->client()->RememberLocation(call->target(), reply.host_gateway());
+  }
   if (call->TryClaim()) {
     absl::Status status;
     if (reply.code() != 0) {
@@ -905,6 +945,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.gateway_refresh_period < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "gateway_refresh_period must not be negative");
+  }
+  if (options.location_cache_size < 0) {
+    return absl::InvalidArgumentError(
+        "location_cache_size must not be negative");
   }
   if (options.reconnect_period <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("reconnect_period must be positive");

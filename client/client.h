@@ -73,6 +73,12 @@ struct ClientOptions {
   // adds the gateways of Active silos it does not know yet (so a client
   // given one gateway of a cluster uses all of them); zero: never.
   absl::Duration gateway_refresh_period = absl::Seconds(5);
+  // Grain locations remembered: when a gateway passes a call on to the silo
+  // that hosts the grain, its reply names that silo's gateway, and the
+  // grain's next calls go there directly (one hop) if the client has that
+  // gateway. Emptied when full; 0 turns it off; negative is
+  // INVALID_ARGUMENT.
+  int location_cache_size = 100000;
 };
 
 class Client final : public CallInvoker {

@@ -198,6 +198,11 @@ class CallBase : public Message, public TimerEntry {
   // A value of the generic caller's choosing (a gateway's correlation id).
   uint64_t caller_tag() const { return caller_tag_; }
   void set_caller_tag(uint64_t tag) { caller_tag_ = tag; }
+  // The gateway of the silo this call was passed on to (a cluster's
+  // router sets it; it must outlive the call: interned), for the caller's
+  // location cache (gateway.proto, Reply.host_gateway). Empty: not passed on.
+  absl::string_view host_gateway() const { return host_gateway_; }
+  void set_host_gateway(absl::string_view g) { host_gateway_ = g; }
   std::coroutine_handle<> waiter() const { return waiter_; }
 
   // --- callee side -------------------------------------------------------
@@ -255,6 +260,7 @@ class CallBase : public Message, public TimerEntry {
   CallDoneFn done_fn_ = nullptr;
   void* done_ctx_ = nullptr;
   uint64_t caller_tag_ = 0;
+  absl::string_view host_gateway_;
   uint32_t hops_ = 0;
   void* callee_ = nullptr;
   void* callee_frame_ = nullptr;

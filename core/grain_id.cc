@@ -9,6 +9,10 @@
 namespace granary {
 
 absl::string_view InternTypeName(absl::string_view name) {
+  return InternString(name);
+}
+
+absl::string_view InternString(absl::string_view name) {
   struct Table {
     Mutex mu;
     absl::node_hash_set<std::string> names ABSL_GUARDED_BY(mu);

@@ -28,6 +28,9 @@ absl::Status ValidateGrainKey(absl::string_view key);
 // Returns a view of `name` with static storage duration. Thread-safe; meant
 // for the few distinct type names a process sees, not for arbitrary strings.
 absl::string_view InternTypeName(absl::string_view name);
+// The same for any string the process keeps for its whole life (a silo's
+// gateway address, for instance): never freed, so only for bounded sets.
+absl::string_view InternString(absl::string_view s);
 
 class GrainId {
  public:

@@ -140,12 +140,14 @@ bool ClusterRouter::CanHost() const {  // requires mu_
 void ClusterRouter::OnView(const v1::MembershipView& view) {
   std::vector<Candidate> active;
   absl::flat_hash_set<std::string> live;
+  absl::flat_hash_map<std::string, absl::string_view> gateways;
   bool self_active = false;
   bool self_reports = false;
   for (const v1::Member& m : view.members()) {
     const std::string id = storage::MemberId(m);
     if (m.status() == v1::MEMBER_ACTIVE) {
       active.push_back(Candidate{id, m.activations()});
+      if (!m.gateway().empty()) gateways[id] = InternString(m.gateway());
     }
     // Only Active silos stay in the cache: one shutting down hands its
     // grains on, so their callers ask the directory again.
@@ -161,6 +163,10 @@ void ClusterRouter::OnView(const v1::MembershipView& view) {
   {
     MutexLock lock(&mu_);
     if (closed_ || view.version() < view_version_) return;
+    {
+      MutexLock gateways_lock(&gateways_mu_);
+      gateways_ = std::move(gateways);
+    }
     view_version_ = view.version();
     self_active_ = self_active;
     self_reports_ = self_reports;
@@ -465,8 +471,15 @@ bool ClusterRouter::Forward(CallBase* call, const std::string& silo) {
     return true;
   }
   call->set_hops(call->hops() + 1);
+  {
+    ReaderMutexLock lock(&gateways_mu_);
+    auto gateway = gateways_.find(silo);
+    call->set_host_gateway(gateway != gateways_.end() ? gateway->second
+                                                      : absl::string_view());
+  }
   if (!transport_->TrySend(silo, call)) {
     call->set_hops(call->hops() - 1);
+    call->set_host_gateway(absl::string_view());
     return false;
   }
   forwarded_.fetch_add(1, std::memory_order_relaxed);

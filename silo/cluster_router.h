@@ -93,6 +93,7 @@ class ClusterRouter final : public CallRouter {
   void Route(CallBase* call) override;
   void OnActivationGone(const GrainId& id, uint64_t activation_id) override;
   size_t DirectoryEntries() const override;
+  uint64_t Forwarded() const override { return forwarded(); }
 
   // Fails every waiting call UNAVAILABLE and stops retrying. After the
   // silo stopped.
@@ -152,6 +153,12 @@ class ClusterRouter final : public CallRouter {
   const RouterOptions options_;
   const std::string self_;
   TimerQueue timers_;
+
+  // The gateways of Active silos, by silo id (interned): a forwarded
+  // call's reply names it (CallBase::host_gateway).
+  mutable Mutex gateways_mu_;
+  absl::flat_hash_map<std::string, absl::string_view> gateways_
+      ABSL_GUARDED_BY(gateways_mu_);
 
   mutable Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -294,6 +294,10 @@ class GatewayStream final
       reply.set_code(static_cast<int>(status.code()));
       reply.set_message(std::string(status.message()));
     }
+    // Tells a client where the grain lives (one hop next time).
+    if (!from_silos_ && !call->host_gateway().empty()) {
+      reply.set_host_gateway(std::string(call->host_gateway()));
+    }
     {
       MutexLock lock(&mu_);
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);

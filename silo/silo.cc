@@ -83,6 +83,14 @@ void Silo::AddSiloMetrics() {
                                                    : directory_->size())}};
       });
   registry_.AddCallback(
+      "granary_calls_forwarded_total",
+      "Calls this silo passed on to the silo that hosts (or will host) their "
+      "grain.",
+      Type::kCounter, {}, [this] {
+        return Samples{{{}, static_cast<double>(
+                                router_ != nullptr ? router_->Forwarded() : 0)}};
+      });
+  registry_.AddCallback(
       "granary_membership_silos",
       "Silos in the membership view, by status. A silo without a cluster "
       "is a membership of one.",

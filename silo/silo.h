@@ -71,6 +71,8 @@ class CallRouter {
   virtual void OnActivationGone(const GrainId& id, uint64_t activation_id) = 0;
   // Directory entries this silo holds as owner.
   virtual size_t DirectoryEntries() const = 0;
+  // Calls passed on to other silos so far.
+  virtual uint64_t Forwarded() const = 0;
 };
 
 struct SiloOptions {

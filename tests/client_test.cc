@@ -351,6 +351,12 @@ TEST_F(ClientTest, BadOptionsAreInvalidArgument) {
   negative.gateway_refresh_period = absl::Seconds(-1);
   EXPECT_EQ(Client::Connect(negative).status().code(),
             absl::StatusCode::kInvalidArgument);
+  ClientOptions no_cache;
+  no_cache.gateways = {address_};
+  no_cache.location_cache_size = -1;
+  absl::Status refused = Client::Connect(no_cache).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("location_cache_size"));
 }
 
 TEST_F(ClientTest, UnreachableGatewayIsUnavailable) {

@@ -98,6 +98,7 @@ class ClusterRoutingTest : public ::testing::Test {
     ASSERT_THAT(p, HasSubstr("READY"));
     gateways_.push_back(Field(p, "gateway"));
     silo_addresses_.push_back(Field(p, "silo"));
+    https_.push_back(Field(p, "http"));
     for (int i = 1; i < 3; ++i) {
       std::string primary = Field(p, "silo");
       if (i == 2 && partitionable_) {
@@ -122,6 +123,7 @@ class ClusterRoutingTest : public ::testing::Test {
       ASSERT_THAT(ready, HasSubstr("READY"));
       gateways_.push_back(Field(ready, "gateway"));
       silo_addresses_.push_back(Field(ready, "silo"));
+      https_.push_back(Field(ready, "http"));
     }
     // Every gateway sees three active silos.
     for (const std::string& gw : gateways_) {
@@ -179,8 +181,22 @@ class ClusterRoutingTest : public ::testing::Test {
   std::vector<std::unique_ptr<SiloProcess>> silos_;
   std::vector<std::string> gateways_;
   std::vector<std::string> silo_addresses_;
+  std::vector<std::string> https_;
   std::vector<std::unique_ptr<Client>> clients_;
 };
+
+// Calls the silos passed on to another silo so far (all silos).
+int64_t Forwarded(const std::vector<std::string>& https) {
+  int64_t total = 0;
+  for (const std::string& http : https) {
+    const std::string metrics = HttpGet(http, "/metrics");
+    const std::string name = "\ngranary_calls_forwarded_total ";
+    const size_t at = metrics.find(name);
+    if (at == std::string::npos) return -1;
+    total += std::atoll(metrics.c_str() + at + name.size());
+  }
+  return total;
+}
 
 TEST_F(ClusterRoutingTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
   const std::vector<std::vector<Where>> answers = AskAll(kGrains);
@@ -527,6 +543,59 @@ TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
     EXPECT_LE(others.size(), 1u) << Key(g);
   }
   std::cout << "answers from the joined silo: " << on_joined << "\n";
+}
+
+// One-hop calls: a client that has every gateway sends a grain's calls to
+// the gateway of the grain's silo once a reply told it where that is; with
+// the location cache off, about two calls in three are passed on.
+TEST_F(ClusterRoutingTest, AClientSendsAGrainsCallsToItsSiloAfterOneReply) {
+  const int kHopGrains = Scaled(600);
+  auto connect = [&](int cache) {
+    ClientOptions options;
+    options.gateways = gateways_;
+    options.gateway_refresh_period = absl::ZeroDuration();
+    options.location_cache_size = cache;
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (c.ok()) {
+      EXPECT_TRUE(Eventually([&] { return (*c)->connected_gateways() == 3; }));
+    }
+    return c.ok() ? *std::move(c) : nullptr;
+  };
+  // Asks every grain; the number of calls the silos passed on meanwhile.
+  auto pass = [&](Client& client, const std::string& prefix,
+                  std::vector<Where>* where) {
+    const int64_t before = Forwarded(https_);
+    where->assign(static_cast<size_t>(kHopGrains), "");
+    for (int g = 0; g < kHopGrains; ++g) {
+      absl::StatusOr<Where> w = AskWhere(client, prefix + Key(g));
+      EXPECT_TRUE(w.ok()) << w.status();
+      if (w.ok()) (*where)[static_cast<size_t>(g)] = *w;
+    }
+    return Forwarded(https_) - before;
+  };
+  std::unique_ptr<Client> cached = connect(100000);
+  std::unique_ptr<Client> uncached = connect(0);
+  ASSERT_NE(cached, nullptr);
+  ASSERT_NE(uncached, nullptr);
+  std::vector<Where> first, second, third, fourth;
+  const int64_t cold = pass(*cached, "hop-", &first);
+  const int64_t warm = pass(*cached, "hop-", &second);
+  const int64_t off_first = pass(*uncached, "nohop-", &third);
+  const int64_t off_again = pass(*uncached, "nohop-", &fourth);
+  ASSERT_GE(cold, 0) << "no granary_calls_forwarded_total in /metrics";
+  EXPECT_EQ(first, second);  // the same activations
+  EXPECT_EQ(third, fourth);
+  // Grains are placed at random over three silos: a client's first call
+  // reaches the right silo about one time in three.
+  EXPECT_GT(cold, kHopGrains / 3);
+  EXPECT_GT(off_again, kHopGrains / 3);
+  EXPECT_LT(warm, kHopGrains / 20) << "calls still passed on: " << warm;
+  std::cout << "calls passed on, of " << kHopGrains << ": first pass " << cold
+            << ", second " << warm << "; cache off: " << off_first << ", "
+            << off_again << "\n";
+  cached->Close();
+  uncached->Close();
 }
 
 enum class Partition {
