@@ -246,6 +246,7 @@ void ClusterRouter::Route(CallBase* call) {
 void ClusterRouter::Resolve(Pending* p) {
   bool register_here = false;
   bool choose = false;
+  bool hash = false;
   GrainId id;
   {
     MutexLock lock(&mu_);
@@ -255,6 +256,7 @@ void ClusterRouter::Resolve(Pending* p) {
     const InterfaceInfo* iface = silo_->FindInterface(first.target().type());
     const bool prefer_local =
         iface != nullptr && iface->placement == PREFER_LOCAL;
+    hash = iface != nullptr && iface->placement == HASH;
     register_here = CanHost() && (first.hops() > 0 || prefer_local);
     choose = !register_here && first.hops() == 0;
   }
@@ -262,9 +264,20 @@ void ClusterRouter::Resolve(Pending* p) {
     // Where the grain would go if it lives nowhere, chosen now: when that
     // is here, registering answers both questions in one request.
     std::string placed = Place(id);
-    MutexLock lock(&mu_);
-    register_here = !placed.empty() && placed == self_;
-    p->placed = std::move(placed);
+    {
+      MutexLock lock(&mu_);
+      register_here = !placed.empty() && placed == self_;
+      p->placed = placed;
+    }
+    // Hash placement puts a grain on its directory owner, which therefore
+    // both knows where the grain lives and is where a new one goes: the
+    // calls are passed straight to it (it registers the grain there, or
+    // passes them on to where it lives) instead of asking it first.
+    if (!register_here && hash && !placed.empty() &&
+        placed == owner_->OwnerOf(id)) {
+      ForwardAll(id, placed);
+      return;
+    }
   }
   if (register_here) {
     SendRegister(id, nullptr);
@@ -527,6 +540,7 @@ void ClusterRouter::RetryOrFail(const GrainId& id, const absl::Status& why) {
 std::string ClusterRouter::Place(const GrainId& id) {
   const InterfaceInfo* iface = silo_->FindInterface(id.type());
   const int strategy = iface != nullptr ? iface->placement : RANDOM;
+  const std::string owner = strategy == HASH ? owner_->OwnerOf(id) : "";
   MutexLock lock(&mu_);
   const bool can_host = CanHost();
   std::vector<const Candidate*> candidates;
@@ -540,6 +554,11 @@ std::string ClusterRouter::Place(const GrainId& id) {
       if (can_host) return self_;
       break;
     case HASH:
+      // The grain's directory owner when it can take the grain: then its
+      // registration costs no request between silos.
+      for (const Candidate* c : candidates) {
+        if (c->id == owner) return owner;
+      }
       return candidates[directory::GrainHash(id) % candidates.size()]->id;
     case ACTIVATION_COUNT: {
       // Two random choices; the one with fewer activations wins (this
