@@ -89,6 +89,11 @@ ABSL_FLAG(int32_t, workers, 0,
 ABSL_FLAG(int32_t, turn_budget, 64,
           "Messages per activation per scheduling; --hosted only.");
 ABSL_FLAG(int32_t, depth, 5, "Depth of the chain scenario.");
+ABSL_FLAG(bool, one_hop, true,
+          "With --target: send a grain's calls to the gateway of the silo that "
+          "hosts it once a reply named it. false: to a gateway chosen by the "
+          "grain's hash, which passes the call on to the grain's silo when that "
+          "is another (in a 3-silo cluster, 2 calls in 3: cross-silo calls).");
 ABSL_FLAG(int32_t, fanout, 10,
           "Leaves the fanout scenario's head grain calls at once (1..1000).");
 ABSL_FLAG(int32_t, idle_spin, 200,
@@ -180,6 +185,9 @@ int Main() {
   }
   if (!hosted && target_flag.empty()) {
     return Fail("choose a mode: --hosted or --target=HOST:PORT[,...]");
+  }
+  if (hosted && !absl::GetFlag(FLAGS_one_hop)) {
+    return Fail("--one_hop=false routes between gateways: it needs --target");
   }
   const char* mode = hosted ? "hosted" : "remote";
   const int rounds = absl::GetFlag(FLAGS_rounds);
@@ -274,10 +282,11 @@ int Main() {
         ParseTargets(target_flag);
     if (!gateways.ok()) return Fail(std::string(gateways.status().message()));
     absl::StatusOr<std::unique_ptr<RemoteTarget>> connected =
-        RemoteTarget::Connect(*gateways, concurrency);
+        RemoteTarget::Connect(*gateways, concurrency, absl::GetFlag(FLAGS_one_hop));
     if (!connected.ok()) return Fail(std::string(connected.status().message()));
     remote = *std::move(connected);
     ctx.invoker = remote->invoker();
+    ctx.cluster = gateways->size() > 1;
     ctx.lifecycle = remote->lifecycle();
     ctx.state_lifecycle = remote->state_lifecycle();
     RemoteTarget* target = remote.get();
@@ -351,11 +360,12 @@ int Main() {
     for (const v1::SiloStatus& s : remote->silos()) names.push_back(s.name());
     std::printf(
         "ENV mode=remote target=%s silos=%s version=%s concurrency=%d "
-        "scale=%g rounds=%d warmup=%d\n",
+        "scale=%g rounds=%d warmup=%d one_hop=%s\n",
         target_flag.c_str(), absl::StrJoin(names, ",").c_str(),
         remote->silos().front().version().c_str(), concurrency, scale, rounds,
-        warmup);
+        warmup, absl::GetFlag(FLAGS_one_hop) ? "true" : "false");
     report.SetEnv("target", target_flag);
+    report.SetEnv("one_hop", absl::GetFlag(FLAGS_one_hop) ? "true" : "false");
     report.SetEnv("silos", absl::StrJoin(names, ","));
     if (raw_echo != nullptr) {
       if (absl::Status s = raw_echo->Stop(); !s.ok()) {

@@ -35,10 +35,11 @@ absl::StatusOr<v1::SiloStatus> AskStatus(const std::string& gateway,
 
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
     std::vector<std::string> gateways, int concurrency,
-    absl::Duration timeout, bool only_these = false) {
+    absl::Duration timeout, bool only_these = false, bool one_hop = true) {
   ClientOptions options;
   options.gateways = std::move(gateways);
   if (only_these) options.gateway_refresh_period = absl::ZeroDuration();
+  if (!one_hop) options.location_cache_size = 0;
   // `ask` keeps `concurrency` awaited calls in flight and makes the next one
   // from the thread a reply resumes, where the client never waits for room.
   options.max_in_flight = std::max(options.max_in_flight, concurrency);
@@ -89,7 +90,7 @@ absl::StatusOr<std::vector<std::string>> ParseTargets(absl::string_view flag) {
 }
 
 absl::StatusOr<std::unique_ptr<RemoteTarget>> RemoteTarget::Connect(
-    const std::vector<std::string>& gateways, int concurrency,
+    const std::vector<std::string>& gateways, int concurrency, bool one_hop,
     absl::Duration timeout) {
   std::unique_ptr<RemoteTarget> target(new RemoteTarget());
   for (const std::string& gateway : gateways) {
@@ -116,7 +117,8 @@ absl::StatusOr<std::unique_ptr<RemoteTarget>> RemoteTarget::Connect(
     target->gateways_.push_back(gateway);
   }
   GRANARY_ASSIGN_OR_RETURN(target->client_,
-                           ConnectClient(gateways, concurrency, timeout));
+                           ConnectClient(gateways, concurrency, timeout,
+                                         /*only_these=*/false, one_hop));
   // Each silo's counts come from its own SiloStats grain, reached through
   // its own gateway only.
   std::vector<CallInvoker*> silos;

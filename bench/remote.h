@@ -44,9 +44,13 @@ class RemoteTarget {
   // UNAVAILABLE when a gateway cannot be reached within `timeout`;
   // FAILED_PRECONDITION when its silo does not host granary.bench.BenchGrain
   // or accepts fewer than `concurrency` calls in flight per connection.
+  // `one_hop`: the client sends a grain's calls to the gateway of its silo
+  // once it learned where that is (ClientOptions::location_cache_size);
+  // false: to a gateway chosen by the grain's hash, which passes the call on
+  // when the grain lives elsewhere.
   static absl::StatusOr<std::unique_ptr<RemoteTarget>> Connect(
       const std::vector<std::string>& gateways, int concurrency,
-      absl::Duration timeout = absl::Seconds(5));
+      bool one_hop = true, absl::Duration timeout = absl::Seconds(5));
 
   ~RemoteTarget();  // Close()
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -485,12 +486,54 @@ void RawGrpc(const ScenarioContext& ctx, ScenarioResult& r) {
   ctx.raw_echo->PingPong(Scaled(5000, ctx.scale, 100), &r);
 }
 
-// Sequential awaited call chains of `chain_depth` grains.
+// Keys of `links` BenchGrains, each on another silo than the one before
+// (round robin over the silos the grains landed on); empty when they all
+// live on one silo. Grains are activated to find their silo (Where), with
+// the grain type's placement (HASH for BenchGrain).
+std::vector<std::string> CrossSiloPath(const ScenarioContext& ctx, int links) {
+  std::map<std::string, std::vector<std::string>> by_silo;
+  for (int i = 0; i < 64 * links; ++i) {
+    std::string key = absl::StrCat("chain-", ctx.run_id, "-", i);
+    absl::StatusOr<WhereReply> w = Grain(ctx, key).Where(WhereRequest()).Get();
+    if (!w.ok()) continue;
+    by_silo[w->silo()].push_back(std::move(key));
+    if (by_silo.size() >= 2) {
+      bool enough = true;
+      for (const auto& [silo, keys] : by_silo) {
+        enough = enough && keys.size() * by_silo.size() >= static_cast<size_t>(links);
+      }
+      if (enough && i >= 16 * links) break;  // a fair chance to see every silo
+    }
+  }
+  if (by_silo.size() < 2) return {};
+  std::vector<std::vector<std::string>*> silos;
+  for (auto& [silo, keys] : by_silo) silos.push_back(&keys);
+  std::vector<std::string> path;
+  for (int d = 0; d < links; ++d) {
+    std::vector<std::string>& keys = *silos[static_cast<size_t>(d) % silos.size()];
+    if (keys.empty()) return {};
+    path.push_back(keys.back());
+    keys.pop_back();
+  }
+  return path;
+}
+
+// Sequential awaited call chains of `chain_depth` grains; in a cluster each
+// link is on another silo than the one before.
 void Chain(const ScenarioContext& ctx, ScenarioResult& r) {
   r.ops = Scaled(2000, ctx.scale, 20);
   BenchGrainRef head = Grain(ctx, "chain");
   ChainRequest req;
   req.set_depth(ctx.chain_depth);
+  if (ctx.cluster) {
+    std::vector<std::string> path = CrossSiloPath(ctx, ctx.chain_depth + 1);
+    if (path.empty()) {
+      Fail(r, "cannot place the chain's links on different silos");
+      return;
+    }
+    head = Grain(ctx, path[0]);
+    req.mutable_path()->Add(path.begin() + 1, path.end());
+  }
   TimeEach(
       r, [&](int64_t i) { return head.Chain(req).Get(); },
       [&](const absl::StatusOr<ChainReply>& reply, int64_t i) {

@@ -39,6 +39,9 @@ struct ScenarioContext {
   // earlier run against the same silo are never mistaken for new ones.
   std::string run_id;
   int chain_depth = 5;
+  // Several silos serve the grains: `chain` puts consecutive links on
+  // different silos.
+  bool cluster = false;
   // Leaves the head grain of `fanout` calls at once.
   int fanout = 10;
   // Awaited Pings `ask` keeps in flight: 1 is one sequential loop; K > 1 is

@@ -98,9 +98,14 @@ Task<ChainReply> BenchGrainImpl::Chain(const ChainRequest& request) {
   if (request.depth() <= 0) co_return reply;
   ChainRequest next;
   next.set_depth(request.depth() - 1);
-  ChainReply below = co_await GetGrain<BenchGrainRef>(
-                         absl::StrCat(GetGrainId().key(), "/", next.depth()))
-                         .Chain(next);
+  std::string key = request.path().empty()
+                        ? absl::StrCat(GetGrainId().key(), "/", next.depth())
+                        : request.path(0);
+  if (request.path_size() > 1) {
+    next.mutable_path()->Add(request.path().begin() + 1, request.path().end());
+  }
+  ChainReply below =
+      co_await GetGrain<BenchGrainRef>(std::move(key)).Chain(next);
   reply.set_depth_reached(below.depth_reached() + 1);
   co_return reply;
 }
