@@ -105,6 +105,7 @@ FAMILIES = {
     "granary_slow_turns": "counter",
     "granary_directory_entries": "gauge",
     "granary_directory_lookups": "counter",
+    "granary_calls_forwarded": "counter",
     "granary_membership_silos": "gauge",
     "granary_storage_operation_duration_seconds": "histogram",
     "granary_gateway_connections": "gauge",
