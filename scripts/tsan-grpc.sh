@@ -9,7 +9,7 @@ build=build-tsan
 logs=$(mktemp -d)
 status=0
 for t in membership_test silo_transport_test directory_service_test storage_service_test client_test \
-         gateway_protocol_test grpc_access_test; do
+         gateway_protocol_test grpc_access_test reminder_remote_test; do
   echo "== $t"
   TSAN_OPTIONS="halt_on_error=0 report_signal_unsafe=0" \
       "$build/tests/$t" > "$logs/$t.log" 2>&1 || true
@@ -25,7 +25,7 @@ mkdir -p "$logs/silos"
 TSAN_OPTIONS="halt_on_error=0 report_signal_unsafe=0 exitcode=0" \
     GRANARY_CHILD_STDERR_DIR="$logs/silos" GRANARY_CLUSTER_TEST_SCALE=0.05 \
     "$build/tests/cluster_routing_test" \
-    --gtest_filter='*OneActivation*:*Graceful*:*Killed*' > "$logs/cluster_routing_test.log" 2>&1 || true
+    --gtest_filter='*OneActivation*:*Graceful*:*Killed*:*Reminders*:*OneReply*:*Partition*' > "$logs/cluster_routing_test.log" 2>&1 || true
 grep -E "^\[ +(OK|PASSED|FAILED) " "$logs/cluster_routing_test.log" | tail -4 || true
 /usr/bin/python3 scripts/tsan_grpc_filter.py "$PWD" "$logs"/*.log "$logs"/silos/*.log || status=1
 rm -rf "$logs"

@@ -103,6 +103,9 @@ class Activation final : public Runnable, public MessageSink {
   // they match: a tick already on its way when its reminder was removed or
   // replaced is dropped, as ReminderService::IsCurrent does for local ones.
   void NoteReminder(const std::string& name, absl::Time first_tick);
+  // Whether `name` is registered is not known (a request's answer was
+  // lost): its ticks run.
+  void ForgetReminder(const std::string& name) { reminders_.erase(name); }
 
   // --- completion callbacks (on this activation's worker) -----------------
   void OnRequestDone(CallBase* call, bool claimed, absl::Status status);

@@ -273,8 +273,11 @@ void ClusterRouter::Resolve(Pending* p) {
     // both knows where the grain lives and is where a new one goes: the
     // calls are passed straight to it (it registers the grain there, or
     // passes them on to where it lives) instead of asking it first.
+    // (Only while connected to it: otherwise asking the directory is what
+    // waits, with backoff, for the silo to be reachable or declared dead.)
     if (!register_here && hash && !placed.empty() &&
-        placed == owner_->OwnerOf(id)) {
+        placed == owner_->OwnerOf(id) && transport_->IsConnected(placed)) {
+      Remember(id, placed);  // its next calls skip this resolution
       ForwardAll(id, placed);
       return;
     }
@@ -438,6 +441,18 @@ void ClusterRouter::ActivateAll(const GrainId& id, uint64_t activation_id) {
 }
 
 void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo) {
+  // Calls that cannot be sent wait again with the backoff and deadline of
+  // those resolving them so far.
+  int attempts = 0;
+  absl::Time give_up = absl::InfinitePast();
+  {
+    MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it != pending_.end()) {
+      attempts = it->second->attempts;
+      give_up = it->second->give_up;
+    }
+  }
   std::vector<CallBase*> unsent;
   for (;;) {
     std::vector<CallBase*> calls = TakeCalls(id);
@@ -459,7 +474,10 @@ void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo) {
         slot = std::make_unique<Pending>();
         slot->router = this;
         slot->id = id;
-        slot->give_up = absl::Now() + options_.give_up_after;
+        slot->attempts = attempts;
+        slot->give_up = give_up != absl::InfinitePast()
+                            ? give_up
+                            : absl::Now() + options_.give_up_after;
         p = slot.get();
       }
       slot->calls.insert(slot->calls.begin(), unsent.begin(), unsent.end());

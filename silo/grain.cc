@@ -142,7 +142,12 @@ Task<void> Grain::RegisterReminder(std::string name, absl::Duration due,
             reminders.Register(GetGrainId(), name, due, period,
                                std::move(done));
           });
-  if (!first_tick.ok()) throw StatusError(first_tick.status());
+  if (!first_tick.ok()) {
+    // It may have been registered all the same (an answer lost): accept
+    // whatever ticks of it come.
+    activation_->ForgetReminder(name);
+    throw StatusError(first_tick.status());
+  }
   activation_->NoteReminder(name, *first_tick);
 }
 
@@ -152,7 +157,10 @@ Task<bool> Grain::UnregisterReminder(std::string name) {
       activation_, activation_->silo()->metrics().reminder_remove, [&](std::function<void(absl::StatusOr<bool>)> done) {
         reminders.Unregister(GetGrainId(), name, std::move(done));
       });
-  if (!removed.ok()) throw StatusError(removed.status());
+  if (!removed.ok()) {
+    activation_->ForgetReminder(name);  // removed or not: unknown
+    throw StatusError(removed.status());
+  }
   activation_->NoteReminder(name, absl::InfinitePast());
   co_return *removed;
 }

@@ -68,8 +68,10 @@ absl::StatusOr<CallBase*> ReminderCallFromWire(const InterfaceInfo& iface,
   }
   auto* call = new ReminderCall(GrainId(iface.type_name, std::move(key)),
                                 FromTickMessage(m), /*reminder=*/nullptr);
-  // Like the sender's: the tick lasts as long as the grain's turn.
+  // Like the sender's: the tick lasts as long as the grain's turn, in a
+  // call chain of its own (the sender's, when the request names one).
   call->set_timeout(absl::InfiniteDuration());
+  call->set_request_context(RequestContext{NewChainId()});
   return call;
 }
 

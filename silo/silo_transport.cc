@@ -157,6 +157,12 @@ bool SiloTransport::TrySend(const std::string& silo_id, CallBase* call) {
   return true;
 }
 
+bool SiloTransport::IsConnected(const std::string& silo_id) const {
+  ReaderMutexLock lock(&mu_);
+  auto it = links_.find(silo_id);
+  return it != links_.end() && it->second->connected_gateways() > 0;
+}
+
 std::vector<std::string> SiloTransport::connected() const {
   ReaderMutexLock lock(&mu_);
   std::vector<std::string> out;

@@ -61,6 +61,9 @@ class SiloTransport {
 
   // Ids of the silos connected now.
   std::vector<std::string> connected() const;
+  // Whether calls to silo `silo_id` can be sent now (TrySend would take
+  // them).
+  bool IsConnected(const std::string& silo_id) const;
   // Closes every connection; later sends fail UNAVAILABLE.
   void Close();
 

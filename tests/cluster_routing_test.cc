@@ -113,6 +113,7 @@ class ClusterRoutingTest : public ::testing::Test {
       if (i == 2 && partitionable_) {
         // The others reach silo 2 only through proxy_.
         const int port = FreePort();
+        ASSERT_NE(port, 0);
         proxy_ = std::make_unique<FaultProxy>(absl::StrCat("127.0.0.1:", port));
         ASSERT_TRUE(proxy_->Start().ok());
         args.push_back(absl::StrCat("--silo=127.0.0.1:", port));
@@ -547,7 +548,9 @@ TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
 
 // One-hop calls: a client that has every gateway sends a grain's calls to
 // the gateway of the grain's silo once a reply told it where that is; with
-// the location cache off, about two calls in three are passed on.
+// the location cache off, about two calls in three are passed on (grains
+// are spread over the three silos by hash, calls over the gateways by
+// another hash).
 TEST_F(ClusterRoutingTest, AClientSendsAGrainsCallsToItsSiloAfterOneReply) {
   const int kHopGrains = Scaled(600);
   auto connect = [&](int cache) {
@@ -586,11 +589,12 @@ TEST_F(ClusterRoutingTest, AClientSendsAGrainsCallsToItsSiloAfterOneReply) {
   ASSERT_GE(cold, 0) << "no granary_calls_forwarded_total in /metrics";
   EXPECT_EQ(first, second);  // the same activations
   EXPECT_EQ(third, fourth);
-  // Grains are placed at random over three silos: a client's first call
-  // reaches the right silo about one time in three.
+  // A client's first call reaches the grain's silo about one time in
+  // three.
   EXPECT_GT(cold, kHopGrains / 3);
   EXPECT_GT(off_again, kHopGrains / 3);
-  EXPECT_LT(warm, kHopGrains / 20) << "calls still passed on: " << warm;
+  EXPECT_LE(warm, std::max(1, kHopGrains / 20))
+      << "calls still passed on: " << warm;
   std::cout << "calls passed on, of " << kHopGrains << ": first pass " << cold
             << ", second " << warm << "; cache off: " << off_first << ", "
             << off_again << "\n";
@@ -603,8 +607,9 @@ enum class Partition {
   // over a slow link (its reads arrive 400 ms late each way), so it learns
   // of its death after them.
   kSlowTable,
-  // Silo 2 reaches nobody, not even the table, until its grains came back
-  // elsewhere; then its link to the table heals.
+  // Nobody reaches silo 2 and it cannot reach the table (so its lease
+  // lapses), until its grains came back elsewhere; then its link to the
+  // table heals. (Its own connections to the other silos are not cut.)
   kIsolated,
 };
 
@@ -655,7 +660,12 @@ TEST_P(ClusterPartitionTest, ACutOffSiloIsDeclaredDeadAndNoGrainAnswersFromTwoAc
             const absl::Time sent = absl::Now();
             absl::StatusOr<Where> w =
                 AskWhere(*clients_[c], Key(victims[i]), absl::Seconds(3));
-            if (!w.ok()) continue;
+            if (!w.ok()) {
+              // Not a busy loop once silo 2 (client 2's only gateway) is
+              // gone: the others need the CPU to recover.
+              absl::SleepFor(absl::Milliseconds(20));
+              continue;
+            }
             MutexLock lock(&mu);
             answers[victims[i]].push_back(Answer{sent, absl::Now(), *w});
           }
@@ -673,7 +683,8 @@ TEST_P(ClusterPartitionTest, ACutOffSiloIsDeclaredDeadAndNoGrainAnswersFromTwoAc
   const absl::Time cut_at = absl::Now();
   absl::Duration exited_after;
   if (GetParam() == Partition::kSlowTable) {
-    EXPECT_EQ(silos_[2]->Wait(), 3) << "a silo declared dead exits with 3";
+    EXPECT_EQ(silos_[2]->Wait(absl::Seconds(60)), 3)
+        << "a silo declared dead exits with 3";
     exited_after = absl::Now() - cut_at;
   }
   // Its grains answer from the others.
@@ -681,8 +692,13 @@ TEST_P(ClusterPartitionTest, ACutOffSiloIsDeclaredDeadAndNoGrainAnswersFromTwoAc
   EXPECT_TRUE(Eventually(
       [&] {
         for (int g : victims) {
+          const absl::Time sent = absl::Now();
           absl::StatusOr<Where> w =
               AskWhere(*clients_[g % 2], Key(g), absl::Seconds(2));
+          if (w.ok()) {
+            MutexLock lock(&mu);
+            answers[g].push_back(Answer{sent, absl::Now(), *w});
+          }
           if (!w.ok() || w->rfind(victim_prefix, 0) == 0) {
             last = w.ok() ? *w : w.status().ToString();
             return false;
@@ -697,7 +713,8 @@ TEST_P(ClusterPartitionTest, ACutOffSiloIsDeclaredDeadAndNoGrainAnswersFromTwoAc
     // It reads the table again: it must exit, without answering from an
     // old activation meanwhile.
     table_proxy_->Heal();
-    EXPECT_EQ(silos_[2]->Wait(), 3) << "a silo declared dead exits with 3";
+    EXPECT_EQ(silos_[2]->Wait(absl::Seconds(60)), 3)
+        << "a silo declared dead exits with 3";
     exited_after = absl::Now() - cut_at;
   }
   absl::SleepFor(absl::Milliseconds(500));  // callers keep calling a while
@@ -717,6 +734,7 @@ TEST_P(ClusterPartitionTest, ACutOffSiloIsDeclaredDeadAndNoGrainAnswersFromTwoAc
         ++new_answers;
       }
     }
+    // (Every victim answered from the others at the end: see above.)
     EXPECT_EQ(homes.size(), 1u) << Key(g) << " has " << homes.size()
                                 << " new activations";
     for (const Answer& a : seen) {

@@ -37,9 +37,16 @@ bool Readable(int fd) {
   return poll(&p, 1, 100) > 0;
 }
 
-bool WriteAll(int fd, const char* data, size_t n) {
+// False when the peer is gone, or `stop` is set while it does not read.
+bool WriteAll(int fd, const char* data, size_t n, const std::atomic<bool>& stop) {
   while (n > 0) {
-    const ssize_t w = send(fd, data, n, MSG_NOSIGNAL);
+    const ssize_t w = send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (stop.load()) return false;
+      pollfd p{fd, POLLOUT, 0};
+      poll(&p, 1, 100);
+      continue;
+    }
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return false;
     data += w;
@@ -158,7 +165,8 @@ void FaultProxy::Pump(std::shared_ptr<Conn> conn, bool downstream) {
     const absl::Time now = absl::Now();
     bool failed = false;
     while (!line.empty() && line.front().first <= now) {
-      if (!WriteAll(to, line.front().second.data(), line.front().second.size())) {
+      if (!WriteAll(to, line.front().second.data(), line.front().second.size(),
+                    stop_)) {
         failed = true;
         break;
       }
@@ -180,7 +188,8 @@ void FaultProxy::Pump(std::shared_ptr<Conn> conn, bool downstream) {
       while (!line.empty() && !cut_.load() && !stop_.load()) {
         absl::SleepFor(std::max(absl::ZeroDuration(),
                                 line.front().first - absl::Now()));
-        if (!WriteAll(to, line.front().second.data(), line.front().second.size())) {
+        if (!WriteAll(to, line.front().second.data(), line.front().second.size(),
+                    stop_)) {
           break;
         }
         line.pop_front();

@@ -122,6 +122,19 @@ int ChildProcess::Wait() {
   return WaitFor(pid_);
 }
 
+int ChildProcess::Wait(absl::Duration limit) {
+  const absl::Time give_up = absl::Now() + limit;
+  for (;;) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (absl::Now() >= give_up) return -1;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
 void ChildProcess::Signal(int sig) { kill(pid_, sig); }
 
 std::vector<std::string> AnyPorts(const std::string& data_dir) {

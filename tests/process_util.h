@@ -35,6 +35,9 @@ class ChildProcess {
   std::string Stderr();
   // Waits for exit: the exit code, or 128 + signal number.
   int Wait();
+  // The same, or -1 when it still runs after `limit` (then killed on
+  // destruction).
+  int Wait(absl::Duration limit);
   void Signal(int sig);
   pid_t pid() const { return pid_; }
 
