@@ -89,6 +89,20 @@ bool Activation::Eligible(Message* m) const {
   return method.read_only && all_read_only;
 }
 
+bool Activation::LeaseLapsed() const {
+  const int64_t until = silo_->lease_until_ns();
+  return until != INT64_MAX && MonoNanos() > until;  // MAX: no lease
+}
+
+void Activation::HoldBack(Message* m) {
+  if (m->kind == MessageKind::kResponse || m->kind == MessageKind::kDeadline ||
+      m->kind == MessageKind::kResume) {
+    responses_.push_front(m);
+  } else {
+    waiting_.push_front(m);
+  }
+}
+
 Message* Activation::NextMessage() {
   if (responses_.empty() && waiting_.empty()) {
     // Fast path: nothing is held back, so the mailbox's oldest message is
@@ -150,6 +164,15 @@ void Activation::Run() {
   while (budget > 0 && state_ != State::kGone) {
     Message* m = NextMessage();
     if (m == nullptr) break;
+    if (LeaseLapsed()) [[unlikely]] {
+      // This run began inside the lease and outlasted it (the process
+      // stalled or was frozen): a message taken now, perhaps one that came
+      // while the cluster was moving this grain, waits like the rest.
+      HoldBack(m);
+      if (!silo_->WaitForLease()) return;  // as at the start of a run
+      turn_start_ns_ = MonoNanos();
+      continue;
+    }
     --budget;
     served = served || m->kind == MessageKind::kRequest;
     // What the message is, read before Process may free it.

@@ -132,6 +132,11 @@ class Activation final : public Runnable, public MessageSink {
   void Process(Message* m);
   void StartRequest(CallBase* call);
   void StartReminderTick(CallBase* call);
+  // The silo's membership lease (Silo::RenewLease) has run out: a fresh
+  // clock read, only when there is a lease.
+  bool LeaseLapsed() const;
+  // Puts a message NextMessage returned back in front of its queue.
+  void HoldBack(Message* m);
   // Counts a request that fails without running (granary_request_errors).
   void CountFailure(CallBase* call, absl::StatusCode code);
   void StartTick(GrainTimer* timer);

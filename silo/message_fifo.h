@@ -19,6 +19,13 @@ class MessageFifo {
   bool empty() const { return head_ == items_.size(); }
   size_t size() const { return items_.size() - head_; }
   void push_back(Message* m) { items_.push_back(m); }
+  void push_front(Message* m) {
+    if (head_ > 0) {
+      items_[--head_] = m;
+    } else {
+      items_.insert(items_.begin(), m);
+    }
+  }
   Message* pop_front() {
     Message* m = items_[head_++];
     if (head_ == items_.size()) clear();

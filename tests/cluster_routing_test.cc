@@ -390,6 +390,9 @@ TEST_F(ClusterRoutingTest, ASiloCutOffIsDeclaredDeadAndNeverAnswersAgain) {
   }
   ASSERT_FALSE(victims.empty());
   silos_[2]->Signal(SIGSTOP);
+  // kill() returns before every thread has stopped.
+  ASSERT_TRUE(Eventually([&] { return silos_[2]->Stopped(); },
+                         absl::Seconds(10)));
 
   // Calls to its grains through its own gateway wait (it is frozen).
   Mutex mu;

@@ -137,6 +137,23 @@ int ChildProcess::Wait(absl::Duration limit) {
 
 void ChildProcess::Signal(int sig) { kill(pid_, sig); }
 
+bool ChildProcess::Stopped() const {
+  std::error_code ec;
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", pid_, "/task"), ec)) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    // "pid (comm) S ...": the state follows the last ')'.
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+    if (stat[paren + 2] != 'T' && stat[paren + 2] != 't') return false;
+    any = true;
+  }
+  return any;
+}
+
 std::vector<std::string> AnyPorts(const std::string& data_dir) {
   return {"--gateway=127.0.0.1:0", "--silo=127.0.0.1:0", "--http=127.0.0.1:0",
           "--data_dir=" + data_dir, "--log_level=warning"};

@@ -39,6 +39,8 @@ class ChildProcess {
   // destruction).
   int Wait(absl::Duration limit);
   void Signal(int sig);
+  // Every thread of it is stopped (SIGSTOP takes effect asynchronously).
+  bool Stopped() const;
   pid_t pid() const { return pid_; }
 
  private:
