@@ -93,7 +93,9 @@ ABSL_FLAG(bool, one_hop, true,
           "With --target: send a grain's calls to the gateway of the silo that "
           "hosts it once a reply named it. false: to a gateway chosen by the "
           "grain's hash, which passes the call on to the grain's silo when that "
-          "is another (in a 3-silo cluster, 2 calls in 3: cross-silo calls).");
+          "is another (in a 3-silo cluster, 2 calls in 3: cross-silo calls); "
+          "`ask` then calls grains of other silos through the first gateway, "
+          "so every ask crosses silos.");
 ABSL_FLAG(int32_t, fanout, 10,
           "Leaves the fanout scenario's head grain calls at once (1..1000).");
 ABSL_FLAG(int32_t, idle_spin, 200,
@@ -287,6 +289,10 @@ int Main() {
     remote = *std::move(connected);
     ctx.invoker = remote->invoker();
     ctx.cluster = gateways->size() > 1;
+    if (ctx.cluster && !absl::GetFlag(FLAGS_one_hop)) {
+      ctx.one_gateway = remote->first_gateway();
+      ctx.one_gateway_silo = remote->silos().front().name();
+    }
     ctx.lifecycle = remote->lifecycle();
     ctx.state_lifecycle = remote->state_lifecycle();
     RemoteTarget* target = remote.get();

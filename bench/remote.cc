@@ -124,7 +124,7 @@ absl::StatusOr<std::unique_ptr<RemoteTarget>> RemoteTarget::Connect(
   std::vector<CallInvoker*> silos;
   for (const std::string& gateway : gateways) {
     GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Client> one,
-                             ConnectClient({gateway}, 1, timeout, true));
+                             ConnectClient({gateway}, concurrency, timeout, true));
     silos.push_back(one.get());
     target->per_silo_.push_back(std::move(one));
   }

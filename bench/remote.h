@@ -61,6 +61,8 @@ class RemoteTarget {
   LifecycleCounter* state_lifecycle() { return state_lifecycle_.get(); }
   // What each gateway said about its silo, in --target order.
   const std::vector<v1::SiloStatus>& silos() const { return silos_; }
+  // A client of the first gateway only (no other gateway is ever used).
+  CallInvoker* first_gateway() { return per_silo_.front().get(); }
 
   // Resident memory of the silos now, summed (Gateway.Status); 0 when a
   // gateway does not answer.

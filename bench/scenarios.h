@@ -42,6 +42,11 @@ struct ScenarioContext {
   // Several silos serve the grains: `chain` puts consecutive links on
   // different silos.
   bool cluster = false;
+  // Set for a cross-silo `ask` (--one_hop=false in a cluster): a client of
+  // one gateway only, and the name of that gateway's silo. `ask` then calls
+  // grains that live on other silos through it, so every call is passed on.
+  CallInvoker* one_gateway = nullptr;
+  std::string one_gateway_silo;
   // Leaves the head grain of `fanout` calls at once.
   int fanout = 10;
   // Awaited Pings `ask` keeps in flight: 1 is one sequential loop; K > 1 is

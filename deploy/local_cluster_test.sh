@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # local-cluster.sh end to end: 3 silos come up, every one is Active in the
-# table read through a gateway, a bad N is refused, and SIGTERM stops them
-# all. (The script runs in the background here, where SIGINT is ignored;
+# table read through a gateway, the load generator's cluster scenarios run
+# verified against them, a bad N is refused, and SIGTERM stops them all. (The script runs in the background here, where SIGINT is ignored;
 # interactively Ctrl-C does the same.)
 set -euo pipefail
 script=$1
@@ -39,6 +39,28 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [ "$(grep -c ' active ' <<< "$table")" -eq 3 ] || fail "not 3 active: $table"
+
+# The load generator against it: a chain whose every link is on another silo
+# than the one before, one-hop asks, and cross-silo asks (--one_hop=false).
+# It exits non-zero when any round is not verified.
+"$bin/granary-bench" --target="$gateways" --scenarios=chain,ask --rounds=1 \
+    --warmup=0 --scale=0.02 > "$work/bench.out" 2>&1 \
+  || { cat "$work/bench.out" >&2; fail "granary-bench (one hop)"; }
+forwarded() {  # granary_calls_forwarded_total of silo 0 (the first gateway's)
+  /usr/bin/python3 -c 'import sys, urllib.request
+for line in urllib.request.urlopen(sys.argv[1]).read().decode().splitlines():
+    if line.startswith("granary_calls_forwarded_total "): print(int(float(line.split()[1])))' \
+    "http://$(sed -n 's/^silo 0: .*http=\([^ ]*\).*/\1/p' "$work/out")/metrics"
+}
+before=$(forwarded)
+"$bin/granary-bench" --target="$gateways" --one_hop=false --scenarios=ask \
+    --rounds=1 --warmup=0 --scale=0.02 > "$work/bench2.out" 2>&1 \
+  || { cat "$work/bench2.out" >&2; fail "granary-bench --one_hop=false"; }
+grep -q "one_hop=false" "$work/bench2.out" || fail "no one_hop=false in: $(cat "$work/bench2.out")"
+# Every cross-silo ask (100 at this scale) went in at the first gateway and
+# was passed on from there.
+passed_on=$(( $(forwarded) - before ))
+[ "$passed_on" -ge 100 ] || fail "only $passed_on calls forwarded by silo 0 in the cross-silo ask"
 
 pids=$(pgrep -f "granary-silo --cluster=dev.*$work/data" || true)
 [ "$(wc -w <<< "$pids")" -eq 3 ] || fail "expected 3 silo processes, found: $pids"
