@@ -31,15 +31,20 @@ pids=()
 
 stop_all() {
   trap - INT TERM EXIT
-  # The primary last: the others leave through its table.
+  # The primary last: the others leave through its table, so it gets its
+  # SIGTERM once they are gone. A graceful stop takes seconds; a silo that
+  # has not gone after 30 s (one stuck before it handles signals) is killed.
+  local deadline=$((SECONDS + 30))
   local i
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+  for ((i = ${#pids[@]} - 1; i >= 1; i--)); do
     kill -TERM "${pids[$i]}" 2>/dev/null || true
   done
-  # A graceful stop takes seconds; a silo that has not gone after 30 s (one
-  # stuck before it handles signals) is killed.
-  local deadline=$((SECONDS + 30))
-  for pid in "${pids[@]}"; do
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    local pid=${pids[$i]}
+    if [ "$i" -eq 0 ]; then
+      kill -TERM "$pid" 2>/dev/null || true
+      deadline=$((SECONDS + 30))
+    fi
     while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
       sleep 0.1
     done
