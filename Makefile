@@ -37,7 +37,7 @@ test-asan: deps
 test-tsan: deps
 	@cmake --preset tsan > /dev/null
 	@cmake --build build-tsan
-	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -LE grpc
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/scripts/tsan.supp" ctest --output-on-failure -LE grpc
 
 # The gRPC-labelled tests under TSan too, keeping only the races whose two
 # accesses are both in Granary's code (gRPC's own report by the thousand).
