@@ -149,6 +149,17 @@ class ClusterRoutingTest : public ::testing::Test {
     for (auto& s : silos_) s->Wait();
   }
 
+  // The grains whose answer in `where` (one client's AskAll) names a silo
+  // whose answers start with `prefix` ("address@").
+  static std::vector<int> GrainsOn(const std::vector<Where>& where,
+                                   const std::string& prefix) {
+    std::vector<int> grains;
+    for (size_t g = 0; g < where.size(); ++g) {
+      if (where[g].rfind(prefix, 0) == 0) grains.push_back(static_cast<int>(g));
+    }
+    return grains;
+  }
+
   // Asks every grain where it lives through every client at once;
   // answers[c][g] is client c's answer for grain g ("" when it failed).
   std::vector<std::vector<Where>> AskAll(int grains) {
@@ -382,12 +393,7 @@ TEST_F(ClusterRoutingTest, ASiloCutOffIsDeclaredDeadAndNeverAnswersAgain) {
   const int kCutGrains = Scaled(1500);
   const std::vector<std::vector<Where>> before = AskAll(kCutGrains);
   const std::string victim_prefix = silo_addresses_[2] + "@";
-  std::vector<int> victims;
-  for (int g = 0; g < kCutGrains; ++g) {
-    if (before[0][static_cast<size_t>(g)].rfind(victim_prefix, 0) == 0) {
-      victims.push_back(g);
-    }
-  }
+  const std::vector<int> victims = GrainsOn(before[0], victim_prefix);
   ASSERT_FALSE(victims.empty());
   silos_[2]->Signal(SIGSTOP);
   // kill() returns before every thread has stopped.
@@ -638,12 +644,7 @@ TEST_P(ClusterPartitionTest, ACutOffSiloIsDeclaredDeadAndNoGrainAnswersFromTwoAc
   const int kCutGrains = Scaled(1500);
   const std::vector<std::vector<Where>> before = AskAll(kCutGrains);
   const std::string victim_prefix = silo_addresses_[2] + "@";
-  std::vector<int> victims;
-  for (int g = 0; g < kCutGrains; ++g) {
-    if (before[0][static_cast<size_t>(g)].rfind(victim_prefix, 0) == 0) {
-      victims.push_back(g);
-    }
-  }
+  const std::vector<int> victims = GrainsOn(before[0], victim_prefix);
   ASSERT_FALSE(victims.empty());
 
   struct Answer {

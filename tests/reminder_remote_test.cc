@@ -31,14 +31,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-ReminderRequest Reminder(std::string name, int64_t due_ms, int64_t period_ms) {
-  ReminderRequest r;
-  r.set_name(std::move(name));
-  r.set_due_ms(due_ms);
-  r.set_period_ms(period_ms);
-  return r;
-}
-
 std::unique_ptr<silo::Silo> NewSilo(const std::string& name,
                                     storage::ReminderTable* table,
                                     TestState* state,

@@ -258,6 +258,14 @@ class ForgetfulGrain final : public ForgetfulGrainBase {
 
 }  // namespace
 
+ReminderRequest Reminder(std::string name, int64_t due_ms, int64_t period_ms) {
+  ReminderRequest r;
+  r.set_name(std::move(name));
+  r.set_due_ms(due_ms);
+  r.set_period_ms(period_ms);
+  return r;
+}
+
 absl::Status AddTestGrains(silo::Silo& silo, TestState* state) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<ProbeGrain>(
       [state] { return std::make_unique<ProbeGrain>(state); }));

@@ -54,4 +54,7 @@ struct TestState {
 // Registers every test grain (and the example Counter) with `silo`.
 absl::Status AddTestGrains(silo::Silo& silo, TestState* state);
 
+// A RemindGrain.Register request.
+ReminderRequest Reminder(std::string name, int64_t due_ms, int64_t period_ms);
+
 }  // namespace granary::testing
