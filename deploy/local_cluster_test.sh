@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # local-cluster.sh end to end: 3 silos come up, every one is Active in the
 # table read through a gateway, the load generator's cluster scenarios run
-# verified against them, a bad N is refused, and SIGTERM stops them all. (The script runs in the background here, where SIGINT is ignored;
+# verified against them, a bad N is refused, and SIGTERM stops them all.
+# (The script runs in the background here, where SIGINT is ignored;
 # interactively Ctrl-C does the same.)
 set -euo pipefail
 script=$1
