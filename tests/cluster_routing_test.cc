@@ -149,8 +149,8 @@ class ClusterRoutingTest : public ::testing::Test {
     for (auto& s : silos_) s->Wait();
   }
 
-  // The grains whose answer in `where` (one client's AskAll) names a silo
-  // whose answers start with `prefix` ("address@").
+  // The grains whose answer in `where` (one client's row of AskAll) starts
+  // with `prefix` ("address@": they live on that silo).
   static std::vector<int> GrainsOn(const std::vector<Where>& where,
                                    const std::string& prefix) {
     std::vector<int> grains;
