@@ -3,7 +3,7 @@ BUILD ?= build
 GENERATOR ?= Ninja
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test test-asan test-tsan test-tsan-grpc bench bench-quick clean
+.PHONY: all deps configure build run test test-unit test-asan test-tsan test-tsan-grpc bench bench-quick clean
 
 all: build
 
@@ -23,6 +23,10 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure
+
+# The fast loop: unit tests only (ctest labels: unit, integration, process).
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -L unit
 
 # AddressSanitizer + UndefinedBehaviorSanitizer (Debug).
 test-asan: deps

@@ -43,7 +43,8 @@ class Silo {
     std::vector<std::string> args = {
         binary,           "--cluster=dev",      "--gateway=127.0.0.1:0",
         "--silo=127.0.0.1:0", "--http=127.0.0.1:0", "--storage=memory",
-        "--log_level=error", absl::StrCat("--data_dir=", data_dir)};
+        "--log_level=error", "--bench_grains",
+        absl::StrCat("--data_dir=", data_dir)};
     if (!primary.empty()) args.push_back(absl::StrCat("--primary=", primary));
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());

@@ -29,7 +29,7 @@ fail() {
 }
 
 mkfifo "$dir/ready"
-"$silo_bin" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 --http=127.0.0.1:0 \
+"$silo_bin" --bench_grains --gateway=127.0.0.1:0 --silo=127.0.0.1:0 --http=127.0.0.1:0 \
   --data_dir="$dir/data" --log_level=warning >"$dir/ready" 2>"$dir/silo.err" &
 silo_pid=$!
 # The silo prints one line once it listens; the read ends at that line, or

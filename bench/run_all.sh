@@ -63,7 +63,7 @@ reports+=("$work/hosted-k16.json")
 # 2. Remote: a granary-silo on free ports, called through its gateway.
 mkfifo "$work/ready"
 "$bin/granary-silo" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
-    --http=127.0.0.1:0 --data_dir="$work/silo-data" --log_level=warning \
+    --http=127.0.0.1:0 --data_dir="$work/silo-data" --log_level=warning --bench_grains \
     > "$work/ready" 2> "$work/silo.log" &
 silo_pid=$!
 gateway=""

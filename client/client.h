@@ -45,6 +45,10 @@
 #include "core/call.h"
 #include "core/grain_interface.h"
 
+namespace granary::rpc {
+class GatewaySet;
+}  // namespace granary::rpc
+
 namespace granary {
 
 struct ClientOptions {
@@ -66,9 +70,6 @@ struct ClientOptions {
   absl::Duration connect_timeout = absl::Seconds(5);
   // How often a lost gateway is tried again.
   absl::Duration reconnect_period = absl::Milliseconds(100);
-  // The code of calls made after Close (a silo's connection to a peer that
-  // left the cluster uses UNAVAILABLE).
-  absl::StatusCode closed_code = absl::StatusCode::kFailedPrecondition;
   // How often the client asks a gateway for the cluster's membership and
   // adds the gateways of Active silos it does not know yet (so a client
   // given one gateway of a cluster uses all of them); zero: never.
@@ -124,11 +125,9 @@ class Client final : public CallInvoker {
   // UNAVAILABLE, and closes the connections. Idempotent.
   void Close(absl::Duration timeout = absl::Seconds(10));
 
-  class Impl;
-
  private:
-  explicit Client(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Client(std::unique_ptr<rpc::GatewaySet> gateways);
+  std::unique_ptr<rpc::GatewaySet> gateways_;
 };
 
 }  // namespace granary

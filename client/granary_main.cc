@@ -42,6 +42,7 @@
 #include "google/protobuf/dynamic_message.h"
 #include "google/protobuf/util/json_util.h"
 #include "granary/v1/gateway.grpc.pb.h"
+#include "rpc/status.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 
@@ -72,12 +73,6 @@ constexpr char kUsage[] =
     "generation,\n"
     "                               status, gateway, activations\n";
 
-absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(what, ": ", s.error_message()));
-}
-
 class Cli {
  public:
   Cli(std::string gateway, absl::Duration timeout)
@@ -92,7 +87,7 @@ class Cli {
     SetDeadline(&ctx);
     v1::SiloStatus status;
     GRANARY_RETURN_IF_ERROR(
-        FromGrpc(stub->Status(&ctx, v1::StatusRequest(), &status),
+        rpc::FromGrpc(stub->Status(&ctx, v1::StatusRequest(), &status),
                  absl::StrCat("silo at ", gateway_)));
     return status;
   }
@@ -123,7 +118,7 @@ class Cli {
     SetDeadline(&ctx);
     v1::MembershipView view;
     GRANARY_RETURN_IF_ERROR(
-        FromGrpc(stub->Cluster(&ctx, v1::ClusterRequest(), &view),
+        rpc::FromGrpc(stub->Cluster(&ctx, v1::ClusterRequest(), &view),
                  absl::StrCat("silo at ", gateway_)));
     std::vector<v1::Member> members(view.members().begin(),
                                     view.members().end());
@@ -238,7 +233,7 @@ class Cli {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return done; });
     }
-    GRANARY_RETURN_IF_ERROR(FromGrpc(
+    GRANARY_RETURN_IF_ERROR(rpc::FromGrpc(
         status, absl::StrCat(type->name(), "/", key, " ", method->name())));
     std::vector<grpc::Slice> slices;
     std::string reply_bytes;
@@ -334,7 +329,7 @@ class Cli {
     }
     stream->WritesDone();
     grpc::Status finished = stream->Finish();
-    return FromGrpc(finished, "reflection");
+    return rpc::FromGrpc(finished, "reflection");
   }
 
   const std::string gateway_;

@@ -135,3 +135,15 @@ function(granary_proto_library)
     target_link_libraries(${G_NAME} PUBLIC gRPC::grpc++)
   endif()
 endfunction()
+
+# Adds LABEL (unit, integration or process) to tests defined in the calling
+# directory:
+#   granary_label_tests(unit core_test)
+# unit: one component, no server; integration: components together in one
+# process (in-process gRPC servers on port 0); process: real binaries.
+# `make test-unit` runs the first kind alone.
+function(granary_label_tests label)
+  foreach(test ${ARGN})
+    set_property(TEST ${test} APPEND PROPERTY LABELS ${label})
+  endforeach()
+endfunction()

@@ -43,7 +43,7 @@
 
 namespace granary {
 
-// The method index of a reminder tick (silo/reminder_service.h): never a
+// The method index of a reminder tick (silo/runtime/reminder_service.h): never a
 // method of the grain's interface, so no client can send one.
 inline constexpr uint32_t kReminderMethod = 0xFFFFFFFEu;
 

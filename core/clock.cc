@@ -1,8 +1,16 @@
 #include "core/clock.h"
 
+#include <time.h>
+
 #include <algorithm>
 
 namespace granary {
+
+int64_t MonoNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
 
 Clock* Clock::System() {
   static SystemClock* const clock = new SystemClock;  // never destroyed

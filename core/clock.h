@@ -11,6 +11,7 @@
 // Waiters (the timer queue) subscribe to be woken when a fake clock moves.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -19,6 +20,9 @@
 #include "absl/time/time.h"
 
 namespace granary {
+
+// A monotonic clock in nanoseconds, for durations (never a fake clock's).
+int64_t MonoNanos();
 
 class Clock {
  public:

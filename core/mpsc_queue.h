@@ -12,7 +12,7 @@
 // Pop may return nullptr while a producer is between its two steps; the
 // producer then completes its push and the item is seen by a later Pop.
 // Callers pair the queue with a "scheduled" flag that the producer sets
-// after Push (see silo/activation.h), so no item is ever stranded.
+// after Push (see silo/runtime/activation.h), so no item is ever stranded.
 #pragma once
 
 #include <atomic>

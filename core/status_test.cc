@@ -2,7 +2,10 @@
 
 #include <stdexcept>
 
+#include "core/testing/status_matchers.h"
 #include "gtest/gtest.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary {
 namespace {
@@ -26,8 +29,8 @@ absl::StatusOr<int> Quarter(int v) {
 
 TEST(StatusTest, MacrosPropagateErrors) {
   EXPECT_EQ(*Quarter(8), 2);
-  EXPECT_EQ(Quarter(-4).status().code(), absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(Quarter(6).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Quarter(-4), StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(Quarter(6), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(StatusTest, ExceptionsMapToStatuses) {
@@ -40,14 +43,14 @@ TEST(StatusTest, ExceptionsMapToStatuses) {
     return absl::OkStatus();
   };
   absl::Status s = from([] { throw StatusError(absl::AbortedError("etag")); });
-  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kAborted));
   s = from([] { throw std::logic_error("bad"); });
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal));
   EXPECT_EQ(s.message(), "bad");
   s = from([] { throw 42; });
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal));
   s = from([] { throw StatusError(absl::OkStatus()); });
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal));
 }
 
 }  // namespace

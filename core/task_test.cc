@@ -3,8 +3,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary {
 namespace {
@@ -56,14 +59,14 @@ TEST(TaskTest, ExceptionPropagatesToAwaiter) {
 
 TEST(TaskTest, GetTurnsExceptionsIntoStatus) {
   absl::StatusOr<std::string> r = Throws().Get();
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(r.status().message(), HasSubstr("boom"));
 
   auto chosen = []() -> Task<int> {
     throw StatusError(absl::NotFoundError("no such thing"));
     co_return 0;
   };
-  EXPECT_EQ(chosen().Get().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(chosen().Get(), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(TaskTest, DestroyingAnUnstartedTaskFreesItsFrame) {

@@ -7,7 +7,10 @@
 
 #include "absl/status/status.h"
 #include "core/sync.h"
+#include "core/testing/status_matchers.h"
 #include "gtest/gtest.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary {
 namespace {
@@ -61,7 +64,7 @@ TEST(WhenAllTest, GathersResultsInOrderWithPerTaskFailures) {
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->size(), 3u);
   EXPECT_EQ(*(*all)[0], 1);
-  EXPECT_EQ((*all)[1].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT((*all)[1], StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(*(*all)[2], 3);
 }
 

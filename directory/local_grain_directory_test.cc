@@ -4,7 +4,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/testing/status_matchers.h"
 #include "gtest/gtest.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::directory {
 namespace {
@@ -27,7 +30,7 @@ TEST(LocalGrainDirectoryTest, UnregisterOnlyRemovesItsOwnEntry) {
   EXPECT_TRUE(dir.Unregister(id, b).ok());
   EXPECT_EQ(*dir.Lookup(id), a);
   EXPECT_TRUE(dir.Unregister(id, a).ok());
-  EXPECT_EQ(dir.Lookup(id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(dir.Lookup(id), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(LocalGrainDirectoryTest, ConcurrentRegistrationsAgreeOnOneWinner) {
@@ -55,8 +58,8 @@ TEST(LocalGrainDirectoryTest, ADeadSilosEntriesArePurgedAndRangesExtracted) {
   EXPECT_EQ(dir.RemoveSilo("dead@1"), 10u);
   EXPECT_EQ(dir.RemoveSilo("dead@1"), 0u);
   EXPECT_EQ(dir.size(), 20u);
-  EXPECT_EQ(dir.Lookup(GrainId("t.T", "0")).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(dir.Lookup(GrainId("t.T", "0")),
+              StatusIs(absl::StatusCode::kNotFound));
   // Hand over the even keys.
   auto moved = dir.Extract([](const GrainId& id) {
     return std::stoi(id.key()) % 2 == 0;
@@ -65,7 +68,7 @@ TEST(LocalGrainDirectoryTest, ADeadSilosEntriesArePurgedAndRangesExtracted) {
   for (const auto& [id, address] : moved) {
     EXPECT_EQ(std::stoi(id.key()) % 2, 0);
     EXPECT_EQ(address.silo, "alive@1");
-    EXPECT_EQ(dir.Lookup(id).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(dir.Lookup(id), StatusIs(absl::StatusCode::kNotFound));
   }
   EXPECT_EQ(dir.size(), 10u);
 }

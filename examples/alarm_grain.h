@@ -1,7 +1,7 @@
 // File: examples/alarm_grain.h
 // -----------------------------------------------------------------------------
 // granary.examples.Alarm: the example of durable reminders
-// (RegisterReminder / ReceiveReminder, silo/grain.h) together with
+// (RegisterReminder / ReceiveReminder, silo/runtime/grain.h) together with
 // persistent state.
 //
 //   silo.AddGrain<AlarmGrain>();

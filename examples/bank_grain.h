@@ -1,7 +1,7 @@
 // File: examples/bank_grain.h
 // -----------------------------------------------------------------------------
 // granary.examples.BankAccount: the example of a grain with persistent state
-// (PersistState / WriteState, silo/grain.h).
+// (PersistState / WriteState, silo/runtime/grain.h).
 //
 //   silo.AddGrain<BankAccountGrain>();
 #pragma once

@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "core/percentile.h"
 #include "core/when_all.h"
-#include "silo/silo.h"
+#include "silo/runtime/silo.h"
 
 namespace granary::bench {
 

@@ -2,7 +2,7 @@
 
 #include "examples/alarm_grain.h"
 #include "examples/bank_grain.h"
-#include "silo/silo.h"
+#include "silo/runtime/silo.h"
 
 namespace granary::examples {
 

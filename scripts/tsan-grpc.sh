@@ -32,13 +32,15 @@ done
 # own reports are kept (GRANARY_CHILD_STDERR_DIR) and filtered the same way
 # (exitcode=0: the tests check the silos' exit codes, which gRPC's reports
 # would otherwise turn into 66).
-echo "== cluster_routing_test"
 mkdir -p "$logs/silos"
-TSAN_OPTIONS="$options exitcode=0" \
-    GRANARY_CHILD_STDERR_DIR="$logs/silos" GRANARY_CLUSTER_TEST_SCALE=0.05 \
-    "$build/tests/cluster_routing_test" \
-    --gtest_filter='*OneActivation*:*Graceful*:*Killed*:*Reminders*:*OneReply*:*Partition*' > "$logs/cluster_routing_test.log" 2>&1 || true
-report "$logs/cluster_routing_test.log"
+for t in cluster_routing_test cluster_failure_test; do
+  echo "== $t"
+  TSAN_OPTIONS="$options exitcode=0" \
+      GRANARY_CHILD_STDERR_DIR="$logs/silos" GRANARY_CLUSTER_TEST_SCALE=0.05 \
+      "$build/tests/$t" \
+      --gtest_filter='*OneActivation*:*Graceful*:*Killed*:*Reminders*:*OneReply*:*Partition*' > "$logs/$t.log" 2>&1 || true
+  report "$logs/$t.log"
+done
 /usr/bin/python3 scripts/tsan_grpc_filter.py "$PWD" "$logs"/*.log "$logs"/silos/*.log || status=1
 rm -rf "$logs"
 exit $status

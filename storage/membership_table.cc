@@ -8,15 +8,6 @@
 
 namespace granary::storage {
 
-std::string MemberId(const v1::Member& m) {
-  return absl::StrCat(m.address(), "@", m.generation());
-}
-
-bool IsLive(const v1::Member& m) {
-  return m.status() == v1::MEMBER_JOINING || m.status() == v1::MEMBER_ACTIVE ||
-         m.status() == v1::MEMBER_SHUTTING_DOWN;
-}
-
 absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
   std::string host;
   int port = 0;

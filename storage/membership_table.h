@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/member.h"
 #include "core/sync.h"
 #include "granary/v1/cluster.pb.h"
 
@@ -52,10 +53,9 @@ inline constexpr int kMaxMembers = 1000;
 // `previous` (nullptr: a new row).
 absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous);
 
-// "HOST:PORT@generation": how silos name each other.
-std::string MemberId(const v1::Member& m);
-// Joining, Active or ShuttingDown: a member that is (still) there.
-bool IsLive(const v1::Member& m);
+// Silos' names and liveness (core/member.h), as the stores' users know them.
+using granary::IsLive;
+using granary::MemberId;
 
 class InMemoryMembershipTable final : public MembershipTable {
  public:

@@ -3,21 +3,24 @@
 // RocksDB has (reopen, locked, foreign or other-format directories).
 #include <algorithm>
 #include <filesystem>
-#include <tuple>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/sync.h"
+#include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
 #include "storage/membership_table.h"
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::storage {
 namespace {
@@ -119,11 +122,12 @@ TEST_P(StorageContractTest, StaleEtagsAreAborted) {
   absl::StatusOr<std::string> e1 = WriteNow(*storage_, id, "v1", "");
   ASSERT_TRUE(e1.ok());
   absl::StatusOr<std::string> blind = WriteNow(*storage_, id, "x", "");
-  EXPECT_EQ(blind.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(blind, StatusIs(absl::StatusCode::kAborted));
   EXPECT_THAT(blind.status().message(), HasSubstr("stale etag"));
-  EXPECT_EQ(WriteNow(*storage_, id, "x", "12345").status().code(),
-            absl::StatusCode::kAborted);
-  EXPECT_EQ(ClearNow(*storage_, id, "nope").code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(WriteNow(*storage_, id, "x", "12345"),
+              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(ClearNow(*storage_, id, "nope"),
+              StatusIs(absl::StatusCode::kAborted));
   EXPECT_EQ(ReadNow(*storage_, id)->bytes, "v1");  // nothing lost
 
   ASSERT_TRUE(ClearNow(*storage_, id, *e1).ok());
@@ -219,7 +223,7 @@ TEST(RocksDbStorageTest, ADirectoryHeldByAnotherOpenerIsRefused) {
   auto first = RocksDbStorage::Open(options);
   ASSERT_TRUE(first.ok());
   auto second = RocksDbStorage::Open(options);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(second.status().message(), HasSubstr("in use by another process"));
 }
 
@@ -230,7 +234,7 @@ TEST(RocksDbStorageTest, AForeignDirectoryIsRefusedAndLeftUntouched) {
   std::filesystem::create_directories(grains);
   { std::ofstream(grains + "/notes.txt") << "mine"; }
   auto opened = RocksDbStorage::Open(options);
-  EXPECT_EQ(opened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(opened, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(opened.status().message(), HasSubstr("not a Granary data directory"));
   // Untouched: only the file that was there.
   int files = 0;
@@ -261,7 +265,7 @@ TEST(RocksDbStorageTest, AnotherFormatIsRefused) {
     delete db;
   }
   auto opened = RocksDbStorage::Open(options);
-  EXPECT_EQ(opened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(opened, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(opened.status().message(), HasSubstr("granary-grains-99"));
 }
 
@@ -432,7 +436,7 @@ TEST(MembershipTableTest, EveryChangeIsACompareAndSwapOnTheVersion) {
   // A stale version is refused and changes nothing.
   absl::StatusOr<int64_t> stale =
       WriteMember(table, Silo("127.0.0.1:2", 6, v1::MEMBER_ACTIVE), 1);
-  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(stale, StatusIs(absl::StatusCode::kAborted));
   EXPECT_EQ(table.Snapshot().version(), 2);
   EXPECT_EQ(table.Snapshot().members_size(), 1);
   // A new generation on the same address is another member.
@@ -450,7 +454,7 @@ TEST(MembershipTableTest, MalformedRowsAndBackwardsStatusesAreRefused) {
         Silo("127.0.0.1:1", 9, static_cast<v1::MemberStatus>(42)),
         Silo("127.0.0.1:1", 5, v1::MEMBER_ACTIVE)}) {  // Dead never revives
     absl::StatusOr<int64_t> r = WriteMember(table, bad, 1);
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument))
         << bad.ShortDebugString() << " " << r.status();
   }
   EXPECT_EQ(table.Snapshot().version(), 1);
@@ -480,7 +484,7 @@ TEST(MembershipTableTest, OfRacingWritersExactlyOneWinsEachVersion) {
           EXPECT_EQ(*got, version + 1);
           ++wins[w];
         } else {
-          EXPECT_EQ(got.status().code(), absl::StatusCode::kAborted);
+          EXPECT_THAT(got, StatusIs(absl::StatusCode::kAborted));
         }
       }
     });
@@ -498,8 +502,8 @@ TEST(MembershipTableTest, OfRacingWritersExactlyOneWinsEachVersion) {
 }
 
 TEST(RocksDbStorageTest, NoDataDirectoryIsInvalidArgument) {
-  EXPECT_EQ(RocksDbStorage::Open(RocksDbOptions{}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(RocksDbStorage::Open(RocksDbOptions{}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The silo's metrics and overview served over HTTP while calls run on every
 // worker: scrapes and the sampler read what the workers update (run under
 // ThreadSanitizer), and the figures add up once the calls are done.
+#include "silo/admin/admin_http.h"
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -11,9 +13,8 @@
 #include "examples/counter_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/admin_http.h"
-#include "silo/http_server.h"
-#include "silo/silo.h"
+#include "silo/admin/http_server.h"
+#include "silo/runtime/silo.h"
 #include "tests/process_util.h"
 #include "tests/test_grains.h"
 

@@ -16,12 +16,15 @@
 #include "client/client.h"
 #include "core/detach.h"
 #include "core/sync.h"
+#include "core/testing/status_matchers.h"
 #include "examples/bank.granary.h"
 #include "examples/bench.granary.h"
 #include "examples/counter.granary.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/process_util.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::testing {
 namespace {
@@ -180,8 +183,7 @@ TEST(ClientProcessTest, CallsFailPromptlyWhenTheSiloIsKilledAndWorkAfterRestart)
     MutexLock lock(&tally.mu);
     EXPECT_EQ(tally.unavailable, 1) << tally.other_example;
   }
-  EXPECT_EQ(counter.Add(add).Get().status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(counter.Add(add).Get(), StatusIs(absl::StatusCode::kUnavailable));
 
   // The silo restarts on the same gateway port; the same client object
   // reconnects and works.

@@ -1,7 +1,6 @@
 // The C++ client SDK against a real silo gateway on 127.0.0.1:0: typed
 // references, coroutines, one-way ordering, error codes, flow control on
 // both sides, gateway loss and reconnection, Close, and bad options.
-#include "absl/time/clock.h"
 #include "client/client.h"
 
 #include <arpa/inet.h>
@@ -14,15 +13,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/detach.h"
 #include "core/sync.h"
+#include "core/testing/status_matchers.h"
 #include "examples/counter.granary.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/gateway_server.h"
-#include "silo/silo.h"
+#include "silo/gateway/gateway_server.h"
+#include "silo/runtime/silo.h"
 #include "tests/test_grains.granary.h"
 #include "tests/test_grains.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::testing {
 namespace {
@@ -153,16 +156,16 @@ TEST_F(ClientTest, ErrorsKeepTheirCodes) {
   ThrowRequest boom;
   boom.set_message("boom");
   absl::StatusOr<Text> thrown = client_->Get<ProbeRef>("p").Throw(boom).Get();
-  EXPECT_EQ(thrown.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(thrown, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(thrown.status().message(), HasSubstr("boom"));
   boom.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
-  EXPECT_EQ(client_->Get<ProbeRef>("p").Throw(boom).Get().status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(client_->Get<ProbeRef>("p").Throw(boom).Get(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 
   // A type the silo does not host.
   absl::StatusOr<Text> unhosted =
       client_->Get<UnhostedRef>("u").Echo(MakeText("x")).Get();
-  EXPECT_EQ(unhosted.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(unhosted, StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(unhosted.status().message(), HasSubstr("granary.testing.Unhosted"));
 
   // Deadline: the grain never answers.
@@ -170,24 +173,19 @@ TEST_F(ClientTest, ErrorsKeepTheirCodes) {
   quick.timeout = absl::Milliseconds(100);
   absl::StatusOr<Text> hung =
       client_->Get<ProbeRef>("hang").Hang(MakeText("x"), quick).Get();
-  EXPECT_EQ(hung.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(hung, StatusIs(absl::StatusCode::kDeadlineExceeded));
 
   // Bad keys never reach the wire.
-  EXPECT_EQ(client_->Get<CounterRef>("").Get(GetRequest()).Get().status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(client_->Get<CounterRef>(std::string(5000, 'k'))
-                .Get(GetRequest())
-                .Get()
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client_->Get<CounterRef>("").Get(GetRequest()).Get(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      client_->Get<CounterRef>(std::string(5000, 'k')).Get(GetRequest()).Get(),
+      StatusIs(absl::StatusCode::kInvalidArgument));
   // Nor do requests over the message limit.
-  EXPECT_EQ(client_->Get<ProbeRef>("big")
-                .Echo(MakeText(std::string(5 << 20, 'x')))
-                .Get()
-                .status()
-                .code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(client_->Get<ProbeRef>("big")
+                  .Echo(MakeText(std::string(5 << 20, 'x')))
+                  .Get(),
+              StatusIs(absl::StatusCode::kResourceExhausted));
   // And the connection still works after all of that.
   EXPECT_EQ(client_->Get<ProbeRef>("p").Echo(MakeText("ok")).Get()->text(), "ok");
 }
@@ -205,7 +203,7 @@ TEST_F(ClientTest, ClientSideFlowControlFailsPastTheLimitWhenConfigured) {
   }
   absl::StatusOr<Text> over =
       client_->Get<ProbeRef>("other").Echo(MakeText("x")).Get();
-  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over, StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_EQ(client_->in_flight(), 3);
   // Stopping the silo answers the hung calls; the client hears UNAVAILABLE.
   StopSilo();
@@ -251,8 +249,8 @@ TEST_F(ClientTest, SiloStopsReadingAConnectionAtItsInFlightLimit) {
   // any other connection is served.
   CallOptions quick;
   quick.timeout = absl::Milliseconds(200);
-  EXPECT_EQ(client_->Get<ProbeRef>("idle").Echo(MakeText("x"), quick).Get().status().code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(client_->Get<ProbeRef>("idle").Echo(MakeText("x"), quick).Get(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
   auto other = Connect();
   ASSERT_NE(other, nullptr);
   EXPECT_EQ(other->Get<ProbeRef>("idle").Echo(MakeText("y")).Get()->text(), "y");
@@ -281,8 +279,7 @@ TEST_F(ClientTest, LostGatewayFailsCallsPromptlyAndTheClientReconnects) {
   ASSERT_TRUE(outcomes.WaitFor(1));
   EXPECT_EQ(outcomes.Count(absl::StatusCode::kUnavailable), 1);
   // With the only gateway gone, calls fail at once rather than hang.
-  EXPECT_EQ(counter.Add(add).Get().status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(counter.Add(add).Get(), StatusIs(absl::StatusCode::kUnavailable));
 
   // The silo comes back on the same address: the same client works again.
   StartSilo(address);
@@ -302,8 +299,8 @@ TEST_F(ClientTest, CloseWaitsForCallsThenFailsTheRest) {
   client_->Close(absl::Milliseconds(50));
   ASSERT_TRUE(outcomes.WaitFor(1));
   EXPECT_EQ(outcomes.Count(absl::StatusCode::kUnavailable), 1);
-  EXPECT_EQ(client_->Get<CounterRef>("late").Get(GetRequest()).Get().status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(client_->Get<CounterRef>("late").Get(GetRequest()).Get(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   client_->Close();  // idempotent
 }
 
@@ -331,31 +328,31 @@ TEST_F(ClientTest, AClientThatDisappearsMidCallHurtsNoOne) {
 
 TEST_F(ClientTest, BadOptionsAreInvalidArgument) {
   ClientOptions none;
-  EXPECT_EQ(Client::Connect(none).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Client::Connect(none),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   for (const char* bad : {"", "localhost", "127.0.0.1:", ":80", "host:99999",
                           "host:port"}) {
     ClientOptions o;
     o.gateways = {bad};
-    EXPECT_EQ(Client::Connect(o).status().code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(Client::Connect(o),
+                StatusIs(absl::StatusCode::kInvalidArgument))
         << bad;
   }
   ClientOptions zero;
   zero.gateways = {address_};
   zero.max_in_flight = 0;
-  EXPECT_EQ(Client::Connect(zero).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Client::Connect(zero),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   ClientOptions negative;
   negative.gateways = {address_};
   negative.gateway_refresh_period = absl::Seconds(-1);
-  EXPECT_EQ(Client::Connect(negative).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Client::Connect(negative),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   ClientOptions no_cache;
   no_cache.gateways = {address_};
   no_cache.location_cache_size = -1;
   absl::Status refused = Client::Connect(no_cache).status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(refused.message(), HasSubstr("location_cache_size"));
 }
 
@@ -374,7 +371,7 @@ TEST_F(ClientTest, UnreachableGatewayIsUnavailable) {
   o.gateways = {absl::StrCat("127.0.0.1:", ntohs(addr.sin_port))};
   o.connect_timeout = absl::Milliseconds(300);
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(o);
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(c, StatusIs(absl::StatusCode::kUnavailable));
   close(fd);
 }
 
@@ -407,7 +404,7 @@ TEST_F(ClientTest, SpreadsOverGatewaysAndSurvivesLosingOne) {
     absl::StatusOr<Text> r =
         client_->Get<ProbeRef>(absl::StrCat("g", i)).Echo(MakeText("x")).Get();
     if (!r.ok()) {
-      EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+      EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable));
     }
   }
   for (int i = 0; i < 50; ++i) {

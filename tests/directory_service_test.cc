@@ -3,6 +3,8 @@
 // owner and agree on one winner per grain; a silo refuses grains it does
 // not own and callers whose view is ahead of its own; the entries of a dead
 // silo are purged and a stale own entry can be replaced.
+#include "directory/directory_service.h"
+
 #include <algorithm>
 #include <atomic>
 #include <functional>
@@ -15,10 +17,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/sync.h"
-#include "client/grpc_callback_queue.h"
+#include "core/testing/status_matchers.h"
+#include "directory/directory_client.h"
+#include "directory/partition.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "silo/directory_service.h"
+#include "rpc/callback_queue.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::silo {
 namespace {
@@ -27,12 +33,12 @@ constexpr absl::string_view kType = "test.Grain";
 
 struct TestOwner {
   TestOwner() : directory(&owner) {
-    HoldGrpcCallbackQueue();  // see client/grpc_callback_queue.h
+    rpc::HoldGrpcCallbackQueue();  // see rpc/callback_queue.h
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port);
-    service = std::make_unique<DirectoryService>(&owner);
+    service = std::make_unique<directory::DirectoryService>(&owner);
     builder.RegisterService(service.get());
     server = builder.BuildAndStart();
     address = absl::StrCat("127.0.0.1:", port);
@@ -48,16 +54,16 @@ struct TestOwner {
     directory.OnView(v);
   }
 
-  DirectoryOwner owner;
-  ClusterDirectory directory;
-  std::unique_ptr<DirectoryService> service;
+  directory::DirectoryPartition owner;
+  directory::DirectoryClient directory;
+  std::unique_ptr<directory::DirectoryService> service;
   std::unique_ptr<grpc::Server> server;
   std::string address;
   std::string id;
 };
 
 absl::StatusOr<v1::DirectoryReply> Wait(
-    const std::function<void(ClusterDirectory::Done)>& start) {
+    const std::function<void(directory::DirectoryClient::Done)>& start) {
   struct State {
     Notification done;
     absl::StatusOr<v1::DirectoryReply> out;
@@ -147,7 +153,7 @@ TEST_F(DirectoryServiceTest, RacingRegistrationsFromEverySiloAgreeOnOneWinner) {
   for (int s = 0; s < 3; ++s) {
     threads.emplace_back([&, s] {
       for (int g = 0; g < kGrains; ++g) {
-        auto r = Wait([&](ClusterDirectory::Done done) {
+        auto r = Wait([&](directory::DirectoryClient::Done done) {
           silos_[s]->directory.Register(
               Entry(absl::StrCat("g", g), silos_[s]->id, g + 1), done);
         });
@@ -182,7 +188,7 @@ TEST_F(DirectoryServiceTest, RacingRegistrationsFromEverySiloAgreeOnOneWinner) {
     EXPECT_EQ(silos_[s]->owner.size(), static_cast<size_t>(per_owner[s]));
   }
   // Lookups from any silo find the winner.
-  auto found = Wait([&](ClusterDirectory::Done done) {
+  auto found = Wait([&](directory::DirectoryClient::Done done) {
     silos_[2]->directory.Lookup(GrainId(kType, "g7"), done);
   });
   ASSERT_TRUE(found.ok()) << found.status();
@@ -201,42 +207,42 @@ TEST_F(DirectoryServiceTest, NonOwnersAndStaleOwnersRefuse) {
   v1::DirectoryRequest request;
   *request.mutable_entry() = Entry("x", not_owner->id, 1);
   request.set_view_version(version_);
-  EXPECT_EQ(not_owner->owner.Register(request).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(not_owner->owner.Register(request),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   TestOwner* the_owner = nullptr;
   for (auto& s : silos_) {
     if (s->id == owner) the_owner = s.get();
   }
   request.set_view_version(version_ + 5);  // the caller knows a newer view
-  EXPECT_EQ(the_owner->owner.Register(request).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(the_owner->owner.Register(request),
+              StatusIs(absl::StatusCode::kUnavailable));
   // Bad input.
   request.set_view_version(version_);
   *request.mutable_entry() = Entry("x", "10.0.0.9:1@1", 1);  // not a member
-  EXPECT_EQ(the_owner->owner.Register(request).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(the_owner->owner.Register(request),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   *request.mutable_entry() = Entry("x", the_owner->id, 1);
   *request.mutable_replace() = Entry("x", not_owner->id, 1);  // not its own
-  EXPECT_EQ(the_owner->owner.Register(request).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(the_owner->owner.Register(request),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   request.clear_replace();
   request.mutable_entry()->set_type(std::string(300, 't'));
-  EXPECT_EQ(the_owner->owner.Lookup(request).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(the_owner->owner.Lookup(request),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   request.mutable_entry()->set_type(std::string(kType));
   request.mutable_entry()->set_key("");
-  EXPECT_EQ(the_owner->owner.Register(request).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(the_owner->owner.Register(request),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   request.mutable_entry()->set_key("x");
   request.mutable_entry()->set_type("");
-  EXPECT_EQ(the_owner->owner.Lookup(request).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(the_owner->owner.Lookup(request),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   // Register grains hosted on silo 2 from silo 2.
   for (int g = 0; g < 60; ++g) {
-    auto r = Wait([&](ClusterDirectory::Done done) {
+    auto r = Wait([&](directory::DirectoryClient::Done done) {
       silos_[2]->directory.Register(Entry(absl::StrCat("d", g), silos_[2]->id, 1),
                                     done);
     });
@@ -246,7 +252,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   std::map<std::string, std::string> owner_before;
   for (int g = 0; g < 60; ++g) {
     const std::string key = absl::StrCat("live", g);
-    auto r = Wait([&](ClusterDirectory::Done done) {
+    auto r = Wait([&](directory::DirectoryClient::Done done) {
       silos_[g % 2]->directory.Register(Entry(key, silos_[g % 2]->id, 1), done);
     });
     ASSERT_TRUE(r.ok()) << r.status();
@@ -257,7 +263,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   // that moved is neither found nor registrable: "not found" could be wrong.
   int survived = 0, moved = 0;
   for (const auto& [key, owner] : owner_before) {
-    auto r = Wait([&](ClusterDirectory::Done done) {
+    auto r = Wait([&](directory::DirectoryClient::Done done) {
       silos_[0]->directory.Lookup(GrainId(kType, key), done);
     });
     if (silos_[0]->owner.OwnerOf(GrainId(kType, key)) == owner) {
@@ -265,11 +271,11 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
       EXPECT_TRUE(r->found()) << key << ": its owner did not change";
       ++survived;
     } else {
-      EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << key;
-      auto reg = Wait([&](ClusterDirectory::Done done) {
+      EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable)) << key;
+      auto reg = Wait([&](directory::DirectoryClient::Done done) {
         silos_[1]->directory.Register(Entry(key, silos_[1]->id, 7), done);
       });
-      EXPECT_EQ(reg.status().code(), absl::StatusCode::kUnavailable) << key;
+      EXPECT_THAT(reg, StatusIs(absl::StatusCode::kUnavailable)) << key;
       ++moved;
     }
   }
@@ -287,7 +293,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   EXPECT_FALSE(silos_[0]->owner.rebuilding());
   EXPECT_FALSE(silos_[1]->owner.rebuilding());
   for (int g = 0; g < 60; ++g) {
-    auto r = Wait([&](ClusterDirectory::Done done) {
+    auto r = Wait([&](directory::DirectoryClient::Done done) {
       silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("live", g)),
                                   done);
     });
@@ -296,7 +302,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
     EXPECT_EQ(r->entry().silo(), silos_[g % 2]->id);
   }
   for (int g = 0; g < 60; ++g) {
-    auto r = Wait([&](ClusterDirectory::Done done) {
+    auto r = Wait([&](directory::DirectoryClient::Done done) {
       silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("d", g)), done);
     });
     ASSERT_TRUE(r.ok()) << r.status();
@@ -304,29 +310,29 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   }
   // Silo 0 registers activation 1 of "s", then (that activation gone)
   // replaces its own stale entry with activation 2.
-  auto first = Wait([&](ClusterDirectory::Done done) {
+  auto first = Wait([&](directory::DirectoryClient::Done done) {
     silos_[0]->directory.Register(Entry("s", silos_[0]->id, 1), done);
   });
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->entry().activation_id(), 1u);
-  auto plain = Wait([&](ClusterDirectory::Done done) {
+  auto plain = Wait([&](directory::DirectoryClient::Done done) {
     silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2), done);
   });
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->entry().activation_id(), 1u);  // absent-only: no change
   const v1::DirectoryEntry stale = Entry("s", silos_[0]->id, 1);
-  auto replaced = Wait([&](ClusterDirectory::Done done) {
+  auto replaced = Wait([&](directory::DirectoryClient::Done done) {
     silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2), done, &stale);
   });
   ASSERT_TRUE(replaced.ok());
   EXPECT_EQ(replaced->entry().activation_id(), 2u);
   // Unregister removes only the entry it names.
-  auto kept = Wait([&](ClusterDirectory::Done done) {
+  auto kept = Wait([&](directory::DirectoryClient::Done done) {
     silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 1), done);
   });
   ASSERT_TRUE(kept.ok());
   EXPECT_TRUE(kept->found());
-  auto gone = Wait([&](ClusterDirectory::Done done) {
+  auto gone = Wait([&](directory::DirectoryClient::Done done) {
     silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 2), done);
   });
   ASSERT_TRUE(gone.ok());
@@ -347,25 +353,24 @@ TEST_F(DirectoryServiceTest, RebuildReportsAreCheckedAndConflictsReported) {
   *r.add_entries() = Entry(key, silos_[1]->id, 5);
   v1::RebuildRequest bad = r;
   bad.set_ring(r.ring() + 1);  // another ring
-  EXPECT_EQ(o.owner.Rebuild(bad).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(o.owner.Rebuild(bad), StatusIs(absl::StatusCode::kUnavailable));
   bad = r;
   bad.set_from("10.0.0.9:1@1");  // not a member
   bad.mutable_entries(0)->set_silo("10.0.0.9:1@1");
-  EXPECT_EQ(o.owner.Rebuild(bad).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(o.owner.Rebuild(bad),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   bad = r;
   bad.mutable_entries(0)->set_silo(silos_[2]->id);  // not the sender's
-  EXPECT_EQ(o.owner.Rebuild(bad).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(o.owner.Rebuild(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   bad = r;
   bad.mutable_entries(0)->set_key("");
-  EXPECT_EQ(o.owner.Rebuild(bad).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(o.owner.Rebuild(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   bad = r;
   bad.mutable_entries(0)->set_type(std::string(300, 't'));
-  EXPECT_EQ(o.owner.Rebuild(bad).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(o.owner.Rebuild(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   std::string foreign;
   for (int g = 0; foreign.empty(); ++g) {
     const std::string k = absl::StrCat("f", g);
@@ -373,8 +378,8 @@ TEST_F(DirectoryServiceTest, RebuildReportsAreCheckedAndConflictsReported) {
   }
   bad = r;
   *bad.add_entries() = Entry(foreign, silos_[1]->id, 6);  // not owned
-  EXPECT_EQ(o.owner.Rebuild(bad).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(o.owner.Rebuild(bad),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   // Nothing of the refused reports was registered.
   v1::DirectoryRequest lookup;
   *lookup.mutable_entry() = Entry(key, "", 0);
@@ -407,7 +412,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosGraceKeepsItsGrainsFromMoving) {
   std::vector<std::string> keys;
   for (int g = 0; g < 60; ++g) {
     keys.push_back(absl::StrCat("h", g));
-    auto r = Wait([&](ClusterDirectory::Done done) {
+    auto r = Wait([&](directory::DirectoryClient::Done done) {
       silos_[2]->directory.Register(Entry(keys.back(), silos_[2]->id, 1), done);
     });
     ASSERT_TRUE(r.ok()) << r.status();
@@ -422,7 +427,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosGraceKeepsItsGrainsFromMoving) {
   Report(1, {});
   int kept = 0, held = 0;
   for (const std::string& k : keys) {
-    auto r = Wait([&](ClusterDirectory::Done done) {
+    auto r = Wait([&](directory::DirectoryClient::Done done) {
       silos_[0]->directory.Lookup(GrainId(kType, k), done);
     });
     if (absl::Now() - died > absl::Milliseconds(500)) break;  // too slow
@@ -431,7 +436,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosGraceKeepsItsGrainsFromMoving) {
       EXPECT_TRUE(r->found()) << k << ": the dead silo's entry is kept";
       ++kept;
     } else {
-      EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << k;
+      EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable)) << k;
       ++held;
     }
   }
@@ -439,7 +444,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosGraceKeepsItsGrainsFromMoving) {
   // After the grace its grains are gone everywhere.
   absl::SleepFor(absl::Milliseconds(700) - (absl::Now() - died));
   for (const std::string& k : keys) {
-    auto r = Wait([&](ClusterDirectory::Done done) {
+    auto r = Wait([&](directory::DirectoryClient::Done done) {
       silos_[1]->directory.Lookup(GrainId(kType, k), done);
     });
     ASSERT_TRUE(r.ok()) << k << ": " << r.status();

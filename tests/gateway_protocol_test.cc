@@ -6,15 +6,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/testing/status_matchers.h"
 #include "examples/counter.pb.h"
 #include "gmock/gmock.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "silo/gateway_server.h"
-#include "silo/silo.h"
+#include "silo/gateway/gateway_server.h"
+#include "silo/runtime/silo.h"
 #include "tests/test_grains.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::testing {
 namespace {
@@ -107,13 +110,13 @@ TEST_F(GatewayProtocolTest, ABatchOfGoodAndBadRequestsGetsOneReplyEach) {
   EXPECT_EQ(value.value(), 5);
   ASSERT_TRUE(value.ParseFromString(replies[2].payload()));
   EXPECT_EQ(value.value(), 7);
-  EXPECT_EQ(replies[3].code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(replies[3], StatusIs(grpc::StatusCode::UNIMPLEMENTED));
   EXPECT_THAT(replies[3].message(), HasSubstr("/granary.examples.Counter/Nope"));
-  EXPECT_EQ(replies[4].code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_EQ(replies[5].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(replies[4], StatusIs(grpc::StatusCode::UNIMPLEMENTED));
+  EXPECT_THAT(replies[5], StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_THAT(replies[5].message(), HasSubstr("granary.examples.AddRequest"));
-  EXPECT_EQ(replies[6].code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(replies[7].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(replies[6], StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(replies[7], StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   // Requests run in order: the one-way Bump before the Get.
   ASSERT_EQ(replies[8].code(), 0);
   ASSERT_TRUE(value.ParseFromString(replies[8].payload()));
@@ -139,7 +142,7 @@ TEST_F(GatewayProtocolTest, DeadlinesTravelWithEachRequest) {
   ASSERT_TRUE(stream->Write(batch));
   std::map<uint64_t, v1::Reply> replies = ReadReplies(stream.get(), 1);
   ASSERT_EQ(replies.size(), 1u);
-  EXPECT_EQ(replies[1].code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(replies[1], StatusIs(grpc::StatusCode::DEADLINE_EXCEEDED));
   ctx.TryCancel();
 }
 
@@ -229,7 +232,7 @@ TEST_F(GatewayProtocolTest, StoppingAnswersAcceptedCallsThenEndsStreamsUnavailab
   gateway_->Stop();
   std::map<uint64_t, v1::Reply> replies = ReadReplies(stream.get(), 1);
   ASSERT_EQ(replies.size(), 1u);
-  EXPECT_EQ(replies[1].code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(replies[1], StatusIs(grpc::StatusCode::UNAVAILABLE));
   grpc::Status end = stream->Finish();
   EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE);
 }

@@ -9,16 +9,19 @@
 #include <memory>
 #include <string>
 
+#include "core/testing/status_matchers.h"
 #include "examples/counter.granary.h"
 #include "examples/counter.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "silo/gateway_server.h"
-#include "silo/silo.h"
+#include "silo/gateway/gateway_server.h"
+#include "silo/runtime/silo.h"
 #include "tests/test_grains.grpc.pb.h"
 #include "tests/test_grains.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::testing {
 namespace {
@@ -188,8 +191,8 @@ TEST_F(GrpcAccessTest, OversizedMessageIsRejectedAndTheSiloKeepsServing) {
   ASSERT_TRUE(probe->Echo(&ctx, small_text, &reply).ok());
   EXPECT_EQ(reply.text(), "fits");
   small.Stop();
-  EXPECT_EQ(silo::GatewayServer(silo_.get(), "127.0.0.1:0", 0).Start().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(silo::GatewayServer(silo_.get(), "127.0.0.1:0", 0).Start(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(GrpcAccessTest, GarbageOrSilentConnectionsDoNotHurtOthers) {
@@ -293,7 +296,8 @@ TEST(GatewayServerTest, RejectsBadAddresses) {
   ASSERT_TRUE(silo.Start().ok());
   for (const char* bad : {"nonsense", "127.0.0.1:notaport", "127.0.0.1:70000", ":5"}) {
     silo::GatewayServer gateway(&silo, bad);
-    EXPECT_EQ(gateway.Start().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(gateway.Start(), StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad;
   }
   silo.Stop();
 }

@@ -4,6 +4,7 @@
 // from the others' probes learns it was declared dead and stops, and a
 // graceful leave marks the silo dead without votes.
 #include <atomic>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,13 +13,15 @@
 #include "absl/time/clock.h"
 #include "core/status.h"
 #include "core/sync.h"
-#include <iostream>
-#include "client/grpc_callback_queue.h"
+#include "core/testing/status_matchers.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "silo/membership_agent.h"
-#include "silo/membership_service.h"
+#include "rpc/callback_queue.h"
+#include "silo/cluster/membership_agent.h"
+#include "silo/cluster/membership_service.h"
 #include "storage/membership_table.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::silo {
 namespace {
@@ -44,7 +47,7 @@ class TestSilo {
  public:
   TestSilo(storage::InMemoryMembershipTable* primary_table,
            const std::string& primary_address, int64_t generation) {
-    HoldGrpcCallbackQueue();  // see client/grpc_callback_queue.h
+    rpc::HoldGrpcCallbackQueue();  // see rpc/callback_queue.h
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
@@ -265,8 +268,8 @@ TEST(MembershipOptionsTest, OutOfRangeOptionsAreRefused) {
   EXPECT_TRUE(ValidateMembershipOptions(MembershipOptions{}).ok());
   MembershipOptions o;
   o.missed_probes = 0;
-  EXPECT_EQ(ValidateMembershipOptions(o).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ValidateMembershipOptions(o),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   o = MembershipOptions{};
   o.probe_interval = absl::ZeroDuration();
   EXPECT_FALSE(ValidateMembershipOptions(o).ok());
@@ -284,7 +287,7 @@ TEST(RemoteMembershipTableTest, AnUnreachablePrimaryIsUnavailable) {
   RemoteMembershipTable remote("127.0.0.1:1", absl::Seconds(10));
   absl::StatusOr<v1::MembershipView> read;
   remote.Read([&](absl::StatusOr<v1::MembershipView> v) { read = std::move(v); });
-  EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(read, StatusIs(absl::StatusCode::kUnavailable));
   v1::Member m;
   m.set_address("127.0.0.1:2");
   m.set_generation(1);

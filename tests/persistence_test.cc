@@ -4,20 +4,23 @@
 // get ABORTED, stored bytes that do not parse fail only that grain, and a
 // write that completes after its silo gave up on it touches nothing.
 #include <filesystem>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/detach.h"
 #include "core/sync.h"
+#include "core/testing/status_matchers.h"
 #include "examples/bank_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/silo.h"
+#include "silo/runtime/silo.h"
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::examples {
 namespace {
@@ -98,15 +101,15 @@ TEST(PersistenceTest, RefusedOperationsLeaveTheStateAlone) {
   BankAccountRef a = silo->Get<BankAccountRef>("a");
   ASSERT_TRUE(a.Deposit(Of(10)).Get().ok());
   absl::StatusOr<Balance> over = a.Withdraw(Of(11)).Get();
-  EXPECT_EQ(over.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(over, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(over.status().message(), HasSubstr("does not cover"));
-  EXPECT_EQ(a.Deposit(Of(-5)).Get().status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(a.Deposit(Of(-5)).Get(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   TransferRequest to_self;
   to_self.set_to("a");
   to_self.set_amount(1);
-  EXPECT_EQ(a.Transfer(to_self).Get().status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(a.Transfer(to_self).Get(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(BalanceOf(*silo, "a"), 10);
 
   TransferRequest move;
@@ -133,7 +136,7 @@ TEST(PersistenceTest, TwoActivationsOnOneStoredStateTheSecondWriterIsAborted) {
   EXPECT_EQ(one->Get<BankAccountRef>("x").Deposit(Of(5)).Get()->balance(), 5);
   absl::StatusOr<Balance> stale =
       two->Get<BankAccountRef>("x").Deposit(Of(7)).Get();
-  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(stale, StatusIs(absl::StatusCode::kAborted));
   EXPECT_THAT(stale.status().message(), HasSubstr("stale etag"));
   one->Stop();
   two->Stop();
@@ -151,7 +154,7 @@ TEST(PersistenceTest, StateThatDoesNotParseFailsOnlyThatGrain) {
   auto silo = StartSilo(&store);
   absl::StatusOr<Balance> bad =
       silo->Get<BankAccountRef>("garbled").GetBalance(GetBalanceRequest()).Get();
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_THAT(bad.status().message(), HasSubstr("granary.examples.AccountState"));
   // The silo serves everyone else.
   EXPECT_EQ(silo->Get<BankAccountRef>("fine").Deposit(Of(1)).Get()->balance(), 1);
@@ -215,7 +218,7 @@ TEST(PersistenceTest, AWriteCompletingAfterItsSiloGaveUpOnItTouchesNothing) {
     ASSERT_TRUE(store.WaitForHeld(1));
     silo.Stop();  // the deposit's activation is abandoned after 100 ms
     ASSERT_TRUE(replied.WaitForNotificationWithTimeout(absl::Seconds(60)));
-    EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(reply, StatusIs(absl::StatusCode::kUnavailable));
   }
   store.ReleaseAll();  // completes after its activation and silo are gone
 }

@@ -155,8 +155,8 @@ bool ChildProcess::Stopped() const {
 }
 
 std::vector<std::string> AnyPorts(const std::string& data_dir) {
-  return {"--gateway=127.0.0.1:0", "--silo=127.0.0.1:0", "--http=127.0.0.1:0",
-          "--data_dir=" + data_dir, "--log_level=warning"};
+  return {"--gateway=127.0.0.1:0",  "--silo=127.0.0.1:0",  "--http=127.0.0.1:0",
+          "--data_dir=" + data_dir, "--log_level=warning", "--bench_grains"};
 }
 
 std::string Field(const std::string& ready, const std::string& name) {

@@ -1,29 +1,34 @@
-// Reminders kept by another silo (silo/reminder_remote.h), in one process
-// over real gRPC: a grain of a silo whose reminders a keeper silo keeps
+// Reminders kept by another silo (silo/cluster/reminder_remote.h), in one
+// process over real gRPC: a grain of a silo whose reminders a keeper silo keeps
 // registers, lists and unregisters them there; bad requests are refused
 // with INVALID_ARGUMENT (UNAVAILABLE before the keeper is attached); ticks
 // sent by another silo run only through a silo endpoint, never a client
 // gateway, bad ones are refused, and a tick of a reminder the grain has
 // since removed or replaced is dropped.
+#include "silo/cluster/reminder_remote.h"
+
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "client/grpc_callback_queue.h"
 #include "core/call.h"
 #include "core/sync.h"
+#include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "granary/v1/reminders.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "silo/gateway_server.h"
-#include "silo/gateway_service.h"
-#include "silo/reminder_remote.h"
-#include "silo/reminder_service.h"
-#include "silo/silo.h"
+#include "rpc/callback_queue.h"
+#include "silo/gateway/gateway_server.h"
+#include "silo/gateway/gateway_service.h"
+#include "silo/runtime/reminder_service.h"
+#include "silo/runtime/silo.h"
 #include "storage/memory_storage.h"
 #include "tests/test_grains.h"
+
+using ::granary::matchers::ReplyStatus;
+using ::granary::matchers::StatusIs;
 
 namespace granary::testing {
 namespace {
@@ -54,7 +59,7 @@ std::unique_ptr<silo::Silo> NewSilo(const std::string& name,
 class ReminderRemoteTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    HoldGrpcCallbackQueue();
+    rpc::HoldGrpcCallbackQueue();
     keeper_ = NewSilo("keeper", &table_, &keeper_state_, nullptr);
     silo::GatewayServiceOptions peer;
     peer.from_silos = true;
@@ -166,7 +171,7 @@ TEST_F(ReminderRemoteTest, AGrainRegistersListsAndUnregistersWithTheKeeper) {
   EXPECT_THAT(listed->names(), ElementsAre("slow"));
   // Refused by the silo itself, before any request leaves it.
   absl::StatusOr<Text> bad = grain.Register(Reminder("", 0, 50)).Get();
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(ReminderRemoteTest, BadRequestsAreRefusedAndChangeNothing) {
@@ -251,13 +256,13 @@ TEST_F(ReminderRemoteTest, TicksFromSilosRunAndBadOnesAreRefused) {
   EXPECT_EQ(OtherTicks("t/x"), 1);
 
   v1::Reply garbage = SendTick(gateway_.get(), "t", "\xff\xff\xff");
-  EXPECT_EQ(garbage.code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ReplyStatus(garbage), StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   v1::Reply no_name = SendTick(gateway_.get(), "t", Tick("", t));
-  EXPECT_EQ(no_name.code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ReplyStatus(no_name), StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   v1::Reply no_period = SendTick(gateway_.get(), "t", Tick("x", t, 0));
-  EXPECT_EQ(no_period.code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ReplyStatus(no_period), StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   v1::Reply no_key = SendTick(gateway_.get(), "", Tick("x", t));
-  EXPECT_EQ(no_key.code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ReplyStatus(no_key), StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_EQ(OtherTicks("t/x"), 1);
 
   // A client gateway knows no such method: clients cannot send ticks.
@@ -266,7 +271,7 @@ TEST_F(ReminderRemoteTest, TicksFromSilosRunAndBadOnesAreRefused) {
   auto client_stub = v1::Gateway::NewStub(grpc::CreateChannel(
       client_gateway.address(), grpc::InsecureChannelCredentials()));
   v1::Reply refused = SendTick(client_stub.get(), "t", Tick("x", t));
-  EXPECT_EQ(refused.code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(ReplyStatus(refused), StatusIs(grpc::StatusCode::UNIMPLEMENTED));
   EXPECT_THAT(refused.message(), HasSubstr("$Reminder"));
   EXPECT_EQ(OtherTicks("t/x"), 1);
   client_gateway.Stop();

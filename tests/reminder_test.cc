@@ -11,13 +11,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/sync.h"
+#include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/reminder_service.h"
-#include "silo/silo.h"
+#include "silo/runtime/reminder_service.h"
+#include "silo/runtime/silo.h"
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
 #include "tests/test_grains.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::testing {
 namespace {
@@ -224,8 +227,7 @@ TEST_P(ReminderTest, BadArgumentsAreRefusedAndNothingIsStored) {
         Reminder("zero-period", 0, 0)}) {
     auto r = grain.Register(bad).Get();
     ASSERT_FALSE(r.ok()) << bad.ShortDebugString();
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
-        << r.status();
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument)) << r.status();
   }
   auto list = grain.List(Text()).Get();
   ASSERT_TRUE(list.ok());
@@ -276,7 +278,7 @@ TEST(ReminderTableFailureTest, AnUnreadableTableKeepsTheSiloFromStarting) {
   options.reminders = &table;
   silo::Silo silo(options);
   absl::Status started = silo.Start();
-  EXPECT_EQ(started.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(started, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(started.message(), HasSubstr("cannot load reminders"));
   EXPECT_THAT(started.message(), HasSubstr("disk on fire"));
 }
@@ -302,11 +304,11 @@ TEST(ReminderTableFailureTest, AFailedWriteReachesTheGrainAndSchedulesNothing) {
   ASSERT_TRUE(AddTestGrains(silo, &state).ok());
   ASSERT_TRUE(silo.Start().ok());
   auto r = silo.Get<RemindRef>("x").Register(Reminder("r", 0, 1000)).Get();
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(r.status().message(), HasSubstr("disk on fire"));
   EXPECT_EQ(silo.reminders().size(), 0u);
   auto u = silo.Get<RemindRef>("x").Unregister(Reminder("r", 0, 0)).Get();
-  EXPECT_EQ(u.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(u, StatusIs(absl::StatusCode::kUnavailable));
 }
 
 }  // namespace

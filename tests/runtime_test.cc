@@ -7,13 +7,16 @@
 #include <thread>
 #include <vector>
 
-#include "core/sync.h"
 #include "core/detach.h"
+#include "core/sync.h"
+#include "core/testing/status_matchers.h"
 #include "examples/counter_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/silo.h"
+#include "silo/runtime/silo.h"
 #include "tests/test_grains.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::testing {
 namespace {
@@ -193,11 +196,11 @@ TEST_F(RuntimeTest, ReentrantTypeInterleavesAnyRequest) {
 TEST_F(RuntimeTest, FailedActivationFailsTheCallAndIsRetriedLater) {
   auto bad = silo_->Get<FaultyRef>("bad-1");
   absl::StatusOr<Text> r = bad.Echo(MakeText("x")).Get();
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(r.status().message(), HasSubstr("cannot load bad-1"));
   // Nothing is left behind; the next call tries to activate again.
   r = bad.Echo(MakeText("x")).Get();
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInternal));
   {
     MutexLock lock(&state_.mu);
     EXPECT_EQ(state_.activations["bad-1"], 2);
@@ -216,7 +219,7 @@ TEST_F(RuntimeTest, DeadlineExceededWhenGrainNeverReplies) {
   ASSERT_TRUE(state_.WaitForLog("hang-start:hung"));
   clock_.Advance(absl::Seconds(6));
   failed.WaitForNotification();
-  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_THAT(status.message(), HasSubstr("unknown"));
   // The silo stays healthy.
   EXPECT_EQ(silo_->Get<ProbeRef>("other").Echo(MakeText("ok")).Get()->text(), "ok");
@@ -328,12 +331,12 @@ TEST_F(RuntimeTest, ThrowingMethodYieldsInternalWithMessage) {
   ThrowRequest r;
   r.set_message("kaboom");
   absl::StatusOr<Text> reply = silo_->Get<ProbeRef>("thrower").Throw(r).Get();
-  EXPECT_EQ(reply.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(reply, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(reply.status().message(), HasSubstr("kaboom"));
   // The grain chose its status.
   r.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
   reply = silo_->Get<ProbeRef>("thrower").Throw(r).Get();
-  EXPECT_EQ(reply.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(reply, StatusIs(absl::StatusCode::kFailedPrecondition));
   // The activation survives its exceptions.
   EXPECT_EQ(silo_->Get<ProbeRef>("thrower").Echo(MakeText("still here")).Get()->text(),
             "still here");
@@ -342,21 +345,21 @@ TEST_F(RuntimeTest, ThrowingMethodYieldsInternalWithMessage) {
 TEST_F(RuntimeTest, UnknownMethodTypeAndMalformedPayload) {
   std::string payload = MakeText("x").SerializeAsString();
   auto r = silo_->CallSerialized("granary.testing.Probe", "k", "NoSuchMethod", payload);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(r.status().message(), HasSubstr("NoSuchMethod"));
 
   r = silo_->CallSerialized("granary.testing.NoSuchType", "k", "Echo", payload);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(r.status().message(), HasSubstr("granary.testing.NoSuchType"));
 
   r = silo_->CallSerialized("granary.testing.Probe", "k", "Echo", "\xff\xff\xff");
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
 
   r = silo_->CallSerialized("granary.testing.Probe", "", "Echo", payload);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
   r = silo_->CallSerialized("granary.testing.Probe", std::string(kMaxGrainKeyBytes + 1, 'k'),
                             "Echo", payload);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
 
   r = silo_->CallSerialized("granary.testing.Probe", "k", "Echo", payload);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -367,11 +370,11 @@ TEST_F(RuntimeTest, UnknownMethodTypeAndMalformedPayload) {
   // A grain type this silo does not host, through a typed reference.
   absl::StatusOr<Text> unhosted =
       silo_->Get<UnhostedRef>("k").Echo(MakeText("x")).Get();
-  EXPECT_EQ(unhosted.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(unhosted, StatusIs(absl::StatusCode::kUnimplemented));
 
   // A reference with no runtime at all, used outside grain code.
   absl::StatusOr<Text> orphan = ProbeRef("k").Echo(MakeText("x")).Get();
-  EXPECT_EQ(orphan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(orphan, StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(RuntimeTest, StopDeactivatesGrainsAndRefusesNewCalls) {
@@ -385,19 +388,19 @@ TEST_F(RuntimeTest, StopDeactivatesGrainsAndRefusesNewCalls) {
   }
   EXPECT_EQ(silo_->ActivationCount(), 0u);
   auto after = silo_->Get<LifecycleRef>("s3").Touch(MakeText("")).Get();
-  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(after, StatusIs(absl::StatusCode::kUnavailable));
   silo_->Stop();  // idempotent
 }
 
 TEST(SiloTest, RejectsDuplicateTypesAndLateRegistration) {
   silo::Silo silo;
   EXPECT_TRUE(silo.AddGrain<examples::CounterGrain>().ok());
-  EXPECT_EQ(silo.AddGrain<examples::CounterGrain>().code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(silo.AddGrain<examples::CounterGrain>(),
+              StatusIs(absl::StatusCode::kAlreadyExists));
   ASSERT_TRUE(silo.Start().ok());
-  EXPECT_EQ(silo.Start().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(silo.AddGrain<examples::PingGrain>().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(silo.Start(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(silo.AddGrain<examples::PingGrain>(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   silo.Stop();
 }
 

@@ -2,6 +2,8 @@
 // endpoint (the gateway protocol) comes back with its reply or its error;
 // a silo that is unknown, Dead in the view or crashed fails calls at once
 // with UNAVAILABLE, including those already in flight.
+#include "silo/cluster/silo_transport.h"
+
 #include <iostream>
 #include <memory>
 #include <string>
@@ -9,13 +11,15 @@
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "core/detach.h"
+#include "core/testing/status_matchers.h"
 #include "examples/counter_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/gateway_server.h"
-#include "silo/silo.h"
-#include "silo/silo_transport.h"
+#include "silo/gateway/gateway_server.h"
+#include "silo/runtime/silo.h"
 #include "tests/test_grains.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::testing {
 namespace {
@@ -123,14 +127,14 @@ TEST_F(SiloTransportTest, CallsReachTheOtherSiloAndComeBack) {
   ThrowRequest boom;
   boom.set_message("boom");
   boom.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
-  EXPECT_EQ(probe.Throw(boom).Get().status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(probe.Throw(boom).Get(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(SiloTransportTest, AnUnknownSiloFailsAtOnce) {
   ToSilo nowhere(transport_.get(), "10.9.9.9:1@1");
-  EXPECT_EQ(ProbeRef(&nowhere, "p").Echo(MakeText("x")).Get().status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(ProbeRef(&nowhere, "p").Echo(MakeText("x")).Get(),
+              StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(SiloTransportTest, ASiloDeclaredDeadFailsItsCallsInFlightAtOnce) {
@@ -138,10 +142,10 @@ TEST_F(SiloTransportTest, ASiloDeclaredDeadFailsItsCallsInFlightAtOnce) {
   transport_->OnView(View(v1::MEMBER_DEAD));
   // Failed by the view change, well before the call's 30 s deadline.
   ASSERT_TRUE(hung_done_.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(hung_.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(hung_, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_TRUE(transport_->connected().empty());
-  EXPECT_EQ(ProbeRef(to_b_.get(), "p").Echo(MakeText("x")).Get().status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(ProbeRef(to_b_.get(), "p").Echo(MakeText("x")).Get(),
+              StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(SiloTransportTest, ACrashedSiloFailsItsCallsInFlight) {
@@ -149,7 +153,7 @@ TEST_F(SiloTransportTest, ACrashedSiloFailsItsCallsInFlight) {
   endpoint_->Stop();  // the connection drops
   endpoint_.reset();
   ASSERT_TRUE(hung_done_.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(hung_.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(hung_, StatusIs(absl::StatusCode::kUnavailable));
 }
 
 }  // namespace

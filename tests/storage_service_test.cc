@@ -1,18 +1,21 @@
-// The grain state a dev cluster's primary serves (silo/storage_service.h):
-// through RemoteGrainStorage it behaves like the store it serves (etags,
-// ABORTED on a stale one), and bad requests are refused with
-// INVALID_ARGUMENT without touching it.
-#include "silo/storage_service.h"
+// The grain state a dev cluster's primary serves
+// (silo/cluster/storage_service.h): through RemoteGrainStorage it behaves like
+// the store it serves (etags, ABORTED on a stale one), and bad requests are
+// refused with INVALID_ARGUMENT without touching it.
+#include "silo/cluster/storage_service.h"
 
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "client/grpc_callback_queue.h"
 #include "core/sync.h"
+#include "core/testing/status_matchers.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "rpc/callback_queue.h"
 #include "storage/memory_storage.h"
+
+using ::granary::matchers::StatusIs;
 
 namespace granary::silo {
 namespace {
@@ -22,7 +25,7 @@ constexpr absl::string_view kType = "test.Stored";
 class StorageServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    HoldGrpcCallbackQueue();  // see client/grpc_callback_queue.h
+    rpc::HoldGrpcCallbackQueue();  // see rpc/callback_queue.h
     service_ = std::make_unique<StorageService>(&store_);
     grpc::ServerBuilder builder;
     int port = 0;
@@ -92,7 +95,7 @@ class StorageServiceTest : public ::testing::Test {
 
 TEST_F(StorageServiceTest, NothingIsServedBeforeTheTypesAreKnown) {
   const GrainId id(InternTypeName(kType), "early");
-  EXPECT_EQ(Read(id).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(Read(id), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ(RawWrite(std::string(kType), "early"), grpc::StatusCode::UNAVAILABLE);
 }
 
@@ -108,14 +111,13 @@ TEST_F(StorageServiceTest, ReadsWritesAndClearsWithEtagsLikeTheStoreItServes) {
   ASSERT_TRUE(second.ok()) << second.status();
   // A writer that read before the second write is refused and changes
   // nothing.
-  EXPECT_EQ(Write(id, "stale", *first).status().code(),
-            absl::StatusCode::kAborted);
+  EXPECT_THAT(Write(id, "stale", *first), StatusIs(absl::StatusCode::kAborted));
   absl::StatusOr<storage::StoredState> now = Read(id);
   ASSERT_TRUE(now.ok());
   EXPECT_TRUE(now->exists);
   EXPECT_EQ(now->bytes, "two");
   EXPECT_EQ(now->etag, *second);
-  EXPECT_EQ(Clear(id, *first).code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(Clear(id, *first), StatusIs(absl::StatusCode::kAborted));
   EXPECT_TRUE(Clear(id, *second).ok());
   now = Read(id);
   ASSERT_TRUE(now.ok());

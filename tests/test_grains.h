@@ -9,7 +9,7 @@
 
 #include "core/sync.h"
 #include "absl/time/time.h"
-#include "silo/silo.h"
+#include "silo/runtime/silo.h"
 #include "tests/test_grains.grain.h"
 
 namespace granary::testing {

@@ -290,7 +290,7 @@ void WriteGrainHeader(const pb::FileDescriptor* file,
       "this file.\n"
       "#pragma once\n\n"
       "#include \"$stem$.granary.h\"\n"
-      "#include \"silo/grain.h\"\n\n",
+      "#include \"silo/runtime/grain.h\"\n\n",
       "file", file->name(), "stem", Stem(file));
   OpenNamespace(p, file);
   for (const Grain& g : grains) {
@@ -319,7 +319,7 @@ void WriteGrainSource(const pb::FileDescriptor* file,
       "#include \"$stem$.grain.h\"\n\n"
       "#include <memory>\n\n"
       "#include \"$stem$.grpc.pb.h\"\n"
-      "#include \"silo/grpc_bridge.h\"\n\n",
+      "#include \"silo/gateway/grpc_bridge.h\"\n\n",
       "file", file->name(), "stem", Stem(file));
   OpenNamespace(p, file);
   for (const Grain& g : grains) {

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "golden.grpc.pb.h"
-#include "silo/grpc_bridge.h"
+#include "silo/gateway/grpc_bridge.h"
 
 namespace golden::v1 {
 

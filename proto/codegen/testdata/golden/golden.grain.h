@@ -3,7 +3,7 @@
 #pragma once
 
 #include "golden.granary.h"
-#include "silo/grain.h"
+#include "silo/runtime/grain.h"
 
 namespace golden::v1 {
 

@@ -1,0 +1,21 @@
+// File: core/member.h
+// -----------------------------------------------------------------------------
+// How a member of the membership table (granary.v1.Member) is named and
+// whether it is live: shared by the directory, the cluster and the stores.
+//
+//   std::string id = MemberId(m);   // "10.0.0.2:11111@1700000000000"
+//   if (IsLive(m)) ...              // Joining, Active or ShuttingDown
+#pragma once
+
+#include <string>
+
+#include "granary/v1/cluster.pb.h"
+
+namespace granary {
+
+// "HOST:PORT@generation": how silos name each other.
+std::string MemberId(const v1::Member& m);
+// Joining, Active or ShuttingDown: a member that is (still) there.
+bool IsLive(const v1::Member& m);
+
+}  // namespace granary

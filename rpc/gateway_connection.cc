@@ -1,0 +1,146 @@
+#include "rpc/gateway_connection.h"
+
+#include <utility>
+
+#include "core/log.h"
+#include "rpc/gateway_set.h"
+#include "rpc/status.h"
+
+namespace granary::rpc {
+
+GatewayConnection::GatewayConnection(GatewaySet* set, std::string address,
+                         const GatewaySetOptions& options)
+    : set_(set), address_(std::move(address)), options_(options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Reconnect promptly: the client retries lost gateways on its own period.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A channel of its own per client, so two clients never share a stream.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  channel_ = grpc::CreateCustomChannel(address_,
+                                       grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Gateway::NewStub(channel_);
+}
+
+GatewayConnection::~GatewayConnection() = default;
+
+GatewayStream* GatewayConnection::Acquire() {
+  MutexLock lock(&mu_);
+  if (!up_ || set_->closed()) return nullptr;
+  if (stream_ == nullptr) {
+    set_->StreamStarted();
+    stream_ = new GatewayStream(this, options_);
+    stream_->Start(stub_.get());
+  }
+  stream_->Ref();
+  return stream_;
+}
+
+int GatewayConnection::in_flight() const {
+  MutexLock lock(&mu_);
+  return stream_ == nullptr ? 0 : stream_->in_flight();
+}
+
+void GatewayConnection::TryConnect(absl::Time until) {
+  grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+  if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    // The client has its own retry period; skip gRPC's backoff.
+    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
+  }
+  // Waiting on the channel is what progresses its connection attempt; an
+  // attempt that fails waits out the rest of the slice (no busy retry).
+  bool await_new;
+  {
+    MutexLock lock(&mu_);
+    await_new = await_new_connection_;
+  }
+  // A gateway that said it stops keeps its connection open for a while: a
+  // READY channel is only good again once that connection has gone.
+  while (await_new && state == GRPC_CHANNEL_READY &&
+         channel_->WaitForStateChange(state, absl::ToChronoTime(until))) {
+    state = channel_->GetState(/*try_to_connect=*/true);
+  }
+  if (await_new && state != GRPC_CHANNEL_READY) {
+    MutexLock lock(&mu_);
+    await_new_connection_ = false;
+    await_new = false;
+  }
+  if (await_new) return;  // still the old connection; try again later
+  while (state != GRPC_CHANNEL_READY &&
+         channel_->WaitForStateChange(state, absl::ToChronoTime(until))) {
+    state = channel_->GetState(/*try_to_connect=*/true);
+  }
+  if (state == GRPC_CHANNEL_READY) {
+    bool was_up;
+    {
+      MutexLock lock(&mu_);
+      was_up = up_.exchange(true);
+    }
+    if (!was_up) {
+      GRANARY_LOG(kInfo) << "client: connected to gateway " << address_;
+      set_->Notify();
+    }
+  }
+}
+
+void GatewayConnection::CancelStream(const std::string& why) {
+  GatewayStream* stream;
+  {
+    MutexLock lock(&mu_);
+    up_.store(false);
+    stream = stream_;
+    if (stream != nullptr) stream->Ref();
+  }
+  if (stream != nullptr) {
+    stream->Cancel(why);
+    stream->Unref();
+  }
+}
+
+void GatewayConnection::OnStreamDone(GatewayStream* stream,
+                               const grpc::Status& status,
+                               bool server_stopping) {
+  {
+    MutexLock lock(&mu_);
+    if (server_stopping) await_new_connection_ = true;
+    if (stream_ == stream) {
+      stream_ = nullptr;
+      // Any end we did not ask for means the gateway went away or is
+      // going: send nothing more here until the channel is connected again.
+      if (!set_->closed()) {
+        up_.store(false);
+        GRANARY_LOG(kWarning) << "client: lost gateway " << address_ << ": "
+                              << status.error_message();
+      }
+    }
+  }
+  stream->Unref();  // the link's
+  set_->LinkDown();
+  set_->Notify();
+}
+
+void GatewayConnection::StreamGone() { set_->StreamGone(); }
+
+void GatewayConnection::Notify() { set_->Notify(); }
+
+void GatewayConnection::Resend(CallBase* call) { set_->Invoke(call); }
+
+bool GatewayConnection::closed() const { return set_->closed(); }
+
+absl::StatusOr<v1::MembershipView> GatewayConnection::FetchCluster(
+    absl::Duration timeout) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::MembershipView view;
+  grpc::Status s = stub_->Cluster(&context, v1::ClusterRequest(), &view);
+  if (!s.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        s.error_message());
+  }
+  return view;
+}
+
+}  // namespace granary::rpc

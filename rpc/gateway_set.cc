@@ -1,0 +1,133 @@
+#include "rpc/gateway_set.h"
+
+#include <algorithm>
+
+#include "core/process.h"
+#include "rpc/callback_queue.h"
+
+namespace granary::rpc {
+
+absl::Status ValidateGatewaySetOptions(const GatewaySetOptions& options) {
+  if (options.gateways.empty()) {
+    return absl::InvalidArgumentError("no gateway address given");
+  }
+  for (const std::string& address : options.gateways) {
+    std::string host;
+    int port = 0;
+    if (!SplitHostPort(address, &host, &port) || port == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gateway address '", address, "' is not HOST:PORT"));
+    }
+  }
+  if (options.max_in_flight < 1) {
+    return absl::InvalidArgumentError("max_in_flight must be positive");
+  }
+  if (options.max_message_bytes < 4096) {
+    return absl::InvalidArgumentError(
+        "max_message_bytes must be at least 4096");
+  }
+  if (options.gateway_refresh_period < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "gateway_refresh_period must not be negative");
+  }
+  if (options.location_cache_size < 0) {
+    return absl::InvalidArgumentError(
+        "location_cache_size must not be negative");
+  }
+  if (options.reconnect_period <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("reconnect_period must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GatewaySet>> GatewaySet::Connect(
+    GatewaySetOptions options) {
+  GRANARY_RETURN_IF_ERROR(ValidateGatewaySetOptions(options));
+  const absl::Duration timeout = options.connect_timeout;
+  InitProcess();
+  HoldGrpcCallbackQueue();
+  auto set = std::make_unique<GatewaySet>(std::move(options));
+  GRANARY_RETURN_IF_ERROR(set->Start());
+  GRANARY_RETURN_IF_ERROR(set->WaitForConnected(timeout));
+  return set;
+}
+
+void GatewaySet::Invoke(CallBase* call) {
+  // We own one reference on `call`.
+  auto fail = [call](absl::Status status) {
+    call->Fail(std::move(status));
+    call->Release();
+  };
+  if (closed()) {
+    return fail(absl::Status(options_.closed_code, "the client is closed"));
+  }
+  const InterfaceInfo* iface = FindInterface(call->target().type());
+  // A reminder tick a silo passes to the grain's silo (core/call.h).
+  const bool reminder_tick = call->method() == kReminderMethod;
+  if (iface == nullptr ||
+      (call->method() >= iface->method_count && !reminder_tick)) {
+    return fail(absl::UnimplementedError(absl::StrCat(
+        "grain type ", call->target().type(), " method #", call->method(),
+        " is not registered with this client (obtain references with "
+        "Client::Get)")));
+  }
+  if (absl::Status valid = ValidateGrainKey(call->target().key());
+      !valid.ok()) {
+    return fail(std::move(valid));
+  }
+  v1::Request request;
+  request.set_method(reminder_tick
+                         ? ReminderMethodPath(iface->type_name)
+                         : std::string(iface->methods[call->method()].full_name));
+  request.set_key(call->target().key());
+  if (!call->request().SerializeToString(request.mutable_payload())) {
+    return fail(absl::InvalidArgumentError("request failed to serialize"));
+  }
+  if (RequestBytes(request) + 1024 >
+      static_cast<size_t>(options_.max_message_bytes)) {
+    return fail(absl::ResourceExhaustedError(absl::StrCat(
+        "request to ", call->target().ToString(), " is ",
+        request.payload().size(), " bytes, over the message limit of ",
+        options_.max_message_bytes)));
+  }
+  request.set_hops(call->hops());
+  request.set_chain_id(call->request_context().chain_id);
+  // A call a silo forwards already has its deadline running there: the
+  // next silo gets what is left of it, and no second timer is armed.
+  const bool armed = call->deadline_armed();
+  if (!call->one_way()) {
+    const absl::Duration timeout =
+        armed ? call->deadline() - absl::Now() : call->timeout();
+    request.set_timeout_us(static_cast<uint64_t>(
+        std::max<int64_t>(1, absl::ToInt64Microseconds(timeout))));
+  }
+  const bool one_way = call->one_way();
+  GatewayConnection* failed = nullptr;
+  for (int attempt = 0;; ++attempt) {
+    GatewayConnection* link = Pick(call->target(), failed);
+    GatewayStream* stream = link == nullptr ? nullptr : link->Acquire();
+    if (stream == nullptr) {
+      return fail(absl::UnavailableError(
+          absl::StrCat("no gateway is reachable (",
+                       absl::StrJoin(gateways(), ", "), ")")));
+    }
+    if (attempt == 0 && !one_way && !armed) {
+      call->set_deadline(absl::Now() + call->timeout());
+      call->ArmDeadline(&timers_);
+    }
+    // Once sent, an awaited call may be answered and freed on another
+    // thread before Send returns: do not touch it after a successful send.
+    absl::Status sent = stream->Send(request, one_way ? nullptr : call);
+    stream->Unref();
+    if (sent.ok()) break;
+    // UNAVAILABLE: the stream ended before it took the request, which
+    // therefore went nowhere; another gateway (or a new stream) may take it.
+    if (sent.code() != absl::StatusCode::kUnavailable || attempt == 3) {
+      return fail(std::move(sent));
+    }
+    failed = link;
+  }
+  if (one_way) call->Release();  // written from the request copy
+}
+
+}  // namespace granary::rpc

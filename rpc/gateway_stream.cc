@@ -1,0 +1,205 @@
+#include "rpc/gateway_stream.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "rpc/gateway_connection.h"
+#include "rpc/gateway_set.h"
+
+namespace granary::rpc {
+namespace {
+
+thread_local bool on_network_thread = false;
+
+}  // namespace
+
+bool OnNetworkThread() { return on_network_thread; }
+void MarkNetworkThread() { on_network_thread = true; }
+
+NetworkThreadScope::NetworkThreadScope()
+    : saved_(std::exchange(on_network_thread, true)) {}
+NetworkThreadScope::~NetworkThreadScope() { on_network_thread = saved_; }
+
+absl::Status GatewayStream::Send(v1::Request& request, CallBase* call) {
+  Actions actions;
+  {
+    MutexLock lock(&mu_);
+    while (!dead_ && in_flight_ >= max_in_flight_) {
+      if (overflow_ == GatewaySetOptions::Overflow::kFail || OnNetworkThread()) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            max_in_flight_, " calls already in flight to gateway ",
+            link_->address()));
+      }
+      space_.Wait(&mu_);
+    }
+    if (dead_) {
+      return absl::UnavailableError(absl::StrCat(
+          "connection to gateway ", link_->address(), " was lost"));
+    }
+    ++in_flight_;
+    if (call != nullptr) {
+      const uint64_t id = next_id_++;
+      request.set_id(id);
+      waiting_.emplace(id, call);
+    } else {
+      ++pending_one_way_;
+    }
+    pending_.push_back(std::move(request));
+    actions = AdvanceLocked();
+  }
+  Act(actions);
+  return absl::OkStatus();
+}
+
+GatewayStream::Actions GatewayStream::AdvanceLocked() {
+  Actions actions;
+  if (write_out_ || !write_hold_) return actions;
+  if (dead_) {
+    write_hold_ = false;
+    actions.remove_hold = true;
+  } else if (!pending_.empty()) {
+    size_t bytes = 0;
+    int one_way = 0;
+    while (!pending_.empty()) {
+      const size_t b = RequestBytes(pending_.front());
+      if (bytes > 0 && bytes + b > max_batch_bytes_) break;
+      bytes += b;
+      if (pending_.front().id() == 0) ++one_way;
+      *writing_.add_requests() = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    pending_one_way_ -= one_way;
+    writing_one_way_ = one_way;
+    write_out_ = true;
+    actions.write = true;
+  }
+  return actions;
+}
+
+void GatewayStream::Act(Actions actions) {
+  if (actions.write) StartWrite(&writing_);
+  if (actions.remove_hold) RemoveHold();
+}
+
+void GatewayStream::Advance() {
+  Actions actions;
+  {
+    MutexLock lock(&mu_);
+    actions = AdvanceLocked();
+  }
+  Act(actions);
+}
+
+void GatewayStream::OnWriteDone(bool ok) {
+  {
+    MutexLock lock(&mu_);
+    write_out_ = false;
+    writing_.Clear();
+    // One-way calls are done with once written.
+    in_flight_ -= writing_one_way_;
+    writing_one_way_ = 0;
+    if (!ok) dead_ = true;
+    space_.SignalAll();
+  }
+  Advance();
+  link_->Notify();
+}
+
+void GatewayStream::Finish(CallBase* call, const v1::Reply& reply) {
+  if (!reply.host_gateway().empty()) {
+    link_->set()->RememberLocation(call->target(), reply.host_gateway());
+  }
+  if (call->TryClaim()) {
+    absl::Status status;
+    if (reply.code() != 0) {
+      status = absl::Status(static_cast<absl::StatusCode>(reply.code()),
+                            reply.message());
+    } else if (!call->reply().ParseFromString(reply.payload())) {
+      status = absl::InternalError(absl::StrCat(
+          "reply from ", call->target().ToString(), " is not a valid ",
+          call->reply().GetTypeName()));
+    }
+    call->Deliver(std::move(status));
+  }
+  call->Release();
+}
+
+void GatewayStream::OnReadDone(bool ok) {
+  if (!ok) {
+    {
+      MutexLock lock(&mu_);
+      dead_ = true;
+      space_.SignalAll();
+    }
+    Advance();  // removes the write hold once no write is out
+    return;
+  }
+  NetworkThreadScope network;
+  // Claim this batch's calls under one lock, then finish them outside it.
+  std::vector<std::pair<CallBase*, const v1::Reply*>> ready;
+  ready.reserve(incoming_.replies_size());
+  {
+    MutexLock lock(&mu_);
+    for (const v1::Reply& reply : incoming_.replies()) {
+      auto it = waiting_.find(reply.id());
+      if (it == waiting_.end()) continue;  // not ours: ignore
+      ready.emplace_back(it->second, &reply);
+      waiting_.erase(it);
+    }
+    in_flight_ -= static_cast<int>(ready.size());
+    space_.SignalAll();
+  }
+  // Finishing resumes awaiting coroutines here, on this network thread.
+  for (auto& [call, reply] : ready) Finish(call, *reply);
+  incoming_.Clear();
+  StartRead(&incoming_);
+  link_->Notify();
+}
+
+void GatewayStream::OnDone(const grpc::Status& status) {
+  NetworkThreadScope network;
+  absl::flat_hash_map<uint64_t, CallBase*> waiting;
+  std::string why;
+  {
+    MutexLock lock(&mu_);
+    dead_ = true;
+    waiting.swap(waiting_);
+    pending_.clear();
+    in_flight_ = 0;
+    why = cancel_reason_;
+    space_.SignalAll();
+  }
+  if (why.empty()) {
+    why = absl::StrCat("connection to gateway ", link_->address(),
+                       " was lost: ", status.error_message());
+  }
+  const auto& trailers = context_.GetServerTrailingMetadata();
+  const bool stopping =
+      trailers.find("granary-gateway-stopping") != trailers.end();
+  // gRPC's answer when no connection could be made for the stream at all:
+  // nothing of it reached the gateway either.
+  const bool never_connected =
+      status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StrContains(status.error_message(),
+                        "failed to connect to all addresses");
+  const bool resend = (stopping || never_connected) && !link_->closed();
+  if (!resend) {
+    for (auto& [id, call] : waiting) {
+      call->Fail(absl::UnavailableError(why));
+      call->Release();
+    }
+  }
+  link_->OnStreamDone(this, status, stopping);
+  if (resend) {
+    // A stopping gateway answers every request it read before it ends the
+    // stream, so these never reached it: they go to another gateway
+    // (without waiting for room: this is a network thread).
+    for (auto& [id, call] : waiting) link_->Resend(call);
+  }
+  link_->StreamGone();  // last use of the link: Close may now free the client
+  Unref();  // gRPC's
+}
+
+}  // namespace granary::rpc

@@ -1,0 +1,149 @@
+// File: rpc/gateway_stream.h
+// -----------------------------------------------------------------------------
+// One `granary.v1.Gateway/Connect` stream from a caller (a client, or a silo
+// calling its peers) to a gateway: calls go out in batches, replies come back
+// in batches and finish the calls they answer. Owned by its
+// GatewayConnection (rpc/gateway_connection.h).
+//
+//   GatewayStream* stream = connection->Acquire();   // a reference
+//   absl::Status sent = stream->Send(request, call); // UNAVAILABLE: lost
+//   stream->Unref();
+//
+// Threading: Send from any thread; gRPC runs the reactions.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "core/call.h"
+#include "core/sync.h"
+#include "granary/v1/gateway.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/gateway_options.h"
+
+namespace granary::rpc {
+
+class GatewayConnection;
+
+// True while this thread runs a reaction of a gateway stream (a network
+// thread) or a call deadline. Calls made there must not block on flow
+// control.
+bool OnNetworkThread();
+// Marks this thread as one on which calls must not block, for good.
+void MarkNetworkThread();
+
+// Marks this thread a network thread for its scope.
+class NetworkThreadScope {
+ public:
+  NetworkThreadScope();
+  ~NetworkThreadScope();
+
+ private:
+  bool saved_;
+};
+
+// The bytes `r` takes in a batch (for cutting batches under the limit).
+inline size_t RequestBytes(const v1::Request& r) {
+  return r.payload().size() + r.key().size() + r.method().size() + 24;
+}
+
+inline constexpr size_t kMaxBatchBytes = 1 << 20;
+
+// One `Gateway/Connect` stream. References: one held by its link until the
+// stream is done, one by gRPC until OnDone, and short-lived ones by callers
+// sending on it; the last deletes it.
+//
+// Writes come from any thread: a hold taken before StartCall keeps the stream
+// alive while writes may still start; it is removed once the stream is dead
+// and no write is out. Reads run back to back inside the reactions.
+class GatewayStream final
+    : public grpc::ClientBidiReactor<v1::RequestBatch, v1::ReplyBatch> {
+ public:
+  GatewayStream(GatewayConnection* link, const GatewaySetOptions& options)
+      : link_(link),
+        max_in_flight_(options.max_in_flight),
+        overflow_(options.overflow),
+        max_batch_bytes_(std::min<size_t>(
+            kMaxBatchBytes, static_cast<size_t>(options.max_message_bytes) / 2)) {}
+
+  void Start(v1::Gateway::Stub* stub) {
+    stub->async()->Connect(&context_, this);
+    AddHold();  // the write flow, which runs outside the reactions
+    StartRead(&incoming_);
+    StartCall();
+  }
+
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  // Queues `request` for sending. For an awaited call, `call` is kept (with
+  // the reference the caller passes on success) until its reply or the
+  // stream's end. Fails with UNAVAILABLE when the stream is gone and
+  // RESOURCE_EXHAUSTED on overflow.
+  absl::Status Send(v1::Request& request, CallBase* call);
+
+  // Ends the stream; calls still in flight fail with UNAVAILABLE `why`.
+  void Cancel(std::string why) {
+    {
+      MutexLock lock(&mu_);
+      if (cancel_reason_.empty()) cancel_reason_ = std::move(why);
+    }
+    context_.TryCancel();
+  }
+
+  int in_flight() const {
+    MutexLock lock(&mu_);
+    return in_flight_;
+  }
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  ~GatewayStream() override = default;
+
+  // What Advance decided, to be done outside mu_.
+  struct Actions {
+    bool write = false;
+    bool remove_hold = false;
+  };
+  Actions AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Act(Actions actions);
+  void Advance();
+  void Finish(CallBase* call, const v1::Reply& reply);
+
+  GatewayConnection* const link_;
+  const int max_in_flight_;
+  const GatewaySetOptions::Overflow overflow_;
+  // Batches are cut here: under the silo's message limit.
+  const size_t max_batch_bytes_;
+  std::atomic<int> refs_{2};  // the link's and gRPC's
+  grpc::ClientContext context_;
+
+  // Read side (one read at a time).
+  v1::ReplyBatch incoming_;
+
+  mutable Mutex mu_;
+  CondVar space_;  // in_flight_ fell below the limit, or the stream died
+  std::deque<v1::Request> pending_ ABSL_GUARDED_BY(mu_);
+  int pending_one_way_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, CallBase*> waiting_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::RequestBatch writing_;  // owned by the write out
+  int writing_one_way_ ABSL_GUARDED_BY(mu_) = 0;
+  bool write_out_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_hold_ ABSL_GUARDED_BY(mu_) = true;
+  bool dead_ ABSL_GUARDED_BY(mu_) = false;
+  std::string cancel_reason_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace granary::rpc

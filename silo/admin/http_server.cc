@@ -1,0 +1,132 @@
+#include "silo/admin/http_server.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "civetweb.h"
+#include "core/address.h"
+
+namespace granary::silo {
+namespace {
+
+void Send(mg_connection* conn, const HttpResponse& r, bool head) {
+  const char* reason = mg_get_response_code_text(conn, r.status);
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+            "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+            "%sConnection: close\r\n\r\n",
+            r.status, reason, r.content_type.c_str(), r.body.size(),
+            r.status == 405 ? "Allow: GET, HEAD\r\n" : "");
+  if (!head && !r.body.empty()) mg_write(conn, r.body.data(), r.body.size());
+}
+
+}  // namespace
+
+HttpServer::HttpServer(std::string address)
+    : requested_address_(std::move(address)) {
+  routes_["/healthz"] = [](const HttpRequest&) {
+    return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
+  };
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Handle(std::string path, HttpHandler handler) {
+  routes_[std::move(path)] = std::move(handler);
+}
+
+int HttpServer::Dispatch(mg_connection* conn, void* self_ptr) {
+  auto* self = static_cast<HttpServer*>(self_ptr);
+  const mg_request_info* info = mg_get_request_info(conn);
+  const std::string method = info->request_method ? info->request_method : "";
+  const bool head = method == "HEAD";
+  HttpResponse response;
+  if (info->content_length > kMaxBodyBytes) {
+    response = {413, "text/plain; charset=utf-8",
+                absl::StrCat("request body of ", info->content_length,
+                             " bytes is over the limit of ", kMaxBodyBytes,
+                             "\n")};
+  } else if (method != "GET" && !head) {
+    response = {405, "text/plain; charset=utf-8",
+                absl::StrCat("method ", method, " is not allowed; use GET\n")};
+  } else {
+    HttpRequest request;
+    request.path = info->local_uri != nullptr ? info->local_uri : "";
+    request.query = info->query_string != nullptr ? info->query_string : "";
+    auto it = self->routes_.find(request.path);
+    if (it == self->routes_.end()) {
+      response = {404, "text/plain; charset=utf-8",
+                  absl::StrCat("no such path: ", request.path, "\n")};
+    } else {
+      // A handler's exception must not unwind through civetweb's C code.
+      try {
+        response = it->second(request);
+      } catch (const std::exception& e) {
+        response = {500, "text/plain; charset=utf-8",
+                    absl::StrCat("internal error: ", e.what(), "\n")};
+      }
+    }
+  }
+  Send(conn, response, head);
+  return response.status;
+}
+
+absl::Status HttpServer::Start() {
+  if (ctx_ != nullptr) return absl::FailedPreconditionError("already started");
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(requested_address_, &host, &port)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "http address '", requested_address_, "' is not HOST:PORT"));
+  }
+  mg_init_library(0);
+  const char* options[] = {"listening_ports", requested_address_.c_str(),
+                           "num_threads",     "2",
+                           "request_timeout_ms", "10000",
+                           nullptr};
+  mg_callbacks callbacks;
+  std::memset(&callbacks, 0, sizeof(callbacks));
+  ctx_ = mg_start(&callbacks, nullptr, options);
+  if (ctx_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("http endpoint could not listen on ", requested_address_));
+  }
+  mg_set_request_handler(ctx_, "/", &HttpServer::Dispatch, this);
+  mg_server_port ports[4];
+  const int n = mg_get_server_ports(ctx_, 4, ports);
+  if (n < 1 || ports[0].port <= 0) {
+    Stop();
+    return absl::UnavailableError("http endpoint reported no bound port");
+  }
+  bound_address_ = absl::StrCat(host, ":", ports[0].port);
+  return absl::OkStatus();
+}
+
+void HttpServer::Stop() {
+  if (ctx_ == nullptr) return;
+  mg_stop(ctx_);
+  ctx_ = nullptr;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  std::string h = host;
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+  }
+  in6_addr v6;
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
+    return IN6_IS_ADDR_LOOPBACK(&v6);
+  }
+  return false;
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,77 @@
+// File: silo/admin/http_server.h
+// -----------------------------------------------------------------------------
+// The silo's HTTP endpoint (civetweb): `GET /healthz`, and whatever routes
+// the owner adds (the silo's metrics, overview and dashboard: see
+// silo/admin/admin_http.h). Only GET and HEAD are served; a request with a body
+// larger than kMaxBodyBytes gets 413, another method 405, an unknown path
+// 404.
+//
+//   HttpServer http("127.0.0.1:0");
+//   http.Handle("/metrics", [&](const HttpRequest&) {
+//     return HttpResponse{200, "text/plain; version=0.0.4", registry.Render()};
+//   });
+//   GRANARY_RETURN_IF_ERROR(http.Start());
+//   http.address();  // 127.0.0.1:<bound port>
+//
+// Threading: Handle and Start/Stop from one thread, before/after serving;
+// handlers run on civetweb's threads, concurrently.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+
+struct mg_context;
+struct mg_connection;
+
+namespace granary::silo {
+
+struct HttpRequest {
+  std::string path;
+  std::string query;  // after '?', undecoded
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+class HttpServer {
+ public:
+  // Request bodies above this size are refused (413); nothing here takes one.
+  static constexpr long long kMaxBodyBytes = 16 * 1024;
+
+  // `address` is HOST:PORT; port 0 picks a free port.
+  explicit HttpServer(std::string address);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Serves `path` (exact match) with `handler`. Before Start.
+  void Handle(std::string path, HttpHandler handler);
+
+  // INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it cannot bind.
+  absl::Status Start();
+  // Idempotent; waits for requests in progress.
+  void Stop();
+
+  const std::string& address() const { return bound_address_; }
+
+ private:
+  static int Dispatch(::mg_connection* conn, void* self);
+
+  const std::string requested_address_;
+  std::string bound_address_;
+  std::map<std::string, HttpHandler> routes_;
+  mg_context* ctx_ = nullptr;
+};
+
+// True when `host` is a loopback address (127.0.0.0/8, ::1, localhost).
+bool IsLoopbackHost(const std::string& host);
+
+}  // namespace granary::silo

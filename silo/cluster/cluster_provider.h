@@ -1,0 +1,63 @@
+// File: silo/cluster/cluster_provider.h
+// -----------------------------------------------------------------------------
+// What a cluster provider gives a silo host (silo/silo_host.h): the
+// membership table, whether other silos may join (then the host sets up the
+// directory, the router, the transport and the membership lease), and what
+// the cluster shares instead of the silo's own stores. A provider is one
+// file plus one entry in the registry (silo/providers.h).
+//
+//   std::unique_ptr<ClusterProvider> cluster = ...;  // from the registry
+//   cluster->AddServices(&builder, local_storage);   // before the endpoint
+//   storage::MembershipTable* table = cluster->table();
+//   cluster->Watch([&](const v1::MembershipView& v) { agent.OnView(v); });
+//   ...
+//   cluster->StopWatch();
+//
+// Threading: the host calls these from one thread; Watch's callback runs on
+// the provider's threads.
+#pragma once
+
+#include <functional>
+
+#include "storage/grain_storage.h"
+#include "storage/membership_table.h"
+
+namespace grpc {
+class ServerBuilder;
+}  // namespace grpc
+
+namespace granary::silo {
+
+class ReminderKeeper;
+class Silo;
+
+class ClusterProvider {
+ public:
+  virtual ~ClusterProvider() = default;
+
+  // True when silos other than this one may be in the cluster.
+  virtual bool clustered() const = 0;
+  // The membership table (owned by the provider).
+  virtual storage::MembershipTable* table() = 0;
+  // The grain storage the silo uses: `local` (from the storage provider)
+  // unless the cluster shares another.
+  virtual storage::GrainStorage* grain_storage(storage::GrainStorage* local) {
+    return local;
+  }
+  // The silo that keeps this silo's reminders, when not this one.
+  virtual ReminderKeeper* reminder_keeper() { return nullptr; }
+  // Registers what this silo serves to the others on its silo endpoint
+  // (`local`: its own grain storage). Called once, before the endpoint
+  // starts; what it registers must outlive the endpoint.
+  virtual void AddServices(grpc::ServerBuilder* builder,
+                           storage::GrainStorage* local) {}
+  // The silo runs (its grain types are known): services that answer for
+  // it may start.
+  virtual void OnSiloStarted(Silo* silo) {}
+  // Pushes every new version of the table to `fn` until StopWatch.
+  virtual void Watch(std::function<void(const v1::MembershipView&)> fn) = 0;
+  // Idempotent; no callback runs once it returns.
+  virtual void StopWatch() = 0;
+};
+
+}  // namespace granary::silo

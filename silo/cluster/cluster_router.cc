@@ -1,0 +1,579 @@
+#include "silo/cluster/cluster_router.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "directory/directory_client.h"
+#include "directory/partition.h"
+#include "granary/options.pb.h"
+#include "granary/v1/cluster.pb.h"
+#include "silo/cluster/silo_transport.h"
+#include "silo/runtime/placement.h"
+#include "storage/membership_table.h"
+
+namespace granary::silo {
+namespace {
+
+bool Retryable(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status TooManyHops(const CallBase& call) {
+  return absl::UnavailableError(absl::StrCat(
+      "call to ", call.target().ToString(), " was forwarded ", call.hops(),
+      " times without reaching its activation"));
+}
+
+}  // namespace
+
+// The calls waiting for one grain's location, and its retry timer. At most
+// one directory request or retry is outstanding per grain.
+struct ClusterRouter::Pending final : TimerEntry {
+  ClusterRouter* router = nullptr;
+  GrainId id;
+  std::vector<CallBase*> calls;
+  int attempts = 0;
+  absl::Time give_up;
+  std::string placed;  // the silo placement chose (under the router's mu_)
+  void OnTimer() override { router->Resolve(this); }
+};
+
+ClusterRouter::ClusterRouter(Silo* silo, directory::DirectoryPartition* owner,
+                             directory::DirectoryClient* directory,
+                             SiloTransport* transport, RouterOptions options)
+    : silo_(silo),
+      owner_(owner),
+      directory_(directory),
+      transport_(transport),
+      options_(options),
+      self_(silo->name()),
+      timers_(Clock::System()) {
+  report_retry_.router = this;
+  (void)timers_.Start();
+}
+
+ClusterRouter::~ClusterRouter() {
+  Close();
+  // Directory requests still in flight call back into this router.
+  MutexLock lock(&mu_);
+  while (in_flight_ > 0) {
+    (void)idle_.WaitWithDeadline(&mu_, absl::Now() + absl::Milliseconds(100));
+  }
+}
+
+void ClusterRouter::BeginRpc() {
+  MutexLock lock(&mu_);
+  ++in_flight_;
+}
+
+void ClusterRouter::EndRpc() {
+  MutexLock lock(&mu_);
+  if (--in_flight_ == 0) idle_.SignalAll();
+}
+
+size_t ClusterRouter::DirectoryEntries() const { return owner_->size(); }
+
+uint64_t ClusterRouter::forwarded() const {
+  return forwarded_.load(std::memory_order_relaxed);
+}
+
+uint64_t ClusterRouter::rebuilds() const {
+  MutexLock lock(&mu_);
+  return rebuilds_;
+}
+
+void ClusterRouter::Close() {
+  timers_.Stop();  // no retry runs from here on
+  std::vector<CallBase*> calls;
+  {
+    MutexLock lock(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    for (auto& [id, p] : pending_) {
+      for (CallBase* c : p->calls) calls.push_back(c);
+    }
+    pending_.clear();
+    sweep_.reset();
+    failed_reports_.clear();
+  }
+  for (CallBase* c : calls) {
+    c->Fail(absl::UnavailableError(
+        absl::StrCat("silo ", self_, " stopped before ",
+                     c->target().ToString(), " could be located")));
+    c->Release();
+  }
+}
+
+bool ClusterRouter::CanHost() const {  // requires mu_
+  return self_active_ && !silo_->stopping();
+}
+
+void ClusterRouter::OnView(const v1::MembershipView& view) {
+  std::vector<PlacementCandidate> active;
+  absl::flat_hash_set<std::string> live;
+  absl::flat_hash_map<std::string, absl::string_view> gateways;
+  bool self_active = false;
+  bool self_reports = false;
+  for (const v1::Member& m : view.members()) {
+    const std::string id = storage::MemberId(m);
+    if (m.status() == v1::MEMBER_ACTIVE) {
+      active.push_back(PlacementCandidate{id, m.activations()});
+      if (!m.gateway().empty()) gateways[id] = InternString(m.gateway());
+    }
+    // Only Active silos stay in the cache: one shutting down hands its
+    // grains on, so their callers ask the directory again.
+    if (m.status() == v1::MEMBER_ACTIVE) live.insert(id);
+    if (id == self_) {
+      self_active = m.status() == v1::MEMBER_ACTIVE;
+      self_reports = self_active || m.status() == v1::MEMBER_SHUTTING_DOWN;
+    }
+  }
+  std::sort(active.begin(), active.end(),
+            [](const PlacementCandidate& a, const PlacementCandidate& b) {
+              return a.id < b.id;
+            });
+  const uint64_t ring = owner_->ring_fingerprint();
+  {
+    MutexLock lock(&mu_);
+    if (closed_ || view.version() < view_version_) return;
+    {
+      MutexLock gateways_lock(&gateways_mu_);
+      gateways_ = std::move(gateways);
+    }
+    view_version_ = view.version();
+    self_active_ = self_active;
+    self_reports_ = self_reports;
+    if (live != live_) {
+      for (auto it = cache_.begin(); it != cache_.end();) {
+        if (!live.contains(it->second)) {
+          cache_.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+      live_ = std::move(live);
+    }
+    const bool ring_changed = ring != ring_;
+    ring_ = ring;
+    if (ring_changed && self_reports) {
+      sweep_due_ = ring;
+      sweep_owners_.clear();
+      for (const PlacementCandidate& c : active) sweep_owners_.push_back(c.id);
+    }
+    active_ = std::move(active);
+  }
+  MaybeSweep();
+}
+
+// --- routing -----------------------------------------------------------------
+
+void ClusterRouter::Route(CallBase* call) {
+  if (call->hops() > options_.max_hops) {
+    call->Fail(TooManyHops(*call));
+    call->Release();
+    return;
+  }
+  Pending* resolve = nullptr;
+  std::string cached;
+  {
+    MutexLock lock(&mu_);
+    if (!closed_) {
+      auto waiting = pending_.find(call->target());
+      if (waiting != pending_.end()) {
+        waiting->second->calls.push_back(call);
+        return;
+      }
+      auto hit = cache_.find(call->target());
+      if (hit != cache_.end() && hit->second != self_ && call->hops() == 0) {
+        cached = hit->second;
+      } else {
+        auto p = std::make_unique<Pending>();
+        p->router = this;
+        p->id = call->target();
+        p->calls.push_back(call);
+        p->give_up = absl::Now() + options_.give_up_after;
+        resolve = p.get();
+        pending_.emplace(call->target(), std::move(p));
+      }
+    }
+  }
+  if (!cached.empty()) {
+    if (!Forward(call, cached)) {
+      // Not connected (any more): ask the directory instead.
+      {
+        MutexLock lock(&mu_);
+        cache_.erase(call->target());
+      }
+      Route(call);
+    }
+    return;
+  }
+  if (resolve == nullptr) {  // closed
+    call->Fail(absl::UnavailableError(absl::StrCat("silo ", self_, " stopped")));
+    call->Release();
+    return;
+  }
+  Resolve(resolve);
+}
+
+void ClusterRouter::Resolve(Pending* p) {
+  bool register_here = false;
+  bool choose = false;
+  bool hash = false;
+  GrainId id;
+  {
+    MutexLock lock(&mu_);
+    if (closed_ || p->calls.empty()) return;
+    id = p->id;
+    const CallBase& first = *p->calls.front();
+    const InterfaceInfo* iface = silo_->FindInterface(first.target().type());
+    const bool prefer_local =
+        iface != nullptr && iface->placement == PREFER_LOCAL;
+    hash = iface != nullptr && iface->placement == HASH;
+    register_here = CanHost() && (first.hops() > 0 || prefer_local);
+    choose = !register_here && first.hops() == 0;
+  }
+  if (choose) {
+    // Where the grain would go if it lives nowhere, chosen now: when that
+    // is here, registering answers both questions in one request.
+    std::string placed = Place(id);
+    {
+      MutexLock lock(&mu_);
+      register_here = !placed.empty() && placed == self_;
+      p->placed = placed;
+    }
+    // Hash placement puts a grain on its directory owner, which therefore
+    // both knows where the grain lives and is where a new one goes: the
+    // calls are passed straight to it (it registers the grain there, or
+    // passes them on to where it lives) instead of asking it first.
+    // (Only while connected to it: otherwise asking the directory is what
+    // waits, with backoff, for the silo to be reachable or declared dead.)
+    if (!register_here && hash && !placed.empty() &&
+        placed == owner_->OwnerOf(id) && transport_->IsConnected(placed)) {
+      Remember(id, placed);  // its next calls skip this resolution
+      ForwardAll(id, placed);
+      return;
+    }
+  }
+  if (register_here) {
+    SendRegister(id, nullptr);
+    return;
+  }
+  BeginRpc();
+  directory_->Lookup(id, [this, id](absl::StatusOr<v1::DirectoryReply> r) {
+    OnLookup(id, std::move(r));
+    EndRpc();
+  });
+}
+
+void ClusterRouter::SendRegister(const GrainId& id,
+                                 const v1::DirectoryEntry* replace) {
+  const uint64_t activation_id = silo_->NewActivationId();
+  v1::DirectoryEntry entry;
+  entry.set_type(std::string(id.type()));
+  entry.set_key(id.key());
+  entry.set_silo(self_);
+  entry.set_activation_id(activation_id);
+  uint64_t ring;
+  {
+    MutexLock lock(&mu_);
+    if (closed_) return;  // Close failed the calls
+    ring = ring_;
+    ++registering_[ring];
+    ++in_flight_;
+  }
+  directory_->Register(
+      entry,
+      [this, id, ring, activation_id](absl::StatusOr<v1::DirectoryReply> r) {
+        OnRegister(id, ring, activation_id, std::move(r));
+        EndRpc();
+      },
+      replace);
+}
+
+void ClusterRouter::OnLookup(const GrainId& id,
+                             absl::StatusOr<v1::DirectoryReply> r) {
+  if (!r.ok()) {
+    RetryOrFail(id, r.status());
+    return;
+  }
+  if (r->found()) {
+    const v1::DirectoryEntry& entry = r->entry();
+    if (entry.silo() != self_) {
+      Remember(id, entry.silo());
+      ForwardAll(id, entry.silo());
+      return;
+    }
+    const uint64_t current = silo_->ActiveId(id);
+    if (current != 0 && current == entry.activation_id()) {
+      ActivateAll(id, current);  // it is here after all
+      return;
+    }
+    bool can_host;
+    {
+      MutexLock lock(&mu_);
+      can_host = CanHost();
+    }
+    if (can_host) {
+      SendRegister(id, &entry);  // retire our own stale entry
+    } else {
+      // Stopping: our stale entry goes, then the grain is placed elsewhere.
+      BeginRpc();
+      directory_->Unregister(entry, [this, id](absl::StatusOr<v1::DirectoryReply>) {
+        RetryOrFail(id, absl::UnavailableError("stale entry removed"));
+        EndRpc();
+      });
+    }
+    return;
+  }
+  // The silo chosen before the lookup, if it can still take the grain.
+  std::string target;
+  {
+    MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it != pending_.end()) {
+      for (const PlacementCandidate& c : active_) {
+        if (c.id == it->second->placed && c.id != self_) target = c.id;
+      }
+    }
+  }
+  if (target.empty()) target = Place(id);
+  if (target.empty()) {
+    RetryOrFail(id, absl::UnavailableError(absl::StrCat(
+                        "no Active silo can host ", id.ToString(), " now")));
+  } else if (target == self_) {
+    SendRegister(id, nullptr);
+  } else {
+    ForwardAll(id, target);
+  }
+}
+
+void ClusterRouter::OnRegister(const GrainId& id, uint64_t ring,
+                               uint64_t activation_id,
+                               absl::StatusOr<v1::DirectoryReply> r) {
+  if (!r.ok()) {
+    RegisterDone(ring);
+    RetryOrFail(id, r.status());
+    return;
+  }
+  const v1::DirectoryEntry& entry = r->entry();
+  if (entry.silo() == self_) {
+    if (entry.activation_id() == activation_id) {
+      ActivateAll(id, activation_id);
+      RegisterDone(ring);  // after: a rebuild report now sees it
+      return;
+    }
+    const uint64_t current = silo_->ActiveId(id);
+    RegisterDone(ring);
+    if (current != 0 && current == entry.activation_id()) {
+      ActivateAll(id, current);
+    } else {
+      SendRegister(id, &entry);  // our own stale entry: replace it
+    }
+    return;
+  }
+  RegisterDone(ring);
+  Remember(id, entry.silo());
+  ForwardAll(id, entry.silo());
+}
+
+void ClusterRouter::Remember(const GrainId& id, const std::string& silo) {
+  MutexLock lock(&mu_);
+  if (!live_.contains(silo)) return;
+  if (cache_.size() >= options_.cache_capacity) cache_.clear();
+  cache_[id] = silo;
+}
+
+void ClusterRouter::RegisterDone(uint64_t ring) {
+  {
+    MutexLock lock(&mu_);
+    auto it = registering_.find(ring);
+    if (it != registering_.end() && --it->second == 0) registering_.erase(it);
+  }
+  MaybeSweep();
+}
+
+std::vector<CallBase*> ClusterRouter::TakeCalls(const GrainId& id) {
+  std::vector<CallBase*> calls;
+  MutexLock lock(&mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return calls;
+  calls.swap(it->second->calls);
+  if (calls.empty()) pending_.erase(it);
+  return calls;
+}
+
+void ClusterRouter::ActivateAll(const GrainId& id, uint64_t activation_id) {
+  // Calls that join meanwhile are taken on the next round; the grain is
+  // forgotten only once a round finds none.
+  for (;;) {
+    std::vector<CallBase*> calls = TakeCalls(id);
+    if (calls.empty()) return;
+    for (CallBase* c : calls) silo_->ActivateHere(c, activation_id);
+  }
+}
+
+void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo) {
+  // Calls that cannot be sent wait again with the backoff and deadline of
+  // those resolving them so far.
+  int attempts = 0;
+  absl::Time give_up = absl::InfinitePast();
+  {
+    MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it != pending_.end()) {
+      attempts = it->second->attempts;
+      give_up = it->second->give_up;
+    }
+  }
+  std::vector<CallBase*> unsent;
+  for (;;) {
+    std::vector<CallBase*> calls = TakeCalls(id);
+    if (calls.empty()) break;
+    for (CallBase* c : calls) {
+      if (!Forward(c, silo)) unsent.push_back(c);
+    }
+  }
+  if (unsent.empty()) return;
+  // No connection to `silo` yet (it joined a moment ago) or any more (it
+  // died): these calls ask the directory again shortly.
+  Pending* p = nullptr;
+  {
+    MutexLock lock(&mu_);
+    cache_.erase(id);
+    if (!closed_) {
+      auto& slot = pending_[id];
+      if (slot == nullptr) {
+        slot = std::make_unique<Pending>();
+        slot->router = this;
+        slot->id = id;
+        slot->attempts = attempts;
+        slot->give_up = give_up != absl::InfinitePast()
+                            ? give_up
+                            : absl::Now() + options_.give_up_after;
+        p = slot.get();
+      }
+      slot->calls.insert(slot->calls.begin(), unsent.begin(), unsent.end());
+      if (p == nullptr) return;  // someone else resolves it now
+      unsent.clear();
+    }
+  }
+  for (CallBase* c : unsent) {  // closed
+    c->Fail(absl::UnavailableError(absl::StrCat("silo ", self_, " stopped")));
+    c->Release();
+  }
+  if (p != nullptr) {
+    RetryOrFail(id, absl::UnavailableError(
+                        absl::StrCat("silo ", silo, " is not connected")));
+  }
+}
+
+bool ClusterRouter::Forward(CallBase* call, const std::string& silo) {
+  if (call->hops() >= options_.max_hops) {
+    call->Fail(TooManyHops(*call));
+    call->Release();
+    return true;
+  }
+  call->set_hops(call->hops() + 1);
+  {
+    ReaderMutexLock lock(&gateways_mu_);
+    auto gateway = gateways_.find(silo);
+    call->set_host_gateway(gateway != gateways_.end() ? gateway->second
+                                                      : absl::string_view());
+  }
+  if (!transport_->TrySend(silo, call)) {
+    call->set_hops(call->hops() - 1);
+    call->set_host_gateway(absl::string_view());
+    return false;
+  }
+  forwarded_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void ClusterRouter::RetryOrFail(const GrainId& id, const absl::Status& why) {
+  if (Retryable(why)) {
+    MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end() || closed_) return;
+    Pending* p = it->second.get();
+    const absl::Time now = absl::Now();
+    if (now < p->give_up) {
+      absl::Duration delay = options_.retry_delay;
+      for (int i = 0; i < p->attempts && delay < options_.max_retry_delay; ++i) {
+        delay *= 2;
+      }
+      ++p->attempts;
+      timers_.Schedule(p, now + std::min(delay, options_.max_retry_delay));
+      return;
+    }
+  }
+  std::vector<CallBase*> calls;
+  for (;;) {
+    std::vector<CallBase*> more = TakeCalls(id);
+    if (more.empty()) break;
+    calls.insert(calls.end(), more.begin(), more.end());
+  }
+  if (calls.empty()) return;
+  GRANARY_LOG(kWarning) << "silo=" << self_
+                        << " grain=" << LogQuote(id.ToString())
+                        << " calls=" << calls.size()
+                        << " cannot be located: " << why;
+  const absl::Status failed =
+      Retryable(why) ? absl::UnavailableError(absl::StrCat(
+                           "cannot locate ", id.ToString(), ": ", why.message()))
+                     : why;
+  for (CallBase* c : calls) {
+    c->Fail(failed);
+    c->Release();
+  }
+}
+
+std::string ClusterRouter::Place(const GrainId& id) {
+  const InterfaceInfo* iface = silo_->FindInterface(id.type());
+  const int strategy = iface != nullptr ? iface->placement : RANDOM;
+  PlacementContext context;
+  context.self = self_;
+  if (strategy == HASH) context.hash_owner = owner_->OwnerOf(id);
+  context.self_activations = [this] {
+    return static_cast<int64_t>(silo_->ActivationCount());
+  };
+  MutexLock lock(&mu_);
+  context.self_can_host = CanHost();
+  context.candidates.reserve(active_.size());
+  for (const PlacementCandidate& c : active_) {
+    if (c.id != self_ || context.self_can_host) {
+      context.candidates.push_back(&c);
+    }
+  }
+  if (context.candidates.empty()) return "";
+  return PlacementFor(strategy).Place(id, context);
+}
+
+void ClusterRouter::OnActivationGone(const GrainId& id, uint64_t activation_id) {
+  {
+    MutexLock lock(&mu_);
+    if (closed_) return;
+    ++in_flight_;
+  }
+  v1::DirectoryEntry entry;
+  entry.set_type(std::string(id.type()));
+  entry.set_key(id.key());
+  entry.set_silo(self_);
+  entry.set_activation_id(activation_id);
+  // Best effort: an entry left behind names this silo, which replaces it
+  // the next time a call for the grain comes here.
+  directory_->Unregister(entry,
+                         [this](absl::StatusOr<v1::DirectoryReply>) { EndRpc(); });
+}
+
+}  // namespace granary::silo

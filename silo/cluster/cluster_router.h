@@ -1,0 +1,202 @@
+// File: silo/cluster/cluster_router.h
+// -----------------------------------------------------------------------------
+// Call routing in a cluster (DESIGN.md, "How a call flows"): a call for a
+// grain with no activation on this silo is sent where the distributed
+// directory says the grain lives, or, when it lives nowhere, to the silo the
+// grain type's placement picks, which registers itself as the host
+// (register-if-absent at the grain's directory owner) before activating it.
+// Of two silos racing to activate a grain exactly one wins; the other
+// forwards its calls to the winner.
+//
+//   ClusterRouter router(&silo, &owner, &directory, &transport);
+//   silo.SetRouter(&router);                   // before silo.Start()
+//   router.OnView(view);                       // after owner/directory/transport
+//   ...
+//   silo.Stop(); router.Close();
+//
+// Routing of a call that is not active here:
+//   1. hops == 0 (from a client or a grain of this silo): the lookup cache,
+//      then the directory; a grain that lives nowhere is placed (random,
+//      prefer-local, hash or activation count, per grain type).
+//   2. hops > 0 (another silo sent it here, because the directory, its cache
+//      or its placement named this silo): register here; if another
+//      activation won, forward once more. A call is forwarded at most
+//      `max_hops` times.
+// Directory answers that may change once views agree (UNAVAILABLE,
+// FAILED_PRECONDITION: a membership change in progress) are retried with
+// backoff; the calls wait, bounded by their deadlines.
+//
+// After each change of the ring (the Active silos) the router reports this
+// silo's activations to their owners under the new ring (Rebuild), so a
+// grain that lives on a surviving silo is never activated a second time.
+//
+// Threading: thread-safe. Directory completions run on gRPC's threads or
+// inline; nothing here blocks.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/grain_id.h"
+#include "core/sync.h"
+#include "core/timer_queue.h"
+#include "silo/runtime/placement.h"
+#include "silo/runtime/silo.h"
+
+namespace granary::v1 {
+class DirectoryReply;
+class DirectoryEntry;
+class MembershipView;
+}  // namespace granary::v1
+
+namespace granary::directory {
+class DirectoryClient;
+class DirectoryPartition;
+}  // namespace granary::directory
+
+namespace granary::silo {
+
+class SiloTransport;
+
+struct RouterOptions {
+  // Forwards a call may take before it fails UNAVAILABLE.
+  uint32_t max_hops = 4;
+  // First retry after a directory answer that may change; doubles up to
+  // max_retry_delay.
+  absl::Duration retry_delay = absl::Milliseconds(20);
+  absl::Duration max_retry_delay = absl::Milliseconds(500);
+  // How long calls wait for the directory to answer (then UNAVAILABLE).
+  absl::Duration give_up_after = absl::Seconds(30);
+  // Grain locations remembered (the cache is emptied when full).
+  size_t cache_capacity = 1 << 20;
+  // Entries per rebuild report.
+  int rebuild_batch = 10000;
+};
+
+class ClusterRouter final : public CallRouter {
+ public:
+  ClusterRouter(Silo* silo, directory::DirectoryPartition* owner, directory::DirectoryClient* directory,
+                SiloTransport* transport, RouterOptions options = {});
+  ~ClusterRouter() override;
+  ClusterRouter(const ClusterRouter&) = delete;
+  ClusterRouter& operator=(const ClusterRouter&) = delete;
+
+  // Adopts a membership view: placement candidates, the cache's dead silos,
+  // and a rebuild report when the ring changed. Call after the directory
+  // owner, the directory client and the transport have seen it.
+  void OnView(const v1::MembershipView& view);
+
+  // CallRouter.
+  void Route(CallBase* call) override;
+  void OnActivationGone(const GrainId& id, uint64_t activation_id) override;
+  size_t DirectoryEntries() const override;
+  uint64_t Forwarded() const override { return forwarded(); }
+
+  // Fails every waiting call UNAVAILABLE and stops retrying. After the
+  // silo stopped.
+  void Close();
+
+  // Calls sent to another silo, and rebuild reports that completed.
+  uint64_t forwarded() const;
+  uint64_t rebuilds() const;
+  // The ring whose rebuild report this silo has delivered to every owner.
+  uint64_t reported_ring() const;
+  // Waits until the report for the ring `ring()` names (read again as the
+  // ring changes) is delivered; false after `timeout`.
+  bool WaitUntilReported(const std::function<uint64_t()>& ring,
+                         absl::Duration timeout);
+
+ private:
+  struct Pending;
+  struct Sweep;
+  enum class Mode { kLookup, kRegister };
+
+  // Starts (or restarts, from a retry) the resolution of `p`.
+  void Resolve(Pending* p);
+  void OnLookup(const GrainId& id, absl::StatusOr<v1::DirectoryReply> r);
+  void OnRegister(const GrainId& id, uint64_t ring, uint64_t activation_id,
+                  absl::StatusOr<v1::DirectoryReply> r);
+  // Registers this silo as the host of `id` (replacing `replace`, this
+  // silo's own stale entry, when given).
+  void SendRegister(const GrainId& id, const v1::DirectoryEntry* replace);
+  // The calls waiting for `id`; forgets `id` when there are none.
+  std::vector<CallBase*> TakeCalls(const GrainId& id);
+  void ActivateAll(const GrainId& id, uint64_t activation_id);
+  void ForwardAll(const GrainId& id, const std::string& silo);
+  // Caches `silo` as where `id` lives (if it is Active).
+  void Remember(const GrainId& id, const std::string& silo);
+  // Sends `call` on to `silo`; false (call untouched) when not connected.
+  bool Forward(CallBase* call, const std::string& silo);
+  // Retries `id` later when `why` may pass, else fails its calls.
+  void RetryOrFail(const GrainId& id, const absl::Status& why);
+  // The silo a new activation of `id` goes to ("" when none can take it
+  // now).
+  std::string Place(const GrainId& id);
+  bool CanHost() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RegisterDone(uint64_t ring);
+  void MaybeSweep();
+  void RunSweep(uint64_t ring, std::vector<std::string> owners);
+  void SendReport(std::shared_ptr<Sweep> sweep, std::string owner, int part);
+  void RetryReports();
+  // Directory requests in flight call back into the router.
+  void BeginRpc();
+  void EndRpc();
+
+  struct ReportRetry final : TimerEntry {
+    ClusterRouter* router = nullptr;
+    void OnTimer() override { router->RetryReports(); }
+  };
+
+  Silo* const silo_;
+  directory::DirectoryPartition* const owner_;
+  directory::DirectoryClient* const directory_;
+  SiloTransport* const transport_;
+  const RouterOptions options_;
+  const std::string self_;
+  TimerQueue timers_;
+
+  // The gateways of Active silos, by silo id (interned): a forwarded
+  // call's reply names it (CallBase::host_gateway).
+  mutable Mutex gateways_mu_;
+  absl::flat_hash_map<std::string, absl::string_view> gateways_
+      ABSL_GUARDED_BY(gateways_mu_);
+
+  mutable Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<GrainId, std::unique_ptr<Pending>> pending_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<GrainId, std::string> cache_ ABSL_GUARDED_BY(mu_);
+  // From the last view.
+  int64_t view_version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ring_ ABSL_GUARDED_BY(mu_) = 0;
+  bool self_active_ ABSL_GUARDED_BY(mu_) = false;
+  bool self_reports_ ABSL_GUARDED_BY(mu_) = false;  // Active or ShuttingDown
+  std::vector<PlacementCandidate> active_ ABSL_GUARDED_BY(mu_);  // by id
+  // Active silos: the only ones the cache may name.
+  absl::flat_hash_set<std::string> live_ ABSL_GUARDED_BY(mu_);
+  // Registrations in flight, by the ring they were sent under.
+  absl::flat_hash_map<uint64_t, int> registering_ ABSL_GUARDED_BY(mu_);
+  // The ring a rebuild report is due for, and its owners (0: none due).
+  uint64_t sweep_due_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> sweep_owners_ ABSL_GUARDED_BY(mu_);
+  uint64_t reported_ring_ ABSL_GUARDED_BY(mu_) = 0;
+  // The report being delivered, its parts to send again, and their timer.
+  std::shared_ptr<Sweep> sweep_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, int>> failed_reports_ ABSL_GUARDED_BY(mu_);
+  ReportRetry report_retry_;
+  bool report_retry_scheduled_ ABSL_GUARDED_BY(mu_) = false;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  CondVar idle_;
+  std::atomic<uint64_t> forwarded_{0};  // counted without mu_ (per call)
+  uint64_t rebuilds_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace granary::silo

@@ -1,0 +1,83 @@
+// File: silo/cluster/reminder_remote.h
+// -----------------------------------------------------------------------------
+// Reminders in a dev cluster (DESIGN.md, Storage): the primary keeps the
+// reminder table and schedules every reminder; it serves its grains'
+// Register, Unregister and List to the other silos (granary.v1.Reminders on
+// its silo endpoint), and each of them hands its grains' requests to it
+// through RemoteReminders. Ticks go from the primary to wherever the grain
+// lives (silo/runtime/reminder_service.h), so no reminder stops when a silo other
+// than the primary dies.
+//
+//   ReminderPeerService service;                 // on the primary
+//   builder.RegisterService(&service);
+//   ...; service.Attach(&silo);                  // once its types are added
+//   RemoteReminders keeper("10.0.0.1:11111");    // on the others
+//   silo.reminders().SetKeeper(&keeper);         // before silo.Start()
+//
+// Threading: thread-safe. RemoteReminders completes on gRPC's threads.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/grain_id.h"
+#include "granary/v1/reminders.grpc.pb.h"
+#include "silo/runtime/reminder_service.h"
+
+namespace granary::silo {
+
+class Silo;
+
+class ReminderPeerService final : public v1::Reminders::CallbackService {
+ public:
+  ReminderPeerService() = default;
+  // The silo whose reminder service answers; until then every request is
+  // answered UNAVAILABLE. Grain types are those the silo hosts.
+  void Attach(Silo* silo) { silo_.store(silo, std::memory_order_release); }
+
+  grpc::ServerUnaryReactor* Register(
+      grpc::CallbackServerContext* context,
+      const v1::RegisterReminderRequest* request,
+      v1::RegisterReminderReply* reply) override;
+  grpc::ServerUnaryReactor* Unregister(
+      grpc::CallbackServerContext* context,
+      const v1::UnregisterReminderRequest* request,
+      v1::UnregisterReminderReply* reply) override;
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
+                                 const v1::ListRemindersRequest* request,
+                                 v1::ListRemindersReply* reply) override;
+
+ private:
+  // The silo, and the grain a request names: UNAVAILABLE before Attach,
+  // INVALID_ARGUMENT for an unknown type or a bad key.
+  absl::StatusOr<GrainId> ToGrain(const std::string& type,
+                                  const std::string& key, Silo** silo) const;
+
+  std::atomic<Silo*> silo_{nullptr};
+};
+
+class RemoteReminders final : public ReminderKeeper {
+ public:
+  // `primary`: the primary silo's endpoint, HOST:PORT.
+  explicit RemoteReminders(const std::string& primary,
+                           absl::Duration timeout = absl::Seconds(10));
+  void Register(const GrainId& grain, const std::string& name,
+                absl::Duration due, absl::Duration period,
+                std::function<void(absl::StatusOr<absl::Time>)> done) override;
+  void Unregister(const GrainId& grain, const std::string& name,
+                  std::function<void(absl::StatusOr<bool>)> done) override;
+  void List(const GrainId& grain,
+            std::function<void(absl::StatusOr<std::vector<ReminderTick>>)>
+                done) override;
+
+ private:
+  const absl::Duration timeout_;
+  std::unique_ptr<v1::Reminders::Stub> stub_;
+};
+
+}  // namespace granary::silo

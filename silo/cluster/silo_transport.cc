@@ -1,0 +1,194 @@
+#include "silo/cluster/silo_transport.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "rpc/gateway_set.h"
+#include "storage/membership_table.h"
+
+namespace granary::silo {
+
+SiloTransport::SiloTransport(std::string self_id,
+                             std::vector<const InterfaceInfo*> interfaces,
+                             absl::Duration connect_timeout)
+    : self_id_(std::move(self_id)),
+      interfaces_(std::move(interfaces)),
+      connect_timeout_(connect_timeout) {
+  connector_ = std::thread([this] { ConnectLoop(); });
+}
+
+SiloTransport::~SiloTransport() { Close(); }
+
+void SiloTransport::OnView(const v1::MembershipView& view) {
+  absl::flat_hash_map<std::string, std::string> wanted;
+  absl::flat_hash_set<std::string> leaving;
+  for (const v1::Member& m : view.members()) {
+    const std::string id = storage::MemberId(m);
+    if (id == self_id_) continue;
+    if (m.status() == v1::MEMBER_SHUTTING_DOWN) leaving.insert(id);
+    if (m.status() == v1::MEMBER_JOINING || m.status() == v1::MEMBER_ACTIVE ||
+        m.status() == v1::MEMBER_SHUTTING_DOWN) {
+      wanted.emplace(id, m.address());
+    }
+  }
+  // (client, drain): a silo that left gracefully answers what it took
+  // before it goes, so its calls in flight get their answers; one that was
+  // declared dead without leaving (crashed, cut off) has its calls fail now,
+  // not at their deadline.
+  std::vector<std::pair<std::shared_ptr<rpc::GatewaySet>, absl::Duration>> dropped;
+  MutexLock lock(&mu_);
+  if (closed_) return;
+  for (const std::string& id : leaving) left_gracefully_.insert(id);
+  for (auto it = links_.begin(); it != links_.end();) {
+    if (!wanted.contains(it->first)) {
+      const bool graceful = left_gracefully_.contains(it->first);
+      GRANARY_LOG(kInfo) << "silo=" << self_id_ << " peer=" << it->first
+                         << " dropping the connection ("
+                         << (graceful ? "left" : "not live") << ")";
+      dropped.emplace_back(std::move(it->second),
+                           graceful ? absl::Seconds(10) : absl::ZeroDuration());
+      left_gracefully_.erase(it->first);
+      links_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  wanted_ = std::move(wanted);
+  cv_.SignalAll();
+  // Closing waits for the connection's streams to end, which may take a
+  // while: it happens on a thread of its own, so no view is held up.
+  if (dropped.empty()) return;
+  closers_.emplace_back([dropped = std::move(dropped)] {
+    for (const auto& [client, drain] : dropped) client->Close(drain);
+  });
+}
+
+bool SiloTransport::WaitForConnections(absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  MutexLock lock(&mu_);
+  while (true) {
+    bool all = true;
+    for (const auto& [id, address] : wanted_) all = all && links_.contains(id);
+    if (all) return true;
+    if (cv_.WaitWithDeadline(&mu_, give_up)) return false;
+  }
+}
+
+void SiloTransport::ConnectLoop() {
+  MutexLock lock(&mu_);
+  while (!closed_) {
+    std::vector<std::pair<std::string, std::string>> missing;
+    for (const auto& [id, address] : wanted_) {
+      if (!links_.contains(id)) missing.emplace_back(id, address);
+    }
+    if (missing.empty()) {
+      cv_.Wait(&mu_);
+      continue;
+    }
+    mu_.Unlock();
+    std::vector<std::pair<std::string, std::unique_ptr<rpc::GatewaySet>>> made;
+    for (const auto& [id, address] : missing) {
+      rpc::GatewaySetOptions options;
+      options.gateways = {address};
+      options.connect_timeout = connect_timeout_;
+      options.overflow = rpc::GatewaySetOptions::Overflow::kFail;  // never block a worker
+      options.max_in_flight = 1 << 16;
+      options.closed_code = absl::StatusCode::kUnavailable;
+      options.gateway_refresh_period = absl::ZeroDuration();  // this silo only
+      absl::StatusOr<std::unique_ptr<rpc::GatewaySet>> client = rpc::GatewaySet::Connect(options);
+      if (!client.ok()) {
+        GRANARY_LOG(kWarning) << "silo=" << self_id_ << " peer=" << id
+                              << " cannot connect: " << client.status();
+        continue;
+      }
+      for (const InterfaceInfo* iface : interfaces_) (*client)->Register(*iface);
+      made.emplace_back(id, *std::move(client));
+    }
+    mu_.Lock();
+    for (auto& [id, client] : made) {
+      if (closed_ || !wanted_.contains(id) || links_.contains(id)) {
+        mu_.Unlock();
+        client->Close(absl::ZeroDuration());
+        mu_.Lock();
+        continue;
+      }
+      links_.emplace(id, std::shared_ptr<rpc::GatewaySet>(std::move(client)));
+    }
+    cv_.SignalAll();
+    if (made.size() < missing.size() && !closed_) {
+      // Some failed: try them again shortly (or at the next view).
+      (void)cv_.WaitWithDeadline(&mu_, absl::Now() + absl::Milliseconds(500));
+    }
+  }
+}
+
+void SiloTransport::Send(const std::string& silo_id, CallBase* call) {
+  std::shared_ptr<rpc::GatewaySet> link;
+  {
+    ReaderMutexLock lock(&mu_);
+    auto it = links_.find(silo_id);
+    if (it != links_.end()) link = it->second;
+  }
+  if (link != nullptr) {
+    // Outside the lock: a call that fails at once runs its caller's
+    // continuation here, which may send again. A link closed meanwhile
+    // fails the call UNAVAILABLE (closed_code).
+    link->Invoke(call);
+    return;
+  }
+  call->Fail(absl::UnavailableError(absl::StrCat(
+      "silo ", silo_id, " is not connected (unknown, dead or unreachable)")));
+  call->Release();
+}
+
+bool SiloTransport::TrySend(const std::string& silo_id, CallBase* call) {
+  std::shared_ptr<rpc::GatewaySet> link;
+  {
+    ReaderMutexLock lock(&mu_);
+    auto it = links_.find(silo_id);
+    if (it == links_.end()) return false;
+    link = it->second;
+  }
+  // Not connected (reconnecting, or the peer is gone but not yet declared
+  // dead): the caller tries again later rather than fail the call here.
+  if (link->connected() == 0) return false;
+  link->Invoke(call);
+  return true;
+}
+
+bool SiloTransport::IsConnected(const std::string& silo_id) const {
+  ReaderMutexLock lock(&mu_);
+  auto it = links_.find(silo_id);
+  return it != links_.end() && it->second->connected() > 0;
+}
+
+std::vector<std::string> SiloTransport::connected() const {
+  ReaderMutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, link] : links_) {
+    if (link->connected() > 0) out.push_back(id);
+  }
+  return out;
+}
+
+void SiloTransport::Close() {
+  absl::flat_hash_map<std::string, std::shared_ptr<rpc::GatewaySet>> links;
+  {
+    MutexLock lock(&mu_);
+    closed_ = true;
+    links.swap(links_);
+    cv_.SignalAll();
+  }
+  if (connector_.joinable()) connector_.join();
+  for (auto& [id, link] : links) link->Close(absl::ZeroDuration());
+  std::vector<std::thread> closers;
+  {
+    MutexLock lock(&mu_);
+    closers.swap(closers_);
+  }
+  for (std::thread& t : closers) t.join();
+}
+
+}  // namespace granary::silo

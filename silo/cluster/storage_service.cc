@@ -1,0 +1,168 @@
+#include "silo/cluster/storage_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/callback_queue.h"
+#include "core/grain_id.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/async_unary.h"
+#include "rpc/status.h"
+
+namespace granary::silo {
+namespace {
+
+v1::StateKey ToKey(const GrainId& id) {
+  v1::StateKey k;
+  k.set_type(std::string(id.type()));
+  k.set_key(id.key());
+  return k;
+}
+
+}  // namespace
+
+void StorageService::AllowTypes(const std::vector<std::string>& types) {
+  MutexLock lock(&mu_);
+  for (const std::string& t : types) types_[t] = InternTypeName(t);
+  ready_ = true;
+}
+
+absl::StatusOr<GrainId> StorageService::ToGrain(const v1::StateKey& k) const {
+  ReaderMutexLock lock(&mu_);
+  if (!ready_) return absl::UnavailableError("grain storage is not ready yet");
+  auto type = types_.find(k.type());
+  if (type == types_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grain state request for unknown grain type '",
+        k.type().substr(0, 256), "'"));
+  }
+  if (absl::Status valid = ValidateGrainKey(k.key()); !valid.ok()) {
+    return valid;
+  }
+  return GrainId(type->second, k.key());
+}
+
+grpc::ServerUnaryReactor* StorageService::Read(
+    grpc::CallbackServerContext* context, const v1::StateKey* request,
+    v1::StoredState* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<GrainId> id = ToGrain(*request);
+  if (!id.ok()) {
+    reactor->Finish(rpc::ToGrpc(id.status()));
+    return reactor;
+  }
+  storage_->Read(*id, [reactor, reply](absl::StatusOr<storage::StoredState> s) {
+    if (!s.ok()) {
+      reactor->Finish(rpc::ToGrpc(s.status()));
+      return;
+    }
+    reply->set_exists(s->exists);
+    reply->set_bytes(std::move(s->bytes));
+    reply->set_etag(std::move(s->etag));
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* StorageService::Write(
+    grpc::CallbackServerContext* context, const v1::WriteStateRequest* request,
+    v1::WriteStateReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<GrainId> id = ToGrain(request->grain());
+  if (!id.ok()) {
+    reactor->Finish(rpc::ToGrpc(id.status()));
+    return reactor;
+  }
+  storage_->Write(*id, request->bytes(), request->expected_etag(),
+                  [reactor, reply](absl::StatusOr<std::string> etag) {
+                    if (!etag.ok()) {
+                      reactor->Finish(rpc::ToGrpc(etag.status()));
+                      return;
+                    }
+                    reply->set_etag(*std::move(etag));
+                    reactor->Finish(grpc::Status::OK);
+                  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* StorageService::Clear(
+    grpc::CallbackServerContext* context, const v1::ClearStateRequest* request,
+    v1::ClearStateReply*) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<GrainId> id = ToGrain(request->grain());
+  if (!id.ok()) {
+    reactor->Finish(rpc::ToGrpc(id.status()));
+    return reactor;
+  }
+  storage_->Clear(*id, request->expected_etag(), [reactor](absl::Status s) {
+    reactor->Finish(rpc::ToGrpc(s));
+  });
+  return reactor;
+}
+
+RemoteGrainStorage::RemoteGrainStorage(const std::string& primary,
+                                       absl::Duration timeout)
+    : timeout_(timeout) {
+  rpc::HoldGrpcCallbackQueue();
+  stub_ = v1::GrainState::NewStub(
+      grpc::CreateChannel(primary, grpc::InsecureChannelCredentials()));
+}
+
+void RemoteGrainStorage::Read(const GrainId& id, ReadDone done) {
+  rpc::StartUnary<v1::StateKey, v1::StoredState>(
+      ToKey(id), timeout_, /*wait_for_ready=*/true, nullptr,
+      [this](grpc::ClientContext* c, const v1::StateKey* q, v1::StoredState* r,
+             std::function<void(grpc::Status)> on_done) {
+        stub_->async()->Read(c, q, r, std::move(on_done));
+      },
+      [done = std::move(done)](absl::StatusOr<v1::StoredState> reply) {
+        if (!reply.ok()) {
+          done(reply.status());
+          return;
+        }
+        storage::StoredState out;
+        out.exists = reply->exists();
+        out.bytes = std::move(*reply->mutable_bytes());
+        out.etag = std::move(*reply->mutable_etag());
+        done(std::move(out));
+      });
+}
+
+void RemoteGrainStorage::Write(const GrainId& id, std::string bytes,
+                               std::string expected_etag, WriteDone done) {
+  v1::WriteStateRequest request;
+  *request.mutable_grain() = ToKey(id);
+  request.set_bytes(std::move(bytes));
+  request.set_expected_etag(std::move(expected_etag));
+  rpc::StartUnary<v1::WriteStateRequest, v1::WriteStateReply>(
+      std::move(request), timeout_, /*wait_for_ready=*/true, nullptr,
+      [this](grpc::ClientContext* c, const v1::WriteStateRequest* q,
+             v1::WriteStateReply* r, std::function<void(grpc::Status)> on_done) {
+        stub_->async()->Write(c, q, r, std::move(on_done));
+      },
+      [done = std::move(done)](absl::StatusOr<v1::WriteStateReply> reply) {
+        if (!reply.ok()) {
+          done(reply.status());
+          return;
+        }
+        done(std::move(*reply->mutable_etag()));
+      });
+}
+
+void RemoteGrainStorage::Clear(const GrainId& id, std::string expected_etag,
+                               ClearDone done) {
+  v1::ClearStateRequest request;
+  *request.mutable_grain() = ToKey(id);
+  request.set_expected_etag(std::move(expected_etag));
+  rpc::StartUnary<v1::ClearStateRequest, v1::ClearStateReply>(
+      std::move(request), timeout_, /*wait_for_ready=*/true, nullptr,
+      [this](grpc::ClientContext* c, const v1::ClearStateRequest* q,
+             v1::ClearStateReply* r, std::function<void(grpc::Status)> on_done) {
+        stub_->async()->Clear(c, q, r, std::move(on_done));
+      },
+      [done = std::move(done)](absl::StatusOr<v1::ClearStateReply> reply) {
+        done(reply.status());
+      });
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,79 @@
+// File: silo/cluster/storage_service.h
+// -----------------------------------------------------------------------------
+// Grain state shared by the silos of a dev cluster (DESIGN.md, Storage): the
+// primary serves its GrainStorage over gRPC (granary.v1.GrainState), and
+// every other silo uses RemoteGrainStorage in place of a store of its own,
+// so a grain that moves to another silo (its silo died, or it was
+// deactivated and placed elsewhere) reads the state it last wrote. Etags
+// travel with the state, so two writers can never overwrite each other
+// blindly: the stale one gets ABORTED.
+//
+//   StorageService service(&rocksdb);            // on the primary
+//   builder.RegisterService(&service);
+//   RemoteGrainStorage storage("10.0.0.1:11111"); // on the others
+//
+// Threading: thread-safe. RemoteGrainStorage completes on gRPC's threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "core/grain_id.h"
+#include "core/sync.h"
+
+#include "absl/time/time.h"
+#include "granary/v1/cluster.grpc.pb.h"
+#include "storage/grain_storage.h"
+
+namespace granary::silo {
+
+class StorageService final : public v1::GrainState::CallbackService {
+ public:
+  explicit StorageService(storage::GrainStorage* storage)
+      : storage_(storage) {}
+  // The grain types whose state may be stored (the primary's own); requests
+  // for others are refused, so names from the network are never kept.
+  // Until it is called every request is answered UNAVAILABLE.
+  void AllowTypes(const std::vector<std::string>& types);
+  grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context,
+                                 const v1::StateKey* request,
+                                 v1::StoredState* reply) override;
+  grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* context,
+                                  const v1::WriteStateRequest* request,
+                                  v1::WriteStateReply* reply) override;
+  grpc::ServerUnaryReactor* Clear(grpc::CallbackServerContext* context,
+                                  const v1::ClearStateRequest* request,
+                                  v1::ClearStateReply* reply) override;
+
+ private:
+  // The grain a request names: INVALID_ARGUMENT for a bad key or an
+  // unknown type.
+  absl::StatusOr<GrainId> ToGrain(const v1::StateKey& k) const;
+
+  storage::GrainStorage* const storage_;
+  mutable Mutex mu_;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<std::string, absl::string_view> types_
+      ABSL_GUARDED_BY(mu_);  // -> interned
+};
+
+class RemoteGrainStorage final : public storage::GrainStorage {
+ public:
+  // `primary`: the primary silo's endpoint, HOST:PORT.
+  explicit RemoteGrainStorage(const std::string& primary,
+                              absl::Duration timeout = absl::Seconds(10));
+  void Read(const GrainId& id, ReadDone done) override;
+  void Write(const GrainId& id, std::string bytes, std::string expected_etag,
+             WriteDone done) override;
+  void Clear(const GrainId& id, std::string expected_etag,
+             ClearDone done) override;
+
+ private:
+  const absl::Duration timeout_;
+  std::unique_ptr<v1::GrainState::Stub> stub_;
+};
+
+}  // namespace granary::silo

@@ -1,0 +1,479 @@
+#include "silo/gateway/gateway_service.h"
+#include "silo/gateway/gateway_service_impl.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/call.h"
+#include "core/grain_interface.h"
+#include "core/log.h"
+#include "core/sync.h"
+#include "core/version.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "granary/v1/gateway.grpc.pb.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "core/metrics.h"
+#include "silo/runtime/grain.h"
+#include "silo/runtime/reminder_service.h"
+#include "silo/runtime/silo.h"
+
+namespace granary::silo {
+
+// One client connection. References: one held by gRPC until OnDone, one per
+// call accepted and not yet finished; the last one deletes the stream.
+//
+// State (all under mu_) moves the stream along; Advance() looks at it and
+// starts whatever gRPC operation is due, outside the lock:
+//   read   when no read is out, the client has not half-closed, the stream
+//          is healthy and fewer than max_in_flight calls are unfinished;
+//   write  when no write is out and replies are pending;
+//   finish once, when no write is out and either the stream broke, or the
+//          gateway is stopping / the client half-closed and every accepted
+//          call has been answered and written.
+class GatewayStream final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  GatewayStream(GatewayService::Impl* service,
+                grpc::CallbackServerContext* context, bool stopping)
+      : service_(service),
+        silo_(service->silo()),
+        context_(context),
+        peer_(context->peer()),
+        max_in_flight_(service->options().max_in_flight),
+        max_message_bytes_(service->options().max_message_bytes),
+        max_batch_bytes_(service->options().max_batch_bytes),
+        from_silos_(service->options().from_silos),
+        stopping_(stopping) {}
+
+  void Begin() { Advance(); }
+
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  // The gateway is stopping: answer nothing new, finish once drained.
+  void Stop() {
+    {
+      MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    Advance();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      {
+        MutexLock lock(&mu_);
+        reading_ = false;
+        reads_done_ = true;
+      }
+      Advance();
+      return;
+    }
+    {
+      MutexLock lock(&mu_);
+      if (finished_) {
+        // The stream already ended (a stopping gateway finishes while a
+        // read is outstanding): these requests were never taken, and the
+        // client sends them elsewhere.
+        reading_ = false;
+        incoming_.Clear();
+        return;
+      }
+      dispatching_ = true;  // no finishing until they are counted
+    }
+    grpc::ProtoBufferReader reader(&incoming_);
+    const bool parsed = batch_.ParseFromZeroCopyStream(&reader);
+    incoming_.Clear();
+    if (!parsed) {
+      GRANARY_LOG(kWarning) << "peer=" << LogQuote(peer_)
+                            << " gateway: undecodable batch; ending its stream";
+      {
+        MutexLock lock(&mu_);
+        reading_ = false;
+        dispatching_ = false;
+        Break(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "a message on the stream is not a "
+                           "granary.v1.RequestBatch"));
+      }
+      Advance();
+      return;
+    }
+    Dispatch();
+    {
+      MutexLock lock(&mu_);
+      reading_ = false;
+      dispatching_ = false;
+    }
+    Advance();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      MutexLock lock(&mu_);
+      write_in_flight_ = false;
+      writing_.Clear();
+      outgoing_.Clear();
+      if (!ok) Break();
+    }
+    Advance();
+  }
+
+  void OnCancel() override {
+    {
+      MutexLock lock(&mu_);
+      Break();
+    }
+    Advance();
+  }
+
+  void OnDone() override {
+    // gRPC orders this after the constructor, but inside its uninstrumented
+    // core; taking mu_ (as Begin did) shows ThreadSanitizer that order.
+    { MutexLock lock(&mu_); }
+    service_->Forget(this);
+    Unref();
+  }
+
+  // A call accepted from this stream finished (any worker thread).
+  static void CallDone(void* ctx, CallBase* call) {
+    auto* self = static_cast<GatewayStream*>(ctx);
+    self->Finished(call);
+    self->Unref();
+  }
+
+ private:
+  ~GatewayStream() override = default;
+
+  // Requires mu_. The client is gone or the stream failed: replies from now
+  // on are dropped.
+  void Break(grpc::Status why = grpc::Status(grpc::StatusCode::CANCELLED,
+                                             "stream broken"))
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!broken_) broken_status_ = std::move(why);
+    broken_ = true;
+    pending_.clear();
+  }
+
+  void Finished(CallBase* call) {
+    if (call->one_way()) {
+      // No reply: only a change that matters to Advance takes the lock
+      // (reading resumes below the limit; a draining stream finishes at 0).
+      const int left = in_flight_.fetch_sub(1, std::memory_order_acq_rel) - 1;
+      if (left == max_in_flight_ - 1 || left == 0) Advance();
+      return;
+    }
+    v1::Reply reply;
+    reply.set_id(call->caller_tag());
+    const absl::Status& status = call->status();
+    if (status.ok()) {
+      std::string* payload = reply.mutable_payload();
+      const int limit = max_message_bytes_ - 1024;
+      if (!call->reply().SerializeToString(payload)) {
+        reply.clear_payload();
+        reply.set_code(static_cast<int>(absl::StatusCode::kInternal));
+        reply.set_message("reply failed to serialize");
+      } else if (payload->size() > static_cast<size_t>(limit)) {
+        reply.clear_payload();
+        reply.set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+        reply.set_message(absl::StrCat(
+            "reply of ", call->target().ToString(), " is ", payload->size(),
+            " bytes, over the gateway's message limit of ", limit));
+      }
+    } else {
+      reply.set_code(static_cast<int>(status.code()));
+      reply.set_message(std::string(status.message()));
+    }
+    // Tells a client where the grain lives (one hop next time).
+    if (!from_silos_ && !call->host_gateway().empty()) {
+      reply.set_host_gateway(std::string(call->host_gateway()));
+    }
+    {
+      MutexLock lock(&mu_);
+      in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      if (!broken_) pending_.push_back(std::move(reply));
+    }
+    Advance();
+  }
+
+  // Routes every request of the batch just read. The batch was read because
+  // fewer than max_in_flight calls were unfinished; all of it is accepted
+  // (bad requests get their error reply), so the stream holds at most
+  // max_in_flight calls plus one batch, and nothing is dropped.
+  void Dispatch() {
+    const int n = batch_.requests_size();
+    in_flight_.fetch_add(n, std::memory_order_relaxed);  // refusals give back
+    bool stopping;
+    {
+      MutexLock lock(&mu_);
+      stopping = stopping_;
+    }
+    std::vector<v1::Reply> refused;
+    int accepted = 0;
+    for (v1::Request& request : *batch_.mutable_requests()) {
+      absl::Status error = Accept(request, stopping);
+      if (error.ok()) {
+        ++accepted;
+        continue;
+      }
+      if (request.id() != 0) {
+        v1::Reply& reply = refused.emplace_back();
+        reply.set_id(request.id());
+        reply.set_code(static_cast<int>(error.code()));
+        reply.set_message(std::string(error.message()));
+      } else {
+        GRANARY_LOG(kWarning) << "peer=" << LogQuote(peer_)
+                              << " gateway: one-way request refused: " << error;
+      }
+    }
+    batch_.Clear();
+    in_flight_.fetch_sub(n - accepted, std::memory_order_relaxed);
+    MutexLock lock(&mu_);
+    if (!broken_) {
+      for (v1::Reply& r : refused) pending_.push_back(std::move(r));
+    }
+  }
+
+  // The route of `method`; consecutive requests usually share it.
+  const Route* FindRoute(const std::string& method) {
+    if (last_route_ == nullptr || method != last_method_) {
+      last_route_ = service_->FindRoute(method);
+      last_method_ = method;
+    }
+    return last_route_;
+  }
+
+  // Starts one request, or says why not.
+  absl::Status Accept(v1::Request& request, bool stopping) {
+    Silo* silo = silo_;
+    const Route* route = FindRoute(request.method());
+    if (route == nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "unknown grain method '", request.method(),
+          "': this silo hosts no such grain type or method"));
+    }
+    if (stopping && silo->router() == nullptr) {
+      // In a cluster the silo sends such calls on to the grains' new homes.
+      return absl::UnavailableError(absl::StrCat(
+          "silo ", silo->name(), " is shutting down"));
+    }
+    GRANARY_RETURN_IF_ERROR(ValidateGrainKey(request.key()));
+    absl::Duration timeout = kDefaultCallTimeout;
+    if (request.timeout_us() != 0) {
+      timeout = absl::Microseconds(
+          std::min<uint64_t>(request.timeout_us(), uint64_t{1} << 62));
+    }
+    CallBase* call = nullptr;
+    if (route->method == nullptr) {
+      GRANARY_ASSIGN_OR_RETURN(
+          call, ReminderCallFromWire(*route->iface,
+                                     std::move(*request.mutable_key()),
+                                     request.payload()));
+    } else {
+      google::protobuf::io::ArrayInputStream payload(
+          request.payload().data(),
+          static_cast<int>(request.payload().size()));
+      GRANARY_ASSIGN_OR_RETURN(
+          call, NewCallFromWire(*route->iface, *route->method,
+                                std::move(*request.mutable_key()), &payload,
+                                timeout));
+    }
+    call->set_caller_tag(request.id());
+    if (from_silos_) {
+      call->set_hops(request.hops());
+      if (request.chain_id() != 0) {
+        call->set_request_context(RequestContext{request.chain_id()});
+      }
+    }
+    Ref();  // the call's
+    call->SetDoneCallback(&GatewayStream::CallDone, this);
+    if (route->method == nullptr) {
+      silo->InvokeReminder(call);
+    } else {
+      silo->Invoke(call);
+    }
+    return absl::OkStatus();
+  }
+
+  // Starts what is due. The gRPC operations start under mu_: a read decided
+  // here must be started before any other thread can decide to finish
+  // (gRPC 1.51 runs no reaction inline, so holding mu_ cannot deadlock).
+  void Advance() {
+    bool read = false;
+    bool write = false;
+    bool finish = false;
+    grpc::Status status;
+    {
+      MutexLock lock(&mu_);
+      if (finished_) return;
+      if (!write_in_flight_ && !broken_ && !pending_.empty()) {
+        FillWriteLocked();
+        write_in_flight_ = true;
+        write = true;
+      }
+      const int in_flight = in_flight_.load(std::memory_order_acquire);
+      if (!reading_ && !reads_done_ && !broken_ && !stopping_ &&
+          in_flight < max_in_flight_) {
+        reading_ = true;
+        read = true;
+      }
+      const bool drained = in_flight == 0 && pending_.empty() &&
+                           !write_in_flight_ && !dispatching_;
+      if (broken_ && !write_in_flight_) {
+        finish = true;
+        status = broken_status_;
+      } else if (drained && stopping_) {
+        finish = true;
+        status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              "silo is shutting down");
+        // Tells the client this server is going away: its connection
+        // should not be used for a new stream (see GatewayLink).
+        context_->AddTrailingMetadata(kStoppingKey, "1");
+      } else if (drained && reads_done_) {
+        finish = true;
+      }
+      if (finish) {
+        finished_ = true;
+        read = false;
+      }
+      if (write) StartWrite(&outgoing_);
+      if (read) StartRead(&incoming_);
+      if (finish) Finish(status);
+    }
+  }
+
+  // Requires mu_: moves pending replies into the batch to write, up to about
+  // max_batch_bytes (always at least one).
+  void FillWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t bytes = 0;
+    const size_t limit = static_cast<size_t>(max_batch_bytes_);
+    while (!pending_.empty()) {
+      const size_t b = ReplyBytes(pending_.front());
+      if (bytes > 0 && bytes + b > limit) break;
+      bytes += b;
+      *writing_.add_replies() = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    bool own = false;
+    // Serializes straight into gRPC slices; cannot fail for a valid message.
+    (void)grpc::GenericSerialize<grpc::ProtoBufferWriter, v1::ReplyBatch>(
+        writing_, &outgoing_, &own);
+  }
+
+  // The service is only used until OnDone (the server outlives its
+  // streams' reactions); calls that finish later touch only the stream.
+  GatewayService::Impl* const service_;
+  Silo* const silo_;
+  grpc::CallbackServerContext* const context_;  // valid until OnDone
+  const std::string peer_;
+  const int max_in_flight_;
+  const int max_message_bytes_;
+  const int max_batch_bytes_;
+  const bool from_silos_;
+  std::atomic<int> refs_{1};
+
+  // Touched only by the read side (one read at a time).
+  grpc::ByteBuffer incoming_;
+  v1::RequestBatch batch_;
+  std::string last_method_;
+  const Route* last_route_ = nullptr;
+  // Owned by the write in flight.
+  v1::ReplyBatch writing_;
+  grpc::ByteBuffer outgoing_;
+
+  Mutex mu_;
+  std::deque<v1::Reply> pending_ ABSL_GUARDED_BY(mu_);
+  // Accepted calls not finished yet. Atomic so that one-way completions
+  // need not lock; Advance reads it under mu_.
+  std::atomic<int> in_flight_{0};
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  // A batch just read is being handed to the silo (OnReadDone).
+  bool dispatching_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status broken_status_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
+// A stream refused before the service has its silo.
+class RefusedStream final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  RefusedStream() {
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "silo starting"));
+  }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
+  Silo* silo = this->silo();
+  if (silo == nullptr) return new RefusedStream();
+  GatewayStream* stream;
+  {
+    MutexLock lock(&mu_);
+    stream = new GatewayStream(this, context, stopping_);
+    streams_.insert(stream);
+    silo->metrics().gateway_connections->Add(1);
+  }
+  stream->Begin();
+  return stream;
+}
+
+void GatewayService::Impl::Stop() {
+  std::vector<GatewayStream*> streams;
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    for (GatewayStream* s : streams_) {
+      s->Ref();
+      streams.push_back(s);
+    }
+  }
+  for (GatewayStream* s : streams) {
+    s->Stop();
+    s->Unref();
+  }
+}
+
+GatewayService::GatewayService(Silo* silo, GatewayServiceOptions options)
+    : impl_(std::make_unique<Impl>(silo, std::move(options))) {}
+
+void GatewayService::Attach(Silo* silo) { impl_->Attach(silo); }
+
+GatewayService::~GatewayService() = default;
+
+grpc::Service* GatewayService::grpc_service() { return impl_.get(); }
+
+void GatewayService::set_address(std::string address) {
+  impl_->set_address(std::move(address));
+}
+
+void GatewayService::Stop() { impl_->Stop(); }
+
+int GatewayService::open_streams() const { return impl_->open_streams(); }
+
+bool GatewayService::WaitForStreamsClosed(absl::Duration timeout) {
+  return impl_->WaitForStreamsClosed(timeout);
+}
+
+}  // namespace granary::silo

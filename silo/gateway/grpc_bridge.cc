@@ -1,0 +1,98 @@
+#include "silo/gateway/grpc_bridge.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "rpc/status.h"
+
+namespace granary::silo {
+namespace {
+
+void SetBytes(const std::string& bytes, grpc::ByteBuffer* out) {
+  grpc::Slice slice(bytes);
+  *out = grpc::ByteBuffer(&slice, 1);
+}
+
+struct PendingUnary {
+  grpc::ServerUnaryReactor* reactor;
+  grpc::ByteBuffer* response;
+};
+
+void UnaryDone(void* ctx, CallBase* call) {
+  std::unique_ptr<PendingUnary> pending(static_cast<PendingUnary*>(ctx));
+  if (!call->status().ok()) {
+    pending->reactor->Finish(rpc::ToGrpc(call->status()));
+    return;
+  }
+  std::string bytes;
+  if (!call->reply().SerializeToString(&bytes)) {
+    pending->reactor->Finish(
+        grpc::Status(grpc::StatusCode::INTERNAL, "reply failed to serialize"));
+    return;
+  }
+  SetBytes(bytes, pending->response);
+  pending->reactor->Finish(grpc::Status::OK);
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
+                                     grpc::CallbackServerContext* context,
+                                     const InterfaceInfo& iface,
+                                     uint32_t method,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const MethodInfo& info = iface.methods[method];
+  const auto& metadata = context->client_metadata();
+  auto key_it = metadata.find(kGrainKeyMetadata);
+  if (key_it == metadata.end() || key_it->second.empty()) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("missing metadata '", kGrainKeyMetadata,
+                     "': the key of the ", iface.type_name,
+                     " grain to call")));
+    return reactor;
+  }
+  std::string key(key_it->second.data(), key_it->second.size());
+  if (absl::Status valid = ValidateGrainKey(key); !valid.ok()) {
+    reactor->Finish(rpc::ToGrpc(valid));
+    return reactor;
+  }
+
+  absl::Duration timeout = kDefaultCallTimeout;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    timeout = absl::FromChrono(context->deadline()) - absl::Now();
+    if (timeout <= absl::ZeroDuration()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                   "deadline passed before the call started"));
+      return reactor;
+    }
+  }
+
+  grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request));
+  absl::StatusOr<CallBase*> made = NewCallFromWire(
+      iface, info, std::move(key), reader.status().ok() ? &reader : nullptr,
+      timeout);
+  if (!made.ok()) {
+    reactor->Finish(rpc::ToGrpc(made.status()));
+    return reactor;
+  }
+  CallBase* call = *made;
+  if (info.one_way) {
+    invoker->Invoke(call);
+    SetBytes(std::string(), response);  // google.protobuf.Empty
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  call->SetDoneCallback(&UnaryDone, new PendingUnary{reactor, response});
+  invoker->Invoke(call);
+  return reactor;
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,44 @@
+// File: silo/gateway/grpc_bridge.h
+// -----------------------------------------------------------------------------
+// Standard gRPC access to grains. Every grain type is a protobuf service, so
+// a stock gRPC stub (C++, Python, Go, grpcurl...) can call it: a unary call to
+// `/granary.examples.Counter/Add` with metadata `granary-key: alice` reaches
+// grain Counter/alice.
+//
+// protoc-gen-granary generates, per grain type, a named gRPC service whose
+// methods are raw (bytes in, bytes out) and call ServeUnary; the silo's
+// gateway registers one per hosted type (see GatewayServer). Named services
+// let server reflection list the grain types; raw bytes let a payload that
+// does not parse be INVALID_ARGUMENT (gRPC's own typed path would say
+// INTERNAL).
+//
+// Included only by generated .grain.cc files and the gateway.
+#pragma once
+
+#include <cstdint>
+
+#include "core/call.h"
+#include "core/grain_interface.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/server_callback.h"
+
+namespace granary::silo {
+
+// Metadata naming the grain key of a standard gRPC call.
+inline constexpr char kGrainKeyMetadata[] = "granary-key";
+
+// Serves one unary call of `method` of grain type `iface` through `invoker`.
+// Errors: missing or empty key -> INVALID_ARGUMENT; request bytes that do
+// not parse -> INVALID_ARGUMENT; the grain's own status otherwise. A one-way
+// method answers Empty once the call is accepted. The call's gRPC deadline
+// becomes the grain call's timeout (default 30 s without one).
+grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
+                                     grpc::CallbackServerContext* context,
+                                     const InterfaceInfo& iface,
+                                     uint32_t method,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response);
+
+}  // namespace granary::silo

@@ -1,0 +1,220 @@
+// Activation's lifecycle (silo/runtime/activation.h): activation with its
+// state loaded, deactivation with its state written, abandonment, idle
+// collection and shutdown.
+#include "silo/runtime/activation.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "silo/runtime/grain_timer.h"
+#include "silo/runtime/reminder_service.h"
+#include "silo/runtime/silo.h"
+
+namespace granary::silo {
+
+void Activation::StartLifecycle(Task<void> task, void (*done)(void*)) {
+  lifecycle_ = task.Release();
+  lifecycle_.promise().set_done(done, this);
+  turn_.request = RequestContext{NewChainId()};
+  lifecycle_.resume();
+}
+
+absl::Status Activation::TakeLifecycleResult() {
+  absl::Status status;
+  if (lifecycle_.promise().exception()) {
+    status = StatusFromException(lifecycle_.promise().exception());
+  }
+  lifecycle_.destroy();
+  lifecycle_ = {};
+  return status;
+}
+
+namespace {
+
+Task<void> LoadThenActivate(Grain* grain) {
+  co_await internal::LoadGrainState(grain);
+  co_await grain->OnActivate();
+}
+
+}  // namespace
+
+void Activation::BeginActivation() {
+  state_ = State::kActivating;
+  try {
+    grain_ = type_->factory();
+  } catch (...) {
+    grain_ = nullptr;
+    OnActivated(StatusFromException(std::current_exception()));
+    return;
+  }
+  if (grain_ == nullptr) {
+    OnActivated(absl::InternalError("grain factory returned null"));
+    return;
+  }
+  grain_->activation_ = this;
+  try {
+    // Persistent state (if the grain declares it) loads before OnActivate.
+    StartLifecycle(LoadThenActivate(grain_.get()), [](void* self) {
+      auto* a = static_cast<Activation*>(self);
+      a->OnActivated(a->TakeLifecycleResult());
+    });
+  } catch (...) {
+    OnActivated(StatusFromException(std::current_exception()));
+  }
+}
+
+void Activation::OnActivated(absl::Status status) {
+  if (status.ok()) {
+    state_ = State::kActive;
+    silo_->CountActivated();
+    return;
+  }
+  activation_status_ = absl::Status(
+      status.code(), absl::StrCat("activation of ", id_.ToString(),
+                                  " failed: ", status.message()));
+  GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString()) << " "
+                        << activation_status_;
+  // Fail what is queued now; later arrivals are routed to a new activation.
+  DrainMailbox();
+  waiting_.ForEach([this](Message* m) {
+    if (m->kind == MessageKind::kRequest) {
+      auto* call = static_cast<CallBase*>(m);
+      CountFailure(call, activation_status_.code());
+      call->Fail(activation_status_);
+      call->Release();
+    }
+  });
+  waiting_.clear();
+  state_ = State::kDeactivating;
+  deactivation_reason_ = DeactivationReason::kActivationFailed;
+  OnDeactivated();
+}
+
+void Activation::BeginDeactivation(DeactivationReason reason) {
+  state_ = State::kDeactivating;
+  deactivation_reason_ = reason;
+  for (auto& [id, timer] : timers_) {
+    if (silo_->timers().Cancel(timer)) {
+      delete timer;
+    } else {
+      timer->cancelled = true;  // in flight to the mailbox; freed when drained
+    }
+  }
+  timers_.clear();
+  try {
+    StartLifecycle(grain_->OnDeactivate(), [](void* self) {
+      auto* a = static_cast<Activation*>(self);
+      a->silo_->CountDeactivated();
+      absl::Status s = a->TakeLifecycleResult();
+      if (!s.ok()) {
+        GRANARY_LOG(kWarning) << "grain=" << LogQuote(a->id_.ToString())
+                              << " OnDeactivate failed: " << s;
+      }
+      a->OnDeactivated();
+    });
+  } catch (...) {
+    GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString())
+                          << " OnDeactivate threw before starting";
+    OnDeactivated();
+  }
+}
+
+void Activation::OnDeactivated() {
+  type_->metrics->deactivated[static_cast<int>(deactivation_reason_)]->Inc();
+  type_->metrics->activations->Add(-1);
+  silo_->catalog().Remove(this);
+  silo_->OnActivationRemoved(this);
+  // No sender can reach us now; whatever was posted before is in the mailbox.
+  DrainMailbox();
+  waiting_.ForEach([this](Message* m) {
+    switch (m->kind) {
+      case MessageKind::kRequest:
+        silo_->Reroute(static_cast<CallBase*>(m));
+        break;
+      case MessageKind::kTimer:
+        delete static_cast<GrainTimer*>(m);
+        break;
+      case MessageKind::kControl:
+        break;
+      case MessageKind::kResponse:
+      case MessageKind::kDeadline:
+      case MessageKind::kResume:
+        DropAnswer(m);
+        break;
+    }
+  });
+  waiting_.clear();
+  grain_.reset();
+  state_ = State::kGone;
+  silo_->OnActivationGone(this);
+}
+
+void Activation::Abandon(const absl::Status& status) {
+  DrainMailbox();
+  waiting_.ForEach([&status](Message* m) {
+    if (m->kind == MessageKind::kRequest) {
+      auto* call = static_cast<CallBase*>(m);
+      call->Fail(status);
+      call->Release();
+    } else if (m->kind == MessageKind::kTimer) {
+      delete static_cast<GrainTimer*>(m);
+    }
+  });
+  waiting_.clear();
+  // Replies to suspended calls die with the frames that await them.
+  responses_.ForEach([](Message* m) { DropAnswer(m); });
+  responses_.clear();
+  for (const Running& r : running_) {
+    if (!r.is_timer) {
+      auto* call = static_cast<CallBase*>(r.msg);
+      if (call->callee_frame() != nullptr) {
+        std::coroutine_handle<>::from_address(call->callee_frame()).destroy();
+      }
+      call->Fail(status);
+      call->Release();
+    } else {
+      auto* timer = static_cast<GrainTimer*>(r.msg);
+      if (timer->frame != nullptr) {
+        std::coroutine_handle<>::from_address(timer->frame).destroy();
+      }
+      timers_.erase(timer->id);
+      delete timer;
+    }
+  }
+  running_.clear();
+  if (lifecycle_) {
+    lifecycle_.destroy();
+    lifecycle_ = {};
+  }
+  for (auto& [id, timer] : timers_) {
+    if (silo_->timers().Cancel(timer)) delete timer;
+  }
+  timers_.clear();
+  grain_.reset();
+  type_->metrics->activations->Add(-1);
+  state_ = State::kGone;
+}
+
+// --- idle collection and shutdown -----------------------------------------
+
+void Activation::MaybeCollect(int64_t now_ns) {
+  const int64_t last = last_active_ns_.load(std::memory_order_relaxed);
+  if (absl::Nanoseconds(now_ns - last) < type_->idle_timeout) return;
+  if (collect_posted_.exchange(true, std::memory_order_relaxed)) return;
+  Post(&collect_msg_);
+}
+
+void Activation::RequestShutdown() {
+  if (shutdown_posted_.exchange(true, std::memory_order_relaxed)) return;
+  Post(&shutdown_msg_);
+}
+
+void Activation::DeactivateOnIdle() {
+  deactivate_requested_ = true;
+  deactivation_reason_ = DeactivationReason::kRequested;
+}
+
+}  // namespace granary::silo

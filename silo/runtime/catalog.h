@@ -1,0 +1,131 @@
+// File: silo/runtime/catalog.h
+// -----------------------------------------------------------------------------
+// The catalog: GrainId -> the activation hosted on this silo. Sharded maps,
+// each under its own mutex; senders post while holding the shard's reader
+// lock, which is what keeps an activation alive while a message is pushed
+// into it (an activation leaves the catalog under the writer lock before it
+// is deleted).
+//
+//   catalog.PostOrCreate(id, call, [&] { return new Activation(...); });
+//   catalog.PostIfCurrent(id, activation_id, timer_tick);  // stale: false
+//
+// Threading: all methods are thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "core/sync.h"
+#include "core/grain_id.h"
+#include "silo/runtime/activation.h"
+
+namespace granary::silo {
+
+class Catalog {
+ public:
+  // Posts `m` to the activation of `id`; false when there is none.
+  bool PostIfExists(const GrainId& id, Message* m) {
+    Shard& s = ShardFor(id);
+    ReaderMutexLock lock(&s.mu);
+    auto it = s.map.find(id);
+    if (it == s.map.end()) return false;
+    it->second->Post(m);
+    return true;
+  }
+
+  // Runs fn(Activation*) on the activation of `id`, if any, under the
+  // shard's reader lock.
+  template <typename Fn>
+  void Find(const GrainId& id, Fn fn) {
+    Shard& s = ShardFor(id);
+    ReaderMutexLock lock(&s.mu);
+    auto it = s.map.find(id);
+    if (it != s.map.end()) fn(it->second);
+  }
+
+  // Posts `m` to the activation of `id`, first creating it with `make()`
+  // (called under the shard's writer lock, so exactly one activation is ever
+  // created per id) when there is none. `make` may return nullptr to refuse;
+  // then false is returned and `m` is untouched.
+  template <typename MakeFn>
+  bool PostOrCreate(const GrainId& id, Message* m, MakeFn make) {
+    if (PostIfExists(id, m)) return true;
+    Shard& s = ShardFor(id);
+    MutexLock lock(&s.mu);
+    auto it = s.map.find(id);
+    if (it == s.map.end()) {
+      Activation* a = make();
+      if (a == nullptr) return false;
+      it = s.map.emplace(id, a).first;
+      size_.fetch_add(1, std::memory_order_relaxed);
+    }
+    it->second->Post(m);
+    return true;
+  }
+
+  // Posts `m` only to the activation `activation_id` of `id` (timers address
+  // the activation that registered them, never a later one).
+  bool PostIfCurrent(const GrainId& id, uint64_t activation_id, Message* m) {
+    Shard& s = ShardFor(id);
+    ReaderMutexLock lock(&s.mu);
+    auto it = s.map.find(id);
+    if (it == s.map.end() || it->second->activation_id() != activation_id) {
+      return false;
+    }
+    it->second->Post(m);
+    return true;
+  }
+
+  // After this returns no sender can reach `a` any more.
+  void Remove(Activation* a) {
+    Shard& s = ShardFor(a->id());
+    MutexLock lock(&s.mu);
+    auto it = s.map.find(a->id());
+    if (it != s.map.end() && it->second == a) {
+      s.map.erase(it);
+      size_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+  // Calls fn(Activation*) for every activation, under each shard's reader
+  // lock (fn may post to the activation, nothing more).
+  template <typename Fn>
+  void ForEach(Fn fn) {
+    for (Shard& s : shards_) {
+      ReaderMutexLock lock(&s.mu);
+      for (auto& [id, a] : s.map) fn(a);
+    }
+  }
+
+  // Removes and returns every activation (silo teardown, workers stopped).
+  std::vector<Activation*> TakeAll() {
+    std::vector<Activation*> all;
+    for (Shard& s : shards_) {
+      MutexLock lock(&s.mu);
+      for (auto& [id, a] : s.map) all.push_back(a);
+      size_.fetch_sub(s.map.size(), std::memory_order_relaxed);
+      s.map.clear();
+    }
+    return all;
+  }
+
+  size_t size() const { return size_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr size_t kShards = 64;
+  struct alignas(64) Shard {
+    Mutex mu;
+    absl::flat_hash_map<GrainId, Activation*> map ABSL_GUARDED_BY(mu);
+  };
+  Shard& ShardFor(const GrainId& id) {
+    return shards_[absl::HashOf(id) % kShards];
+  }
+
+  std::array<Shard, kShards> shards_;
+  std::atomic<size_t> size_{0};
+};
+
+}  // namespace granary::silo

@@ -1,0 +1,215 @@
+#include "silo/runtime/grain.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "silo/runtime/activation.h"
+#include "silo/runtime/reminder_service.h"
+#include "silo/runtime/silo.h"
+#include "storage/grain_storage.h"
+
+namespace granary {
+namespace {
+
+// Suspends the calling turn while `start` runs a storage operation. The
+// operation's completion (on a storage thread, or inline) puts its result in
+// a resume message and posts that through the silo's gate to the activation
+// that started it, so grain code always resumes as a turn of its own
+// activation, and a completion that arrives after the activation was
+// abandoned (or the silo stopped) is dropped instead of touching either.
+template <typename Result>
+struct ResultMessage final : ResumeMessage {
+  std::optional<Result> result;
+};
+
+template <typename Result>
+class StorageAwaiter {
+ public:
+  using Start = std::function<void(std::function<void(Result)>)>;
+  // `latency` (a histogram of the silo's) records how long the operation
+  // took.
+  StorageAwaiter(silo::Activation* activation, metrics::Histogram* latency,
+                 Start start)
+      : activation_(activation), latency_(latency), start_(std::move(start)) {}
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) {
+    auto* msg = new ResultMessage<Result>();
+    msg->handle = h;
+    if (TurnContext* turn = CurrentTurn()) msg->request = turn->request;
+    msg_ = msg;
+    start_([msg, gate = activation_->silo()->gate(), id = activation_->id(),
+            activation_id = activation_->activation_id(), latency = latency_,
+            started = granary::MonoNanos()](Result r) {
+      msg->result.emplace(std::move(r));
+      if (!gate->Post(id, activation_id, msg, latency, started)) delete msg;
+    });
+  }
+  // The message is alive until the resumed turn suspends again.
+  Result await_resume() { return std::move(*msg_->result); }
+
+ private:
+  silo::Activation* activation_;
+  metrics::Histogram* latency_;
+  Start start_;
+  ResultMessage<Result>* msg_ = nullptr;
+};
+
+}  // namespace
+
+void Grain::PersistState(google::protobuf::Message* state) { state_ = state; }
+
+Task<void> Grain::WriteState() {
+  if (state_ == nullptr) {
+    throw StatusError(absl::FailedPreconditionError(
+        "WriteState: the grain declared no persistent state (PersistState)"));
+  }
+  storage::GrainStorage& store = activation_->silo()->storage();
+  std::string bytes = state_->SerializeAsString();
+  absl::StatusOr<std::string> etag =
+      co_await StorageAwaiter<absl::StatusOr<std::string>>(
+          activation_, activation_->silo()->metrics().storage_write, [&](std::function<void(absl::StatusOr<std::string>)> done) {
+            store.Write(GetGrainId(), std::move(bytes), state_etag_,
+                        std::move(done));
+          });
+  if (!etag.ok()) throw StatusError(etag.status());
+  state_etag_ = *std::move(etag);
+}
+
+Task<void> Grain::ClearState() {
+  if (state_ == nullptr) {
+    throw StatusError(absl::FailedPreconditionError(
+        "ClearState: the grain declared no persistent state (PersistState)"));
+  }
+  storage::GrainStorage& store = activation_->silo()->storage();
+  absl::Status cleared = co_await StorageAwaiter<absl::Status>(
+      activation_, activation_->silo()->metrics().storage_clear, [&](std::function<void(absl::Status)> done) {
+        store.Clear(GetGrainId(), state_etag_, std::move(done));
+      });
+  if (!cleared.ok()) throw StatusError(cleared);
+  state_->Clear();
+  state_etag_.clear();
+}
+
+namespace internal {
+
+Task<void> LoadGrainState(Grain* grain) {
+  if (grain->state_ == nullptr) co_return;
+  silo::Activation* activation = grain->activation_;
+  storage::GrainStorage& store = activation->silo()->storage();
+  const GrainId& id = activation->id();
+  absl::StatusOr<storage::StoredState> stored =
+      co_await StorageAwaiter<absl::StatusOr<storage::StoredState>>(
+          activation, activation->silo()->metrics().storage_read,
+          [&](std::function<void(absl::StatusOr<storage::StoredState>)> done) {
+            store.Read(id, std::move(done));
+          });
+  if (!stored.ok()) throw StatusError(stored.status());
+  if (stored->exists && !grain->state_->ParseFromString(stored->bytes)) {
+    throw StatusError(absl::DataLossError(absl::StrCat(
+        "stored state of ", id.ToString(), " does not parse as ",
+        grain->state_->GetTypeName())));
+  }
+  grain->state_etag_ = stored->etag;
+}
+
+}  // namespace internal
+
+const GrainId& Grain::GetGrainId() const { return activation_->id(); }
+
+void Grain::DeactivateOnIdle() { activation_->DeactivateOnIdle(); }
+
+TimerId Grain::RegisterTimer(std::function<Task<void>()> tick,
+                             absl::Duration due, absl::Duration period) {
+  return activation_->RegisterTimer(std::move(tick), due, period);
+}
+
+void Grain::CancelTimer(TimerId id) { activation_->CancelTimer(id); }
+
+Task<void> Grain::ReceiveReminder(const ReminderTick& tick) {
+  throw StatusError(absl::FailedPreconditionError(absl::StrCat(
+      "grain type ", GetGrainId().type(), " registered reminder '", tick.name,
+      "' but does not override ReceiveReminder")));
+  co_return;
+}
+
+Task<void> Grain::RegisterReminder(std::string name, absl::Duration due,
+                                   absl::Duration period) {
+  silo::ReminderService& reminders = activation_->silo()->reminders();
+  absl::StatusOr<absl::Time> first_tick =
+      co_await StorageAwaiter<absl::StatusOr<absl::Time>>(
+          activation_, activation_->silo()->metrics().reminder_write,
+          [&](std::function<void(absl::StatusOr<absl::Time>)> done) {
+            reminders.Register(GetGrainId(), name, due, period,
+                               std::move(done));
+          });
+  if (!first_tick.ok()) {
+    // It may have been registered all the same (an answer lost): accept
+    // whatever ticks of it come.
+    activation_->ForgetReminder(name);
+    throw StatusError(first_tick.status());
+  }
+  activation_->NoteReminder(name, *first_tick);
+}
+
+Task<bool> Grain::UnregisterReminder(std::string name) {
+  silo::ReminderService& reminders = activation_->silo()->reminders();
+  absl::StatusOr<bool> removed = co_await StorageAwaiter<absl::StatusOr<bool>>(
+      activation_, activation_->silo()->metrics().reminder_remove, [&](std::function<void(absl::StatusOr<bool>)> done) {
+        reminders.Unregister(GetGrainId(), name, std::move(done));
+      });
+  if (!removed.ok()) {
+    activation_->ForgetReminder(name);  // removed or not: unknown
+    throw StatusError(removed.status());
+  }
+  activation_->NoteReminder(name, absl::InfinitePast());
+  co_return *removed;
+}
+
+Task<std::vector<ReminderTick>> Grain::GetReminders() const {
+  silo::ReminderService& reminders = activation_->silo()->reminders();
+  if (!reminders.has_keeper()) {
+    co_return reminders.ListHere(GetGrainId());
+  }
+  absl::StatusOr<std::vector<ReminderTick>> listed =
+      co_await StorageAwaiter<absl::StatusOr<std::vector<ReminderTick>>>(
+          activation_, activation_->silo()->metrics().reminder_list,
+          [&](std::function<void(absl::StatusOr<std::vector<ReminderTick>>)>
+                  done) { reminders.List(GetGrainId(), std::move(done)); });
+  if (!listed.ok()) throw StatusError(listed.status());
+  co_return *std::move(listed);
+}
+
+const std::string& Grain::SiloName() const {
+  return activation_->silo()->name();
+}
+
+uint64_t Grain::ActivationId() const { return activation_->activation_id(); }
+
+absl::Time Grain::Now() const { return activation_->silo()->clock()->Now(); }
+
+CallInvoker* Grain::Invoker() const { return activation_->silo(); }
+
+void GrainEvent::await_suspend(std::coroutine_handle<> h) {
+  waiter_ = h;
+  TurnContext* turn = CurrentTurn();
+  if (turn != nullptr) saved_ = *turn;
+}
+
+void GrainEvent::Set() {
+  set_ = true;
+  if (!waiter_) return;
+  auto h = std::exchange(waiter_, {});
+  TurnContext ctx = saved_;
+  ScopedTurn scoped(&ctx);
+  h.resume();
+}
+
+namespace internal {
+
+void FinishRequest(CallBase* call, bool claimed, absl::Status status) {
+  static_cast<silo::Activation*>(call->callee())
+      ->OnRequestDone(call, claimed, std::move(status));
+}
+
+}  // namespace internal
+}  // namespace granary

@@ -1,0 +1,98 @@
+// Grain timers (silo/runtime/grain_timer.h): registered by grain code, fired
+// by the silo's timer queue, run as messages of their activation.
+#include "silo/runtime/grain_timer.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "silo/runtime/activation.h"
+#include "silo/runtime/reminder_service.h"
+#include "silo/runtime/silo.h"
+
+namespace granary::silo {
+
+TimerId Activation::RegisterTimer(std::function<Task<void>()> tick,
+                                  absl::Duration due, absl::Duration period) {
+  auto* t = new GrainTimer;
+  t->silo = silo_;
+  t->grain = id_;
+  t->activation_id = activation_id_;
+  t->id = next_timer_id_++;
+  t->tick = std::move(tick);
+  t->period = period;
+  timers_.emplace(t->id, t);
+  silo_->timers().Schedule(t, silo_->clock()->Now() + due);
+  return t->id;
+}
+
+void Activation::CancelTimer(TimerId id) {
+  auto it = timers_.find(id);
+  if (it == timers_.end()) return;
+  GrainTimer* t = it->second;
+  timers_.erase(it);
+  if (silo_->timers().Cancel(t)) {
+    delete t;
+  } else {
+    t->cancelled = true;  // queued or running: freed when it comes back
+  }
+}
+
+void Activation::StartTick(GrainTimer* timer) {
+  if (timer->cancelled) {
+    delete timer;
+    return;
+  }
+  const uint64_t chain = NewChainId();
+  running_.push_back(
+      Running{timer, /*is_timer=*/true, chain, false, turn_start_ns_});
+  turn_.request = RequestContext{chain};
+  timer->owner = this;
+  Task<void> task;
+  try {
+    task = timer->tick();
+  } catch (...) {
+    GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString())
+                          << " timer tick threw before starting";
+    OnTickDone(timer);
+    return;
+  }
+  auto h = task.Release();
+  timer->frame = h.address();
+  h.promise().set_done(
+      [](void* ctx) {
+        auto* t = static_cast<GrainTimer*>(ctx);
+        auto h = std::coroutine_handle<internal::TaskPromise<void>>::from_address(
+            t->frame);
+        if (h.promise().exception()) {
+          GRANARY_LOG(kWarning)
+              << "grain=" << LogQuote(t->grain.ToString()) << " timer tick failed: "
+              << StatusFromException(h.promise().exception());
+        }
+        h.destroy();
+        t->frame = nullptr;
+        t->owner->OnTickDone(t);
+      },
+      timer);
+  h.resume();
+}
+
+void Activation::OnTickDone(GrainTimer* timer) {
+  RemoveRunning(timer);
+  const bool repeat = !timer->cancelled && state_ == State::kActive &&
+                      timer->period > absl::ZeroDuration();
+  if (repeat) {
+    silo_->timers().Schedule(timer, silo_->clock()->Now() + timer->period);
+    return;
+  }
+  if (!timer->cancelled) timers_.erase(timer->id);
+  delete timer;
+}
+
+void GrainTimer::OnTimer() {
+  if (!silo->catalog().PostIfCurrent(grain, activation_id, this)) delete this;
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,380 @@
+#include "silo/runtime/reminder_service.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "silo/runtime/silo.h"
+
+namespace granary::silo {
+
+// One scheduled reminder. In exactly one of: the timer queue (waiting for
+// `due`), in flight (OnTimer fired and the tick call has not finished), or
+// idle only while the service is stopped. Owned by the service: through
+// `live_` while scheduled, through `retired_` once removed or replaced while
+// in flight.
+struct ReminderService::Local final : TimerEntry {
+  void OnTimer() override { service->Fire(this); }
+
+  ReminderService* service = nullptr;
+  GrainId grain;
+  std::string name;
+  absl::Time first_tick;
+  absl::Duration period;
+  absl::Time due;  // of the tick queued or in flight
+  bool in_flight = false;
+  bool retired = false;
+  bool failing = false;  // the last tick failed (logged once per streak)
+};
+
+void ToTickMessage(const ReminderTick& t, v1::ReminderTickMessage* m) {
+  m->set_name(t.name);
+  m->set_first_tick_unix_us(absl::ToUnixMicros(t.first_tick));
+  m->set_period_us(absl::ToInt64Microseconds(t.period));
+  m->set_current_tick_unix_us(absl::ToUnixMicros(t.current_tick));
+}
+
+ReminderTick FromTickMessage(const v1::ReminderTickMessage& m) {
+  return ReminderTick{m.name(), absl::FromUnixMicros(m.first_tick_unix_us()),
+                      absl::Microseconds(m.period_us()),
+                      absl::FromUnixMicros(m.current_tick_unix_us())};
+}
+
+ReminderCall::ReminderCall(GrainId target, ReminderTick tick,
+                           const void* reminder)
+    : CallBase(std::move(target), kReminderMethod, /*one_way=*/false),
+      tick_(std::move(tick)),
+      reminder_(reminder) {
+  ToTickMessage(tick_, &request_);
+}
+
+absl::StatusOr<CallBase*> ReminderCallFromWire(const InterfaceInfo& iface,
+                                               std::string key,
+                                               const std::string& payload) {
+  v1::ReminderTickMessage m;
+  if (!m.ParseFromString(payload)) {
+    return absl::InvalidArgumentError("a reminder tick that does not decode");
+  }
+  if (m.name().empty() || m.name().size() > kMaxReminderNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a reminder tick needs a name of 1 to ", kMaxReminderNameBytes,
+        " bytes"));
+  }
+  if (m.period_us() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reminder '", m.name(), "': a tick with period ", m.period_us(),
+        "us (must be positive)"));
+  }
+  auto* call = new ReminderCall(GrainId(iface.type_name, std::move(key)),
+                                FromTickMessage(m), /*reminder=*/nullptr);
+  // Like the sender's: the tick lasts as long as the grain's turn, in a
+  // call chain of its own (the sender's, when the request names one).
+  call->set_timeout(absl::InfiniteDuration());
+  call->set_request_context(RequestContext{NewChainId()});
+  return call;
+}
+
+ReminderService::ReminderService(Silo* silo, storage::ReminderTable* table,
+                                 absl::Duration min_period)
+    : silo_(silo), table_(table), min_period_(min_period) {}
+
+ReminderService::~ReminderService() {
+  MutexLock lock(&mu_);
+  for (auto& [key, r] : live_) {
+    (void)silo_->timers().Cancel(r);
+    delete r;
+  }
+  live_.clear();
+  for (Local* r : retired_) delete r;
+  retired_.clear();
+}
+
+absl::Status ReminderService::Validate(absl::string_view name,
+                                       absl::Duration due,
+                                       absl::Duration period) const {
+  if (name.empty()) {
+    return absl::InvalidArgumentError("a reminder needs a name");
+  }
+  if (name.size() > kMaxReminderNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the reminder name is ", name.size(), " bytes; at most ",
+                     kMaxReminderNameBytes, " are allowed"));
+  }
+  if (due < absl::ZeroDuration() || due == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reminder '", name, "': due time ", absl::FormatDuration(due),
+        " must be finite and not negative"));
+  }
+  if (period < min_period_ || period <= absl::ZeroDuration() ||
+      period == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reminder '", name, "': period ", absl::FormatDuration(period),
+        " is below this silo's minimum of ", absl::FormatDuration(min_period_),
+        " (or infinite)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReminderService::Start(absl::Duration timeout) {
+  if (keeper_ != nullptr) {
+    MutexLock lock(&mu_);
+    running_ = true;
+    GRANARY_LOG(kInfo) << "silo=" << silo_->name()
+                       << " reminders are kept by the cluster's primary";
+    return absl::OkStatus();
+  }
+  // Shared with the completion, which may outlive this frame on a timeout.
+  struct Pending {
+    Notification read;
+    absl::StatusOr<std::vector<storage::ReminderRow>> rows;
+  };
+  auto pending = std::make_shared<Pending>();
+  table_->ReadAll(
+      [pending](absl::StatusOr<std::vector<storage::ReminderRow>> rows) {
+        pending->rows = std::move(rows);
+        pending->read.Notify();
+      });
+  if (!pending->read.WaitForNotificationWithTimeout(timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "cannot load reminders: the reminder table did not answer within ",
+        absl::FormatDuration(timeout)));
+  }
+  absl::StatusOr<std::vector<storage::ReminderRow>>* result = &pending->rows;
+  if (!result->ok()) {
+    return absl::Status(result->status().code(),
+                        absl::StrCat("cannot load reminders: ",
+                                     result->status().message()));
+  }
+  MutexLock lock(&mu_);
+  running_ = true;
+  for (storage::ReminderRow& row : **result) {
+    if (row.period <= absl::ZeroDuration()) {
+      GRANARY_LOG(kError) << "grain=" << LogQuote(row.grain.ToString())
+                          << " reminder=" << LogQuote(row.name)
+                          << " skipping a stored reminder with period "
+                          << absl::FormatDuration(row.period);
+      continue;
+    }
+    auto r = std::make_unique<Local>();
+    r->service = this;
+    r->grain = std::move(row.grain);
+    r->name = std::move(row.name);
+    r->first_tick = row.start;
+    r->period = row.period;
+    Install(std::move(r));
+  }
+  GRANARY_LOG(kInfo) << "silo=" << silo_->name()
+                     << " reminders=" << live_.size() << " reminders loaded";
+  return absl::OkStatus();
+}
+
+void ReminderService::Stop() {
+  MutexLock lock(&mu_);
+  running_ = false;
+  for (auto& [key, r] : live_) (void)silo_->timers().Cancel(r);
+}
+
+absl::Time ReminderService::NextDue(const Local& r, absl::Time after) const {
+  const absl::Time from = std::max(after, silo_->clock()->Now());
+  if (from < r.first_tick) return r.first_tick;
+  absl::Duration rem;
+  const int64_t k = absl::IDivDuration(from - r.first_tick, r.period, &rem);
+  absl::Time next = r.first_tick + r.period * k;
+  if (next <= after || next < from) next += r.period;
+  return next;
+}
+
+void ReminderService::Install(std::unique_ptr<Local> r) {
+  Key key(r->grain, r->name);
+  auto it = live_.find(key);
+  if (it != live_.end()) {
+    Retire(it->second);
+    live_.erase(it);
+  }
+  Local* raw = r.release();
+  live_.emplace(std::move(key), raw);
+  if (running_) {
+    raw->due = NextDue(*raw, absl::InfinitePast());
+    silo_->timers().Schedule(raw, raw->due);
+  }
+}
+
+void ReminderService::Retire(Local* r) {
+  if (silo_->timers().Cancel(r)) {
+    delete r;  // was queued: nobody else holds it
+    return;
+  }
+  // Firing (Fire frees it), in flight (TickDone frees it) or idle because
+  // the service stopped (freed with the service).
+  r->retired = true;
+  retired_.insert(r);
+}
+
+void ReminderService::Register(
+    const GrainId& grain, std::string name, absl::Duration due,
+    absl::Duration period,
+    std::function<void(absl::StatusOr<absl::Time>)> done) {
+  if (absl::Status valid = Validate(name, due, period); !valid.ok()) {
+    done(std::move(valid));
+    return;
+  }
+  if (keeper_ != nullptr) {
+    keeper_->Register(grain, name, due, period, std::move(done));
+    return;
+  }
+  storage::ReminderRow row;
+  row.grain = grain;
+  row.name = std::move(name);
+  row.start = silo_->clock()->Now() + due;
+  row.period = period;
+  // The completion may come after the silo (and this service) stopped: the
+  // gate says whether `this` is still there.
+  table_->Upsert(row, [this, gate = silo_->gate(), row,
+                       done = std::move(done)](absl::Status s) {
+    if (s.ok()) {
+      gate->RunIfOpen([&] {
+        auto r = std::make_unique<Local>();
+        r->service = this;
+        r->grain = row.grain;
+        r->name = row.name;
+        r->first_tick = row.start;
+        r->period = row.period;
+        MutexLock lock(&mu_);
+        Install(std::move(r));
+      });
+    }
+    if (!s.ok()) {
+      done(std::move(s));
+    } else {
+      done(row.start);
+    }
+  });
+}
+
+void ReminderService::Unregister(const GrainId& grain, std::string name,
+                                 std::function<void(absl::StatusOr<bool>)> done) {
+  if (keeper_ != nullptr) {
+    keeper_->Unregister(grain, name, std::move(done));
+    return;
+  }
+  table_->Remove(grain, name, [this, gate = silo_->gate(), grain, name,
+                               done = std::move(done)](absl::Status s) {
+    if (!s.ok()) {
+      done(std::move(s));
+      return;
+    }
+    bool existed = false;
+    gate->RunIfOpen([&] {
+      MutexLock lock(&mu_);
+      auto it = live_.find(Key(grain, name));
+      if (it != live_.end()) {
+        existed = true;
+        Retire(it->second);
+        live_.erase(it);
+      }
+    });
+    done(existed);
+  });
+}
+
+void ReminderService::Fire(Local* r) {
+  ReminderCall* call;
+  {
+    MutexLock lock(&mu_);
+    if (r->retired) {  // removed while firing
+      retired_.erase(r);
+      delete r;
+      return;
+    }
+    if (!running_) return;  // stays in live_, freed with the service
+    r->in_flight = true;
+    ++ticks_sent_;
+    call = new ReminderCall(
+        r->grain, ReminderTick{r->name, r->first_tick, r->period, r->due}, r);
+  }
+  call->set_request_context(RequestContext{NewChainId()});
+  // No deadline: the tick finishes when the grain's turn does, so the next
+  // one is scheduled only then (ticks never overlap) and `r` stays alive
+  // while the call is anywhere (StartReminderTick reads it).
+  call->set_timeout(absl::InfiniteDuration());
+  call->SetDoneCallback(&ReminderService::TickDone, r);
+  silo_->InvokeReminder(call);
+}
+
+void ReminderService::TickDone(void* ctx, CallBase* call) {
+  auto* r = static_cast<Local*>(ctx);
+  ReminderService* self = r->service;
+  const absl::Status& status = call->status();
+  MutexLock lock(&self->mu_);
+  r->in_flight = false;
+  ++(status.ok() ? self->ticks_ok_ : self->ticks_failed_);
+  if (r->retired) {
+    self->retired_.erase(r);
+    delete r;
+    return;
+  }
+  if (!status.ok() && !r->failing) {
+    GRANARY_LOG(kWarning) << "grain=" << LogQuote(r->grain.ToString())
+                          << " reminder=" << LogQuote(r->name)
+                          << " tick failed: " << status
+                          << " (logged once until a tick succeeds)";
+  }
+  r->failing = !status.ok();
+  if (!self->running_) return;
+  r->due = self->NextDue(*r, r->due);
+  self->silo_->timers().Schedule(r, r->due);
+}
+
+bool ReminderService::IsCurrent(const ReminderCall& tick) const {
+  MutexLock lock(&mu_);
+  return !static_cast<const Local*>(tick.reminder())->retired;
+}
+
+void ReminderService::List(
+    const GrainId& grain,
+    std::function<void(absl::StatusOr<std::vector<ReminderTick>>)> done)
+    const {
+  if (keeper_ != nullptr) {
+    keeper_->List(grain, std::move(done));
+    return;
+  }
+  done(ListHere(grain));
+}
+
+std::vector<ReminderTick> ReminderService::ListHere(const GrainId& grain) const {
+  std::vector<ReminderTick> out;
+  MutexLock lock(&mu_);
+  for (const auto& [key, r] : live_) {
+    if (key.first == grain) {
+      out.push_back(ReminderTick{r->name, r->first_tick, r->period, r->due});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ReminderTick& a, const ReminderTick& b) {
+              return a.name < b.name;
+            });
+  return out;
+}
+
+size_t ReminderService::size() const {
+  MutexLock lock(&mu_);
+  return live_.size();
+}
+
+uint64_t ReminderService::ticks_sent() const {
+  MutexLock lock(&mu_);
+  return ticks_sent_;
+}
+
+uint64_t ReminderService::ticks_ok() const {
+  MutexLock lock(&mu_);
+  return ticks_ok_;
+}
+
+uint64_t ReminderService::ticks_failed() const {
+  MutexLock lock(&mu_);
+  return ticks_failed_;
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,184 @@
+// File: silo/runtime/reminder_service.h
+// -----------------------------------------------------------------------------
+// Durable reminders: periodic triggers that outlive activations and silo
+// restarts. Rows live in a storage::ReminderTable; this service keeps the
+// schedule of every row in memory, and when a tick is due sends the grain a
+// reminder call (a request like any other, so an inactive grain is activated
+// for it) that runs the grain's ReceiveReminder hook as a turn.
+//
+//   ReminderService reminders(&silo, &table, absl::Seconds(1));
+//   reminders.Start();                  // loads and schedules every row
+//   reminders.Register(grain, "tick", absl::Seconds(5), absl::Minutes(1), done);
+//   reminders.Stop();                   // no tick is sent after this
+//
+// Ticks are due at first_tick + k * period. The next tick is scheduled when
+// the previous one finished (ticks of one reminder never overlap); ticks
+// missed meanwhile, or while no silo ran, are skipped rather than replayed.
+//
+// In a dev cluster only the primary keeps the table and schedules
+// reminders: the other silos hand their grains' Register, Unregister and
+// List to it (SetKeeper, silo/cluster/reminder_remote.h), and the primary's ticks
+// go wherever the grain lives, like any call (as ReminderTickMessage
+// requests between silos). A silo's death therefore stops no reminder.
+//
+// Threading: every method is thread-safe. Completions run on the table's
+// thread (or gRPC's); ticks are sent from the silo's timer thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/call.h"
+#include "core/sync.h"
+#include "core/timer_queue.h"
+#include "google/protobuf/empty.pb.h"
+#include "granary/v1/reminders.pb.h"
+#include "silo/runtime/grain.h"
+#include "storage/reminder_table.h"
+
+namespace granary::silo {
+
+class Silo;
+
+// The longest name a reminder may have, in bytes.
+inline constexpr size_t kMaxReminderNameBytes = 256;
+
+// The call that carries one tick to a grain (method kReminderMethod). Its
+// request is the tick as a v1::ReminderTickMessage, which is what a silo
+// sends when the grain lives on another silo.
+class ReminderCall final : public CallBase {
+ public:
+  ReminderCall(GrainId target, ReminderTick tick, const void* reminder);
+  google::protobuf::Message& request() override { return request_; }
+  google::protobuf::Message& reply() override { return reply_; }
+  const ReminderTick& tick() const { return tick_; }
+  // The schedule entry that sent it (ReminderService::IsCurrent); null for
+  // a tick another silo sent.
+  const void* reminder() const { return reminder_; }
+
+ private:
+  v1::ReminderTickMessage request_;
+  google::protobuf::Empty reply_;
+  ReminderTick tick_;
+  const void* reminder_;
+};
+
+// A tick as it travels between silos, and back.
+void ToTickMessage(const ReminderTick& t, v1::ReminderTickMessage* m);
+ReminderTick FromTickMessage(const v1::ReminderTickMessage& m);
+
+// A tick another silo sent (the grain's type `iface`, its `key`, the
+// serialized v1::ReminderTickMessage): INVALID_ARGUMENT when it does not
+// decode, has no name or an overlong one, or a period that is not positive.
+absl::StatusOr<CallBase*> ReminderCallFromWire(const InterfaceInfo& iface,
+                                               std::string key,
+                                               const std::string& payload);
+
+// The silo that keeps and schedules the reminders when this one does not
+// (silo/cluster/reminder_remote.h). Completions run on any thread.
+class ReminderKeeper {
+ public:
+  virtual ~ReminderKeeper() = default;
+  // `done` gets when the first tick is due.
+  virtual void Register(const GrainId& grain, const std::string& name,
+                        absl::Duration due, absl::Duration period,
+                        std::function<void(absl::StatusOr<absl::Time>)> done) = 0;
+  virtual void Unregister(const GrainId& grain, const std::string& name,
+                          std::function<void(absl::StatusOr<bool>)> done) = 0;
+  virtual void List(
+      const GrainId& grain,
+      std::function<void(absl::StatusOr<std::vector<ReminderTick>>)> done) = 0;
+};
+
+class ReminderService {
+ public:
+  // `table` must outlive the service; periods shorter than `min_period` are
+  // refused.
+  ReminderService(Silo* silo, storage::ReminderTable* table,
+                  absl::Duration min_period);
+  ~ReminderService();
+  ReminderService(const ReminderService&) = delete;
+  ReminderService& operator=(const ReminderService&) = delete;
+
+  // Hands every request to `keeper` instead of this silo's table and
+  // schedule (which Start then leaves unread). Before Start; `keeper` must
+  // outlive the service.
+  void SetKeeper(ReminderKeeper* keeper) { keeper_ = keeper; }
+  bool has_keeper() const { return keeper_ != nullptr; }
+
+  // Reads every row from the table and schedules it; fails when the table
+  // cannot be read within `timeout`. Call after the silo's timers started.
+  absl::Status Start(absl::Duration timeout = absl::Seconds(30));
+  // Sends no tick after this; ticks in flight finish on their own.
+  void Stop();
+
+  // INVALID_ARGUMENT for an empty or overlong name, a negative or infinite
+  // `due`, a period below the minimum or infinite.
+  absl::Status Validate(absl::string_view name, absl::Duration due,
+                        absl::Duration period) const;
+  // Makes the reminder durable (replacing one of the same name), then
+  // schedules its first tick `due` from now. `done` gets the outcome: when
+  // the first tick is due.
+  void Register(const GrainId& grain, std::string name, absl::Duration due,
+                absl::Duration period,
+                std::function<void(absl::StatusOr<absl::Time>)> done);
+  // Removes the reminder from the table and the schedule; `done` gets
+  // whether there was one.
+  void Unregister(const GrainId& grain, std::string name,
+                  std::function<void(absl::StatusOr<bool>)> done);
+  // False when the reminder that sent `tick` was removed or replaced since:
+  // the tick is then dropped instead of run.
+  bool IsCurrent(const ReminderCall& tick) const;
+  // The reminders of `grain`, by name, with the next tick as current_tick.
+  void List(const GrainId& grain,
+            std::function<void(absl::StatusOr<std::vector<ReminderTick>>)>
+                done) const;
+  // The same from this silo's own schedule.
+  std::vector<ReminderTick> ListHere(const GrainId& grain) const;
+
+  size_t size() const;
+  absl::Duration min_period() const { return min_period_; }
+  // Ticks sent; ticks finished, ok or failed (grain error, no such type).
+  uint64_t ticks_sent() const;
+  uint64_t ticks_ok() const;
+  uint64_t ticks_failed() const;
+
+ private:
+  struct Local;
+  using Key = std::pair<GrainId, std::string>;
+
+  void Fire(Local* r);
+  static void TickDone(void* ctx, CallBase* call);
+  // Puts `r` in the schedule, retiring the reminder it replaces.
+  void Install(std::unique_ptr<Local> r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `r` out of the schedule: freed now when queued, else by whoever
+  // holds its tick in flight.
+  void Retire(Local* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The first due time strictly after `after` (and not before now).
+  absl::Time NextDue(const Local& r, absl::Time after) const;
+
+  Silo* const silo_;
+  storage::ReminderTable* const table_;
+  const absl::Duration min_period_;
+  ReminderKeeper* keeper_ = nullptr;
+
+  mutable Mutex mu_;
+  absl::flat_hash_map<Key, Local*> live_ ABSL_GUARDED_BY(mu_);
+  // Replaced or removed while a tick was in flight; freed when it returns.
+  absl::flat_hash_set<Local*> retired_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t ticks_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ticks_ok_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ticks_failed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace granary::silo

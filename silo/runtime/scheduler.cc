@@ -1,0 +1,157 @@
+#include "silo/runtime/scheduler.h"
+
+#include "absl/base/attributes.h"
+
+namespace granary::silo {
+namespace {
+
+struct WorkerIdentity {
+  const Scheduler* scheduler = nullptr;
+  int index = -1;
+};
+
+WorkerIdentity& Self() {
+  thread_local WorkerIdentity self;
+  return self;
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+Scheduler::Scheduler(int workers, int idle_spin)
+    : idle_spin_(idle_spin < 0 ? 0 : idle_spin),
+      slots_(workers > 0 ? workers : 1) {}
+
+Scheduler::~Scheduler() { Stop(); }
+
+absl::Status Scheduler::Start() {
+  if (!threads_.empty()) {
+    return absl::FailedPreconditionError("scheduler already started");
+  }
+  {
+    MutexLock lock(&mu_);
+    stopping_ = false;
+  }
+  stop_flag_.store(false, std::memory_order_relaxed);
+  for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
+    threads_.emplace_back([this, i] { WorkerLoop(i); });
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    stop_flag_.store(true, std::memory_order_relaxed);
+    cv_.SignalAll();
+  }
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void Scheduler::Schedule(Runnable* r) {
+  WorkerIdentity& self = Self();
+  if (self.scheduler == this) {
+    Slot& slot = slots_[self.index];
+    Runnable* displaced = slot.next;
+    slot.next = r;
+    if (displaced == nullptr) return;
+    r = displaced;
+  }
+  PushShared(r);
+}
+
+void Scheduler::PushShared(Runnable* r) {
+  r->next_runnable_ = nullptr;
+  MutexLock lock(&mu_);
+  if (tail_ == nullptr) {
+    head_ = tail_ = r;
+  } else {
+    tail_->next_runnable_ = r;
+    tail_ = r;
+  }
+  shared_size_.fetch_add(1, std::memory_order_release);
+  WakeOneLocked();
+}
+
+void Scheduler::WakeOneLocked() {
+  // One wake-up in flight is enough: the woken worker wakes the next one if
+  // it finds more work than it can take. A burst of pushes costs one futex
+  // call, not one per push.
+  if (sleepers_ > 0 && !wakeup_pending_) {
+    wakeup_pending_ = true;
+    cv_.Signal();
+  }
+}
+
+Runnable* Scheduler::PopShared() {
+  if (shared_size_.load(std::memory_order_acquire) == 0) return nullptr;
+  MutexLock lock(&mu_);
+  Runnable* r = head_;
+  if (r == nullptr) return nullptr;
+  head_ = r->next_runnable_;
+  if (head_ == nullptr) tail_ = nullptr;
+  shared_size_.fetch_sub(1, std::memory_order_relaxed);
+  if (head_ != nullptr) WakeOneLocked();  // more work than this worker
+  return r;
+}
+
+void Scheduler::WorkerLoop(int index) {
+  WorkerIdentity& self = Self();
+  self.scheduler = this;
+  self.index = index;
+  Slot& slot = slots_[index];
+  int slot_runs = 0;
+  while (!stop_flag_.load(std::memory_order_relaxed)) {
+    Runnable* r = nullptr;
+    if (slot.next != nullptr && slot_runs < kMaxSlotRuns) {
+      r = slot.next;
+      slot.next = nullptr;
+      ++slot_runs;
+    } else {
+      r = PopShared();
+      slot_runs = 0;
+      if (r == nullptr && slot.next != nullptr) {
+        r = slot.next;
+        slot.next = nullptr;
+      } else if (r != nullptr && slot.next != nullptr) {
+        // Let the shared queue's item run first; the slot item waits its turn
+        // in the shared queue where an idle worker can take it.
+        PushShared(slot.next);
+        slot.next = nullptr;
+      }
+    }
+    if (r != nullptr) {
+      r->Run();
+      continue;
+    }
+    // Nothing to do: spin briefly, then sleep.
+    bool found = false;
+    for (int i = 0; i < idle_spin_; ++i) {
+      if (shared_size_.load(std::memory_order_relaxed) > 0) {
+        found = true;
+        break;
+      }
+      CpuRelax();
+    }
+    if (found) continue;
+    MutexLock lock(&mu_);
+    if (stopping_) break;
+    if (head_ != nullptr) continue;
+    ++sleepers_;
+    cv_.Wait(&mu_);
+    --sleepers_;
+    wakeup_pending_ = false;
+    if (stopping_) break;
+  }
+  self.scheduler = nullptr;
+  self.index = -1;
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,88 @@
+// File: silo/runtime/scheduler.h
+// -----------------------------------------------------------------------------
+// The worker pool that runs activations. An activation with work is a
+// Runnable in exactly one run queue at a time; a worker takes it and calls
+// Run(), which processes up to the turn budget of its messages.
+//
+//   Scheduler sched(/*workers=*/2);
+//   sched.Start();
+//   sched.Schedule(&activation);   // any thread
+//   sched.Stop();                  // joins the workers
+//
+// Queues: one shared FIFO, plus a one-item LIFO slot per worker that takes
+// what a worker schedules from inside a Run (a grain calling a grain), so a
+// request and its reply tend to stay on one warm core without touching the
+// shared queue. A worker that ran its slot kMaxSlotRuns times in a row takes
+// from the shared queue first, so nothing starves. Idle workers spin briefly,
+// then sleep until work is scheduled.
+//
+// Threading: Schedule is thread-safe; Run() of one Runnable never runs on two
+// workers at once (callers schedule a Runnable only when it is not queued or
+// running; see Activation).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/sync.h"
+
+namespace granary::silo {
+
+class Runnable {
+ public:
+  virtual void Run() = 0;
+
+ protected:
+  ~Runnable() = default;
+
+ private:
+  friend class Scheduler;
+  Runnable* next_runnable_ = nullptr;
+};
+
+class Scheduler {
+ public:
+  // `idle_spin`: pause instructions an idle worker spins, watching for work,
+  // before it sleeps.
+  Scheduler(int workers, int idle_spin);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  absl::Status Start();
+  // Stops and joins the workers; queued runnables are left unrun. Idempotent.
+  void Stop();
+
+  void Schedule(Runnable* r);
+
+  int workers() const { return static_cast<int>(slots_.size()); }
+
+ private:
+  static constexpr int kMaxSlotRuns = 16;
+  struct alignas(64) Slot {
+    Runnable* next = nullptr;  // touched only by its worker
+  };
+
+  void WorkerLoop(int index);
+  void PushShared(Runnable* r);
+  void WakeOneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Runnable* PopShared();
+
+  const int idle_spin_;
+  std::vector<Slot> slots_;
+  std::vector<std::thread> threads_;
+  Mutex mu_;
+  CondVar cv_;
+  Runnable* head_ ABSL_GUARDED_BY(mu_) = nullptr;
+  Runnable* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool wakeup_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int64_t> shared_size_{0};
+  std::atomic<bool> stop_flag_{false};
+};
+
+}  // namespace granary::silo

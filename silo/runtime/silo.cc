@@ -1,0 +1,531 @@
+#include "silo/runtime/silo.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/sync.h"
+#include "core/log.h"
+#include "core/process.h"
+#include "core/version.h"
+#include "granary/v1/cluster.pb.h"
+#include "directory/local_grain_directory.h"
+#include "silo/runtime/reminder_service.h"
+#include "storage/memory_storage.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace granary::silo {
+
+class Silo::IdleCollector final : public TimerEntry {
+ public:
+  explicit IdleCollector(Silo* silo) : silo_(silo) {}
+  void OnTimer() override { silo_->CollectIdle(); }
+
+ private:
+  Silo* silo_;
+};
+
+namespace {
+
+int DefaultWorkers(int requested) {
+  if (requested > 0) return requested;
+  unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+}  // namespace
+
+Silo::Silo(SiloOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::System()),
+      metrics_(&registry_),
+      owned_storage_(options_.storage == nullptr
+                         ? std::make_unique<storage::MemoryStorage>()
+                         : nullptr),
+      storage_(options_.storage != nullptr ? options_.storage
+                                           : owned_storage_.get()),
+      owned_reminders_(options_.reminders == nullptr
+                           ? std::make_unique<storage::MemoryReminderTable>()
+                           : nullptr),
+      directory_(std::make_unique<directory::LocalGrainDirectory>()),
+      timers_(clock_),
+      scheduler_(DefaultWorkers(options_.workers), options_.idle_spin),
+      collector_(std::make_unique<IdleCollector>(this)),
+      gate_(std::make_shared<SiloGate>(&catalog_)) {
+  InitProcess();
+  if (options_.turn_budget < 1) options_.turn_budget = 1;
+  slow_turn_ns_ = absl::ToInt64Nanoseconds(options_.slow_turn_threshold);
+  if (options_.min_reminder_period < absl::Milliseconds(1)) {
+    options_.min_reminder_period = absl::Milliseconds(1);
+  }
+  reminders_ = std::make_unique<ReminderService>(
+      this,
+      options_.reminders != nullptr ? options_.reminders
+                                    : owned_reminders_.get(),
+      options_.min_reminder_period);
+  AddSiloMetrics();
+}
+
+void Silo::AddSiloMetrics() {
+  using metrics::Samples;
+  using metrics::Type;
+  registry_.AddCallback(
+      "granary_silo_info", "This silo: its name and Granary version.",
+      Type::kGauge, {"silo", "version"},
+      [this] { return Samples{{{options_.name, std::string(kVersion)}, 1}}; });
+  registry_.AddCallback(
+      "granary_directory_entries",
+      "Grain directory entries held by this silo.", Type::kGauge, {},
+      [this] {
+        return Samples{{{}, static_cast<double>(
+                                router_ != nullptr ? router_->DirectoryEntries()
+                                                   : directory_->size())}};
+      });
+  registry_.AddCallback(
+      "granary_calls_forwarded_total",
+      "Calls this silo passed on to the silo that hosts (or will host) their "
+      "grain.",
+      Type::kCounter, {}, [this] {
+        return Samples{{{}, static_cast<double>(
+                                router_ != nullptr ? router_->Forwarded() : 0)}};
+      });
+  registry_.AddCallback(
+      "granary_membership_silos",
+      "Silos in the membership view, by status. A silo without a cluster "
+      "is a membership of one.",
+      Type::kGauge, {"status"}, [this] {
+        {
+          MutexLock lock(&membership_mu_);
+          if (membership_view_) {
+            double joining = 0, active = 0, shutting_down = 0, dead = 0;
+            const v1::MembershipView view = membership_view_();
+            for (const v1::Member& m : view.members()) {
+              switch (m.status()) {
+                case v1::MEMBER_JOINING: ++joining; break;
+                case v1::MEMBER_ACTIVE: ++active; break;
+                case v1::MEMBER_SHUTTING_DOWN: ++shutting_down; break;
+                case v1::MEMBER_DEAD: ++dead; break;
+                default: break;
+              }
+            }
+            return Samples{{{"joining"}, joining},
+                           {{"active"}, active},
+                           {{"shutting_down"}, shutting_down},
+                           {{"dead"}, dead}};
+          }
+        }
+        const State s = state_.load(std::memory_order_acquire);
+        const bool active = s == State::kRunning;
+        const bool stopping = s == State::kStopping;
+        return Samples{{{"joining"}, s == State::kNew ? 1.0 : 0.0},
+                       {{"active"}, active ? 1.0 : 0.0},
+                       {{"shutting_down"}, stopping ? 1.0 : 0.0},
+                       {{"dead"}, s == State::kStopped ? 1.0 : 0.0}};
+      });
+  registry_.AddCallback(
+      "granary_lease_waits_total",
+      "Times a worker found this silo's membership lease expired and waited "
+      "for the cluster to confirm it (grain code does not run meanwhile).",
+      Type::kCounter, {},
+      [this] { return Samples{{{}, static_cast<double>(lease_waits())}}; });
+  registry_.AddCallback(
+      "granary_reminders", "Durable reminders scheduled by this silo.",
+      Type::kGauge, {},
+      [this] { return Samples{{{}, static_cast<double>(reminders_->size())}}; });
+  registry_.AddCallback(
+      "granary_reminder_ticks_total",
+      "Reminder ticks that finished, by result (ok or failed).",
+      Type::kCounter, {"result"}, [this] {
+        return Samples{
+            {{"ok"}, static_cast<double>(reminders_->ticks_ok())},
+            {{"failed"}, static_cast<double>(reminders_->ticks_failed())}};
+      });
+  metrics::AddProcessMetrics(&registry_);
+}
+
+std::vector<Silo::TypeView> Silo::TypeViews() const {
+  std::vector<TypeView> out;
+  for (const auto& [name, entry] : types_) {
+    out.push_back(TypeView{entry->info->interface, entry->metrics.get()});
+  }
+  return out;
+}
+
+Silo::~Silo() {
+  Stop();
+  reminders_.reset();  // before the timer queue it used
+}
+
+absl::Status Silo::AddGrainType(
+    const GrainClassInfo& info,
+    std::function<std::unique_ptr<Grain>()> factory) {
+  if (state_.load() != State::kNew) {
+    return absl::FailedPreconditionError(
+        "grain types must be added before the silo starts");
+  }
+  std::string name(info.interface->type_name);
+  if (types_.contains(name)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("grain type ", name, " is already registered"));
+  }
+  auto entry = std::make_unique<GrainTypeEntry>();
+  entry->info = &info;
+  entry->factory = std::move(factory);
+  entry->metrics = metrics_.ForType(*info.interface);
+  entry->idle_timeout = info.interface->idle_timeout_s > 0
+                            ? absl::Seconds(info.interface->idle_timeout_s)
+                            : options_.default_idle_timeout;
+  types_by_pointer_.emplace_back(info.interface->type_name.data(), entry.get());
+  types_.emplace(std::move(name), std::move(entry));
+  return absl::OkStatus();
+}
+
+std::vector<const GrainClassInfo*> Silo::GrainTypes() const {
+  std::vector<const GrainClassInfo*> out;
+  for (const auto& [name, entry] : types_) out.push_back(entry->info);
+  return out;
+}
+
+absl::Status Silo::Start() {
+  State expected = State::kNew;
+  if (!state_.compare_exchange_strong(expected, State::kRunning)) {
+    return absl::FailedPreconditionError("silo already started");
+  }
+  // Reminders are read (and their ticks queued) before anything runs; a
+  // table that cannot be read keeps the silo from starting.
+  if (absl::Status loaded = reminders_->Start(); !loaded.ok()) {
+    state_.store(State::kStopped);
+    return loaded;
+  }
+  GRANARY_RETURN_IF_ERROR(scheduler_.Start());
+  GRANARY_RETURN_IF_ERROR(timers_.Start());
+  timers_.Schedule(collector_.get(),
+                   clock_->Now() + options_.collection_period);
+  GRANARY_LOG(kInfo) << "silo=" << options_.name
+                     << " workers=" << scheduler_.workers()
+                     << " grain_types=" << types_.size() << " started";
+  return absl::OkStatus();
+}
+
+void Silo::Stop() {
+  State expected = State::kRunning;
+  if (!state_.compare_exchange_strong(expected, State::kStopping)) {
+    if (expected == State::kNew) {
+      state_.store(State::kStopped);
+      gate_->Close();
+    }
+    return;
+  }
+  // 1. Deactivate every activation (OnDeactivate runs); no new ones start,
+  // no reminder tick is sent.
+  reminders_->Stop();
+  catalog_.ForEach([](Activation* a) { a->RequestShutdown(); });
+  const absl::Time give_up = absl::Now() + options_.shutdown_timeout;
+  {
+    MutexLock lock(&gone_mu_);
+    while (catalog_.size() > 0) {
+      if (gone_cv_.WaitWithDeadline(&gone_mu_, give_up)) break;
+    }
+  }
+  // 2. Stop timers and workers.
+  timers_.Cancel(collector_.get());
+  timers_.Stop();
+  scheduler_.Stop();
+  // 3. Whatever did not deactivate in time is abandoned.
+  std::vector<Activation*> stuck = catalog_.TakeAll();
+  if (!stuck.empty()) {
+    GRANARY_LOG(kWarning) << "silo=" << options_.name
+                          << " abandoned=" << stuck.size()
+                          << " activations did not deactivate in time";
+  }
+  const absl::Status unavailable = absl::UnavailableError(
+      absl::StrCat("silo ", options_.name, " shut down"));
+  for (Activation* a : stuck) a->Abandon(unavailable);
+  for (Activation* a : stuck) delete a;
+  // Storage operations still pending complete into nothing from here on.
+  gate_->Close();
+  state_.store(State::kStopped);
+  GRANARY_LOG(kInfo) << "silo=" << options_.name
+                     << " activated=" << activated()
+                     << " deactivated=" << deactivated()
+                     << " abandoned=" << stuck.size() << " stopped";
+}
+
+const GrainTypeEntry* Silo::FindType(absl::string_view type) const {
+  // Generated references name their type with the same static string the
+  // registered interface holds, so comparing pointers finds them at once.
+  for (const auto& [name, entry] : types_by_pointer_) {
+    if (name == type.data()) return entry;
+  }
+  auto it = types_.find(type);
+  return it == types_.end() ? nullptr : it->second.get();
+}
+
+void Silo::Invoke(CallBase* call) {
+  // We own one reference: Deliver passes it on, the error paths drop it.
+  const GrainTypeEntry* type = FindType(call->target().type());
+  absl::Status refused;
+  if (type == nullptr) {
+    refused = absl::UnimplementedError(
+        absl::StrCat("unknown grain type ", call->target().type(), " (silo ",
+                     options_.name, " hosts no such type)"));
+  } else if (call->method() >= type->info->interface->method_count) {
+    refused = absl::UnimplementedError(absl::StrCat(
+        "grain type ", call->target().type(), " has no method #",
+        call->method()));
+  } else if (const State s = state_.load(std::memory_order_acquire);
+             s == State::kNew ||
+             (s == State::kStopped && router_ == nullptr)) {
+    // A stopped silo of a cluster still routes calls to the grains' new
+    // homes until its endpoints close.
+    refused = absl::UnavailableError(
+        absl::StrCat("silo ", options_.name, " is not running"));
+  }
+  if (!refused.ok()) {
+    call->Fail(std::move(refused));
+    call->Release();
+    return;
+  }
+  if (CurrentTurn() != nullptr) {  // sent by grain code
+    (call->one_way() ? metrics_.sent_one_way : metrics_.sent_requests)->Inc();
+  }
+  Admit(call, type);
+}
+
+void Silo::InvokeReminder(CallBase* call) {
+  const GrainTypeEntry* type = FindType(call->target().type());
+  absl::Status refused;
+  if (type == nullptr) {
+    refused = absl::UnimplementedError(absl::StrCat(
+        "reminder for ", call->target().ToString(), ": silo ", options_.name,
+        " hosts no grain type ", call->target().type()));
+  } else if (state_.load(std::memory_order_acquire) != State::kRunning) {
+    refused = absl::UnavailableError(
+        absl::StrCat("silo ", options_.name, " is not running"));
+  }
+  if (!refused.ok()) {
+    call->Fail(std::move(refused));
+    call->Release();
+    return;
+  }
+  Admit(call, type);
+}
+
+void Silo::Admit(CallBase* call, const GrainTypeEntry* type) {
+  // Once stopped the timers no longer run: a call only passing through is
+  // given its deadline where it is sent next.
+  if (!call->one_way() &&
+      state_.load(std::memory_order_acquire) != State::kStopped) {
+    call->set_deadline(clock_->Now() + call->timeout());
+    call->ArmDeadline(&timers_);
+  }
+  Deliver(call, type);
+}
+
+void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
+  if (router_ != nullptr) {
+    if (catalog_.PostIfExists(call->target(), call)) {
+      metrics_.directory_hits->Inc();
+      return;
+    }
+    metrics_.directory_misses->Inc();
+    router_->Route(call);
+    return;
+  }
+  bool created = false;
+  const bool delivered = catalog_.PostOrCreate(
+      call->target(), call, [&]() -> Activation* {
+        if (stopping()) return nullptr;
+        created = true;
+        const uint64_t activation_id =
+            next_activation_id_.fetch_add(1, std::memory_order_relaxed);
+        // A silo alone places everything on itself (in a cluster the
+        // router chose this silo before the call came here).
+        directory::ActivationAddress mine{options_.name, activation_id};
+        absl::StatusOr<directory::ActivationAddress> winner =
+            directory_->RegisterIfAbsent(call->target(), mine);
+        if (winner.ok() && !(*winner == mine)) {
+          // A single silo registers under the catalog lock, so another
+          // winner means a stale entry of a gone activation: replace it.
+          (void)directory_->Unregister(call->target(), *winner);
+          winner = directory_->RegisterIfAbsent(call->target(), mine);
+        }
+        return new Activation(this, type, call->target(), activation_id);
+      });
+  if (delivered) {
+    (created ? metrics_.directory_misses : metrics_.directory_hits)->Inc();
+  }
+  if (!delivered) {
+    call->Fail(absl::UnavailableError(absl::StrCat(
+        "silo ", options_.name, " is shutting down; ",
+        call->target().ToString(), " cannot be activated")));
+    call->Release();
+  }
+}
+
+void Silo::ActivateHere(CallBase* call, uint64_t activation_id) {
+  const GrainTypeEntry* type = FindType(call->target().type());
+  bool created = false;
+  const bool delivered = type != nullptr &&
+      catalog_.PostOrCreate(call->target(), call, [&]() -> Activation* {
+        if (stopping()) return nullptr;
+        created = true;
+        return new Activation(this, type, call->target(), activation_id);
+      });
+  if (!delivered) {
+    call->Fail(absl::UnavailableError(absl::StrCat(
+        "silo ", options_.name, " is shutting down; ",
+        call->target().ToString(), " cannot be activated")));
+    call->Release();
+  }
+}
+
+uint64_t Silo::ActiveId(const GrainId& id) {
+  uint64_t found = 0;
+  catalog_.Find(id, [&found](Activation* a) { found = a->activation_id(); });
+  return found;
+}
+
+void Silo::OnActivationRemoved(Activation* a) {
+  if (router_ != nullptr) {
+    router_->OnActivationGone(a->id(), a->activation_id());
+    return;
+  }
+  (void)directory_->Unregister(
+      a->id(), directory::ActivationAddress{options_.name, a->activation_id()});
+}
+
+void Silo::RenewLease(int64_t until_mono_ns) {
+  MutexLock lock(&lease_mu_);
+  lease_until_ns_.store(until_mono_ns, std::memory_order_relaxed);
+  lease_cv_.SignalAll();
+}
+
+void Silo::Fence() {
+  MutexLock lock(&lease_mu_);
+  fenced_.store(true);
+  lease_until_ns_.store(INT64_MIN, std::memory_order_relaxed);
+  lease_cv_.SignalAll();
+}
+
+bool Silo::WaitForLease() {
+  lease_waits_.fetch_add(1, std::memory_order_relaxed);
+  MutexLock lock(&lease_mu_);
+  bool logged = false;
+  while (true) {
+    if (fenced_.load()) return false;
+    if (MonoNanos() <= lease_until_ns_.load(std::memory_order_relaxed)) {
+      return true;
+    }
+    if (stopping()) return false;
+    if (!logged) {
+      GRANARY_LOG(kWarning) << "silo=" << options_.name
+                            << " membership lease expired: grain code waits "
+                               "until the cluster confirms this silo";
+      logged = true;
+    }
+    (void)lease_cv_.WaitWithDeadline(&lease_mu_,
+                                     absl::Now() + absl::Milliseconds(50));
+  }
+}
+
+void Silo::Reroute(CallBase* call) {
+  const GrainTypeEntry* type = FindType(call->target().type());
+  Deliver(call, type);
+}
+
+void Silo::OnActivationGone(Activation*) {
+  if (stopping()) {
+    MutexLock lock(&gone_mu_);
+    gone_cv_.SignalAll();
+  }
+}
+
+void Silo::CollectIdle() {
+  const absl::Time now = clock_->Now();
+  const int64_t idle_now = IdleClockNs();
+  catalog_.ForEach([idle_now](Activation* a) { a->MaybeCollect(idle_now); });
+  if (!stopping()) {
+    timers_.Schedule(collector_.get(), now + options_.collection_period);
+  }
+}
+
+namespace {
+
+struct SerializedCall {
+  Silo::SerializedDone done;
+};
+
+void SerializedCallDone(void* ctx, CallBase* call) {
+  std::unique_ptr<SerializedCall> c(static_cast<SerializedCall*>(ctx));
+  if (!call->status().ok()) {
+    c->done(call->status());
+    return;
+  }
+  std::string out;
+  if (!call->reply().SerializeToString(&out)) {
+    c->done(absl::InternalError("reply failed to serialize"));
+    return;
+  }
+  c->done(std::move(out));
+}
+
+}  // namespace
+
+void Silo::InvokeSerialized(absl::string_view type_name, std::string key,
+                            absl::string_view method_name,
+                            absl::string_view payload, CallOptions options,
+                            SerializedDone done) {
+  const GrainTypeEntry* type = FindType(type_name);
+  if (type == nullptr) {
+    done(absl::UnimplementedError(
+        absl::StrCat("unknown grain type ", type_name)));
+    return;
+  }
+  if (absl::Status valid = ValidateGrainKey(key); !valid.ok()) {
+    done(std::move(valid));
+    return;
+  }
+  const InterfaceInfo& iface = *type->info->interface;
+  const MethodInfo* method = iface.FindMethod(method_name);
+  if (method == nullptr) {
+    done(absl::UnimplementedError(absl::StrCat(
+        "grain type ", type_name, " has no method ", method_name)));
+    return;
+  }
+  google::protobuf::io::ArrayInputStream bytes(
+      payload.data(), static_cast<int>(payload.size()));
+  absl::StatusOr<CallBase*> made =
+      NewCallFromWire(iface, *method, std::move(key), &bytes, options.timeout);
+  if (!made.ok()) {
+    done(made.status());
+    return;
+  }
+  CallBase* call = *made;
+  if (method->one_way) {
+    Invoke(call);
+    done(std::string());
+    return;
+  }
+  call->SetDoneCallback(&SerializedCallDone,
+                        new SerializedCall{std::move(done)});
+  Invoke(call);
+}
+
+absl::StatusOr<std::string> Silo::CallSerialized(absl::string_view type,
+                                                 std::string key,
+                                                 absl::string_view method,
+                                                 absl::string_view payload,
+                                                 CallOptions options) {
+  Notification ready;
+  absl::StatusOr<std::string> result;
+  InvokeSerialized(type, std::move(key), method, payload, options,
+                   [&](absl::StatusOr<std::string> r) {
+                     result = std::move(r);
+                     ready.Notify();
+                   });
+  ready.WaitForNotification();
+  return result;
+}
+
+}  // namespace granary::silo

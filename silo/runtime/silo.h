@@ -1,0 +1,356 @@
+// File: silo/runtime/silo.h
+// -----------------------------------------------------------------------------
+// A silo: hosts activations of the grain types registered with it, runs them
+// on a worker pool, and routes calls to them.
+//
+//   granary::silo::SiloOptions options;
+//   options.workers = 2;
+//   granary::silo::Silo silo(options);
+//   silo.AddGrain<CounterGrain>();          // derives from CounterGrainBase
+//   GRANARY_RETURN_IF_ERROR(silo.Start());
+//   auto counter = silo.Get<CounterRef>("alice");
+//   absl::StatusOr<CounterValue> v = counter.Add(req).Get();
+//   silo.Stop();
+//
+// Lifecycle: New --Start()--> Running --Stop()--> Stopping --> Stopped.
+// Stop() asks every activation to deactivate (OnDeactivate runs), waits up to
+// `shutdown_timeout` for them, stops timers and workers, then fails whatever
+// is still queued with UNAVAILABLE. Stop() is idempotent and also runs from
+// the destructor.
+//
+// Threading: AddGrain before Start; everything else is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/sync.h"
+#include "absl/time/time.h"
+#include "core/call.h"
+#include "core/clock.h"
+#include "core/metrics.h"
+#include "core/timer_queue.h"
+#include "directory/grain_directory.h"
+#include "silo/runtime/activation.h"
+#include "silo/runtime/catalog.h"
+#include "silo/runtime/grain.h"
+#include "silo/runtime/scheduler.h"
+#include "silo/runtime/silo_metrics.h"
+#include "storage/grain_storage.h"
+#include "storage/reminder_table.h"
+
+namespace granary::v1 {
+class MembershipView;
+}  // namespace granary::v1
+
+namespace granary::silo {
+
+class ReminderService;
+
+// Where calls go whose grain has no activation on this silo, in a cluster
+// (silo/cluster/cluster_router.h): the directory decides which silo hosts it. The
+// router either activates the grain here (Silo::ActivateHere) or forwards
+// the call to the silo that hosts it.
+class CallRouter {
+ public:
+  virtual ~CallRouter() = default;
+  // Takes the caller's reference on `call`.
+  virtual void Route(CallBase* call) = 0;
+  // Activation `activation_id` of `id` left this silo's catalog; no call can
+  // reach it any more.
+  virtual void OnActivationGone(const GrainId& id, uint64_t activation_id) = 0;
+  // Directory entries this silo holds as owner.
+  virtual size_t DirectoryEntries() const = 0;
+  // Calls passed on to other silos so far.
+  virtual uint64_t Forwarded() const = 0;
+};
+
+struct SiloOptions {
+  // The silo's identity, reported to grains (SiloName()) and in logs.
+  std::string name = "silo";
+  // Worker threads; 0 means the number of hardware threads.
+  int workers = 0;
+  // Messages one activation may process per scheduling before the worker
+  // moves on to another activation.
+  int turn_budget = 64;
+  // Pause instructions an idle worker spins before it sleeps. Spinning
+  // saves a wake-up when work follows within microseconds; on a machine with
+  // few cores it takes CPU from the threads that produce that work.
+  int idle_spin = 200;
+  // Time source; nullptr means the system clock. Tests pass a FakeClock.
+  Clock* clock = nullptr;
+  // Idle timeout of grain types that do not set idle_timeout_s.
+  absl::Duration default_idle_timeout = absl::Minutes(10);
+  // How often the idle collector looks for idle activations.
+  absl::Duration collection_period = absl::Seconds(1);
+  // Where grains' persistent state lives (storage/grain_storage.h); it must
+  // outlive the silo. nullptr: an in-memory store owned by the silo, so
+  // state survives deactivation but not the process.
+  storage::GrainStorage* storage = nullptr;
+  // Where durable reminders live (storage/reminder_table.h); it must outlive
+  // the silo. nullptr: an in-memory table owned by the silo.
+  storage::ReminderTable* reminders = nullptr;
+  // The shortest period a reminder may have (at least 1 ms).
+  absl::Duration min_reminder_period = absl::Seconds(1);
+  // How long Stop() waits for activations to deactivate.
+  absl::Duration shutdown_timeout = absl::Seconds(10);
+  // A turn that holds a worker longer than this is counted
+  // (granary_slow_turns_total) and logged with its grain and method.
+  absl::Duration slow_turn_threshold = absl::Milliseconds(100);
+};
+
+// How completions from threads outside the silo (storage) reach
+// activations: while the silo runs, Post delivers to the activation that
+// started the operation if it is still there; once the silo stopped the gate
+// is closed and completions are dropped, so an operation that outlives its
+// activation, or the silo, touches neither. Shared by the silo and every
+// pending completion.
+class SiloGate {
+ public:
+  explicit SiloGate(Catalog* catalog) : catalog_(catalog) {}
+  // Posts `m` to activation `activation_id` of `id`; false (and `m`
+  // untouched) when the gate is closed or that activation is gone. While
+  // open, also records the operation's latency since `started_ns`.
+  bool Post(const GrainId& id, uint64_t activation_id, Message* m,
+            metrics::Histogram* latency = nullptr, int64_t started_ns = 0) {
+    MutexLock lock(&mu_);
+    if (catalog_ == nullptr) return false;
+    if (latency != nullptr) {
+      latency->ObserveUnits(static_cast<uint64_t>(MonoNanos() - started_ns));
+    }
+    return catalog_->PostIfCurrent(id, activation_id, m);
+  }
+  // Runs `fn` unless the gate is closed; no Close completes meanwhile.
+  template <typename Fn>
+  bool RunIfOpen(Fn fn) {
+    MutexLock lock(&mu_);
+    if (catalog_ == nullptr) return false;
+    fn();
+    return true;
+  }
+  void Close() {
+    MutexLock lock(&mu_);
+    catalog_ = nullptr;
+  }
+
+ private:
+  Mutex mu_;
+  Catalog* catalog_ ABSL_GUARDED_BY(mu_);
+};
+
+class Silo final : public CallInvoker {
+ public:
+  explicit Silo(SiloOptions options = {});
+  ~Silo() override;
+  Silo(const Silo&) = delete;
+  Silo& operator=(const Silo&) = delete;
+
+  // Registers grain implementation GrainT (deriving from a generated
+  // XGrainBase), constructed with `factory()` or default-constructed.
+  template <typename GrainT>
+  absl::Status AddGrain() {
+    return AddGrainType(GrainT::ClassInfo(),
+                        [] { return std::make_unique<GrainT>(); });
+  }
+  template <typename GrainT, typename Factory>
+  absl::Status AddGrain(Factory factory) {
+    return AddGrainType(GrainT::ClassInfo(),
+                        [f = std::move(factory)]() -> std::unique_ptr<Grain> {
+                          return f();
+                        });
+  }
+  absl::Status AddGrainType(const GrainClassInfo& info,
+                            std::function<std::unique_ptr<Grain>()> factory);
+
+  absl::Status Start();
+  void Stop();
+
+  // A reference to grain `key` of RefT's type, calling through this silo.
+  template <typename RefT>
+  RefT Get(std::string key) {
+    return RefT(this, std::move(key));
+  }
+
+  // CallInvoker.
+  void Invoke(CallBase* call) override;
+  // Sends a reminder tick (silo/runtime/reminder_service.h) to its grain.
+  void InvokeReminder(CallBase* call);
+
+  // Calls `method` of grain `type`/`key` with a serialized request; `done`
+  // gets the serialized reply or the error (UNIMPLEMENTED for an unknown type
+  // or method, INVALID_ARGUMENT for a payload that does not parse). For a
+  // one-way method `done` gets an empty reply once the call is accepted. The
+  // generic path of gateways and tools.
+  using SerializedDone = std::function<void(absl::StatusOr<std::string>)>;
+  void InvokeSerialized(absl::string_view type, std::string key,
+                        absl::string_view method, absl::string_view payload,
+                        CallOptions options, SerializedDone done);
+  // Blocking form of InvokeSerialized, for tools and tests.
+  absl::StatusOr<std::string> CallSerialized(absl::string_view type,
+                                             std::string key,
+                                             absl::string_view method,
+                                             absl::string_view payload,
+                                             CallOptions options = {});
+
+  // The grain types registered with this silo.
+  std::vector<const GrainClassInfo*> GrainTypes() const;
+
+  size_t ActivationCount() const { return catalog_.size(); }
+  // Since Start: activations whose OnActivate succeeded, and activations
+  // whose OnDeactivate ran (whatever it returned).
+  uint64_t activated() const {
+    return activated_.load(std::memory_order_relaxed);
+  }
+  uint64_t deactivated() const {
+    return deactivated_.load(std::memory_order_relaxed);
+  }
+  const SiloOptions& options() const { return options_; }
+  // The silo's metrics (Prometheus text: metrics_registry().Render()).
+  metrics::Registry& metrics_registry() { return registry_; }
+  SiloMetrics& metrics() { return metrics_; }
+  int64_t slow_turn_ns() const { return slow_turn_ns_; }
+  // The clock idle timeouts are measured on, in ns: the monotonic clock
+  // with the system clock (immune to wall-clock steps), the silo clock's
+  // time otherwise (a FakeClock in tests).
+  int64_t IdleClockNs() const {
+    return clock_->IsReal() ? MonoNanos() : absl::ToUnixNanos(clock_->Now());
+  }
+  // Per-type figures for dashboards.
+  struct TypeView {
+    const InterfaceInfo* interface;
+    const TypeMetrics* metrics;
+  };
+  std::vector<TypeView> TypeViews() const;
+  absl::Time start_time() const { return start_time_; }
+  // Where granary_membership_silos reads the cluster's view from; unset
+  // (nullptr), the silo counts itself alone.
+  void SetMembershipView(std::function<v1::MembershipView()> fn) {
+    MutexLock lock(&membership_mu_);
+    membership_view_ = std::move(fn);
+  }
+  storage::GrainStorage& storage() { return *storage_; }
+  ReminderService& reminders() { return *reminders_; }
+  const std::string& name() const { return options_.name; }
+  Clock* clock() const { return clock_; }
+  bool stopping() const {
+    return state_.load(std::memory_order_acquire) >= State::kStopping;
+  }
+
+  // --- runtime internals (activations) ------------------------------------
+  TimerQueue& timers() { return timers_; }
+  Scheduler& scheduler() { return scheduler_; }
+  Catalog& catalog() { return catalog_; }
+  const std::shared_ptr<SiloGate>& gate() const { return gate_; }
+  directory::GrainDirectory& directory() { return *directory_; }
+  // Routes a call again after the activation that held it went away.
+  void Reroute(CallBase* call);
+  // Before Start: routes calls for grains not active here through `router`
+  // (which must outlive the silo's Stop) instead of activating them here.
+  void SetRouter(CallRouter* router) { router_ = router; }
+  CallRouter* router() const { return router_; }
+  // For the router: a fresh activation id, and delivery of `call` (taking
+  // its reference) to activation `activation_id` of its grain here, created
+  // if absent. The caller has won the grain's directory registration for
+  // that id. While the silo stops no activation is created and the call
+  // fails UNAVAILABLE.
+  uint64_t NewActivationId() {
+    return next_activation_id_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void ActivateHere(CallBase* call, uint64_t activation_id);
+  // Posts `call` to its grain's activation here, if there is one.
+  bool PostIfActive(CallBase* call) {
+    return catalog_.PostIfExists(call->target(), call);
+  }
+  // The interface of registered grain type `type`, or nullptr.
+  const InterfaceInfo* FindInterface(absl::string_view type) const {
+    const GrainTypeEntry* t = FindType(type);
+    return t != nullptr ? t->info->interface : nullptr;
+  }
+  // The activation id of `id` here, or 0.
+  uint64_t ActiveId(const GrainId& id);
+  // Activation `a` left the catalog (its directory entry goes next).
+  void OnActivationRemoved(Activation* a);
+
+  // --- fencing (a cluster's membership lease) -------------------------------
+  // Grain code runs only while the lease holds: a silo that could not
+  // confirm its membership lately may have been declared dead, and its
+  // grains activated elsewhere. Without a lease (a silo alone) it always
+  // holds.
+  void RenewLease(int64_t until_mono_ns);
+  // For good: this silo was declared dead. No grain code runs here again.
+  void Fence();
+  int64_t lease_until_ns() const {
+    return lease_until_ns_.load(std::memory_order_relaxed);
+  }
+  // Blocks a worker whose lease ran out until it is renewed (true), or the
+  // silo is fenced or stopping (false: run nothing).
+  bool WaitForLease();
+  uint64_t lease_waits() const {
+    return lease_waits_.load(std::memory_order_relaxed);
+  }
+  void CountActivated() { activated_.fetch_add(1, std::memory_order_relaxed); }
+  void CountDeactivated() {
+    deactivated_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // An activation left the catalog.
+  void OnActivationGone(Activation* a);
+
+ private:
+  enum class State : int { kNew, kRunning, kStopping, kStopped };
+  class IdleCollector;
+
+  const GrainTypeEntry* FindType(absl::string_view type) const;
+  void AddSiloMetrics();
+  // Arms the deadline of a checked call and delivers it.
+  void Admit(CallBase* call, const GrainTypeEntry* type);
+  void Deliver(CallBase* call, const GrainTypeEntry* type);
+  void CollectIdle();
+
+  SiloOptions options_;
+  Clock* const clock_;
+  metrics::Registry registry_;
+  SiloMetrics metrics_;
+  absl::Time start_time_ = absl::Now();
+  int64_t slow_turn_ns_ = 0;
+  std::atomic<State> state_{State::kNew};
+  absl::flat_hash_map<std::string, std::unique_ptr<GrainTypeEntry>> types_;
+  std::vector<std::pair<const char*, const GrainTypeEntry*>> types_by_pointer_;
+  std::unique_ptr<storage::GrainStorage> owned_storage_;
+  storage::GrainStorage* storage_;
+  std::unique_ptr<storage::ReminderTable> owned_reminders_;
+  std::unique_ptr<ReminderService> reminders_;
+  std::unique_ptr<directory::GrainDirectory> directory_;
+  CallRouter* router_ = nullptr;
+  TimerQueue timers_;
+  Scheduler scheduler_;
+  Catalog catalog_;
+  std::unique_ptr<IdleCollector> collector_;
+  std::shared_ptr<SiloGate> gate_;
+  std::atomic<uint64_t> next_activation_id_{1};
+  std::atomic<uint64_t> activated_{0};
+  std::atomic<uint64_t> deactivated_{0};
+
+  Mutex membership_mu_;
+  std::function<v1::MembershipView()> membership_view_
+      ABSL_GUARDED_BY(membership_mu_);
+
+  Mutex gone_mu_;
+  CondVar gone_cv_;
+
+  std::atomic<int64_t> lease_until_ns_{INT64_MAX};
+  std::atomic<bool> fenced_{false};
+  std::atomic<uint64_t> lease_waits_{0};
+  Mutex lease_mu_;
+  CondVar lease_cv_;
+};
+
+}  // namespace granary::silo

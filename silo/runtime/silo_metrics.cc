@@ -1,0 +1,122 @@
+#include "silo/runtime/silo_metrics.h"
+
+#include <time.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/grain_interface.h"
+#include "silo/runtime/activation.h"
+
+namespace granary::silo {
+
+SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
+  constexpr double kNanos = 1e-9;  // durations are recorded in nanoseconds
+  using metrics::DepthBuckets;
+  using metrics::LatencyBuckets;
+  metrics::Registry& r = *registry;
+  activations_ = &r.AddGauge("granary_activations",
+                             "Activations on this silo, by grain type.",
+                             {"type"});
+  created_ = &r.AddCounter("granary_activations_created_total",
+                           "Activations created, by grain type.", {"type"});
+  deactivated_ = &r.AddCounter(
+      "granary_activations_deactivated_total",
+      "Activations that deactivated, by grain type and reason (idle, "
+      "requested, shutdown, activation_failed).",
+      {"type", "reason"});
+  request_duration_ = &r.AddHistogram(
+      "granary_request_duration_seconds",
+      "Time from a request's first turn to its reply, server side, by grain "
+      "type and method.",
+      {"type", "method"}, LatencyBuckets(), kNanos);
+  request_errors_ = &r.AddCounter(
+      "granary_request_errors_total",
+      "Requests that ended with an error status, by grain type, method and "
+      "gRPC status code.",
+      {"type", "method", "code"});
+  auto& messages = r.AddCounter(
+      "granary_messages_total",
+      "Messages: received by activations (direction=\"in\", by kind) and "
+      "calls sent by grain code (direction=\"out\").",
+      {"direction", "kind"});
+  static constexpr const char* kKinds[] = {
+      "request", "one_way", "response", "timer", "reminder", "resume", "control"};
+  for (int i = 0; i < static_cast<int>(MessageLabel::kCount); ++i) {
+    received_[i] = messages.WithLabels({"in", kKinds[i]});
+  }
+  sent_requests = messages.WithLabels({"out", "request"});
+  sent_one_way = messages.WithLabels({"out", "one_way"});
+  mailbox_depth = r.AddHistogram(
+                       "granary_mailbox_depth",
+                       "Messages waiting in an activation's mailbox when a "
+                       "worker picks it up.",
+                       {}, DepthBuckets(), 1)
+                      .WithLabels({});
+  turn_duration = r.AddHistogram("granary_turn_duration_seconds",
+                                 "Time one message (a turn) held a worker.",
+                                 {}, LatencyBuckets(), kNanos)
+                      .WithLabels({});
+  slow_turns = r.AddCounter("granary_slow_turns_total",
+                            "Turns longer than the silo's slow-turn "
+                            "threshold (each is also logged).",
+                            {})
+                   .WithLabels({});
+  auto& lookups = r.AddCounter(
+      "granary_directory_lookups_total",
+      "Calls routed by the directory: to an existing activation (hit) or "
+      "one that had to be created (miss).",
+      {"result"});
+  directory_hits = lookups.WithLabels({"hit"});
+  directory_misses = lookups.WithLabels({"miss"});
+  auto& storage = r.AddHistogram(
+      "granary_storage_operation_duration_seconds",
+      "Grain storage and reminder table operations as grains await them, "
+      "by operation.",
+      {"op"}, LatencyBuckets(), kNanos);
+  storage_read = storage.WithLabels({"read"});
+  storage_write = storage.WithLabels({"write"});
+  storage_clear = storage.WithLabels({"clear"});
+  reminder_write = storage.WithLabels({"reminder_write"});
+  reminder_remove = storage.WithLabels({"reminder_remove"});
+  reminder_list = storage.WithLabels({"reminder_list"});
+  gateway_connections =
+      r.AddGauge("granary_gateway_connections",
+                 "Client connections (gateway streams) open.", {})
+          .WithLabels({});
+}
+
+std::unique_ptr<TypeMetrics> SiloMetrics::ForType(const InterfaceInfo& iface) {
+  auto m = std::make_unique<TypeMetrics>();
+  const std::string type(iface.type_name);
+  m->activations = activations_->WithLabels({type});
+  m->created = created_->WithLabels({type});
+  for (DeactivationReason r :
+       {DeactivationReason::kIdle, DeactivationReason::kRequested,
+        DeactivationReason::kShutdown, DeactivationReason::kActivationFailed}) {
+    m->deactivated[static_cast<int>(r)] =
+        deactivated_->WithLabels({type, DeactivationReasonName(r)});
+  }
+  m->methods = std::make_unique<MethodMetrics[]>(iface.method_count);
+  for (uint32_t i = 0; i < iface.method_count; ++i) {
+    m->methods[i].duration = request_duration_->WithLabels(
+        {type, std::string(iface.methods[i].name)});
+  }
+  return m;
+}
+
+void SiloMetrics::CountError(const InterfaceInfo& iface, uint32_t method,
+                             MethodMetrics& m, absl::StatusCode code) {
+  const int c = static_cast<int>(code);
+  if (c < 0 || c >= static_cast<int>(m.errors.size())) return;
+  metrics::Counter* counter = m.errors[c].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    counter = request_errors_->WithLabels(
+        {std::string(iface.type_name), std::string(iface.methods[method].name),
+         absl::StatusCodeToString(code)});
+    m.errors[c].store(counter, std::memory_order_release);
+  }
+  counter->Inc();
+}
+
+}  // namespace granary::silo

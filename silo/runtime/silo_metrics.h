@@ -1,0 +1,93 @@
+// File: silo/runtime/silo_metrics.h
+// -----------------------------------------------------------------------------
+// The metrics a silo publishes (Prometheus names, see README "Metrics"), as
+// pointers the runtime updates on its hot paths without locks. The silo owns
+// one registry and one SiloMetrics; every grain type gets a TypeMetrics when
+// it is registered.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/clock.h"  // MonoNanos
+#include "core/metrics.h"
+
+namespace granary {
+struct InterfaceInfo;
+}  // namespace granary
+
+namespace granary::silo {
+
+// What a delivered message was, for granary_messages_total{kind}.
+enum class MessageLabel : int {
+  kRequest,
+  kOneWay,
+  kResponse,
+  kTimer,
+  kReminder,
+  kResume,
+  kControl,
+  kCount
+};
+
+// Per method of a grain type.
+struct MethodMetrics {
+  metrics::Histogram* duration = nullptr;
+  // Errors by status code, created on the first error with that code.
+  std::array<std::atomic<metrics::Counter*>, 17> errors{};
+};
+
+// Per grain type.
+struct TypeMetrics {
+  metrics::Gauge* activations = nullptr;
+  metrics::Counter* created = nullptr;
+  std::array<metrics::Counter*, 4> deactivated{};  // by DeactivationReason
+  std::unique_ptr<MethodMetrics[]> methods;
+};
+
+class SiloMetrics {
+ public:
+  explicit SiloMetrics(metrics::Registry* registry);
+
+  metrics::Registry& registry() { return *registry_; }
+  std::unique_ptr<TypeMetrics> ForType(const InterfaceInfo& iface);
+  // Counts an error of `method` (slow path: the first error of a code takes
+  // the family's lock).
+  void CountError(const InterfaceInfo& iface, uint32_t method,
+                  MethodMetrics& m, absl::StatusCode code);
+
+  metrics::Counter* received(MessageLabel kind) {
+    return received_[static_cast<int>(kind)];
+  }
+  metrics::Counter* sent_requests = nullptr;
+  metrics::Counter* sent_one_way = nullptr;
+  metrics::Histogram* mailbox_depth = nullptr;
+  metrics::Histogram* turn_duration = nullptr;
+  metrics::Counter* slow_turns = nullptr;
+  metrics::Counter* directory_hits = nullptr;
+  metrics::Counter* directory_misses = nullptr;
+  metrics::Histogram* storage_read = nullptr;
+  metrics::Histogram* storage_write = nullptr;
+  metrics::Histogram* storage_clear = nullptr;
+  metrics::Histogram* reminder_write = nullptr;
+  metrics::Histogram* reminder_remove = nullptr;
+  metrics::Histogram* reminder_list = nullptr;  // asked of a cluster's primary
+  metrics::Gauge* gateway_connections = nullptr;
+
+ private:
+  metrics::Registry* registry_;
+  metrics::Family<metrics::Gauge>* activations_;
+  metrics::Family<metrics::Counter>* created_;
+  metrics::Family<metrics::Counter>* deactivated_;
+  metrics::Family<metrics::Histogram>* request_duration_;
+  metrics::Family<metrics::Counter>* request_errors_;
+  std::array<metrics::Counter*, static_cast<int>(MessageLabel::kCount)>
+      received_{};
+};
+
+}  // namespace granary::silo

@@ -1,0 +1,143 @@
+#include "silo/silo_flags.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/match.h"
+#include "absl/time/time.h"
+#include "core/log.h"
+
+ABSL_FLAG(std::string, gateway, "127.0.0.1:30000",
+          "HOST:PORT of the gateway clients connect to (port 0: any free port).");
+ABSL_FLAG(std::string, silo, "127.0.0.1:11111",
+          "HOST:PORT of the silo-to-silo endpoint (port 0: any free port).");
+ABSL_FLAG(std::string, silo_advertise, "",
+          "HOST:PORT at which the other silos reach this silo's endpoint, when "
+          "not --silo (behind a proxy, NAT or a container's port mapping). "
+          "It names the silo in the membership table.");
+ABSL_FLAG(std::string, http, "127.0.0.1:8080",
+          "HOST:PORT of the HTTP endpoint (port 0: any free port).");
+ABSL_FLAG(std::string, data_dir, "./granary-data",
+          "Directory for this silo's data; created if missing.");
+ABSL_FLAG(int32_t, workers, 0, "Worker threads (0: hardware threads).");
+ABSL_FLAG(int32_t, turn_budget, 64,
+          "Messages one activation processes per scheduling.");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+ABSL_FLAG(std::string, log_format, "text",
+          "text (one line per event: time, level, key=value fields, message) "
+          "or json (one JSON object per line).");
+ABSL_FLAG(absl::Duration, slow_turn_threshold, absl::Milliseconds(100),
+          "A turn holding a worker longer than this is logged (with its grain "
+          "and method) and counted in granary_slow_turns_total.");
+ABSL_FLAG(bool, http_allow_remote, false,
+          "Allow --http on a non-loopback address (it serves metrics and the "
+          "dashboard without authentication).");
+ABSL_FLAG(int32_t, max_message_bytes, 4 << 20,
+          "Largest message the gateway accepts or sends.");
+ABSL_FLAG(int32_t, max_in_flight, 16384,
+          "Unfinished calls per client connection past which the gateway "
+          "stops reading it (gRPC flow control then holds the client back).");
+ABSL_FLAG(std::string, storage, "rocksdb",
+          "Where grain state and reminders live: rocksdb (in --data_dir; "
+          "survives restarts "
+          "and kill -9) or memory (lost when the silo stops).");
+ABSL_FLAG(std::string, durability, "sync",
+          "RocksDB writes: sync (an acknowledged write survives power loss) "
+          "or async (survives a crash of the process, not of the machine).");
+ABSL_FLAG(absl::Duration, min_reminder_period, absl::Seconds(1),
+          "The shortest period a grain may give a durable reminder "
+          "(e.g. 1s, 500ms, 1m).");
+ABSL_FLAG(std::string, cluster, "local",
+          "local (this silo alone) or dev (a cluster on one host: the silo "
+          "without --primary hosts the membership table, the others name its "
+          "--silo endpoint with --primary).");
+ABSL_FLAG(std::string, primary, "",
+          "With --cluster=dev: HOST:PORT of the primary's silo endpoint.");
+ABSL_FLAG(absl::Duration, probe_interval, absl::Seconds(1),
+          "How often a silo probes the silos after it on the ring.");
+ABSL_FLAG(absl::Duration, probe_timeout, absl::Milliseconds(500),
+          "How long a probe may take before it counts as missed.");
+ABSL_FLAG(int32_t, missed_probes, 2,
+          "Consecutive missed probes after which a silo votes the other dead.");
+ABSL_FLAG(int32_t, votes_to_kill, 2,
+          "Fresh votes that declare a silo dead (fewer when fewer silos are "
+          "alive to vote).");
+ABSL_FLAG(absl::Duration, join_timeout, absl::Seconds(30),
+          "How long to keep trying to join the cluster (reach the primary) "
+          "before giving up.");
+ABSL_FLAG(std::string, config, "",
+          "A file of these flags, one --name=value per line (# comments).");
+
+namespace granary::silo {
+namespace {
+
+// `--config=FILE` is read as an Abseil flag file; command-line flags after
+// it override its values.
+std::vector<char*> WithConfigAsFlagfile(int argc, char** argv,
+                                        std::vector<std::string>* storage) {
+  storage->reserve(argc);
+  std::vector<char*> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (absl::StartsWith(arg, "--config=")) {
+      arg = "--flagfile=" + arg.substr(9);
+    } else if (arg == "--config" && i + 1 < argc) {
+      arg = std::string("--flagfile=") + argv[++i];
+    }
+    storage->push_back(std::move(arg));
+    out.push_back(storage->back().data());
+  }
+  return out;
+}
+
+}  // namespace
+
+void ParseSiloFlags(int argc, char** argv) {
+  // Kept for the process's life: Abseil keeps pointers into argv.
+  static std::vector<std::string>* storage = new std::vector<std::string>;
+  std::vector<char*> args = WithConfigAsFlagfile(argc, argv, storage);
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+}
+
+absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
+  LogLevel level;
+  if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
+    return absl::InvalidArgumentError(
+        "--log_level must be debug, info, warning or error");
+  }
+  SetLogLevel(level);
+  LogFormat format;
+  if (!ParseLogFormat(absl::GetFlag(FLAGS_log_format), &format)) {
+    return absl::InvalidArgumentError("--log_format must be text or json");
+  }
+  SetLogFormat(format);
+  SiloHostOptions o;
+  o.gateway = absl::GetFlag(FLAGS_gateway);
+  o.silo = absl::GetFlag(FLAGS_silo);
+  o.silo_advertise = absl::GetFlag(FLAGS_silo_advertise);
+  o.http = absl::GetFlag(FLAGS_http);
+  o.http_allow_remote = absl::GetFlag(FLAGS_http_allow_remote);
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.workers = absl::GetFlag(FLAGS_workers);
+  o.turn_budget = absl::GetFlag(FLAGS_turn_budget);
+  o.slow_turn_threshold = absl::GetFlag(FLAGS_slow_turn_threshold);
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  o.storage = absl::GetFlag(FLAGS_storage);
+  o.durability = absl::GetFlag(FLAGS_durability);
+  o.min_reminder_period = absl::GetFlag(FLAGS_min_reminder_period);
+  o.cluster = absl::GetFlag(FLAGS_cluster);
+  o.primary = absl::GetFlag(FLAGS_primary);
+  o.probe_interval = absl::GetFlag(FLAGS_probe_interval);
+  o.probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
+  o.missed_probes = absl::GetFlag(FLAGS_missed_probes);
+  o.votes_to_kill = absl::GetFlag(FLAGS_votes_to_kill);
+  o.join_timeout = absl::GetFlag(FLAGS_join_timeout);
+  if (absl::Status s = ValidateSiloHostOptions(o); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace granary::silo

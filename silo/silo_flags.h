@@ -1,0 +1,31 @@
+// File: silo/silo_flags.h
+// -----------------------------------------------------------------------------
+// granary-silo's command-line flags, for any silo binary built on SiloHost:
+// one flag per SiloHostOptions field, `--config=FILE` (the same flags, one
+// per line), and the log flags.
+//
+//   int main(int argc, char** argv) {
+//     granary::silo::ParseSiloFlags(argc, argv);
+//     absl::StatusOr<SiloHostOptions> options = SiloHostOptionsFromFlags();
+//     if (!options.ok()) { ...print options.status().message(), exit 2... }
+//     SiloHost host(*std::move(options));
+//     ...
+//   }
+#pragma once
+
+#include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "silo/silo_host_options.h"
+
+namespace granary::silo {
+
+// Parses the command line (exits on an unknown flag or --help), reading
+// `--config=FILE` as a flag file whose values later flags override.
+void ParseSiloFlags(int argc, char** argv);
+
+// The options the flags give, after setting the process's log level and
+// format from --log_level and --log_format. INVALID_ARGUMENT naming the
+// flag that is wrong.
+absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags();
+
+}  // namespace granary::silo

@@ -1,0 +1,339 @@
+#include "silo/silo_host.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/address.h"
+#include "core/log.h"
+#include "directory/directory_client.h"
+#include "directory/directory_service.h"
+#include "directory/partition.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/callback_queue.h"
+#include "silo/admin/admin_http.h"
+#include "silo/admin/http_server.h"
+#include "silo/cluster/cluster_provider.h"
+#include "silo/cluster/cluster_router.h"
+#include "silo/cluster/membership_agent.h"
+#include "silo/cluster/membership_service.h"
+#include "silo/cluster/silo_transport.h"
+#include "silo/gateway/gateway_server.h"
+#include "silo/gateway/gateway_service.h"
+#include "silo/runtime/reminder_service.h"
+#include "silo/runtime/silo.h"
+
+namespace granary::silo {
+
+// Declared in the order they are made; each outlives what uses it.
+struct SiloHost::Parts {
+  StorageStores stores;
+  std::unique_ptr<ClusterProvider> cluster;
+  MembershipOptions membership;
+  // The silo endpoint and what it serves.
+  SiloControlService control;
+  std::unique_ptr<GatewayService> peer_gateway;
+  directory::DirectoryPartition partition;
+  std::unique_ptr<directory::DirectoryService> directory_service;
+  std::unique_ptr<grpc::Server> silo_server;
+  bool silo_server_stopped = false;
+  std::string silo_address;
+  int64_t generation = 0;
+  std::string id;
+  // The runtime, and the cluster's parts of it.
+  std::unique_ptr<Silo> silo;
+  std::unique_ptr<directory::DirectoryClient> directory;
+  std::unique_ptr<SiloTransport> transport;
+  std::unique_ptr<ClusterRouter> router;
+  // Listeners and membership.
+  std::unique_ptr<GatewayServer> gateway;
+  std::unique_ptr<HttpServer> http;
+  std::unique_ptr<AdminHttp> admin;
+  std::unique_ptr<MembershipAgent> agent;
+  std::atomic<MembershipAgent*> agent_ptr{nullptr};
+  bool watching = false;
+
+  void StopSiloEndpoint() {
+    if (silo_server == nullptr || silo_server_stopped) return;
+    silo_server_stopped = true;
+    peer_gateway->Stop();
+    silo_server->Shutdown(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(500));
+    silo_server->Wait();
+  }
+};
+
+SiloHost::SiloHost(SiloHostOptions options)
+    : options_(std::move(options)), parts_(std::make_unique<Parts>()) {}
+
+SiloHost::~SiloHost() { Stop(); }
+
+absl::Status SiloHost::AddGrainType(
+    const GrainClassInfo& info, std::function<std::unique_ptr<Grain>()> factory) {
+  if (started_) {
+    return absl::FailedPreconditionError("grain types are added before Start");
+  }
+  grain_adders_.push_back(
+      [&info, factory = std::move(factory)](Silo& silo) {
+        return silo.AddGrainType(info, factory);
+      });
+  return absl::OkStatus();
+}
+
+void SiloHost::AddGrains(std::function<absl::Status(Silo&)> add) {
+  grain_adders_.push_back(std::move(add));
+}
+
+const std::string& SiloHost::gateway_address() const {
+  return parts_->gateway->address();
+}
+const std::string& SiloHost::silo_address() const {
+  return parts_->silo_address;
+}
+const std::string& SiloHost::http_address() const {
+  return parts_->http->address();
+}
+const std::string& SiloHost::id() const { return parts_->id; }
+Silo* SiloHost::silo() { return parts_->silo.get(); }
+
+absl::Status SiloHost::Start() {
+  if (started_) return absl::FailedPreconditionError("the host was started");
+  started_ = true;
+  GRANARY_RETURN_IF_ERROR(ValidateSiloHostOptions(options_));
+  GRANARY_RETURN_IF_ERROR(StartStores());
+  GRANARY_RETURN_IF_ERROR(StartSiloEndpoint());
+  GRANARY_RETURN_IF_ERROR(StartRuntime());
+  GRANARY_RETURN_IF_ERROR(StartListeners());
+  return JoinCluster();
+}
+
+// (1) The options of failure detection, the stores and the cluster.
+absl::Status SiloHost::StartStores() {
+  Parts& p = *parts_;
+  p.membership.probe_interval = options_.probe_interval;
+  p.membership.probe_timeout = options_.probe_timeout;
+  p.membership.missed_probes = options_.missed_probes;
+  p.membership.votes_to_kill = options_.votes_to_kill;
+  p.membership.table_host = options_.primary;
+  absl::StatusOr<std::unique_ptr<ClusterProvider>> cluster =
+      options_.providers.cluster.at(options_.cluster)(options_);
+  if (!cluster.ok()) return cluster.status();
+  p.cluster = *std::move(cluster);
+  if (p.cluster->clustered()) {
+    // Grain code runs only while the table confirms this silo (see
+    // MembershipOptions::lease).
+    p.membership.lease = SafeLease(p.membership);
+  }
+  if (absl::Status s = ValidateMembershipOptions(p.membership); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("membership options: ", s.message()));
+  }
+  absl::StatusOr<StorageStores> stores =
+      options_.providers.storage.at(options_.storage)(options_);
+  if (!stores.ok()) return stores.status();
+  p.stores = *std::move(stores);
+  return absl::OkStatus();
+}
+
+// (2) The silo-to-silo endpoint: liveness probes, the gateway protocol for
+// calls from other silos, this silo's part of the directory in a cluster,
+// what the cluster provider serves, and the standard health service.
+absl::Status SiloHost::StartSiloEndpoint() {
+  Parts& p = *parts_;
+  rpc::HoldGrpcCallbackQueue();
+  grpc::EnableDefaultHealthCheckService(true);
+  GatewayServiceOptions peer_options;
+  peer_options.max_in_flight = 1 << 16;
+  peer_options.max_message_bytes = options_.max_message_bytes;
+  peer_options.max_batch_bytes = std::min(1 << 20, options_.max_message_bytes / 2);
+  peer_options.from_silos = true;
+  p.peer_gateway = std::make_unique<GatewayService>(nullptr, peer_options);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // see gateway
+  builder.AddListeningPort(options_.silo, grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&p.control);
+  builder.RegisterService(p.peer_gateway->grpc_service());
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  if (p.cluster->clustered()) {
+    p.directory_service =
+        std::make_unique<directory::DirectoryService>(&p.partition);
+    builder.RegisterService(p.directory_service.get());
+  }
+  p.cluster->AddServices(&builder, p.stores.grain_state.get());
+  p.silo_server = builder.BuildAndStart();
+  if (p.silo_server == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on --silo=", options_.silo));
+  }
+  std::string host;
+  int unused = 0;
+  SplitHostPort(options_.silo, &host, &unused);
+  p.silo_address = options_.silo_advertise.empty()
+                       ? absl::StrCat(host, ":", port)
+                       : options_.silo_advertise;
+  // A restarted silo is a new silo: its identity carries its start time.
+  p.generation = absl::ToUnixMillis(absl::Now());
+  p.id = absl::StrCat(p.silo_address, "@", p.generation);
+  p.control.set_id(p.id);
+  return absl::OkStatus();
+}
+
+// (3) The runtime with its grain types; in a cluster, calls for grains not
+// active here go where the directory says (silo/cluster/cluster_router.h).
+absl::Status SiloHost::StartRuntime() {
+  Parts& p = *parts_;
+  SiloOptions options;
+  options.name = p.id;
+  options.workers = options_.workers;
+  options.turn_budget = options_.turn_budget;
+  options.storage = p.cluster->grain_storage(p.stores.grain_state.get());
+  options.reminders = p.stores.reminders.get();
+  options.min_reminder_period = options_.min_reminder_period;
+  options.slow_turn_threshold = options_.slow_turn_threshold;
+  p.silo = std::make_unique<Silo>(options);
+  for (const auto& add : grain_adders_) GRANARY_RETURN_IF_ERROR(add(*p.silo));
+  p.partition.set_self_id(p.id);
+  // A silo declared dead may run grain code until its lease ends: its
+  // grains are not activated elsewhere before that.
+  p.partition.set_dead_grace(p.membership.lease);
+  if (p.cluster->clustered()) {
+    p.directory = std::make_unique<directory::DirectoryClient>(&p.partition);
+    std::vector<const InterfaceInfo*> interfaces;
+    for (const GrainClassInfo* t : p.silo->GrainTypes()) {
+      interfaces.push_back(t->interface);
+    }
+    p.transport = std::make_unique<SiloTransport>(p.id, std::move(interfaces));
+    p.router = std::make_unique<ClusterRouter>(p.silo.get(), &p.partition,
+                                               p.directory.get(),
+                                               p.transport.get());
+    p.silo->SetRouter(p.router.get());
+  }
+  if (ReminderKeeper* keeper = p.cluster->reminder_keeper()) {
+    p.silo->reminders().SetKeeper(keeper);
+  }
+  GRANARY_RETURN_IF_ERROR(p.silo->Start());
+  p.cluster->OnSiloStarted(p.silo.get());
+  p.peer_gateway->set_address(p.silo_address);
+  p.peer_gateway->Attach(p.silo.get());
+  return absl::OkStatus();
+}
+
+// (4) The client gateway and the HTTP endpoint.
+absl::Status SiloHost::StartListeners() {
+  Parts& p = *parts_;
+  p.gateway = std::make_unique<GatewayServer>(p.silo.get(), options_.gateway,
+                                              options_.max_message_bytes,
+                                              options_.max_in_flight);
+  p.gateway->set_cluster_view([&p](v1::MembershipView* out) {
+    if (MembershipAgent* a = p.agent_ptr.load()) *out = a->view();
+  });
+  GRANARY_RETURN_IF_ERROR(p.gateway->Start());
+  p.http = std::make_unique<HttpServer>(options_.http);
+  p.admin = std::make_unique<AdminHttp>(p.silo.get(), p.gateway->address());
+  p.admin->Register(p.http.get());  // /metrics, /api/overview, the dashboard
+  GRANARY_RETURN_IF_ERROR(p.http->Start());
+  p.admin->Start();
+  return absl::OkStatus();
+}
+
+// (5) Joins the membership table (a table of one with the local provider).
+absl::Status SiloHost::JoinCluster() {
+  Parts& p = *parts_;
+  v1::Member self;
+  self.set_address(p.silo_address);
+  self.set_generation(p.generation);
+  self.set_gateway(p.gateway->address());
+  self.set_http(p.http->address());
+  Silo* silo = p.silo.get();
+  p.agent = std::make_unique<MembershipAgent>(
+      p.cluster->table(), self, p.membership,
+      [silo] { return static_cast<int64_t>(silo->ActivationCount()); });
+  std::function<void()> on_dead = options_.on_declared_dead;
+  if (!on_dead) {
+    on_dead = [id = p.id] {
+      // The cluster has given this silo's grains up: stop serving at once,
+      // without deactivating anything (their new homes own them now).
+      GRANARY_LOG(kError) << "silo=" << id
+                          << " declared dead by the cluster; exiting";
+      std::fflush(stderr);
+      std::_Exit(3);
+    };
+  }
+  p.agent->SetDeclaredDeadHandler(std::move(on_dead));
+  p.agent->SetLeaseListener(
+      [silo](int64_t until_ns) { silo->RenewLease(until_ns); });
+  if (p.cluster->clustered()) WireCluster();
+  MembershipAgent* agent = p.agent.get();
+  p.cluster->Watch([agent](const v1::MembershipView& v) { agent->OnView(v); });
+  p.watching = true;
+  GRANARY_RETURN_IF_ERROR(p.agent->Join(options_.join_timeout));
+  p.agent->Start();
+  p.agent_ptr = agent;
+  p.admin->SetMembership([agent] { return agent->view(); });
+  silo->SetMembershipView([agent] { return agent->view(); });
+  return absl::OkStatus();
+}
+
+// Every membership view reaches the directory, the transport and the router.
+void SiloHost::WireCluster() {
+  Parts& p = *parts_;
+  p.agent->SetViewListener([&p](const v1::MembershipView& v) {
+    p.partition.OnView(v);
+    p.directory->OnView(v);
+    p.transport->OnView(v);
+    p.router->OnView(v);
+  });
+}
+
+void SiloHost::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  Parts& p = *parts_;
+  const bool joined = p.agent_ptr.load() != nullptr;
+  if (joined) {
+    p.agent->BeginLeave();  // ShuttingDown: the others stop counting on it
+    if (p.router != nullptr) {
+      // The owners of this silo's grains under the ring without it learn
+      // where they live before they go (rebuild reports).
+      p.router->WaitUntilReported(
+          [&p] { return p.partition.ring_fingerprint(); }, absl::Seconds(5));
+    }
+  }
+  // Grains deactivate (state written); in a cluster, calls still queued for
+  // them, and calls that arrive from now on, go on to their new homes.
+  if (p.silo != nullptr) p.silo->Stop();
+  // Clients send what this gateway did not take elsewhere.
+  if (p.gateway != nullptr) {
+    p.gateway->Stop(p.router != nullptr ? absl::Seconds(10)
+                                        : absl::Milliseconds(500));
+  }
+  if (joined && p.router != nullptr) {
+    // Nothing names this silo any more; calls already on their way here
+    // are passed on for this grace while the others learn that.
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  p.agent_ptr = nullptr;
+  if (p.watching) p.cluster->StopWatch();
+  if (joined) p.agent->Leave();  // Dead: a graceful exit
+  if (p.peer_gateway != nullptr) {
+    p.peer_gateway->Stop();
+    // Calls from other silos still being passed on finish first.
+    if (p.router != nullptr) p.peer_gateway->WaitForStreamsClosed(absl::Seconds(10));
+  }
+  p.StopSiloEndpoint();  // nothing arrives from here on
+  if (p.router != nullptr) p.router->Close();
+  if (p.transport != nullptr) p.transport->Close();
+  if (p.silo != nullptr) p.silo->SetMembershipView(nullptr);
+  if (p.http != nullptr) p.http->Stop();
+  if (p.admin != nullptr) p.admin->Stop();
+  p.agent.reset();
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,104 @@
+// File: silo/silo_host_options.h
+// -----------------------------------------------------------------------------
+// Everything a silo host (silo/silo_host.h) is configured with: one field per
+// `granary-silo` flag (the flag of the same name documents it too), and the
+// registry of providers the `storage` and `cluster` fields name.
+//
+//   SiloHostOptions options;
+//   options.gateway = "127.0.0.1:0";
+//   options.storage = "memory";
+//   options.providers.storage["mine"] = [](const SiloHostOptions& o) {...};
+//
+// Adding a provider is one file (its factory) plus one entry in
+// DefaultProviders() (silo/providers.cc), or in a user's own options.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "storage/grain_storage.h"
+#include "storage/reminder_table.h"
+
+namespace granary::silo {
+
+class ClusterProvider;
+struct SiloHostOptions;
+
+// Grain state and reminders, as a storage provider makes them.
+struct StorageStores {
+  std::shared_ptr<storage::GrainStorage> grain_state;
+  std::shared_ptr<storage::ReminderTable> reminders;
+};
+
+using StorageFactory =
+    std::function<absl::StatusOr<StorageStores>(const SiloHostOptions&)>;
+using ClusterFactory =
+    std::function<absl::StatusOr<std::unique_ptr<ClusterProvider>>(
+        const SiloHostOptions&)>;
+
+// Providers by the name `storage` and `cluster` give.
+struct Providers {
+  absl::flat_hash_map<std::string, StorageFactory> storage;
+  absl::flat_hash_map<std::string, ClusterFactory> cluster;
+};
+
+// storage: rocksdb, memory; cluster: local, dev.
+Providers DefaultProviders();
+
+struct SiloHostOptions {
+  // Listeners, HOST:PORT (port 0: any free port).
+  std::string gateway = "127.0.0.1:30000";
+  std::string silo = "127.0.0.1:11111";
+  // Where the other silos reach the silo endpoint, when not `silo` (behind a
+  // proxy, NAT or a port mapping); it names the silo in the membership table.
+  std::string silo_advertise;
+  std::string http = "127.0.0.1:8080";
+  // Allow `http` off loopback (it serves metrics and the dashboard without
+  // authentication).
+  bool http_allow_remote = false;
+  // This silo's data (RocksDB); created if missing.
+  std::string data_dir = "./granary-data";
+  // Worker threads (0: hardware threads) and messages per scheduling.
+  int workers = 0;
+  int turn_budget = 64;
+  // Turns longer than this are logged and counted.
+  absl::Duration slow_turn_threshold = absl::Milliseconds(100);
+  // Largest message the gateway accepts or sends.
+  int max_message_bytes = 4 << 20;
+  // Unfinished calls per client connection past which the gateway stops
+  // reading it.
+  int max_in_flight = 16384;
+  // Grain state and reminders: a name in providers.storage (rocksdb,
+  // memory).
+  std::string storage = "rocksdb";
+  // RocksDB writes: sync or async.
+  std::string durability = "sync";
+  // The shortest period of a durable reminder.
+  absl::Duration min_reminder_period = absl::Seconds(1);
+  // Membership: a name in providers.cluster (local, dev), and with dev the
+  // primary's silo endpoint (empty on the primary).
+  std::string cluster = "local";
+  std::string primary;
+  // Failure detection (silo/cluster/membership_agent.h).
+  absl::Duration probe_interval = absl::Seconds(1);
+  absl::Duration probe_timeout = absl::Milliseconds(500);
+  int missed_probes = 2;
+  int votes_to_kill = 2;
+  // How long to keep trying to join the cluster.
+  absl::Duration join_timeout = absl::Seconds(30);
+  // Runs when the cluster declares this silo dead (its grains live
+  // elsewhere now). Default: log and exit the process with status 3 at once.
+  std::function<void()> on_declared_dead;
+
+  Providers providers = DefaultProviders();
+};
+
+// OK, or INVALID_ARGUMENT naming the flag that is wrong.
+absl::Status ValidateSiloHostOptions(const SiloHostOptions& options);
+
+}  // namespace granary::silo

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# layering_test: each component includes only what it may depend on
+# (docs/architecture.md). Fails naming the file and the include that breaks a
+# rule; run from ctest with the source root as $1.
+set -euo pipefail
+root=$1
+failed=0
+# The project's folders (includes of libraries are not checked here).
+project='core|rpc|directory|storage|silo|client|examples|bench|tests|deploy'
+# The stock granary-silo binary hosts the example grains.
+exempt='silo/main.cc'
+# folder -> the project folders its files may include (besides its own).
+check() {
+  local folder=$1 allowed=$2
+  local hits
+  hits=$(cd "$root" && grep -rnE "^#include \"(${project})/" "$folder" \
+           --include='*.h' --include='*.cc' \
+         | grep -vE "#include \"(${allowed})/" | grep -vE "^(${exempt}):" || true)
+  if [[ -n "$hits" ]]; then
+    echo "layering_test: $folder may include only $allowed:" >&2
+    echo "$hits" >&2
+    failed=1
+  fi
+}
+check core 'core|granary'
+check rpc 'core|rpc|granary'
+check directory 'core|rpc|directory|granary'
+check storage 'core|storage|granary'
+check silo 'core|rpc|directory|storage|silo|granary'
+check client 'core|rpc|client|granary'
+exit $failed
