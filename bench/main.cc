@@ -53,8 +53,9 @@
 #include "bench/scenarios.h"
 #include "bench/stats.h"
 #include "core/log.h"
+#include "core/status.h"
 #include "examples/bench_grain.h"
-#include "silo/silo.h"
+#include "silo/runtime/silo.h"
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
 
@@ -168,224 +169,331 @@ int RunFailoverMode() {
   return 0;
 }
 
+// What a hosted or remote run is asked for, from the flags.
+struct RunConfig {
+  bool hosted = false;
+  const char* mode = "remote";
+  std::string target;
+  int rounds = 0;
+  int warmup = 0;
+  double scale = 1;
+  int concurrency = 1;
+  std::vector<std::string> scenarios;
+  bool wants_raw = false;
+};
+
+absl::Status CheckRanges(const RunConfig& c) {
+  if (c.rounds < 1) return absl::InvalidArgumentError("--rounds must be at least 1");
+  if (c.warmup < 0) {
+    return absl::InvalidArgumentError("--warmup must not be negative");
+  }
+  if (!(c.scale > 0) || c.scale > 1000) {
+    return absl::InvalidArgumentError("--scale must be in (0, 1000]");
+  }
+  if (c.concurrency < 1 || c.concurrency > kMaxConcurrency) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--concurrency must be in [1, ", kMaxConcurrency, "]"));
+  }
+  if (absl::GetFlag(FLAGS_depth) < 1) {
+    return absl::InvalidArgumentError("--depth must be at least 1");
+  }
+  if (absl::GetFlag(FLAGS_fanout) < 1 || absl::GetFlag(FLAGS_fanout) > 1000) {
+    return absl::InvalidArgumentError("--fanout must be in [1, 1000]");
+  }
+  if (absl::GetFlag(FLAGS_workers) < 0) {
+    return absl::InvalidArgumentError("--workers must not be negative");
+  }
+  if (absl::GetFlag(FLAGS_turn_budget) < 1) {
+    return absl::InvalidArgumentError("--turn_budget must be at least 1");
+  }
+  if (absl::GetFlag(FLAGS_idle_spin) < 0) {
+    return absl::InvalidArgumentError("--idle_spin must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadScenarios(RunConfig& c) {
+  std::string flag = absl::GetFlag(FLAGS_scenarios);
+  if (flag.empty()) flag = c.hosted ? kHostedScenarios : kRemoteScenarios;
+  c.scenarios = absl::StrSplit(flag, ',', absl::SkipEmpty());
+  if (c.scenarios.empty()) {
+    return absl::InvalidArgumentError("--scenarios is empty");
+  }
+  for (const std::string& s : c.scenarios) {
+    if (!IsScenario(s)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown scenario '", s, "' (known: ",
+                       absl::StrJoin(ScenarioNames(), ","), ")"));
+    }
+    if (s == "raw_grpc" && c.hosted) {
+      return absl::InvalidArgumentError(
+          "raw_grpc compares with a remote silo: it needs --target");
+    }
+  }
+  c.wants_raw = std::find(c.scenarios.begin(), c.scenarios.end(),
+                          "raw_grpc") != c.scenarios.end();
+  return absl::OkStatus();
+}
+
+// The run the flags ask for (not --failover); INVALID_ARGUMENT naming the
+// flag that is wrong.
+absl::StatusOr<RunConfig> ConfigFromFlags() {
+  RunConfig c;
+  c.hosted = absl::GetFlag(FLAGS_hosted);
+  c.target = absl::GetFlag(FLAGS_target);
+  if (c.hosted && !c.target.empty()) {
+    return absl::InvalidArgumentError(
+        "--hosted and --target are mutually exclusive");
+  }
+  if (!c.hosted && c.target.empty()) {
+    return absl::InvalidArgumentError(
+        "choose a mode: --hosted or --target=HOST:PORT[,...]");
+  }
+  if (c.hosted && !absl::GetFlag(FLAGS_one_hop)) {
+    return absl::InvalidArgumentError(
+        "--one_hop=false routes between gateways: it needs --target");
+  }
+  c.mode = c.hosted ? "hosted" : "remote";
+  c.rounds = absl::GetFlag(FLAGS_rounds);
+  c.warmup = absl::GetFlag(FLAGS_warmup);
+  c.scale = absl::GetFlag(FLAGS_scale);
+  c.concurrency = absl::GetFlag(FLAGS_concurrency);
+  GRANARY_RETURN_IF_ERROR(CheckRanges(c));
+  GRANARY_RETURN_IF_ERROR(ReadScenarios(c));
+  return c;
+}
+
+// What the scenarios run against, hosted or remote. Start fills the
+// context's invoker and lifecycle counters; Finish records the arm's
+// environment in the report and stops it.
+class Arm {
+ public:
+  virtual ~Arm() = default;
+  virtual absl::Status Start(ScenarioContext* ctx) = 0;
+  virtual void Finish(const RunConfig& c, Report& report) = 0;
+};
+
+// A silo in this process.
+class HostedArm final : public Arm {
+ public:
+  absl::Status Start(ScenarioContext* ctx) override {
+    options_.name = "bench-silo";
+    options_.workers = absl::GetFlag(FLAGS_workers);
+    options_.turn_budget = absl::GetFlag(FLAGS_turn_budget);
+    options_.idle_spin = absl::GetFlag(FLAGS_idle_spin);
+    GRANARY_RETURN_IF_ERROR(OpenStorage());
+    options_.storage = storage_.get();
+    silo_ = std::make_unique<silo::Silo>(options_);
+    GRANARY_RETURN_IF_ERROR(AddBenchGrains(*silo_, &stats_, &state_stats_));
+    GRANARY_RETURN_IF_ERROR(silo_->Start());
+    lifecycle_ = std::make_unique<HostedLifecycle>(&stats_);
+    state_lifecycle_ = std::make_unique<HostedLifecycle>(&state_stats_);
+    ctx->invoker = silo_.get();
+    ctx->lifecycle = lifecycle_.get();
+    ctx->state_lifecycle = state_lifecycle_.get();
+    return absl::OkStatus();
+  }
+
+  void Finish(const RunConfig& c, Report& report) override {
+    std::printf(
+        "ENV mode=hosted workers=%d turn_budget=%d idle_spin=%d "
+        "concurrency=%d scale=%g rounds=%d warmup=%d\n",
+        silo_->scheduler().workers(), options_.turn_budget, options_.idle_spin,
+        c.concurrency, c.scale, c.rounds, c.warmup);
+    report.SetEnv("workers", absl::StrCat(silo_->scheduler().workers()));
+    report.SetEnv("turn_budget", absl::StrCat(options_.turn_budget));
+    report.SetEnv("storage", absl::GetFlag(FLAGS_storage));
+    silo_->Stop();
+    silo_.reset();
+    storage_.reset();
+    if (!storage_dir_.empty()) std::filesystem::remove_all(storage_dir_);
+  }
+
+ private:
+  absl::Status OpenStorage() {
+    const std::string kind = absl::GetFlag(FLAGS_storage);
+    if (kind == "memory") {
+      storage_ = std::make_unique<storage::MemoryStorage>();
+      return absl::OkStatus();
+    }
+    if (kind != "rocksdb") {
+      return absl::InvalidArgumentError("--storage must be rocksdb or memory");
+    }
+    storage_dir_ = (std::filesystem::temp_directory_path() /
+                    absl::StrCat("granary-bench-", getpid()))
+                       .string();
+    std::filesystem::remove_all(storage_dir_);
+    storage::RocksDbOptions storage_options;
+    storage_options.data_dir = storage_dir_;
+    auto opened = storage::RocksDbStorage::Open(storage_options);
+    if (!opened.ok()) return opened.status();
+    storage_ = *std::move(opened);
+    return absl::OkStatus();
+  }
+
+  silo::SiloOptions options_;
+  std::unique_ptr<silo::Silo> silo_;
+  BenchStats stats_, state_stats_;
+  std::string storage_dir_;
+  std::unique_ptr<storage::GrainStorage> storage_;
+  std::unique_ptr<HostedLifecycle> lifecycle_, state_lifecycle_;
+};
+
+// Clients of running gateways, and the raw gRPC helper when asked for.
+class RemoteArm final : public Arm {
+ public:
+  explicit RemoteArm(const RunConfig& c) : config_(c) {}
+
+  absl::Status Start(ScenarioContext* ctx) override {
+    absl::StatusOr<std::vector<std::string>> gateways =
+        ParseTargets(config_.target);
+    if (!gateways.ok()) return gateways.status();
+    absl::StatusOr<std::unique_ptr<RemoteTarget>> connected =
+        RemoteTarget::Connect(*gateways, config_.concurrency,
+                              absl::GetFlag(FLAGS_one_hop));
+    if (!connected.ok()) return connected.status();
+    remote_ = *std::move(connected);
+    ctx->invoker = remote_->invoker();
+    ctx->cluster = gateways->size() > 1;
+    if (ctx->cluster && !absl::GetFlag(FLAGS_one_hop)) {
+      ctx->one_gateway = remote_->first_gateway();
+      ctx->one_gateway_silo = remote_->silos().front().name();
+    }
+    ctx->lifecycle = remote_->lifecycle();
+    ctx->state_lifecycle = remote_->state_lifecycle();
+    RemoteTarget* target = remote_.get();
+    ctx->silo_resident_bytes = [target] { return target->SiloResidentBytes(); };
+    if (config_.wants_raw) {
+      absl::StatusOr<std::unique_ptr<RawEchoArm>> arm = RawEchoArm::Start();
+      if (!arm.ok()) return arm.status();
+      raw_echo_ = *std::move(arm);
+      ctx->raw_echo = raw_echo_.get();
+    }
+    return absl::OkStatus();
+  }
+
+  void Finish(const RunConfig& c, Report& report) override {
+    std::vector<std::string> names;
+    for (const v1::SiloStatus& s : remote_->silos()) names.push_back(s.name());
+    const char* one_hop = absl::GetFlag(FLAGS_one_hop) ? "true" : "false";
+    std::printf(
+        "ENV mode=remote target=%s silos=%s version=%s concurrency=%d "
+        "scale=%g rounds=%d warmup=%d one_hop=%s\n",
+        c.target.c_str(), absl::StrJoin(names, ",").c_str(),
+        remote_->silos().front().version().c_str(), c.concurrency, c.scale,
+        c.rounds, c.warmup, one_hop);
+    report.SetEnv("target", c.target);
+    report.SetEnv("one_hop", one_hop);
+    report.SetEnv("silos", absl::StrJoin(names, ","));
+    if (raw_echo_ != nullptr) {
+      if (absl::Status s = raw_echo_->Stop(); !s.ok()) {
+        std::fprintf(stderr, "granary-bench: raw gRPC helper: %s\n",
+                     s.ToString().c_str());
+      }
+    }
+    remote_->Close();
+  }
+
+ private:
+  const RunConfig& config_;
+  std::unique_ptr<RemoteTarget> remote_;
+  std::unique_ptr<RawEchoArm> raw_echo_;
+};
+
+// Warm-up rounds, then measured rounds interleaved across scenarios (each
+// round starts at another one, so none always runs first or last). False
+// when any round was not verified.
+bool RunRounds(const RunConfig& c, ScenarioContext& ctx,
+               std::map<std::string, std::vector<ScenarioResult>>* results) {
+  bool all_verified = true;
+  int round_id = 0;
+  for (int w = 0; w < c.warmup; ++w) {
+    for (const std::string& s : c.scenarios) {
+      ctx.round = round_id++;
+      ScenarioResult r = RunScenario(s, ctx);
+      if (!r.verified) {
+        all_verified = false;
+        Report::PrintResult(c.mode, r);
+      }
+    }
+  }
+  for (int round = 0; round < c.rounds; ++round) {
+    for (size_t i = 0; i < c.scenarios.size(); ++i) {
+      const std::string& s = c.scenarios[(i + round) % c.scenarios.size()];
+      ctx.round = round_id++;
+      ScenarioResult r = RunScenario(s, ctx);
+      all_verified = all_verified && r.verified;
+      Report::PrintResult(c.mode, r);
+      (*results)[s].push_back(std::move(r));
+    }
+  }
+  return all_verified;
+}
+
+// SUMMARY lines, the RATIO line of a remote run, and the run's environment.
+void Summarize(const RunConfig& c,
+               std::map<std::string, std::vector<ScenarioResult>>& results,
+               Report& report) {
+  std::map<std::string, int64_t> p50s;
+  for (const std::string& s : c.scenarios) {
+    p50s[s] = report.Summarize(c.mode, s, results[s], ScenarioUnit(s));
+  }
+  if (!c.hosted && p50s.contains("ask") && p50s.contains("raw_grpc")) {
+    const double ask_us = p50s["ask"] / 1000.0;
+    const double raw_us = p50s["raw_grpc"] / 1000.0;
+    std::printf(
+        "RATIO remote_ask_p50_over_raw_grpc_p50=%.2f remote_ask_p50_us=%.2f "
+        "raw_grpc_p50_us=%.2f ask_concurrency=%d\n",
+        raw_us > 0 ? ask_us / raw_us : 0, ask_us, raw_us, c.concurrency);
+  }
+  report.SetEnv("mode", c.mode);
+  report.SetEnv("scale", absl::StrCat(c.scale));
+  report.SetEnv("rounds", absl::StrCat(c.rounds));
+  report.SetEnv("warmup", absl::StrCat(c.warmup));
+  report.SetEnv("concurrency", absl::StrCat(c.concurrency));
+}
+
 int Main() {
   LogLevel level;
   if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
     return Fail("--log_level must be debug, info, warning or error");
   }
   SetLogLevel(level);
-  const bool hosted = absl::GetFlag(FLAGS_hosted);
-  const std::string target_flag = absl::GetFlag(FLAGS_target);
   if (absl::GetFlag(FLAGS_failover)) {
-    if (hosted || !target_flag.empty()) {
+    if (absl::GetFlag(FLAGS_hosted) || !absl::GetFlag(FLAGS_target).empty()) {
       return Fail("--failover, --hosted and --target are mutually exclusive");
     }
     return RunFailoverMode();
   }
-  if (hosted && !target_flag.empty()) {
-    return Fail("--hosted and --target are mutually exclusive");
-  }
-  if (!hosted && target_flag.empty()) {
-    return Fail("choose a mode: --hosted or --target=HOST:PORT[,...]");
-  }
-  if (hosted && !absl::GetFlag(FLAGS_one_hop)) {
-    return Fail("--one_hop=false routes between gateways: it needs --target");
-  }
-  const char* mode = hosted ? "hosted" : "remote";
-  const int rounds = absl::GetFlag(FLAGS_rounds);
-  const int warmup = absl::GetFlag(FLAGS_warmup);
-  const double scale = absl::GetFlag(FLAGS_scale);
-  const int concurrency = absl::GetFlag(FLAGS_concurrency);
-  if (rounds < 1) return Fail("--rounds must be at least 1");
-  if (warmup < 0) return Fail("--warmup must not be negative");
-  if (!(scale > 0) || scale > 1000) return Fail("--scale must be in (0, 1000]");
-  if (concurrency < 1 || concurrency > kMaxConcurrency) {
-    return Fail(
-        absl::StrCat("--concurrency must be in [1, ", kMaxConcurrency, "]"));
-  }
-  if (absl::GetFlag(FLAGS_depth) < 1) return Fail("--depth must be at least 1");
-  if (absl::GetFlag(FLAGS_fanout) < 1 || absl::GetFlag(FLAGS_fanout) > 1000) {
-    return Fail("--fanout must be in [1, 1000]");
-  }
-  if (absl::GetFlag(FLAGS_workers) < 0)
-    return Fail("--workers must not be negative");
-  if (absl::GetFlag(FLAGS_turn_budget) < 1)
-    return Fail("--turn_budget must be at least 1");
-  if (absl::GetFlag(FLAGS_idle_spin) < 0)
-    return Fail("--idle_spin must not be negative");
-  std::string scenario_flag = absl::GetFlag(FLAGS_scenarios);
-  if (scenario_flag.empty())
-    scenario_flag = hosted ? kHostedScenarios : kRemoteScenarios;
-  std::vector<std::string> scenarios =
-      absl::StrSplit(scenario_flag, ',', absl::SkipEmpty());
-  if (scenarios.empty()) return Fail("--scenarios is empty");
-  for (const std::string& s : scenarios) {
-    if (!IsScenario(s)) {
-      return Fail(absl::StrCat("unknown scenario '", s, "' (known: ",
-                               absl::StrJoin(ScenarioNames(), ","), ")"));
-    }
-    if (s == "raw_grpc" && hosted) {
-      return Fail("raw_grpc compares with a remote silo: it needs --target");
-    }
-  }
-  const bool wants_raw = std::find(scenarios.begin(), scenarios.end(),
-                                   "raw_grpc") != scenarios.end();
-
+  absl::StatusOr<RunConfig> config = ConfigFromFlags();
+  if (!config.ok()) return Fail(std::string(config.status().message()));
   ScenarioContext ctx;
-  ctx.scale = scale;
+  ctx.scale = config->scale;
   ctx.chain_depth = absl::GetFlag(FLAGS_depth);
   ctx.fanout = absl::GetFlag(FLAGS_fanout);
-  ctx.concurrency = concurrency;
+  ctx.concurrency = config->concurrency;
   ctx.run_id = absl::StrCat(absl::Hex(absl::GetCurrentTimeNanos()));
-
-  // Hosted mode: a silo here. Remote mode: clients of the gateways, and the
-  // raw gRPC helper when asked for.
-  silo::SiloOptions options;
-  std::unique_ptr<silo::Silo> silo;
-  BenchStats stats, state_stats;
-  std::string storage_dir;
-  std::unique_ptr<storage::GrainStorage> storage;
-  std::unique_ptr<HostedLifecycle> hosted_lifecycle, hosted_state_lifecycle;
-  std::unique_ptr<RemoteTarget> remote;
-  std::unique_ptr<RawEchoArm> raw_echo;
-  if (hosted) {
-    options.name = "bench-silo";
-    options.workers = absl::GetFlag(FLAGS_workers);
-    options.turn_budget = absl::GetFlag(FLAGS_turn_budget);
-    options.idle_spin = absl::GetFlag(FLAGS_idle_spin);
-    const std::string storage_kind = absl::GetFlag(FLAGS_storage);
-    if (storage_kind == "rocksdb") {
-      storage_dir = (std::filesystem::temp_directory_path() /
-                     absl::StrCat("granary-bench-", getpid()))
-                        .string();
-      std::filesystem::remove_all(storage_dir);
-      storage::RocksDbOptions storage_options;
-      storage_options.data_dir = storage_dir;
-      auto opened = storage::RocksDbStorage::Open(storage_options);
-      if (!opened.ok()) return Fail(opened.status().ToString());
-      storage = *std::move(opened);
-    } else if (storage_kind == "memory") {
-      storage = std::make_unique<storage::MemoryStorage>();
-    } else {
-      return Fail("--storage must be rocksdb or memory");
-    }
-    options.storage = storage.get();
-    silo = std::make_unique<silo::Silo>(options);
-    if (absl::Status s = AddBenchGrains(*silo, &stats, &state_stats); !s.ok())
-      return Fail(s.ToString());
-    if (absl::Status s = silo->Start(); !s.ok()) return Fail(s.ToString());
-    hosted_lifecycle = std::make_unique<HostedLifecycle>(&stats);
-    hosted_state_lifecycle = std::make_unique<HostedLifecycle>(&state_stats);
-    ctx.invoker = silo.get();
-    ctx.lifecycle = hosted_lifecycle.get();
-    ctx.state_lifecycle = hosted_state_lifecycle.get();
+  std::unique_ptr<Arm> arm;
+  if (config->hosted) {
+    arm = std::make_unique<HostedArm>();
   } else {
-    absl::StatusOr<std::vector<std::string>> gateways =
-        ParseTargets(target_flag);
-    if (!gateways.ok()) return Fail(std::string(gateways.status().message()));
-    absl::StatusOr<std::unique_ptr<RemoteTarget>> connected =
-        RemoteTarget::Connect(*gateways, concurrency, absl::GetFlag(FLAGS_one_hop));
-    if (!connected.ok()) return Fail(std::string(connected.status().message()));
-    remote = *std::move(connected);
-    ctx.invoker = remote->invoker();
-    ctx.cluster = gateways->size() > 1;
-    if (ctx.cluster && !absl::GetFlag(FLAGS_one_hop)) {
-      ctx.one_gateway = remote->first_gateway();
-      ctx.one_gateway_silo = remote->silos().front().name();
-    }
-    ctx.lifecycle = remote->lifecycle();
-    ctx.state_lifecycle = remote->state_lifecycle();
-    RemoteTarget* target = remote.get();
-    ctx.silo_resident_bytes = [target] { return target->SiloResidentBytes(); };
-    if (wants_raw) {
-      absl::StatusOr<std::unique_ptr<RawEchoArm>> arm = RawEchoArm::Start();
-      if (!arm.ok()) return Fail(std::string(arm.status().message()));
-      raw_echo = *std::move(arm);
-      ctx.raw_echo = raw_echo.get();
-    }
+    arm = std::make_unique<RemoteArm>(*config);
   }
-
+  if (absl::Status s = arm->Start(&ctx); !s.ok()) {
+    return Fail(s.code() == absl::StatusCode::kInvalidArgument ||
+                        !config->hosted
+                    ? std::string(s.message())
+                    : s.ToString());
+  }
   std::map<std::string, std::vector<ScenarioResult>> results;
-  bool all_verified = true;
-  int round_id = 0;
-  for (int w = 0; w < warmup; ++w) {
-    for (const std::string& s : scenarios) {
-      ctx.round = round_id++;
-      ScenarioResult r = RunScenario(s, ctx);
-      if (!r.verified) {
-        all_verified = false;
-        Report::PrintResult(mode, r);
-      }
-    }
-  }
-  for (int round = 0; round < rounds; ++round) {
-    // Interleave: each round runs every scenario once, starting at a
-    // different one, so no scenario always runs first or last.
-    for (size_t i = 0; i < scenarios.size(); ++i) {
-      const std::string& s = scenarios[(i + round) % scenarios.size()];
-      ctx.round = round_id++;
-      ScenarioResult r = RunScenario(s, ctx);
-      all_verified = all_verified && r.verified;
-      Report::PrintResult(mode, r);
-      results[s].push_back(std::move(r));
-    }
-  }
+  const bool all_verified = RunRounds(*config, ctx, &results);
   Report report("granary");
-  std::map<std::string, int64_t> p50s;
-  for (const std::string& s : scenarios) {
-    p50s[s] = report.Summarize(mode, s, results[s], ScenarioUnit(s));
-  }
-  if (!hosted && p50s.contains("ask") && p50s.contains("raw_grpc")) {
-    const double ask_us = p50s["ask"] / 1000.0;
-    const double raw_us = p50s["raw_grpc"] / 1000.0;
-    std::printf(
-        "RATIO remote_ask_p50_over_raw_grpc_p50=%.2f remote_ask_p50_us=%.2f "
-        "raw_grpc_p50_us=%.2f ask_concurrency=%d\n",
-        raw_us > 0 ? ask_us / raw_us : 0, ask_us, raw_us, concurrency);
-  }
-  report.SetEnv("mode", mode);
-  report.SetEnv("scale", absl::StrCat(scale));
-  report.SetEnv("rounds", absl::StrCat(rounds));
-  report.SetEnv("warmup", absl::StrCat(warmup));
-  report.SetEnv("concurrency", absl::StrCat(concurrency));
-  if (hosted) {
-    std::printf(
-        "ENV mode=hosted workers=%d turn_budget=%d idle_spin=%d "
-        "concurrency=%d scale=%g rounds=%d warmup=%d\n",
-        silo->scheduler().workers(), options.turn_budget, options.idle_spin,
-        concurrency, scale, rounds, warmup);
-    report.SetEnv("workers", absl::StrCat(silo->scheduler().workers()));
-    report.SetEnv("turn_budget", absl::StrCat(options.turn_budget));
-    report.SetEnv("storage", absl::GetFlag(FLAGS_storage));
-    silo->Stop();
-    silo.reset();
-    storage.reset();
-    if (!storage_dir.empty()) std::filesystem::remove_all(storage_dir);
-  } else {
-    std::vector<std::string> names;
-    for (const v1::SiloStatus& s : remote->silos()) names.push_back(s.name());
-    std::printf(
-        "ENV mode=remote target=%s silos=%s version=%s concurrency=%d "
-        "scale=%g rounds=%d warmup=%d one_hop=%s\n",
-        target_flag.c_str(), absl::StrJoin(names, ",").c_str(),
-        remote->silos().front().version().c_str(), concurrency, scale, rounds,
-        warmup, absl::GetFlag(FLAGS_one_hop) ? "true" : "false");
-    report.SetEnv("target", target_flag);
-    report.SetEnv("one_hop", absl::GetFlag(FLAGS_one_hop) ? "true" : "false");
-    report.SetEnv("silos", absl::StrJoin(names, ","));
-    if (raw_echo != nullptr) {
-      if (absl::Status s = raw_echo->Stop(); !s.ok()) {
-        std::fprintf(stderr, "granary-bench: raw gRPC helper: %s\n",
-                     s.ToString().c_str());
-      }
-    }
-    remote->Close();
-  }
+  Summarize(*config, results, report);
+  arm->Finish(*config, report);
   std::fflush(stdout);
   if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
     if (absl::Status s = report.WriteJson(json); !s.ok()) {
-      std::fprintf(stderr, "granary-bench: %s\n", s.ToString().c_str());
-      return 2;
+      return Fail(s.ToString());
     }
   }
   return all_verified ? 0 : 1;

@@ -1,0 +1,453 @@
+#include "silo/runtime/activation.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "silo/runtime/grain_timer.h"
+#include "silo/runtime/reminder_service.h"
+#include "silo/runtime/silo.h"
+
+namespace granary::silo {
+
+const char* DeactivationReasonName(DeactivationReason r) {
+  switch (r) {
+    case DeactivationReason::kIdle:
+      return "idle";
+    case DeactivationReason::kRequested:
+      return "requested";
+    case DeactivationReason::kShutdown:
+      return "shutdown";
+    case DeactivationReason::kActivationFailed:
+      return "activation_failed";
+  }
+  return "unknown";
+}
+
+Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
+                       uint64_t activation_id)
+    : silo_(silo),
+      type_(type),
+      id_(std::move(id)),
+      activation_id_(activation_id),
+      last_active_ns_(silo->IdleClockNs()) {
+  turn_.invoker = silo;
+  turn_.activation = this;
+  type_->metrics->created->Inc();
+  type_->metrics->activations->Add(1);
+}
+
+Activation::~Activation() = default;
+
+void Activation::Post(Message* m) {
+  // Once pushed, the message may be run by a worker that then finishes the
+  // activation: hold it alive until this poster is done with it.
+  refs_.fetch_add(1, std::memory_order_relaxed);
+  mailbox_.Push(m);
+  pending_.fetch_add(1, std::memory_order_seq_cst);
+  // Seeing `scheduled_` set means the runner has not yet cleared it, so its
+  // re-check of `pending_` (after clearing) will see this message: no need
+  // for the exchange, which would bounce the cache line on every post.
+  if (!scheduled_.load(std::memory_order_seq_cst) &&
+      !scheduled_.exchange(true, std::memory_order_seq_cst)) {
+    silo_->scheduler().Schedule(this);
+  }
+  Unref();
+}
+
+void Activation::DrainMailbox() {
+  while (Message* m = mailbox_.Pop()) {
+    ++popped_;
+    if (m->kind == MessageKind::kResponse || m->kind == MessageKind::kDeadline ||
+        m->kind == MessageKind::kResume) {
+      responses_.push_back(m);
+    } else {
+      waiting_.push_back(m);
+    }
+  }
+}
+
+bool Activation::Eligible(Message* m) const {
+  if (m->kind == MessageKind::kControl) return running_.empty();
+  if (state_ != State::kActive) return false;
+  if (running_.empty()) return true;
+  const InterfaceInfo& iface = *type_->info->interface;
+  if (m->kind == MessageKind::kTimer) return iface.reentrant;
+  if (iface.reentrant) return true;
+  auto* call = static_cast<CallBase*>(m);
+  if (call->method() == kReminderMethod) return false;  // like a timer tick
+  const MethodInfo& method = iface.methods[call->method()];
+  if (method.always_interleave) return true;
+  const uint64_t chain = call->request_context().chain_id;
+  bool all_read_only = true;
+  for (const Running& r : running_) {
+    if (r.chain_id == chain) return true;
+    all_read_only = all_read_only && r.read_only;
+  }
+  return method.read_only && all_read_only;
+}
+
+bool Activation::LeaseLapsed() const {
+  const int64_t until = silo_->lease_until_ns();
+  return until != INT64_MAX && MonoNanos() > until;  // MAX: no lease
+}
+
+void Activation::HoldBack(Message* m) {
+  if (m->kind == MessageKind::kResponse || m->kind == MessageKind::kDeadline ||
+      m->kind == MessageKind::kResume) {
+    responses_.push_front(m);
+  } else {
+    waiting_.push_front(m);
+  }
+}
+
+Message* Activation::NextMessage() {
+  if (responses_.empty() && waiting_.empty()) {
+    // Fast path: nothing is held back, so the mailbox's oldest message is
+    // next in order; run it straight from the mailbox when it may run now.
+    Message* m = mailbox_.Pop();
+    if (m == nullptr) return nullptr;
+    ++popped_;
+    if (m->kind == MessageKind::kResponse ||
+        m->kind == MessageKind::kDeadline ||
+        m->kind == MessageKind::kResume || Eligible(m)) {
+      return m;
+    }
+    waiting_.push_back(m);
+  }
+  DrainMailbox();
+  if (!responses_.empty()) return responses_.pop_front();
+  // Without anything running every message is eligible, so a scan only
+  // continues past the first entry while requests are suspended.
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    if (Eligible(waiting_.at(i))) return waiting_.take(i);
+  }
+  return nullptr;
+}
+
+bool Activation::HasReadyWork() const {
+  if (!responses_.empty()) return true;
+  if (state_ == State::kActive && deactivate_requested_ && running_.empty()) {
+    return true;
+  }
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    if (Eligible(waiting_.at(i))) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// What `m` is, for the metrics; `method` gets a request's method.
+inline MessageLabel LabelOf(const Message* m, uint32_t* method) {
+  switch (m->kind) {
+    case MessageKind::kRequest: {
+      auto* call = static_cast<const CallBase*>(m);
+      *method = call->method();
+      return *method == kReminderMethod ? MessageLabel::kReminder
+             : call->one_way()          ? MessageLabel::kOneWay
+                                        : MessageLabel::kRequest;
+    }
+    case MessageKind::kResponse:
+    case MessageKind::kDeadline:
+      return MessageLabel::kResponse;
+    case MessageKind::kTimer:
+      return MessageLabel::kTimer;
+    case MessageKind::kResume:
+      return MessageLabel::kResume;
+    case MessageKind::kControl:
+      break;
+  }
+  return MessageLabel::kControl;
+}
+
+}  // namespace
+
+void Activation::Run() {
+  ScopedTurn scoped(&turn_);
+  SiloMetrics& metrics = silo_->metrics();
+  // Posted and not yet taken, plus what was taken but is held back.
+  metrics.mailbox_depth->ObserveUnits(static_cast<uint64_t>(
+      std::max<int64_t>(0, pending_.load(std::memory_order_relaxed) - popped_) +
+      static_cast<int64_t>(waiting_.size() + responses_.size())));
+  now_ = absl::InfinitePast();  // read on first use (TurnNow)
+  turn_start_ns_ = MonoNanos();
+  if (turn_start_ns_ > silo_->lease_until_ns()) [[unlikely]] {
+    // The cluster has not confirmed this silo lately and may have moved
+    // its grains: no grain code runs until it does. Fenced for good, this
+    // activation is left as it is (the silo is done).
+    if (!silo_->WaitForLease()) return;
+    turn_start_ns_ = MonoNanos();
+  }
+  if (state_ == State::kCreating) BeginActivation();
+  int budget = silo_->options().turn_budget;
+  bool served = false;
+  // Metrics of this Run's turns, added to the shared ones once at its end.
+  std::array<uint32_t, static_cast<int>(MessageLabel::kCount)> received{};
+  metrics::HistogramBatch turn_times;
+  metrics::HistogramBatch request_times;
+  while (budget > 0 && state_ != State::kGone) {
+    Message* m = NextMessage();
+    if (m == nullptr) break;
+    if (LeaseLapsed()) [[unlikely]] {
+      // This run began inside the lease and outlasted it (the process
+      // stalled or was frozen): a message taken now, perhaps one that came
+      // while the cluster was moving this grain, waits like the rest.
+      HoldBack(m);
+      if (!silo_->WaitForLease()) return;  // as at the start of a run
+      turn_start_ns_ = MonoNanos();
+      continue;
+    }
+    --budget;
+    served = served || m->kind == MessageKind::kRequest;
+    // What the message is, read before Process may free it.
+    uint32_t method = kNoMethod;
+    const MessageLabel label = LabelOf(m, &method);
+    ++received[static_cast<int>(label)];
+    Process(m);
+    const int64_t end = MonoNanos();
+    if (finished_ != nullptr) {  // a request finished in this turn
+      request_times.Add(finished_, static_cast<uint64_t>(end - finished_start_));
+      finished_ = nullptr;
+    }
+    turn_times.Add(metrics.turn_duration,
+                   static_cast<uint64_t>(end - turn_start_ns_));
+    if (end - turn_start_ns_ >= silo_->slow_turn_ns()) {
+      SlowTurn(label, method, end - turn_start_ns_);
+    }
+    turn_start_ns_ = end;
+    if (state_ == State::kActive && deactivate_requested_ && running_.empty()) {
+      BeginDeactivation(deactivation_reason_);
+    }
+  }
+  for (int i = 0; i < static_cast<int>(received.size()); ++i) {
+    if (received[i] != 0) {
+      metrics.received(static_cast<MessageLabel>(i))->Inc(received[i]);
+    }
+  }
+  turn_times.Flush();
+  request_times.Flush();
+  if (state_ == State::kGone) {
+    Unref();
+    return;
+  }
+  EndRun(served, budget);
+}
+
+void Activation::EndRun(bool served, int budget) {
+  if (served) {
+    // With the system clock the idle clock is the monotonic one, and the
+    // turn's end (already read) stands in for "now": no extra clock read.
+    last_active_ns_.store(silo_->clock()->IsReal() ? turn_start_ns_
+                                                   : silo_->IdleClockNs(),
+                          std::memory_order_relaxed);
+  }
+  pending_.fetch_sub(popped_, std::memory_order_seq_cst);
+  popped_ = 0;
+  if (budget == 0 || HasReadyWork()) {
+    silo_->scheduler().Schedule(this);  // still scheduled
+    return;
+  }
+  refs_.fetch_add(1, std::memory_order_relaxed);  // see refs_
+  scheduled_.store(false, std::memory_order_seq_cst);
+  if (pending_.load(std::memory_order_seq_cst) > 0 &&
+      !scheduled_.exchange(true, std::memory_order_seq_cst)) {
+    silo_->scheduler().Schedule(this);
+  }
+  Unref();
+}
+
+absl::Time Activation::TurnNow() {
+  if (now_ == absl::InfinitePast()) now_ = silo_->clock()->Now();
+  return now_;
+}
+
+void Activation::SlowTurn(MessageLabel label, uint32_t method,
+                          int64_t nanos) {
+  const absl::Duration took = absl::Nanoseconds(nanos);
+  silo_->metrics().slow_turns->Inc();
+  const InterfaceInfo& iface = *type_->info->interface;
+  absl::string_view what;
+  switch (label) {
+    case MessageLabel::kRequest:
+    case MessageLabel::kOneWay:
+      what = method < iface.method_count ? iface.methods[method].name
+                                         : absl::string_view("?");
+      break;
+    case MessageLabel::kReminder:
+      what = "ReceiveReminder";
+      break;
+    case MessageLabel::kResponse:
+    case MessageLabel::kResume:
+      what = "(continuation)";
+      break;
+    case MessageLabel::kTimer:
+      what = "(timer)";
+      break;
+    default:
+      what = "(lifecycle)";
+  }
+  GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString()) << " method=" << what
+                        << " turn_ms=" << absl::ToDoubleMilliseconds(took)
+                        << " slow turn: held a worker longer than "
+                        << absl::FormatDuration(
+                               silo_->options().slow_turn_threshold);
+}
+
+void Activation::Process(Message* m) {
+  switch (m->kind) {
+    case MessageKind::kResponse: {
+      auto* call = static_cast<CallBase*>(m);
+      turn_.request = call->request_context();
+      call->waiter().resume();
+      return;
+    }
+    case MessageKind::kResume: {
+      auto* resume = static_cast<ResumeMessage*>(m);
+      turn_.request = resume->request;
+      resume->handle.resume();  // may take its result from `resume`
+      delete resume;
+      return;
+    }
+    case MessageKind::kDeadline: {
+      auto* notice = static_cast<DeadlineNotice*>(m);
+      CallBase* call = notice->call;
+      delete notice;
+      turn_.request = call->request_context();
+      CallRef hold(call);  // the notice's reference, kept until resumed
+      call->waiter().resume();
+      return;
+    }
+    case MessageKind::kRequest:
+      StartRequest(static_cast<CallBase*>(m));
+      return;
+    case MessageKind::kTimer:
+      StartTick(static_cast<GrainTimer*>(m));
+      return;
+    case MessageKind::kControl:
+      HandleControl(m);
+      return;
+  }
+}
+
+void Activation::StartRequest(CallBase* call) {
+  // One-way calls have no deadline: no need to read the clock for them.
+  if (call->deadline() != absl::InfiniteFuture() &&
+      call->deadline() < TurnNow()) {
+    CountFailure(call, absl::StatusCode::kDeadlineExceeded);
+    call->Fail(absl::DeadlineExceededError(absl::StrCat(
+        "request to ", id_.ToString(), " expired before it ran")));
+    call->Release();
+    return;
+  }
+  if (call->method() == kReminderMethod) {
+    StartReminderTick(call);
+    return;
+  }
+  const MethodInfo& method = type_->info->interface->methods[call->method()];
+  running_.push_back(Running{call, /*is_timer=*/false,
+                             call->request_context().chain_id,
+                             method.read_only, turn_start_ns_});
+  call->set_callee(this);
+  turn_.request = call->request_context();
+  try {
+    type_->info->invokers[call->method()](grain_.get(), call);
+  } catch (...) {
+    // The method threw before its coroutine started (e.g. out of memory).
+    OnRequestDone(call, call->TryClaim(),
+                  StatusFromException(std::current_exception()));
+  }
+}
+
+void Activation::CountFailure(CallBase* call, absl::StatusCode code) {
+  const uint32_t method = call->method();
+  const InterfaceInfo& iface = *type_->info->interface;
+  if (method < iface.method_count) {
+    silo_->metrics().CountError(iface, method, type_->metrics->methods[method],
+                                code);
+  }
+}
+
+void Activation::NoteReminder(const std::string& name, absl::Time first_tick) {
+  reminders_[name] = first_tick;
+}
+
+void Activation::StartReminderTick(CallBase* call) {
+  auto* tick = static_cast<ReminderCall*>(call);
+  bool current;
+  if (tick->reminder() != nullptr) {
+    current = silo_->reminders().IsCurrent(*tick);
+  } else {
+    auto noted = reminders_.find(tick->tick().name);
+    current = noted == reminders_.end() ||
+              noted->second == tick->tick().first_tick;
+  }
+  if (!current) {
+    // Removed or replaced since it was sent: the tick is dropped.
+    if (call->TryClaim()) call->Deliver(absl::OkStatus());
+    call->Release();
+    return;
+  }
+  running_.push_back(Running{call, /*is_timer=*/false,
+                             call->request_context().chain_id,
+                             /*read_only=*/false, turn_start_ns_});
+  call->set_callee(this);
+  turn_.request = call->request_context();
+  try {
+    internal::RunRequest(grain_->ReceiveReminder(tick->tick()), call);
+  } catch (...) {
+    OnRequestDone(call, call->TryClaim(),
+                  StatusFromException(std::current_exception()));
+  }
+}
+
+void Activation::OnRequestDone(CallBase* call, bool claimed,
+                               absl::Status status) {
+  const int64_t started = RemoveRunning(call);
+  const uint32_t method = call->method();
+  if (method < type_->info->interface->method_count && started != 0) {
+    MethodMetrics& m = type_->metrics->methods[method];
+    // Timed when the turn ends (one clock read serves both), unless another
+    // request finishing in this turn already holds the slot.
+    if (finished_ != nullptr) {
+      finished_->ObserveUnits(
+          static_cast<uint64_t>(MonoNanos() - finished_start_));
+    }
+    finished_ = m.duration;
+    finished_start_ = started;
+    if (!status.ok()) {
+      silo_->metrics().CountError(*type_->info->interface, method, m,
+                                  status.code());
+    }
+  }
+  if (claimed) call->Deliver(std::move(status));
+  call->Release();  // the callee's reference
+}
+
+int64_t Activation::RemoveRunning(Message* m) {
+  auto it = std::find_if(running_.begin(), running_.end(),
+                         [m](const Running& r) { return r.msg == m; });
+  if (it == running_.end()) return 0;
+  const int64_t started = it->start_ns;
+  running_.erase(it);
+  return started;
+}
+
+void Activation::HandleControl(Message* m) {
+  if (m == &collect_msg_) {
+    collect_posted_.store(false, std::memory_order_relaxed);
+    const absl::Duration idle = absl::Nanoseconds(
+        silo_->IdleClockNs() - last_active_ns_.load(std::memory_order_relaxed));
+    if (state_ == State::kActive && running_.empty() && waiting_.empty() &&
+        idle >= type_->idle_timeout) {
+      BeginDeactivation(DeactivationReason::kIdle);
+    }
+  } else if (m == &shutdown_msg_) {
+    deactivate_requested_ = true;
+    deactivation_reason_ = DeactivationReason::kShutdown;
+  }
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,208 @@
+// File: silo/runtime/activation.h
+// -----------------------------------------------------------------------------
+// An activation: the in-memory instance of one grain on this silo, with its
+// mailbox, its turn bookkeeping (reentrancy), its timers and its lifecycle.
+//
+// Lifecycle:
+//
+//   Creating --(1)--> Activating --(2)--> Active --(3)--> Deactivating --(4)--> Gone
+//                         |                                     ^
+//                         +-----------------(2')----------------+
+//
+//   (1) first Run() after the catalog created it: OnActivate() starts; only
+//       replies to OnActivate's own calls are delivered meanwhile.
+//   (2) OnActivate finished: queued messages are delivered in order.
+//   (2') OnActivate failed: queued requests fail with its status.
+//   (3) deactivation was requested (idle collection, DeactivateOnIdle, silo
+//       shutdown) and no request is running: timers stop, OnDeactivate runs.
+//   (4) OnDeactivate finished: the activation leaves the catalog and the
+//       directory; requests still queued are routed again (a new activation
+//       serves them) and the object is deleted at the end of its Run().
+//
+// Scheduling: Post() pushes onto a lock-free MPSC mailbox and schedules the
+// activation when it was not already scheduled (`scheduled_`), so at most one
+// worker runs it at a time. `pending_` counts posted-but-not-popped messages;
+// after clearing `scheduled_` a finishing Run() re-checks it, so no message is
+// ever stranded.
+//
+// Reentrancy (DESIGN.md): while a request is suspended, another request runs
+// only if it is in the same call chain, its method is always_interleave, both
+// are read_only, or the grain type is reentrant. Replies always run.
+//
+// Threading: Post() is thread-safe, but callers that find the activation
+// through the catalog must hold the catalog shard lock while posting (that is
+// what keeps the activation alive); replies are posted without it, which is
+// safe because an activation with a suspended request is never deleted.
+// Everything else runs on the worker that runs the activation.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/time/time.h"
+#include "core/call.h"
+#include "core/mpsc_queue.h"
+#include "silo/runtime/grain.h"
+#include "silo/runtime/mailbox.h"
+#include "silo/runtime/scheduler.h"
+#include "silo/runtime/silo_metrics.h"
+
+namespace granary::silo {
+
+class Silo;
+struct GrainTimer;
+
+// A registered grain type.
+struct GrainTypeEntry {
+  const GrainClassInfo* info;
+  std::function<std::unique_ptr<Grain>()> factory;
+  absl::Duration idle_timeout;  // resolved against the silo default
+  std::unique_ptr<TypeMetrics> metrics;
+};
+
+enum class DeactivationReason { kIdle, kRequested, kShutdown, kActivationFailed };
+const char* DeactivationReasonName(DeactivationReason r);
+
+class Activation final : public Runnable, public MessageSink {
+ public:
+  enum class State { kCreating, kActivating, kActive, kDeactivating, kGone };
+
+  Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
+             uint64_t activation_id);
+  ~Activation();
+  Activation(const Activation&) = delete;
+  Activation& operator=(const Activation&) = delete;
+
+  void Post(Message* m) override;
+  void Run() override;
+
+  const GrainId& id() const { return id_; }
+  uint64_t activation_id() const { return activation_id_; }
+  const GrainTypeEntry* type() const { return type_; }
+  Silo* silo() const { return silo_; }
+
+  // For the idle collector, under the catalog shard lock: posts a collection
+  // check when the activation looks idle at `now`.
+  // `now_ns` is the silo's idle clock (Silo::IdleClockNs).
+  void MaybeCollect(int64_t now_ns);
+  // Under the catalog shard lock: deactivate as soon as no request runs.
+  void RequestShutdown();
+
+  // --- for the grain base class (on this activation's worker) -------------
+  void DeactivateOnIdle();
+  TimerId RegisterTimer(std::function<Task<void>()> tick, absl::Duration due,
+                        absl::Duration period);
+  void CancelTimer(TimerId id);
+  // This activation registered reminder `name` with its first tick at
+  // `first_tick`, or removed it (absl::InfinitePast()). Ticks another silo
+  // sent (ReminderCall without a schedule entry here) are run only when
+  // they match: a tick already on its way when its reminder was removed or
+  // replaced is dropped, as ReminderService::IsCurrent does for local ones.
+  void NoteReminder(const std::string& name, absl::Time first_tick);
+  // Whether `name` is registered is not known (a request's answer was
+  // lost): its ticks run.
+  void ForgetReminder(const std::string& name) { reminders_.erase(name); }
+
+  // --- completion callbacks (on this activation's worker) -----------------
+  void OnRequestDone(CallBase* call, bool claimed, absl::Status status);
+  void OnTickDone(GrainTimer* timer);
+
+  // Fails every message still held (silo teardown after the workers
+  // stopped) and destroys suspended grain frames.
+  void Abandon(const absl::Status& status);
+
+ private:
+  struct Running {
+    Message* msg;  // the call or timer being served
+    bool is_timer;  // msg->kind can change: a call whose deadline passed
+                    // becomes a response while its method still runs
+    uint64_t chain_id;
+    bool read_only;
+    int64_t start_ns;  // MonoNanos when its first turn began
+  };
+
+  void DrainMailbox();
+  // The end of Run(): schedules the activation again, or leaves it until a
+  // message comes.
+  void EndRun(bool served, int budget);
+  Message* NextMessage();
+  bool Eligible(Message* m) const;
+  bool HasReadyWork() const;
+  void Process(Message* m);
+  void StartRequest(CallBase* call);
+  void StartReminderTick(CallBase* call);
+  // The silo's membership lease (Silo::RenewLease) has run out: a fresh
+  // clock read, only when there is a lease.
+  bool LeaseLapsed() const;
+  // Puts a message NextMessage returned back in front of its queue.
+  void HoldBack(Message* m);
+  // Counts a request that fails without running (granary_request_errors).
+  void CountFailure(CallBase* call, absl::StatusCode code);
+  void StartTick(GrainTimer* timer);
+  void HandleControl(Message* m);
+  // Removes `m` from running_; returns when it started (0 if absent).
+  int64_t RemoveRunning(Message* m);
+  // Counts and logs a turn that ran `label` (method: the request's method
+  // index, or kNoMethod) for `nanos`, past the slow-turn threshold.
+  void SlowTurn(MessageLabel label, uint32_t method, int64_t nanos);
+  static constexpr uint32_t kNoMethod = 0xFFFFFFFFu;
+
+  void BeginActivation();
+  void OnActivated(absl::Status status);
+  void BeginDeactivation(DeactivationReason reason);
+  void OnDeactivated();
+  void StartLifecycle(Task<void> task, void (*done)(void*));
+  absl::Status TakeLifecycleResult();
+
+  Silo* const silo_;
+  const GrainTypeEntry* const type_;
+  const GrainId id_;
+  const uint64_t activation_id_;
+  std::unique_ptr<Grain> grain_;
+
+  // Shared with producers.
+  MpscQueue<Message> mailbox_;
+  std::atomic<int64_t> pending_{0};
+  std::atomic<bool> scheduled_{false};
+  // 1 until the activation is gone, plus 1 for a runner between releasing
+  // `scheduled_` and its last look at `pending_`, and 1 per poster inside
+  // Post: another worker may run the activation to its end (and free it) in
+  // those windows. The last reference frees the activation.
+  std::atomic<int> refs_{1};
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  std::atomic<int64_t> last_active_ns_;  // Silo::IdleClockNs()
+  std::atomic<bool> collect_posted_{false};
+  Message collect_msg_{MessageKind::kControl};
+  Message shutdown_msg_{MessageKind::kControl};
+  std::atomic<bool> shutdown_posted_{false};
+
+  // Worker-only.
+  State state_ = State::kCreating;
+  TurnContext turn_;
+  MessageFifo responses_;
+  MessageFifo waiting_;
+  absl::InlinedVector<Running, 4> running_;
+  int64_t popped_ = 0;
+  bool deactivate_requested_ = false;
+  DeactivationReason deactivation_reason_ = DeactivationReason::kRequested;
+  // The silo clock's time as of this Run's first look at it.
+  absl::Time TurnNow();
+  absl::Time now_;
+  int64_t turn_start_ns_ = 0;
+  // A request that finished during the current turn, timed at its end.
+  metrics::Histogram* finished_ = nullptr;
+  int64_t finished_start_ = 0;
+  std::coroutine_handle<internal::TaskPromise<void>> lifecycle_;
+  absl::Status activation_status_;
+  absl::flat_hash_map<TimerId, GrainTimer*> timers_;
+  TimerId next_timer_id_ = 1;
+  absl::flat_hash_map<std::string, absl::Time> reminders_;  // NoteReminder
+};
+
+}  // namespace granary::silo
