@@ -4,7 +4,7 @@
 // (rpc/gateway_connection.h), a reconnector thread that brings lost ones
 // back, discovery of the cluster's other gateways, and the cache of where
 // grains live. The client SDK (client/client.h) is a façade over one; a
-// silo holds one per peer silo (silo/cluster/silo_transport.h).
+// silo holds one per peer silo (silo/cluster/grpc_transport.h).
 //
 //   GatewaySet set(options);
 //   GRANARY_RETURN_IF_ERROR(set.Start());

@@ -21,7 +21,7 @@
 #include "silo/cluster/cluster_router.h"
 #include "silo/cluster/membership_agent.h"
 #include "silo/cluster/membership_service.h"
-#include "silo/cluster/silo_transport.h"
+#include "silo/cluster/grpc_transport.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/gateway/gateway_service.h"
 #include "silo/runtime/reminder_service.h"
@@ -46,8 +46,8 @@ struct SiloHost::Parts {
   std::string id;
   // The runtime, and the cluster's parts of it.
   std::unique_ptr<Silo> silo;
+  std::unique_ptr<GrpcTransport> transport;
   std::unique_ptr<directory::DirectoryClient> directory;
-  std::unique_ptr<SiloTransport> transport;
   std::unique_ptr<ClusterRouter> router;
   // Listeners and membership.
   std::unique_ptr<GatewayServer> gateway;
@@ -204,15 +204,18 @@ absl::Status SiloHost::StartRuntime() {
   // grains are not activated elsewhere before that.
   p.partition.set_dead_grace(p.membership.lease);
   if (p.cluster->clustered()) {
-    p.directory = std::make_unique<directory::DirectoryClient>(&p.partition);
     std::vector<const InterfaceInfo*> interfaces;
     for (const GrainClassInfo* t : p.silo->GrainTypes()) {
       interfaces.push_back(t->interface);
     }
-    p.transport = std::make_unique<SiloTransport>(p.id, std::move(interfaces));
+    p.transport = std::make_unique<GrpcTransport>(p.id, std::move(interfaces));
+    GRANARY_RETURN_IF_ERROR(p.transport->Start());
+    p.directory = std::make_unique<directory::DirectoryClient>(
+        &p.partition, p.transport.get());
     p.router = std::make_unique<ClusterRouter>(p.silo.get(), &p.partition,
                                                p.directory.get(),
                                                p.transport.get());
+    GRANARY_RETURN_IF_ERROR(p.router->Start());
     p.silo->SetRouter(p.router.get());
   }
   if (ReminderKeeper* keeper = p.cluster->reminder_keeper()) {
@@ -286,7 +289,6 @@ void SiloHost::WireCluster() {
   Parts& p = *parts_;
   p.agent->SetViewListener([&p](const v1::MembershipView& v) {
     p.partition.OnView(v);
-    p.directory->OnView(v);
     p.transport->OnView(v);
     p.router->OnView(v);
   });

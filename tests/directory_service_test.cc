@@ -4,6 +4,7 @@
 // not own and callers whose view is ahead of its own; the entries of a dead
 // silo are purged and a stale own entry can be replaced.
 #include "directory/directory_service.h"
+#include "directory/directory_transport.h"
 
 #include <algorithm>
 #include <atomic>
@@ -32,7 +33,7 @@ namespace {
 constexpr absl::string_view kType = "test.Grain";
 
 struct TestOwner {
-  TestOwner() : directory(&owner) {
+  TestOwner() {
     rpc::HoldGrpcCallbackQueue();  // see rpc/callback_queue.h
     grpc::ServerBuilder builder;
     int port = 0;
@@ -51,11 +52,12 @@ struct TestOwner {
   }
   void OnView(const v1::MembershipView& v) {
     owner.OnView(v);
-    directory.OnView(v);
+    transport.OnView(v);
   }
 
   directory::DirectoryPartition owner;
-  directory::DirectoryClient directory;
+  directory::GrpcDirectoryTransport transport;
+  directory::DirectoryClient directory{&owner, &transport};
   std::unique_ptr<directory::DirectoryService> service;
   std::unique_ptr<grpc::Server> server;
   std::string address;

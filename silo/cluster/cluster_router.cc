@@ -9,7 +9,7 @@
 #include "directory/partition.h"
 #include "granary/options.pb.h"
 #include "granary/v1/cluster.pb.h"
-#include "silo/cluster/silo_transport.h"
+#include "silo/cluster/transport.h"
 #include "silo/runtime/placement.h"
 #include "storage/membership_table.h"
 
@@ -50,17 +50,18 @@ struct ClusterRouter::Pending final : TimerEntry {
 
 ClusterRouter::ClusterRouter(Silo* silo, directory::DirectoryPartition* owner,
                              directory::DirectoryClient* directory,
-                             SiloTransport* transport, RouterOptions options)
+                             Transport* transport, RouterOptions options)
     : silo_(silo),
       owner_(owner),
       directory_(directory),
       transport_(transport),
       options_(options),
       self_(silo->name()),
-      timers_(Clock::System()) {
+      timers_(options.clock != nullptr ? options.clock : Clock::System()) {
   report_retry_.router = this;
-  (void)timers_.Start();
 }
+
+absl::Status ClusterRouter::Start() { return timers_.Start(); }
 
 ClusterRouter::~ClusterRouter() {
   Close();
@@ -201,7 +202,7 @@ void ClusterRouter::Route(CallBase* call) {
         p->router = this;
         p->id = call->target();
         p->calls.push_back(call);
-        p->give_up = absl::Now() + options_.give_up_after;
+        p->give_up = timers_.clock()->Now() + options_.give_up_after;
         resolve = p.get();
         pending_.emplace(call->target(), std::move(p));
       }
@@ -460,7 +461,7 @@ void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo) {
         slot->attempts = attempts;
         slot->give_up = give_up != absl::InfinitePast()
                             ? give_up
-                            : absl::Now() + options_.give_up_after;
+                            : timers_.clock()->Now() + options_.give_up_after;
         p = slot.get();
       }
       slot->calls.insert(slot->calls.begin(), unsent.begin(), unsent.end());
@@ -506,13 +507,14 @@ void ClusterRouter::RetryOrFail(const GrainId& id, const absl::Status& why) {
     auto it = pending_.find(id);
     if (it == pending_.end() || closed_) return;
     Pending* p = it->second.get();
-    const absl::Time now = absl::Now();
+    const absl::Time now = timers_.clock()->Now();
     if (now < p->give_up) {
       absl::Duration delay = options_.retry_delay;
       for (int i = 0; i < p->attempts && delay < options_.max_retry_delay; ++i) {
         delay *= 2;
       }
       ++p->attempts;
+      retries_.fetch_add(1, std::memory_order_relaxed);
       timers_.Schedule(p, now + std::min(delay, options_.max_retry_delay));
       return;
     }

@@ -9,6 +9,7 @@
 // forwards its calls to the winner.
 //
 //   ClusterRouter router(&silo, &owner, &directory, &transport);
+//   GRANARY_RETURN_IF_ERROR(router.Start());
 //   silo.SetRouter(&router);                   // before silo.Start()
 //   router.OnView(view);                       // after owner/directory/transport
 //   ...
@@ -64,7 +65,7 @@ class DirectoryPartition;
 
 namespace granary::silo {
 
-class SiloTransport;
+class Transport;
 
 struct RouterOptions {
   // Forwards a call may take before it fails UNAVAILABLE.
@@ -79,15 +80,22 @@ struct RouterOptions {
   size_t cache_capacity = 1 << 20;
   // Entries per rebuild report.
   int rebuild_batch = 10000;
+  // The clock of retries and give-ups; nullptr: the system clock. Tests
+  // pass a FakeClock and move time themselves.
+  Clock* clock = nullptr;
 };
 
 class ClusterRouter final : public CallRouter {
  public:
-  ClusterRouter(Silo* silo, directory::DirectoryPartition* owner, directory::DirectoryClient* directory,
-                SiloTransport* transport, RouterOptions options = {});
+  ClusterRouter(Silo* silo, directory::DirectoryPartition* owner,
+                directory::DirectoryClient* directory,
+                Transport* transport, RouterOptions options = {});
   ~ClusterRouter() override;
   ClusterRouter(const ClusterRouter&) = delete;
   ClusterRouter& operator=(const ClusterRouter&) = delete;
+
+  // Starts the retry timers' thread.
+  absl::Status Start();
 
   // Adopts a membership view: placement candidates, the cache's dead silos,
   // and a rebuild report when the ring changed. Call after the directory
@@ -104,9 +112,11 @@ class ClusterRouter final : public CallRouter {
   // silo stopped.
   void Close();
 
-  // Calls sent to another silo, and rebuild reports that completed.
+  // Calls sent to another silo, rebuild reports that completed, and
+  // directory retries scheduled.
   uint64_t forwarded() const;
   uint64_t rebuilds() const;
+  uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
   // The ring whose rebuild report this silo has delivered to every owner.
   uint64_t reported_ring() const;
   // Waits until the report for the ring `ring()` names (read again as the
@@ -158,7 +168,8 @@ class ClusterRouter final : public CallRouter {
   Silo* const silo_;
   directory::DirectoryPartition* const owner_;
   directory::DirectoryClient* const directory_;
-  SiloTransport* const transport_;
+  Transport* const transport_;
+  std::atomic<uint64_t> retries_{0};
   const RouterOptions options_;
   const std::string self_;
   TimerQueue timers_;

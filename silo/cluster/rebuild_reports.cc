@@ -160,7 +160,7 @@ void ClusterRouter::SendReport(std::shared_ptr<Sweep> sweep, std::string owner,
         if (!report_retry_scheduled_) {
           report_retry_scheduled_ = true;
           timers_.Schedule(&report_retry_,
-                           absl::Now() + absl::Milliseconds(100));
+                           timers_.clock()->Now() + absl::Milliseconds(100));
         }
       });
 }

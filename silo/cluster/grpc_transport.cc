@@ -1,27 +1,38 @@
-#include "silo/cluster/silo_transport.h"
+#include "silo/cluster/grpc_transport.h"
 
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/async_unary.h"
+#include "rpc/callback_queue.h"
 #include "rpc/gateway_set.h"
 #include "storage/membership_table.h"
 
 namespace granary::silo {
 
-SiloTransport::SiloTransport(std::string self_id,
+GrpcTransport::GrpcTransport(std::string self_id,
                              std::vector<const InterfaceInfo*> interfaces,
                              absl::Duration connect_timeout)
     : self_id_(std::move(self_id)),
       interfaces_(std::move(interfaces)),
-      connect_timeout_(connect_timeout) {
-  connector_ = std::thread([this] { ConnectLoop(); });
+      connect_timeout_(connect_timeout) {}
+
+absl::Status GrpcTransport::Start() {
+  MutexLock lock(&mu_);
+  if (closed_) return absl::FailedPreconditionError("the transport is closed");
+  if (!connector_.joinable()) {
+    connector_ = std::thread([this] { ConnectLoop(); });
+  }
+  return absl::OkStatus();
 }
 
-SiloTransport::~SiloTransport() { Close(); }
+GrpcTransport::~GrpcTransport() { Close(); }
 
-void SiloTransport::OnView(const v1::MembershipView& view) {
+void GrpcTransport::OnView(const v1::MembershipView& view) {
+  directory_.OnView(view);
   absl::flat_hash_map<std::string, std::string> wanted;
   absl::flat_hash_set<std::string> leaving;
   for (const v1::Member& m : view.members()) {
@@ -65,7 +76,7 @@ void SiloTransport::OnView(const v1::MembershipView& view) {
   });
 }
 
-bool SiloTransport::WaitForConnections(absl::Duration timeout) {
+bool GrpcTransport::WaitForConnections(absl::Duration timeout) {
   const absl::Time give_up = absl::Now() + timeout;
   MutexLock lock(&mu_);
   while (true) {
@@ -76,7 +87,7 @@ bool SiloTransport::WaitForConnections(absl::Duration timeout) {
   }
 }
 
-void SiloTransport::ConnectLoop() {
+void GrpcTransport::ConnectLoop() {
   MutexLock lock(&mu_);
   while (!closed_) {
     std::vector<std::pair<std::string, std::string>> missing;
@@ -124,7 +135,7 @@ void SiloTransport::ConnectLoop() {
   }
 }
 
-void SiloTransport::Send(const std::string& silo_id, CallBase* call) {
+void GrpcTransport::Send(const std::string& silo_id, CallBase* call) {
   std::shared_ptr<rpc::GatewaySet> link;
   {
     ReaderMutexLock lock(&mu_);
@@ -143,7 +154,7 @@ void SiloTransport::Send(const std::string& silo_id, CallBase* call) {
   call->Release();
 }
 
-bool SiloTransport::TrySend(const std::string& silo_id, CallBase* call) {
+bool GrpcTransport::TrySend(const std::string& silo_id, CallBase* call) {
   std::shared_ptr<rpc::GatewaySet> link;
   {
     ReaderMutexLock lock(&mu_);
@@ -158,13 +169,13 @@ bool SiloTransport::TrySend(const std::string& silo_id, CallBase* call) {
   return true;
 }
 
-bool SiloTransport::IsConnected(const std::string& silo_id) const {
+bool GrpcTransport::IsConnected(const std::string& silo_id) const {
   ReaderMutexLock lock(&mu_);
   auto it = links_.find(silo_id);
   return it != links_.end() && it->second->connected() > 0;
 }
 
-std::vector<std::string> SiloTransport::connected() const {
+std::vector<std::string> GrpcTransport::connected() const {
   ReaderMutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const auto& [id, link] : links_) {
@@ -173,7 +184,41 @@ std::vector<std::string> SiloTransport::connected() const {
   return out;
 }
 
-void SiloTransport::Close() {
+void GrpcTransport::SendDirectory(const std::string& silo_id,
+                                  directory::DirectoryOp op,
+                                  v1::DirectoryRequest request, Done done) {
+  directory_.SendDirectory(silo_id, op, std::move(request), std::move(done));
+}
+
+void GrpcTransport::SendRebuild(const std::string& silo_id,
+                                v1::RebuildRequest request, RebuildDone done) {
+  directory_.SendRebuild(silo_id, std::move(request), std::move(done));
+}
+
+std::shared_ptr<v1::SiloControl::Stub> GrpcTransport::ControlStub(
+    const std::string& address) {
+  MutexLock lock(&probe_mu_);
+  std::shared_ptr<v1::SiloControl::Stub>& stub = probe_stubs_[address];
+  if (stub == nullptr) {
+    stub = v1::SiloControl::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  }
+  return stub;
+}
+
+void GrpcTransport::Probe(const std::string& address, v1::ProbeRequest request,
+                          absl::Duration timeout, ProbeDone done) {
+  std::shared_ptr<v1::SiloControl::Stub> stub = ControlStub(address);
+  rpc::StartUnary<v1::ProbeRequest, v1::ProbeReply>(
+      std::move(request), timeout, /*wait_for_ready=*/false, stub,
+      [&](grpc::ClientContext* c, const v1::ProbeRequest* q, v1::ProbeReply* r,
+          std::function<void(grpc::Status)> on_done) {
+        stub->async()->Probe(c, q, r, std::move(on_done));
+      },
+      std::move(done));
+}
+
+void GrpcTransport::Close() {
   absl::flat_hash_map<std::string, std::shared_ptr<rpc::GatewaySet>> links;
   {
     MutexLock lock(&mu_);

@@ -1,21 +1,25 @@
-// File: silo/cluster/silo_transport.h
+// File: silo/cluster/grpc_transport.h
 // -----------------------------------------------------------------------------
-// Silo-to-silo calls: one connection per other live silo, to its silo
-// endpoint, speaking the gateway protocol (granary.v1.Gateway/Connect: one
-// bidirectional stream, batched envelopes both ways). It is the gateway
+// The Transport (silo/cluster/transport.h) between silo processes. Calls:
+// one connection per other live silo, to its silo endpoint, speaking the
+// gateway protocol (granary.v1.Gateway/Connect: one bidirectional stream,
+// batched envelopes both ways). It is the gateway
 // connection the client SDK uses underneath (rpc/gateway_set.h), so a call
 // sent to another silo is the same CallBase a local call is: the reply
 // resumes the awaiting grain as a message of its activation, deadlines and
 // flow control included.
 //
-//   SiloTransport transport(my_id, grain_types);
+//   GrpcTransport transport(my_id, grain_types);
+//   GRANARY_RETURN_IF_ERROR(transport.Start());
 //   transport.OnView(view);                 // connects and drops silos
 //   transport.Send("10.0.0.2:11111@1700000000000", call);
 //
 // A call to a silo that is declared Dead without leaving (crashed, cut
 // off), unknown, or whose connection is lost fails at once with UNAVAILABLE
 // (never a timeout); a silo that left gracefully (ShuttingDown first)
-// answers the calls it took before its connection closes.
+// answers the calls it took before its connection closes. Directory
+// requests go over each silo's granary.v1.Directory service, probes over
+// granary.v1.SiloControl.
 //
 // Threading: thread-safe; OnView never blocks on the network (a connector
 // thread of the transport's makes the connections, retrying failed ones).
@@ -32,7 +36,9 @@
 #include "core/call.h"
 #include "core/grain_interface.h"
 #include "core/sync.h"
-#include "granary/v1/cluster.pb.h"
+#include "directory/directory_transport.h"
+#include "granary/v1/cluster.grpc.pb.h"
+#include "silo/cluster/transport.h"
 
 namespace granary::rpc {
 class GatewaySet;
@@ -40,44 +46,47 @@ class GatewaySet;
 
 namespace granary::silo {
 
-class SiloTransport {
+class GrpcTransport final : public Transport {
  public:
-  // `interfaces`: every grain type calls may be sent for.
-  SiloTransport(std::string self_id,
+  // `interfaces`: every grain type calls may be sent for. No thread runs
+  // before Start.
+  GrpcTransport(std::string self_id,
                 std::vector<const InterfaceInfo*> interfaces,
                 absl::Duration connect_timeout = absl::Seconds(2));
-  ~SiloTransport();
-  SiloTransport(const SiloTransport&) = delete;
-  SiloTransport& operator=(const SiloTransport&) = delete;
+  ~GrpcTransport() override;
+  GrpcTransport(const GrpcTransport&) = delete;
+  GrpcTransport& operator=(const GrpcTransport&) = delete;
 
-  // Has the live members not connected yet connected (in the background)
-  // and closes the connections of members that are Dead or gone from the
-  // view (their calls in flight fail UNAVAILABLE).
-  void OnView(const v1::MembershipView& view);
+  // Starts the connector thread, which makes the connections OnView asks
+  // for and retries failed ones.
+  absl::Status Start() override;
+  void OnView(const v1::MembershipView& view) override;
   // Waits until every live member of the last view is connected; false
   // after `timeout`.
   bool WaitForConnections(absl::Duration timeout);
 
-  // Sends `call` (taking the caller's reference) to silo `silo_id`.
-  void Send(const std::string& silo_id, CallBase* call);
-  // Like Send, but false (and `call` untouched) while there is no
-  // connection to `silo_id` (it is still being made, or the silo is gone).
-  bool TrySend(const std::string& silo_id, CallBase* call);
+  void Send(const std::string& silo_id, CallBase* call) override;
+  bool TrySend(const std::string& silo_id, CallBase* call) override;
+  bool IsConnected(const std::string& silo_id) const override;
+  std::vector<std::string> connected() const override;
 
-  // Ids of the silos connected now.
-  std::vector<std::string> connected() const;
-  // Whether calls to silo `silo_id` can be sent now (TrySend would take
-  // them).
-  bool IsConnected(const std::string& silo_id) const;
-  // Closes every connection; later sends fail UNAVAILABLE.
-  void Close();
+  void SendDirectory(const std::string& silo_id, directory::DirectoryOp op,
+                     v1::DirectoryRequest request, Done done) override;
+  void SendRebuild(const std::string& silo_id, v1::RebuildRequest request,
+                   RebuildDone done) override;
+  void Probe(const std::string& address, v1::ProbeRequest request,
+             absl::Duration timeout, ProbeDone done) override;
+
+  void Close() override;
 
  private:
   const std::string self_id_;
   const std::vector<const InterfaceInfo*> interfaces_;
   const absl::Duration connect_timeout_;
   void ConnectLoop();
+  std::shared_ptr<v1::SiloControl::Stub> ControlStub(const std::string& address);
 
+  directory::GrpcDirectoryTransport directory_;
   mutable Mutex mu_;
   CondVar cv_;
   absl::flat_hash_map<std::string, std::shared_ptr<rpc::GatewaySet>> links_
@@ -90,6 +99,10 @@ class SiloTransport {
   std::vector<std::thread> closers_ ABSL_GUARDED_BY(mu_);
   // Peers seen ShuttingDown: their connections drain when they go.
   absl::flat_hash_set<std::string> left_gracefully_ ABSL_GUARDED_BY(mu_);
+  // Probe stubs by silo endpoint.
+  Mutex probe_mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<v1::SiloControl::Stub>>
+      probe_stubs_ ABSL_GUARDED_BY(probe_mu_);
 };
 
 }  // namespace granary::silo

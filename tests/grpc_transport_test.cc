@@ -1,8 +1,8 @@
-// Silo-to-silo calls over SiloTransport: a call sent to another silo's
+// Silo-to-silo calls over GrpcTransport: a call sent to another silo's
 // endpoint (the gateway protocol) comes back with its reply or its error;
 // a silo that is unknown, Dead in the view or crashed fails calls at once
 // with UNAVAILABLE, including those already in flight.
-#include "silo/cluster/silo_transport.h"
+#include "silo/cluster/grpc_transport.h"
 
 #include <iostream>
 #include <memory>
@@ -30,12 +30,12 @@ using ::granary::examples::CounterRef;
 // Sends every call through the transport to one silo.
 class ToSilo final : public CallInvoker {
  public:
-  ToSilo(silo::SiloTransport* transport, std::string id)
+  ToSilo(silo::GrpcTransport* transport, std::string id)
       : transport_(transport), id_(std::move(id)) {}
   void Invoke(CallBase* call) override { transport_->Send(id_, call); }
 
  private:
-  silo::SiloTransport* transport_;
+  silo::GrpcTransport* transport_;
   std::string id_;
 };
 
@@ -45,7 +45,7 @@ Text MakeText(std::string s) {
   return t;
 }
 
-class SiloTransportTest : public ::testing::Test {
+class GrpcTransportTest : public ::testing::Test {
  protected:
   void SetUp() override {
     silo::SiloOptions options;
@@ -65,7 +65,8 @@ class SiloTransportTest : public ::testing::Test {
     for (const GrainClassInfo* info : b_->GrainTypes()) {
       interfaces.push_back(info->interface);
     }
-    transport_ = std::make_unique<silo::SiloTransport>("127.0.0.1:1@1", interfaces);
+    transport_ = std::make_unique<silo::GrpcTransport>("127.0.0.1:1@1", interfaces);
+    ASSERT_TRUE(transport_->Start().ok());
     to_b_ = std::make_unique<ToSilo>(transport_.get(), b_id_);
   }
   void TearDown() override {
@@ -91,7 +92,7 @@ class SiloTransportTest : public ::testing::Test {
   std::unique_ptr<silo::GatewayServer> endpoint_;
   v1::Member b_member_;
   std::string b_id_;
-  std::unique_ptr<silo::SiloTransport> transport_;
+  std::unique_ptr<silo::GrpcTransport> transport_;
   std::unique_ptr<ToSilo> to_b_;
   int64_t version_ = 0;
 
@@ -113,7 +114,7 @@ class SiloTransportTest : public ::testing::Test {
   Notification hung_done_;
 };
 
-TEST_F(SiloTransportTest, CallsReachTheOtherSiloAndComeBack) {
+TEST_F(GrpcTransportTest, CallsReachTheOtherSiloAndComeBack) {
   transport_->OnView(View(v1::MEMBER_ACTIVE));
   ASSERT_TRUE(transport_->WaitForConnections(absl::Seconds(30)));
   EXPECT_EQ(transport_->connected(), std::vector<std::string>{b_id_});
@@ -131,13 +132,13 @@ TEST_F(SiloTransportTest, CallsReachTheOtherSiloAndComeBack) {
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
-TEST_F(SiloTransportTest, AnUnknownSiloFailsAtOnce) {
+TEST_F(GrpcTransportTest, AnUnknownSiloFailsAtOnce) {
   ToSilo nowhere(transport_.get(), "10.9.9.9:1@1");
   EXPECT_THAT(ProbeRef(&nowhere, "p").Echo(MakeText("x")).Get(),
               StatusIs(absl::StatusCode::kUnavailable));
 }
 
-TEST_F(SiloTransportTest, ASiloDeclaredDeadFailsItsCallsInFlightAtOnce) {
+TEST_F(GrpcTransportTest, ASiloDeclaredDeadFailsItsCallsInFlightAtOnce) {
   HangOnB();
   transport_->OnView(View(v1::MEMBER_DEAD));
   // Failed by the view change, well before the call's 30 s deadline.
@@ -148,7 +149,7 @@ TEST_F(SiloTransportTest, ASiloDeclaredDeadFailsItsCallsInFlightAtOnce) {
               StatusIs(absl::StatusCode::kUnavailable));
 }
 
-TEST_F(SiloTransportTest, ACrashedSiloFailsItsCallsInFlight) {
+TEST_F(GrpcTransportTest, ACrashedSiloFailsItsCallsInFlight) {
   HangOnB();
   endpoint_->Stop();  // the connection drops
   endpoint_.reset();
