@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/runtime/silo.h"
+#include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 
 using ::granary::matchers::StatusIs;
@@ -40,25 +41,17 @@ AddRequest Amount(int64_t n) {
   return r;
 }
 
-class RuntimeTest : public ::testing::Test {
+class RuntimeTest : public SiloFixture {
  protected:
-  void SetUp() override { StartSilo(2); }
-  void TearDown() override { silo_->Stop(); }
-
-  void StartSilo(int workers) {
-    silo::SiloOptions options;
-    options.name = "test-silo";
-    options.workers = workers;
-    options.clock = &clock_;
-    options.shutdown_timeout = absl::Seconds(2);
-    silo_ = std::make_unique<silo::Silo>(options);
-    ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
-    ASSERT_TRUE(silo_->Start().ok());
+  void SetUp() override {
+    SiloFixtureOptions options;
+    options.silo.clock = &clock_;
+    options.silo.shutdown_timeout = absl::Seconds(2);
+    options.gateway = false;
+    ASSERT_NO_FATAL_FAILURE(StartSilo(options));
   }
 
-  FakeClock clock_;
-  TestState state_;
-  std::unique_ptr<silo::Silo> silo_;
+  FakeClock clock_;  // outlives the silo: TearDown stops and frees it
 };
 
 TEST_F(RuntimeTest, CounterAddGetAndOneWayBump) {
