@@ -155,7 +155,10 @@ TEST_F(GrpcAccessTest, EmptyAndOversizedKeysAreInvalidArgument) {
   }
   grpc::ClientContext ctx;
   Key(&ctx, std::string(4096, 'k'));  // the limit itself is fine
-  EXPECT_TRUE(stub->Get(&ctx, GetRequest(), &value).ok());
+  value.set_value(-1);
+  grpc::Status at_limit = stub->Get(&ctx, GetRequest(), &value);
+  EXPECT_TRUE(at_limit.ok()) << at_limit.error_message();
+  EXPECT_EQ(value.value(), 0);  // a fresh counter answered
 }
 
 TEST_F(GrpcAccessTest, OversizedMessageIsRejectedAndTheSiloKeepsServing) {
