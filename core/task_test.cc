@@ -1,5 +1,6 @@
 #include "core/task.h"
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -69,10 +70,21 @@ TEST(TaskTest, GetTurnsExceptionsIntoStatus) {
   EXPECT_THAT(chosen().Get(), StatusIs(absl::StatusCode::kNotFound));
 }
 
+// Keeps `held` in its coroutine frame until the frame is destroyed.
+Task<void> Holding(std::shared_ptr<int> held) {
+  ++*held;
+  co_return;
+}
+
 TEST(TaskTest, DestroyingAnUnstartedTaskFreesItsFrame) {
-  int counter = 0;
-  { Task<void> t = Nothing(&counter); }
-  EXPECT_EQ(counter, 0);
+  auto held = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = held;
+  {
+    Task<void> t = Holding(std::move(held));
+    EXPECT_FALSE(watch.expired()) << "the frame holds the argument";
+  }
+  // The frame (and the argument it owned) is gone, and the body never ran.
+  EXPECT_TRUE(watch.expired()) << "the unstarted task's frame leaked";
 }
 
 TEST(TaskTest, MoveOnly) {

@@ -71,11 +71,26 @@ TEST(TimerQueueTest, SystemClockFires) {
   Mutex mu;
   std::vector<int> log;
   Notification fired;
-  Recorder r(7, &log, &mu, &fired);
-  timers.Schedule(&r, absl::Now() + absl::Milliseconds(5));
-  fired.WaitForNotification();
+  absl::Time fired_at;
+  struct Stamp : Recorder {
+    using Recorder::Recorder;
+    void OnTimer() override {
+      *at = absl::Now();
+      Recorder::OnTimer();
+    }
+    absl::Time* at = nullptr;
+  } r(7, &log, &mu, &fired);
+  r.at = &fired_at;
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(5);
+  timers.Schedule(&r, deadline);
+  ASSERT_TRUE(fired.WaitForNotificationWithTimeout(absl::Seconds(60)))
+      << "the entry never fired";
   timers.Stop();
   timers.Stop();  // idempotent
+  MutexLock lock(&mu);
+  EXPECT_EQ(log, (std::vector<int>{7}));
+  // On the system clock, not before its deadline.
+  EXPECT_GE(fired_at, deadline);
 }
 
 }  // namespace

@@ -48,8 +48,9 @@ uint64_t RingIdentity(const v1::MembershipView& view) {
   return directory::StableHash(absl::StrJoin(rows, "\n"));
 }
 
-DirectoryPartition::DirectoryPartition(std::string self_id)
-    : self_id_(std::move(self_id)),
+DirectoryPartition::DirectoryPartition(std::string self_id, const Clock* clock)
+    : clock_(clock),
+      self_id_(std::move(self_id)),
       ring_(std::make_shared<HashRing>(std::vector<std::string>{})) {}
 
 void DirectoryPartition::OnView(const v1::MembershipView& view) {
@@ -79,7 +80,7 @@ void DirectoryPartition::OnView(const v1::MembershipView& view) {
   active_ = std::move(active_set);
   // Silos newly dead keep their entries through the grace (see
   // set_dead_grace); those whose grace is over lose them.
-  const int64_t now = MonoNanos();
+  const int64_t now = NowNanos();
   for (const std::string& silo : dead) {
     if (!dead_seen_.insert(silo).second) continue;
     if (dead_grace_ns_ > 0) {
@@ -127,7 +128,7 @@ absl::StatusOr<ActivationAddress> DirectoryPartition::LiveEntry(
   absl::StatusOr<ActivationAddress> found = partition_.Lookup(id);
   if (!found.ok()) return found;
   auto dead = dead_until_.find(found->silo);
-  if (dead != dead_until_.end() && dead->second <= MonoNanos()) {
+  if (dead != dead_until_.end() && dead->second <= NowNanos()) {
     // Its silo's grace is over: the entry goes (the partition has its own
     // lock; the next view drops the silo's other entries).
     (void)partition_.Unregister(id, *found);
@@ -157,7 +158,7 @@ uint64_t DirectoryPartition::ring_fingerprint() const {
 }
 
 absl::Status DirectoryPartition::CheckRebuilt(const GrainId& id) const {
-  if (MonoNanos() < grace_until_ &&
+  if (NowNanos() < grace_until_ &&
       (grace_ring_ == nullptr || grace_ring_->OwnerOf(id) != self_id_)) {
     // The range came from a silo declared dead a moment ago, which may run
     // its grains until its lease is over: not found is no answer yet.

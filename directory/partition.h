@@ -40,6 +40,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
 #include "core/sync.h"
 #include "directory/hash_ring.h"
 #include "directory/local_grain_directory.h"
@@ -54,7 +55,10 @@ uint64_t RingIdentity(const v1::MembershipView& view);
 
 class DirectoryPartition {
  public:
-  explicit DirectoryPartition(std::string self_id = "");
+  // `clock` times the dead silos' grace (null: the monotonic clock; a test
+  // passes a FakeClock and moves it past the grace).
+  explicit DirectoryPartition(std::string self_id = "",
+                              const Clock* clock = nullptr);
   // How long the entries of a silo declared dead are kept (and the ranges
   // it owned stay unanswered) after this silo learns of the death: the
   // membership lease, during which a silo cut off from the others but not
@@ -108,6 +112,11 @@ class DirectoryPartition {
   absl::Status CheckRebuilt(const GrainId& id) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  // Now in nanoseconds on clock_ (MonoNanos without one).
+  int64_t NowNanos() const {
+    return clock_ == nullptr ? MonoNanos() : absl::ToUnixNanos(clock_->Now());
+  }
+  const Clock* const clock_;
   std::string self_id_;
   // Held shared by requests from their ownership check to their change of
   // the partition, exclusively by OnView.
@@ -125,7 +134,7 @@ class DirectoryPartition {
   std::shared_ptr<const HashRing> stable_ring_ ABSL_GUARDED_BY(mu_);
   // Silos that reported for ring_.
   absl::flat_hash_set<std::string> reported_ ABSL_GUARDED_BY(mu_);
-  // Dead silos within their grace: id -> when (MonoNanos) their entries go.
+  // Dead silos within their grace: id -> when (NowNanos) their entries go.
   int64_t dead_grace_ns_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, int64_t> dead_until_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> dead_seen_ ABSL_GUARDED_BY(mu_);

@@ -68,6 +68,12 @@ ABSL_FLAG(int32_t, votes_to_kill, 2,
 ABSL_FLAG(absl::Duration, join_timeout, absl::Seconds(30),
           "How long to keep trying to join the cluster (reach the primary) "
           "before giving up.");
+ABSL_FLAG(bool, unsafe_disable_lease_for_testing, false,
+          "FOR TESTS ONLY: breaks the cluster's single-activation guarantee. "
+          "This silo runs grain code without a membership lease, so when cut "
+          "off from the table it keeps answering after the others declared "
+          "it dead. Exists to show that the partition tests fail without the "
+          "lease.");
 ABSL_FLAG(std::string, config, "",
           "A file of these flags, one --name=value per line (# comments).");
 
@@ -136,6 +142,8 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.missed_probes = absl::GetFlag(FLAGS_missed_probes);
   o.votes_to_kill = absl::GetFlag(FLAGS_votes_to_kill);
   o.join_timeout = absl::GetFlag(FLAGS_join_timeout);
+  o.unsafe_disable_lease_for_testing =
+      absl::GetFlag(FLAGS_unsafe_disable_lease_for_testing);
   if (absl::Status s = ValidateSiloHostOptions(o); !s.ok()) return s;
   return o;
 }

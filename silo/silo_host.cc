@@ -123,10 +123,14 @@ absl::Status SiloHost::StartStores() {
       options_.providers.cluster.at(options_.cluster)(options_);
   if (!cluster.ok()) return cluster.status();
   p.cluster = *std::move(cluster);
-  if (p.cluster->clustered()) {
+  if (p.cluster->clustered() && !options_.unsafe_disable_lease_for_testing) {
     // Grain code runs only while the table confirms this silo (see
     // MembershipOptions::lease).
     p.membership.lease = SafeLease(p.membership);
+  }
+  if (options_.unsafe_disable_lease_for_testing) {
+    GRANARY_LOG(kWarning) << "--unsafe_disable_lease_for_testing: grain code "
+                             "runs without a membership lease (tests only)";
   }
   if (absl::Status s = ValidateMembershipOptions(p.membership); !s.ok()) {
     return absl::InvalidArgumentError(
@@ -201,8 +205,12 @@ absl::Status SiloHost::StartRuntime() {
   for (const auto& add : grain_adders_) GRANARY_RETURN_IF_ERROR(add(*p.silo));
   p.partition.set_self_id(p.id);
   // A silo declared dead may run grain code until its lease ends: its
-  // grains are not activated elsewhere before that.
-  p.partition.set_dead_grace(p.membership.lease);
+  // grains are not activated elsewhere before that. (The other silos'
+  // leases are as long as this one's would be, whether or not this silo
+  // runs without one.)
+  if (p.cluster->clustered()) {
+    p.partition.set_dead_grace(SafeLease(p.membership));
+  }
   if (p.cluster->clustered()) {
     std::vector<const InterfaceInfo*> interfaces;
     for (const GrainClassInfo* t : p.silo->GrainTypes()) {

@@ -91,6 +91,12 @@ struct SiloHostOptions {
   int votes_to_kill = 2;
   // How long to keep trying to join the cluster.
   absl::Duration join_timeout = absl::Seconds(30);
+  // FOR TESTS ONLY; breaks the cluster's single-activation guarantee. No
+  // membership lease: a silo cut off from the table keeps running grain
+  // code until it learns it was declared dead. It exists so the partition
+  // test can show that the lease is what keeps a grain from answering from
+  // two activations.
+  bool unsafe_disable_lease_for_testing = false;
   // Runs when the cluster declares this silo dead (its grains live
   // elsewhere now). Default: log and exit the process with status 3 at once.
   std::function<void()> on_declared_dead;

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,7 @@
 #include "silo/gateway/gateway_server.h"
 #include "silo/runtime/silo.h"
 #include "tests/test_grains.granary.h"
+#include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 
 using ::granary::matchers::StatusIs;
@@ -63,33 +65,23 @@ struct Outcomes {
   }
 };
 
-class ClientTest : public ::testing::Test {
+class ClientTest : public SiloFixture {
  protected:
-  void SetUp() override { StartSilo("127.0.0.1:0"); }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartSiloAt("127.0.0.1:0")); }
   void TearDown() override {
     if (client_ != nullptr) client_->Close(absl::ZeroDuration());
     StopSilo();
   }
 
-  void StartSilo(const std::string& address, int max_in_flight = 16384) {
-    silo::SiloOptions options;
-    options.name = "client-test-silo";
-    options.workers = 2;
-    options.shutdown_timeout = absl::Milliseconds(500);
-    silo_ = std::make_unique<silo::Silo>(options);
-    ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
-    ASSERT_TRUE(silo_->Start().ok());
-    gateway_ = std::make_unique<silo::GatewayServer>(
-        silo_.get(), address, silo::GatewayServer::kDefaultMaxMessageBytes,
-        max_in_flight);
-    ASSERT_TRUE(gateway_->Start().ok());
+  // A silo whose gateway listens on `address` and stops reading a
+  // connection at `max_in_flight` unfinished calls.
+  void StartSiloAt(const std::string& address, int max_in_flight = 16384) {
+    SiloFixtureOptions options;
+    options.silo.name = "client-test-silo";
+    options.gateway_address = address;
+    options.max_in_flight = max_in_flight;
+    ASSERT_NO_FATAL_FAILURE(StartSilo(options));
     address_ = gateway_->address();
-  }
-  void StopSilo() {
-    if (silo_ != nullptr) silo_->Stop();
-    if (gateway_ != nullptr) gateway_->Stop();
-    gateway_.reset();
-    silo_.reset();
   }
 
   std::unique_ptr<Client> Connect(ClientOptions options = {}) {
@@ -99,9 +91,6 @@ class ClientTest : public ::testing::Test {
     return c.ok() ? std::move(*c) : nullptr;
   }
 
-  TestState state_;
-  std::unique_ptr<silo::Silo> silo_;
-  std::unique_ptr<silo::GatewayServer> gateway_;
   std::string address_;
   std::unique_ptr<Client> client_;
 };
@@ -229,37 +218,52 @@ TEST_F(ClientTest, ClientSideFlowControlWaitsForRoom) {
 
 TEST_F(ClientTest, SiloStopsReadingAConnectionAtItsInFlightLimit) {
   StopSilo();
-  StartSilo("127.0.0.1:0", /*max_in_flight=*/4);
+  ASSERT_NO_FATAL_FAILURE(StartSiloAt("127.0.0.1:0", /*max_in_flight=*/4));
   client_ = Connect();  // the client's own limit is far higher
   ASSERT_NE(client_, nullptr);
   Outcomes outcomes;
   constexpr int kHeld = 10;
+  auto held = [](int i) { return absl::StrCat("limit-", i); };
   for (int i = 0; i < kHeld; ++i) {
-    Detach(client_->Get<ProbeRef>(absl::StrCat("limit-", i)).Hang(MakeText("x")),
+    Detach(client_->Get<TurnsRef>(held(i)).Block(MakeText("x")),
            [&](absl::StatusOr<Text> r) { outcomes.Add(r.status().code()); });
   }
   // Once four calls run, the silo has stopped reading this connection (it
   // decides after each batch, and a batch is accepted whole).
   ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     int started = 0;
-    for (const auto& e : state_.log) started += e.rfind("hang-start:limit-", 0) == 0;
+    for (const auto& e : state_.log) started += e == "block-start";
     return started >= 4;
   }));
-  // So a call to an idle grain waits unread until its deadline, although
-  // any other connection is served.
-  CallOptions quick;
-  quick.timeout = absl::Milliseconds(200);
-  EXPECT_THAT(client_->Get<ProbeRef>("idle").Echo(MakeText("x"), quick).Get(),
-              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  // A call to an idle grain on that connection stays unread, although any
+  // other connection is served meanwhile.
+  absl::StatusOr<Text> idle;
+  Notification idle_done;
+  Detach(client_->Get<TurnsRef>("idle").Read(MakeText("x")),
+         [&](absl::StatusOr<Text> r) {
+           idle = std::move(r);
+           idle_done.Notify();
+         });
   auto other = Connect();
   ASSERT_NE(other, nullptr);
   EXPECT_EQ(other->Get<ProbeRef>("idle").Echo(MakeText("y")).Get()->text(), "y");
   other->Close();
-  // Nothing was refused or dropped: every held call is answered when the
-  // silo stops.
-  StopSilo();
+  EXPECT_FALSE(idle_done.HasBeenNotified())
+      << "the silo read a connection past its in-flight limit";
+  {
+    MutexLock lock(&state_.mu);
+    for (const auto& e : state_.log) EXPECT_NE(e, "read") << "read too early";
+  }
+  // Released, the held calls finish, the silo reads on, and the idle call
+  // is answered: nothing was refused or dropped.
+  for (int i = 0; i < kHeld; ++i) {
+    ASSERT_TRUE(silo_->Get<TurnsRef>(held(i)).Release(MakeText("x")).Get().ok());
+  }
   ASSERT_TRUE(outcomes.WaitFor(kHeld));
-  EXPECT_EQ(outcomes.Count(absl::StatusCode::kUnavailable), kHeld);
+  EXPECT_EQ(outcomes.Count(absl::StatusCode::kOk), kHeld);
+  ASSERT_TRUE(idle_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  EXPECT_EQ(idle->text(), "read");
 }
 
 TEST_F(ClientTest, LostGatewayFailsCallsPromptlyAndTheClientReconnects) {
@@ -282,14 +286,49 @@ TEST_F(ClientTest, LostGatewayFailsCallsPromptlyAndTheClientReconnects) {
   EXPECT_THAT(counter.Add(add).Get(), StatusIs(absl::StatusCode::kUnavailable));
 
   // The silo comes back on the same address: the same client works again.
-  StartSilo(address);
+  ASSERT_NO_FATAL_FAILURE(StartSiloAt(address));
   ASSERT_TRUE(client_->WaitForConnected(absl::Seconds(30)).ok());
   absl::StatusOr<examples::CounterValue> v = counter.Add(add).Get();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->value(), 1);  // a new silo: the grain's state was in memory
 }
 
-TEST_F(ClientTest, CloseWaitsForCallsThenFailsTheRest) {
+// Close waits for a call in flight: a call that finishes during Close's
+// grace is answered, while the client takes no new call.
+TEST_F(ClientTest, CloseWaitsForCallsInFlight) {
+  client_ = Connect();
+  ASSERT_NE(client_, nullptr);
+  absl::StatusOr<Text> blocked;
+  Notification blocked_done;
+  Detach(client_->Get<TurnsRef>("closing").Block(MakeText("x")),
+         [&](absl::StatusOr<Text> r) {
+           blocked = std::move(r);
+           blocked_done.Notify();
+         });
+  ASSERT_TRUE(state_.WaitForLog("block-start"));
+  Notification closed;
+  std::thread closer([&] {
+    client_->Close(absl::Seconds(60));
+    closed.Notify();
+  });
+  // Close has begun once the client refuses new calls.
+  absl::Status late;
+  do {
+    late = client_->Get<CounterRef>("late").Get(GetRequest()).Get().status();
+  } while (late.ok());
+  EXPECT_THAT(late, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_FALSE(closed.HasBeenNotified()) << "Close did not wait for the call";
+  EXPECT_FALSE(blocked_done.HasBeenNotified());
+  // The grain finishes the call: its reply still reaches the caller, and
+  // Close returns.
+  EXPECT_TRUE(silo_->Get<TurnsRef>("closing").Release(MakeText("x")).Get().ok());
+  closer.join();
+  ASSERT_TRUE(blocked_done.HasBeenNotified());
+  ASSERT_TRUE(blocked.ok()) << blocked.status();
+  EXPECT_EQ(blocked->text(), "unblocked");
+}
+
+TEST_F(ClientTest, CloseFailsTheCallsStillUnansweredAfterItsWait) {
   client_ = Connect();
   ASSERT_NE(client_, nullptr);
   Outcomes outcomes;

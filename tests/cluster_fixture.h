@@ -37,8 +37,6 @@ namespace granary::testing {
 
 using ::testing::HasSubstr;
 
-
-
 // GRANARY_CLUSTER_TEST_SCALE shrinks the grain counts (make
 // test-tsan-grpc runs these tests against much slower TSan-built silos).
 inline double Scale() {
@@ -93,8 +91,10 @@ inline std::string SiloOf(const Where& w) {
 class ClusterRoutingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    silos_.push_back(std::make_unique<SiloProcess>(
-        DevArgs(TempDir("route-primary"), "")));
+    std::vector<std::string> primary_args = DevArgs(TempDir("route-primary"), "");
+    primary_args.insert(primary_args.end(), extra_args_.begin(),
+                        extra_args_.end());
+    silos_.push_back(std::make_unique<SiloProcess>(std::move(primary_args)));
     const std::string p = silos_[0]->ReadyLine();
     ASSERT_THAT(p, HasSubstr("READY"));
     gateways_.push_back(Field(p, "gateway"));
@@ -111,6 +111,7 @@ class ClusterRoutingTest : public ::testing::Test {
       }
       std::vector<std::string> args =
           DevArgs(TempDir(absl::StrCat("route-", i)), primary);
+      args.insert(args.end(), extra_args_.begin(), extra_args_.end());
       if (i == 2 && partitionable_) {
         // The others reach silo 2 only through proxy_.
         const int port = FreePort();
@@ -189,6 +190,8 @@ class ClusterRoutingTest : public ::testing::Test {
   // Set before SetUp: silo 2 is reached by the others through proxy_, and
   // reaches the primary's table through table_proxy_.
   bool partitionable_ = false;
+  // Set before SetUp: more flags for every silo.
+  std::vector<std::string> extra_args_;
   std::unique_ptr<FaultProxy> proxy_;
   std::unique_ptr<FaultProxy> table_proxy_;
   std::vector<std::unique_ptr<SiloProcess>> silos_;

@@ -6,6 +6,7 @@
 // (the state lives with the primary, which serves it to the others).
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <map>
 #include <memory>
 #include <set>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "tests/cluster_fixture.h"
 
 namespace granary::testing {
@@ -35,7 +37,8 @@ TEST_F(ClusterRoutingTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
     ++per_silo[SiloOf(first)];
   }
   EXPECT_EQ(disagreements, 0);
-  // Random placement spreads the grains over all three silos.
+  // BenchGrain is placed by hash: the grains spread over all three silos,
+  // and every gateway sends a new grain to the same one.
   EXPECT_EQ(per_silo.size(), 3u);
   for (const auto& [silo, n] : per_silo) {
     std::cout << silo << " hosts " << n << " grains\n";
@@ -46,6 +49,59 @@ TEST_F(ClusterRoutingTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
     absl::StatusOr<Where> again = AskWhere(*clients_[g % 3], Key(g));
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_EQ(*again, answers[0][static_cast<size_t>(g)]);
+  }
+}
+
+// Alarm is placed at random: each gateway that receives the first call for
+// a new grain picks a silo of its own, so calls arriving through the three
+// gateways at the same moment make up to three silos try to activate the
+// grain at once. The directory lets exactly one win: every answer comes from
+// one activation.
+TEST_F(ClusterRoutingTest, SilosRacingToActivateARandomlyPlacedGrainAgreeOnOne) {
+  const int kRaced = Scaled(1500);
+  const int kCallers = static_cast<int>(clients_.size());
+  // answers[c][g]: "silo/activation id" of grain g through client c.
+  std::vector<std::vector<Where>> answers(
+      clients_.size(), std::vector<Where>(static_cast<size_t>(kRaced)));
+  std::barrier start_together(kCallers);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kCallers; ++c) {
+    threads.emplace_back([&, c] {
+      for (int g = 0; g < kRaced; ++g) {
+        start_together.arrive_and_wait();  // the same grain, all gateways
+        absl::StatusOr<examples::AlarmState> s =
+            clients_[static_cast<size_t>(c)]
+                ->Get<examples::AlarmRef>(absl::StrCat("race-", g))
+                .Get(examples::GetAlarmRequest())
+                .Get();
+        if (!s.ok()) {
+          ADD_FAILURE() << "race-" << g << " via " << gateways_[c] << ": "
+                        << s.status();
+          continue;
+        }
+        answers[static_cast<size_t>(c)][static_cast<size_t>(g)] =
+            absl::StrCat(s->silo(), "/", s->activation_id());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::map<std::string, int> per_silo;
+  int split = 0;
+  for (int g = 0; g < kRaced; ++g) {
+    std::set<Where> seen;
+    for (const auto& row : answers) seen.insert(row[static_cast<size_t>(g)]);
+    if (seen.size() != 1 && ++split <= 5) {
+      ADD_FAILURE() << "race-" << g << " answered from " << seen.size()
+                    << " activations: " << absl::StrJoin(seen, ", ");
+    }
+    ++per_silo[SiloOf(answers[0][static_cast<size_t>(g)])];
+  }
+  EXPECT_EQ(split, 0) << "grains with more than one activation";
+  // Placed at random, the grains live all over the cluster (so the gateways
+  // did pick different silos for them).
+  EXPECT_EQ(per_silo.size(), 3u);
+  for (const auto& [silo, n] : per_silo) {
+    std::cout << silo << " hosts " << n << " raced grains\n";
   }
 }
 
@@ -112,7 +168,8 @@ TEST_F(ClusterRoutingTest, AKilledSilosGrainsMoveAndNoOtherGrainIsDisturbed) {
       }
     });
   }
-  absl::SleepFor(absl::Milliseconds(300));
+  // The load runs before the kill.
+  ASSERT_TRUE(Eventually([&] { return calls.load() >= 200; }));
   const absl::Time killed = absl::Now();
   silos_[2]->Signal(SIGKILL);
   EXPECT_EQ(silos_[2]->Wait(), 128 + SIGKILL);
@@ -325,7 +382,7 @@ TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
       }
     });
   }
-  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_TRUE(Eventually([&] { return calls.load() >= 300; }));
   // Leave: SIGTERM, and the silo exits 0.
   const std::string leaving = silo_addresses_[2] + "@";
   silos_[2]->Signal(SIGTERM);
@@ -337,7 +394,21 @@ TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
   const std::string ready = silos_.back()->ReadyLine();
   ASSERT_THAT(ready, HasSubstr("READY"));
   const std::string joined = Field(ready, "silo") + "@";
-  absl::SleepFor(absl::Seconds(2));
+  // The join takes effect under the load: new grains are placed on the
+  // joined silo (hash placement over the new ring) and answer from there.
+  auto answers_from_joined = [&] {
+    MutexLock lock(&mu);
+    int n = 0;
+    for (const auto& [g, answers] : seen) {
+      for (const Where& w : answers) n += w.rfind(joined, 0) == 0 ? 1 : 0;
+    }
+    return n;
+  };
+  EXPECT_TRUE(Eventually([&] { return answers_from_joined() >= 20; }))
+      << "no grain answered from the joined silo " << joined;
+  const int calls_at_join = calls.load();
+  // And the load goes on a while with the four-silo ring.
+  EXPECT_TRUE(Eventually([&] { return calls.load() >= calls_at_join + 300; }));
   stop = true;
   for (std::thread& t : load) t.join();
   (*all)->Close();
@@ -360,6 +431,7 @@ TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
     // A grain of the leaving silo moved once; no other grain moved.
     EXPECT_LE(others.size(), 1u) << Key(g);
   }
+  EXPECT_GT(on_joined, 0) << "the joined silo hosts nothing";
   std::cout << "answers from the joined silo: " << on_joined << "\n";
 }
 

@@ -2,7 +2,8 @@
 """The dashboard in a real browser: headless Chromium loads `/` from a
 granary-silo under light load, the test waits until the page's activation
 table shows the grain types that were called (the page polls
-/api/overview), then saves a screenshot.
+/api/overview), then saves a screenshot (removing any left by an earlier run first, so
+only this run's can pass).
 
 Usage: dashboard_browser_test.py GRANARY_SILO GRANARY_CLI CHROMIUM SCREENSHOT
 """
@@ -76,8 +77,15 @@ with tempfile.TemporaryDirectory() as tmp:
             time.sleep(1)
         check(all("<td>%s</td>" % t in dom for t in wanted),
               "activation table shows the called types: %s" % dom)
+        # A screenshot left over from an earlier run proves nothing: only
+        # the file this run writes counts.
+        if os.path.lexists(screenshot):
+            os.remove(screenshot)
+        check(not os.path.lexists(screenshot), "old screenshot removed")
         r = browser(os.path.join(tmp, "profile"), "--hide-scrollbars",
                     "--window-size=1400,1000", "--screenshot=" + screenshot, url)
+        check(r.returncode == 0, "chromium exit code %d: %s"
+              % (r.returncode, r.stderr[-500:]))
         check(os.path.exists(screenshot), "screenshot written: %s" % r.stderr[-500:])
         if os.path.exists(screenshot):
             with open(screenshot, "rb") as f:

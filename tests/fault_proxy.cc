@@ -201,7 +201,9 @@ void FaultProxy::Pump(std::shared_ptr<Conn> conn, bool downstream) {
       lost = true;
       continue;
     }
-    line.emplace_back(now + absl::Nanoseconds(delay_ns_.load()),
+    const int64_t delay_ns = delay_ns_.load();
+    if (delay_ns > 0) delayed_.fetch_add(static_cast<uint64_t>(n));
+    line.emplace_back(now + absl::Nanoseconds(delay_ns),
                       std::string(buf, static_cast<size_t>(n)));
   }
   while (cut_.load() && !stop_.load()) absl::SleepFor(absl::Milliseconds(100));

@@ -58,6 +58,8 @@ class FaultProxy {
   }
   // Bytes read and dropped since the cut.
   uint64_t dropped() const { return dropped_.load(); }
+  // Bytes that were held back by a delay (SetDelay) before delivery.
+  uint64_t delayed() const { return delayed_.load(); }
 
  private:
   struct Conn;
@@ -73,6 +75,7 @@ class FaultProxy {
   std::atomic<bool> cut_{false};
   std::atomic<int64_t> delay_ns_{0};
   std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> delayed_{0};
   std::thread acceptor_;
   Mutex mu_;
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/runtime/silo.h"
+#include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 
 using ::granary::matchers::StatusIs;
@@ -24,25 +25,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class GatewayProtocolTest : public ::testing::Test {
+class GatewayProtocolTest : public SiloFixture {
  protected:
   void SetUp() override {
-    silo::SiloOptions options;
-    options.name = "protocol-silo";
-    options.workers = 2;
-    options.shutdown_timeout = absl::Milliseconds(500);
-    silo_ = std::make_unique<silo::Silo>(options);
-    ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
-    ASSERT_TRUE(silo_->Start().ok());
-    gateway_ = std::make_unique<silo::GatewayServer>(silo_.get(), "127.0.0.1:0");
-    ASSERT_TRUE(gateway_->Start().ok());
+    SiloFixtureOptions options;
+    options.silo.name = "protocol-silo";
+    ASSERT_NO_FATAL_FAILURE(StartSilo(options));
     channel_ = grpc::CreateChannel(gateway_->address(),
                                    grpc::InsecureChannelCredentials());
     stub_ = v1::Gateway::NewStub(channel_);
-  }
-  void TearDown() override {
-    silo_->Stop();
-    gateway_->Stop();
   }
 
   static v1::Request Add(uint64_t id, const std::string& key, int64_t amount) {
@@ -68,9 +59,6 @@ class GatewayProtocolTest : public ::testing::Test {
     return out;
   }
 
-  TestState state_;
-  std::unique_ptr<silo::Silo> silo_;
-  std::unique_ptr<silo::GatewayServer> gateway_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Gateway::Stub> stub_;
 };

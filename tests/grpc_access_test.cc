@@ -19,6 +19,7 @@
 #include "silo/gateway/gateway_server.h"
 #include "silo/runtime/silo.h"
 #include "tests/test_grains.grpc.pb.h"
+#include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 
 using ::granary::matchers::StatusIs;
@@ -32,25 +33,14 @@ using ::granary::examples::CounterValue;
 using ::granary::examples::GetRequest;
 using ::testing::HasSubstr;
 
-class GrpcAccessTest : public ::testing::Test {
+class GrpcAccessTest : public SiloFixture {
  protected:
   void SetUp() override {
-    silo::SiloOptions options;
-    options.name = "grpc-silo";
-    options.workers = 2;
-    options.shutdown_timeout = absl::Milliseconds(500);
-    silo_ = std::make_unique<silo::Silo>(options);
-    ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
-    ASSERT_TRUE(silo_->Start().ok());
-    gateway_ = std::make_unique<silo::GatewayServer>(silo_.get(), "127.0.0.1:0");
-    ASSERT_TRUE(gateway_->Start().ok());
-    ASSERT_GT(gateway_->port(), 0);
+    SiloFixtureOptions options;
+    options.silo.name = "grpc-silo";
+    ASSERT_NO_FATAL_FAILURE(StartSilo(options));
     channel_ = grpc::CreateChannel(gateway_->address(),
                                    grpc::InsecureChannelCredentials());
-  }
-  void TearDown() override {
-    silo_->Stop();  // answers whatever the gateway still waits for
-    gateway_->Stop();
   }
 
   static void Key(grpc::ClientContext* ctx, const std::string& key) {
@@ -82,9 +72,6 @@ class GrpcAccessTest : public ::testing::Test {
     return status;
   }
 
-  TestState state_;
-  std::unique_ptr<silo::Silo> silo_;
-  std::unique_ptr<silo::GatewayServer> gateway_;
   std::shared_ptr<grpc::Channel> channel_;
 };
 
@@ -168,7 +155,10 @@ TEST_F(GrpcAccessTest, EmptyAndOversizedKeysAreInvalidArgument) {
   }
   grpc::ClientContext ctx;
   Key(&ctx, std::string(4096, 'k'));  // the limit itself is fine
-  EXPECT_TRUE(stub->Get(&ctx, GetRequest(), &value).ok());
+  value.set_value(-1);
+  grpc::Status at_limit = stub->Get(&ctx, GetRequest(), &value);
+  EXPECT_TRUE(at_limit.ok()) << at_limit.error_message();
+  EXPECT_EQ(value.value(), 0);  // a fresh counter answered
 }
 
 TEST_F(GrpcAccessTest, OversizedMessageIsRejectedAndTheSiloKeepsServing) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "core/detach.h"
@@ -17,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/runtime/silo.h"
+#include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 
 using ::granary::matchers::StatusIs;
@@ -45,24 +47,21 @@ Text MakeText(std::string s) {
   return t;
 }
 
-class GrpcTransportTest : public ::testing::Test {
+// Silo b (the fixture's silo) behind its endpoint (the fixture's gateway),
+// reached through a transport of a silo a that exists only as an id.
+class GrpcTransportTest : public SiloFixture {
  protected:
   void SetUp() override {
-    silo::SiloOptions options;
-    options.name = "b";
-    options.workers = 2;
-    options.shutdown_timeout = absl::Seconds(1);  // the hung call is abandoned
-    b_ = std::make_unique<silo::Silo>(options);
-    ASSERT_TRUE(AddTestGrains(*b_, &state_).ok());
-    ASSERT_TRUE(b_->Start().ok());
-    endpoint_ = std::make_unique<silo::GatewayServer>(b_.get(), "127.0.0.1:0");
-    ASSERT_TRUE(endpoint_->Start().ok());
-    b_member_.set_address(endpoint_->address());
+    SiloFixtureOptions options;
+    options.silo.name = std::string("b");  // (GCC 12 warns wrongly on "b")
+    options.silo.shutdown_timeout = absl::Seconds(1);  // the hung call is abandoned
+    ASSERT_NO_FATAL_FAILURE(StartSilo(options));
+    b_member_.set_address(gateway_->address());
     b_member_.set_generation(42);
     b_member_.set_status(v1::MEMBER_ACTIVE);
-    b_id_ = endpoint_->address() + "@42";
+    b_id_ = absl::StrCat(gateway_->address(), "@42");
     std::vector<const InterfaceInfo*> interfaces;
-    for (const GrainClassInfo* info : b_->GrainTypes()) {
+    for (const GrainClassInfo* info : silo_->GrainTypes()) {
       interfaces.push_back(info->interface);
     }
     transport_ = std::make_unique<silo::GrpcTransport>("127.0.0.1:1@1", interfaces);
@@ -71,8 +70,7 @@ class GrpcTransportTest : public ::testing::Test {
   }
   void TearDown() override {
     transport_.reset();
-    if (endpoint_ != nullptr) endpoint_->Stop();
-    b_->Stop();
+    StopSilo();
   }
   v1::MembershipView View(v1::MemberStatus b_status) {
     v1::MembershipView view;
@@ -87,9 +85,6 @@ class GrpcTransportTest : public ::testing::Test {
     return view;
   }
 
-  TestState state_;
-  std::unique_ptr<silo::Silo> b_;
-  std::unique_ptr<silo::GatewayServer> endpoint_;
   v1::Member b_member_;
   std::string b_id_;
   std::unique_ptr<silo::GrpcTransport> transport_;
@@ -107,7 +102,7 @@ class GrpcTransportTest : public ::testing::Test {
              hung_done_.Notify();
            });
     ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return b_->ActivationCount() == 1;
+      return silo_->ActivationCount() == 1;
     }));
   }
   absl::StatusOr<Text> hung_;
@@ -123,7 +118,7 @@ TEST_F(GrpcTransportTest, CallsReachTheOtherSiloAndComeBack) {
   add.set_amount(5);
   EXPECT_EQ(counter.Add(add).Get()->value(), 5);
   EXPECT_EQ(counter.Add(add).Get()->value(), 10);
-  EXPECT_EQ(b_->ActivationCount(), 1u);  // it lives on b
+  EXPECT_EQ(silo_->ActivationCount(), 1u);  // it lives on b
   ProbeRef probe(to_b_.get(), "p");
   ThrowRequest boom;
   boom.set_message("boom");
@@ -151,8 +146,8 @@ TEST_F(GrpcTransportTest, ASiloDeclaredDeadFailsItsCallsInFlightAtOnce) {
 
 TEST_F(GrpcTransportTest, ACrashedSiloFailsItsCallsInFlight) {
   HangOnB();
-  endpoint_->Stop();  // the connection drops
-  endpoint_.reset();
+  gateway_->Stop();  // the connection drops
+  gateway_.reset();
   ASSERT_TRUE(hung_done_.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_THAT(hung_, StatusIs(absl::StatusCode::kUnavailable));
 }

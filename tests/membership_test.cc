@@ -272,13 +272,16 @@ TEST(MembershipOptionsTest, OutOfRangeOptionsAreRefused) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   o = MembershipOptions{};
   o.probe_interval = absl::ZeroDuration();
-  EXPECT_FALSE(ValidateMembershipOptions(o).ok());
+  EXPECT_THAT(ValidateMembershipOptions(o),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   o = MembershipOptions{};
   o.votes_to_kill = 0;
-  EXPECT_FALSE(ValidateMembershipOptions(o).ok());
+  EXPECT_THAT(ValidateMembershipOptions(o),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   o = MembershipOptions{};
   o.vote_expiry = absl::Seconds(1);  // shorter than 2 missed 1 s probes
-  EXPECT_FALSE(ValidateMembershipOptions(o).ok());
+  EXPECT_THAT(ValidateMembershipOptions(o),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(RemoteMembershipTableTest, AnUnreachablePrimaryIsUnavailable) {
@@ -294,9 +297,8 @@ TEST(RemoteMembershipTableTest, AnUnreachablePrimaryIsUnavailable) {
   m.set_status(v1::MEMBER_JOINING);
   MembershipAgent agent(&remote, m, MembershipOptions{});
   absl::Status joined = agent.Join(absl::Milliseconds(500));
-  EXPECT_FALSE(joined.ok());
-  EXPECT_NE(std::string(joined.message()).find("joining the cluster"),
-            std::string::npos);
+  EXPECT_THAT(joined, StatusIs(absl::StatusCode::kUnavailable,
+                               ::testing::HasSubstr("joining the cluster")));
 }
 
 }  // namespace

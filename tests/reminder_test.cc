@@ -18,6 +18,7 @@
 #include "silo/runtime/silo.h"
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
+#include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 
 using ::granary::matchers::StatusIs;
@@ -28,7 +29,8 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class ReminderTest : public ::testing::TestWithParam<std::string> {
+class ReminderTest : public SiloFixture,
+                     public ::testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override {
     if (GetParam() == "rocksdb") {
@@ -51,21 +53,20 @@ class ReminderTest : public ::testing::TestWithParam<std::string> {
     StartSilo();
   }
   void TearDown() override {
-    silo_.reset();
+    StopSilo();
     rocks_.reset();
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
+  // A silo on the test's reminder table and fake clock (no gateway).
   void StartSilo() {
-    silo::SiloOptions options;
-    options.name = "reminder-silo";
-    options.workers = 2;
-    options.clock = &clock_;
-    options.reminders = table_;
-    options.shutdown_timeout = absl::Seconds(5);
-    silo_ = std::make_unique<silo::Silo>(options);
-    ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
-    ASSERT_TRUE(silo_->Start().ok());
+    SiloFixtureOptions options;
+    options.silo.name = "reminder-silo";
+    options.silo.clock = &clock_;
+    options.silo.reminders = table_;
+    options.silo.shutdown_timeout = absl::Seconds(5);
+    options.gateway = false;
+    ASSERT_NO_FATAL_FAILURE(SiloFixture::StartSilo(options));
   }
 
   int Ticks(const std::string& key) {
@@ -80,13 +81,11 @@ class ReminderTest : public ::testing::TestWithParam<std::string> {
     });
   }
 
-  FakeClock clock_;
-  TestState state_;
+  FakeClock clock_;  // outlives the silo: TearDown stops and frees it
   storage::MemoryReminderTable memory_;
   std::filesystem::path dir_;
   std::unique_ptr<storage::RocksDbStorage> rocks_;
   storage::ReminderTable* table_ = nullptr;
-  std::unique_ptr<silo::Silo> silo_;
 };
 
 TEST_P(ReminderTest, TickActivatesAGrainThatIsNotActive) {

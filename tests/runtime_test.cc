@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/runtime/silo.h"
+#include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 
 using ::granary::matchers::StatusIs;
@@ -40,25 +41,17 @@ AddRequest Amount(int64_t n) {
   return r;
 }
 
-class RuntimeTest : public ::testing::Test {
+class RuntimeTest : public SiloFixture {
  protected:
-  void SetUp() override { StartSilo(2); }
-  void TearDown() override { silo_->Stop(); }
-
-  void StartSilo(int workers) {
-    silo::SiloOptions options;
-    options.name = "test-silo";
-    options.workers = workers;
-    options.clock = &clock_;
-    options.shutdown_timeout = absl::Seconds(2);
-    silo_ = std::make_unique<silo::Silo>(options);
-    ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
-    ASSERT_TRUE(silo_->Start().ok());
+  void SetUp() override {
+    SiloFixtureOptions options;
+    options.silo.clock = &clock_;
+    options.silo.shutdown_timeout = absl::Seconds(2);
+    options.gateway = false;
+    ASSERT_NO_FATAL_FAILURE(StartSilo(options));
   }
 
-  FakeClock clock_;
-  TestState state_;
-  std::unique_ptr<silo::Silo> silo_;
+  FakeClock clock_;  // outlives the silo: TearDown stops and frees it
 };
 
 TEST_F(RuntimeTest, CounterAddGetAndOneWayBump) {
@@ -99,7 +92,7 @@ TEST_F(RuntimeTest, TurnIsolationFromGrainsOnAllWorkers) {
     r.set_count(kPerDriver);
     Detach(silo_->Get<DriverRef>("driver-" + std::to_string(d)).AddMany(r),
            [&](absl::StatusOr<Text> t) {
-             EXPECT_TRUE(t.ok()) << t.status();
+             EXPECT_TRUE(t.ok()) << t.status();  // the total is checked below
              if (done.fetch_add(1) + 1 == kDrivers) all_done.Notify();
            });
   }
@@ -414,7 +407,9 @@ TEST(SiloTest, SingleWorkerWithTurnBudgetOneStillCompletesChains) {
   ASSERT_TRUE(silo.Start().ok());
   PeerRequest r;
   r.set_peer("y");
-  EXPECT_TRUE(silo.Get<TurnsRef>("x").CallPeer(r).Get().ok());
+  absl::StatusOr<Text> reply = silo.Get<TurnsRef>("x").CallPeer(r).Get();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->text(), "peer said callback leaf from y");
   silo.Stop();
 }
 
