@@ -264,7 +264,7 @@ absl::Status SiloHost::JoinCluster() {
   self.set_http(p.http->address());
   Silo* silo = p.silo.get();
   p.agent = std::make_unique<MembershipAgent>(
-      p.cluster->table(), self, p.membership,
+      p.cluster->table(), p.transport.get(), self, p.membership,
       [silo] { return static_cast<int64_t>(silo->ActivationCount()); });
   std::function<void()> on_dead = options_.on_declared_dead;
   if (!on_dead) {
@@ -285,7 +285,7 @@ absl::Status SiloHost::JoinCluster() {
   p.cluster->Watch([agent](const v1::MembershipView& v) { agent->OnView(v); });
   p.watching = true;
   GRANARY_RETURN_IF_ERROR(p.agent->Join(options_.join_timeout));
-  p.agent->Start();
+  GRANARY_RETURN_IF_ERROR(p.agent->Start());
   p.agent_ptr = agent;
   p.admin->SetMembership([agent] { return agent->view(); });
   silo->SetMembershipView([agent] { return agent->view(); });

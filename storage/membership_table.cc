@@ -48,7 +48,14 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
   return absl::OkStatus();
 }
 
-void InMemoryMembershipTable::Read(ReadDone done) { done(Snapshot()); }
+Task<absl::StatusOr<v1::MembershipView>> InMemoryMembershipTable::Read() {
+  co_return Snapshot();
+}
+
+Task<absl::StatusOr<int64_t>> InMemoryMembershipTable::Write(
+    v1::Member member, int64_t expected_version) {
+  co_return WriteNow(std::move(member), expected_version);
+}
 
 bool InMemoryMembershipTable::PurgeOldestDead() {
   int oldest = -1;
@@ -69,8 +76,8 @@ v1::MembershipView InMemoryMembershipTable::Snapshot() const {
   return view_;
 }
 
-void InMemoryMembershipTable::Write(v1::Member member, int64_t expected_version,
-                                    WriteDone done) {
+absl::StatusOr<int64_t> InMemoryMembershipTable::WriteNow(
+    v1::Member member, int64_t expected_version) {
   absl::StatusOr<int64_t> result;
   v1::MembershipView changed;
   {
@@ -107,7 +114,7 @@ void InMemoryMembershipTable::Write(v1::Member member, int64_t expected_version,
     MutexLock lock(&notify_mu_);
     for (auto& [id, fn] : subscribers_) fn(changed);
   }
-  done(std::move(result));
+  return result;
 }
 
 int InMemoryMembershipTable::Subscribe(

@@ -4,18 +4,17 @@
 // and a table version. Every change is a compare-and-swap on that version,
 // so every silo sees the same ordered sequence of views.
 //
-//   table.Read([](absl::StatusOr<v1::MembershipView> view) {...});
-//   table.Write(me, view.version(), [](absl::StatusOr<int64_t> version) {
-//     // ABORTED: someone else wrote first; read again and retry
-//   });
+//   absl::StatusOr<v1::MembershipView> view = co_await table.Read();
+//   absl::StatusOr<int64_t> version = co_await table.Write(me, view->version());
+//   // ABORTED: someone else wrote first; read again and retry
 //
 // Providers: InMemoryMembershipTable (a single silo, and the primary of a
 // `dev` cluster, which serves it to the others over gRPC) and the gRPC
 // client of that service (silo/membership_client.h). Shared stores come
 // later; nothing here assumes where the table lives.
 //
-// Threading: every method is thread-safe; `done` runs once, inline or on a
-// thread of the provider's, and must not block.
+// Threading: every method is thread-safe. An awaiting coroutine resumes
+// inline or on a thread of the provider's, and must not block there.
 #pragma once
 
 #include <cstdint>
@@ -26,22 +25,20 @@
 #include "absl/status/statusor.h"
 #include "core/member.h"
 #include "core/sync.h"
+#include "core/task.h"
 #include "granary/v1/cluster.pb.h"
 
 namespace granary::storage {
 
 class MembershipTable {
  public:
-  using ReadDone = std::function<void(absl::StatusOr<v1::MembershipView>)>;
-  using WriteDone = std::function<void(absl::StatusOr<int64_t>)>;
-
   virtual ~MembershipTable() = default;
-  virtual void Read(ReadDone done) = 0;
+  virtual Task<absl::StatusOr<v1::MembershipView>> Read() = 0;
   // Writes `member` (replacing the row of the same address and generation)
   // if the table is at `expected_version`: the new version, ABORTED when it
   // is not, INVALID_ARGUMENT for a malformed row or a backwards status.
-  virtual void Write(v1::Member member, int64_t expected_version,
-                     WriteDone done) = 0;
+  virtual Task<absl::StatusOr<int64_t>> Write(v1::Member member,
+                                              int64_t expected_version) = 0;
 };
 
 // Limits that keep a view small enough for every silo to read (a Dead row
@@ -59,9 +56,11 @@ using granary::MemberId;
 
 class InMemoryMembershipTable final : public MembershipTable {
  public:
-  void Read(ReadDone done) override;
-  void Write(v1::Member member, int64_t expected_version,
-             WriteDone done) override;
+  Task<absl::StatusOr<v1::MembershipView>> Read() override;
+  Task<absl::StatusOr<int64_t>> Write(v1::Member member,
+                                      int64_t expected_version) override;
+  // Write, done before it returns (the table's service answers with it).
+  absl::StatusOr<int64_t> WriteNow(v1::Member member, int64_t expected_version);
 
   // Calls `fn` with the view after every change; returns an id for
   // Unsubscribe, which waits for a call in progress. Concurrent writes may

@@ -418,14 +418,10 @@ v1::Member Silo(const std::string& address, int64_t generation,
 
 absl::StatusOr<int64_t> WriteMember(MembershipTable& t, v1::Member m,
                                     int64_t expected) {
-  absl::StatusOr<int64_t> out;
-  Notification done;
-  t.Write(std::move(m), expected, [&](absl::StatusOr<int64_t> v) {
-    out = std::move(v);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return out;
+  absl::StatusOr<absl::StatusOr<int64_t>> out =
+      t.Write(std::move(m), expected).Get();
+  if (!out.ok()) return out.status();
+  return *out;
 }
 
 TEST(MembershipTableTest, EveryChangeIsACompareAndSwapOnTheVersion) {

@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "rpc/callback_queue.h"
+#include "silo/cluster/grpc_transport.h"
 #include "silo/cluster/membership_agent.h"
 #include "silo/cluster/membership_service.h"
 #include "storage/membership_table.h"
@@ -69,8 +70,11 @@ class TestSilo {
       remote_ = std::make_unique<RemoteMembershipTable>(primary_address);
       table = remote_.get();
     }
+    transport_ = std::make_unique<GrpcTransport>(
+        storage::MemberId(self), std::vector<const InterfaceInfo*>{});
     agent_ = std::make_unique<MembershipAgent>(
-        table, self, Fast(), [this] { return activations_.fetch_add(1); });
+        table, transport_.get(), self, Fast(),
+        [this] { return activations_.fetch_add(1); });
     agent_->SetDeclaredDeadHandler([this] { declared_dead_.Notify(); });
     if (primary_table != nullptr) {
       subscription_ = primary_table->Subscribe(
@@ -90,8 +94,7 @@ class TestSilo {
     if (remote_ != nullptr) {
       remote_->Watch([this](const v1::MembershipView& v) { agent_->OnView(v); });
     }
-    agent_->Start();
-    return absl::OkStatus();
+    return agent_->Start();
   }
   // Stops answering anything (probes, and the table if it is the primary).
   void StopServing() {
@@ -121,6 +124,7 @@ class TestSilo {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::unique_ptr<RemoteMembershipTable> remote_;
+  std::unique_ptr<GrpcTransport> transport_;  // the agent's probes
   std::unique_ptr<MembershipAgent> agent_;
   storage::InMemoryMembershipTable* table_ = nullptr;
   int subscription_ = 0;
@@ -288,14 +292,14 @@ TEST(RemoteMembershipTableTest, AnUnreachablePrimaryIsUnavailable) {
   // A refused connection fails at once; the long deadline only keeps a slow
   // (sanitized, loaded) run from timing out first.
   RemoteMembershipTable remote("127.0.0.1:1", absl::Seconds(10));
-  absl::StatusOr<v1::MembershipView> read;
-  remote.Read([&](absl::StatusOr<v1::MembershipView> v) { read = std::move(v); });
-  EXPECT_THAT(read, StatusIs(absl::StatusCode::kUnavailable));
+  absl::StatusOr<absl::StatusOr<v1::MembershipView>> read = remote.Read().Get();
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_THAT(*read, StatusIs(absl::StatusCode::kUnavailable));
   v1::Member m;
   m.set_address("127.0.0.1:2");
   m.set_generation(1);
   m.set_status(v1::MEMBER_JOINING);
-  MembershipAgent agent(&remote, m, MembershipOptions{});
+  MembershipAgent agent(&remote, nullptr, m, MembershipOptions{});
   absl::Status joined = agent.Join(absl::Milliseconds(500));
   EXPECT_THAT(joined, StatusIs(absl::StatusCode::kUnavailable,
                                ::testing::HasSubstr("joining the cluster")));

@@ -1,7 +1,5 @@
 #include "silo/cluster/membership_agent.h"
 
-#include "core/clock.h"
-
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -9,10 +7,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "core/callback_task.h"
+#include "core/detach.h"
 #include "core/log.h"
 #include "directory/hash_ring.h"
-#include "grpcpp/grpcpp.h"
-#include "silo/runtime/silo_metrics.h"
 
 namespace granary::silo {
 namespace {
@@ -20,29 +18,6 @@ namespace {
 using storage::IsLive;
 // Every silo orders the probe ring alike.
 using directory::StableHash;
-
-absl::StatusOr<v1::MembershipView> ReadSync(storage::MembershipTable* table) {
-  Notification done;
-  absl::StatusOr<v1::MembershipView> out;
-  table->Read([&](absl::StatusOr<v1::MembershipView> v) {
-    out = std::move(v);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return out;
-}
-
-absl::StatusOr<int64_t> WriteSync(storage::MembershipTable* table,
-                                  v1::Member m, int64_t expected) {
-  Notification done;
-  absl::StatusOr<int64_t> out;
-  table->Write(std::move(m), expected, [&](absl::StatusOr<int64_t> v) {
-    out = std::move(v);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return out;
-}
 
 }  // namespace
 
@@ -80,57 +55,28 @@ absl::Duration SafeLease(const MembershipOptions& o) {
 }
 
 MembershipAgent::MembershipAgent(storage::MembershipTable* table,
-                                 v1::Member self, MembershipOptions options,
+                                 Transport* transport, v1::Member self,
+                                 MembershipOptions options,
                                  std::function<int64_t()> activations)
     : table_(table),
+      transport_(transport),
       options_(options),
+      clock_(options.clock != nullptr ? options.clock : Clock::System()),
       activations_(std::move(activations)),
       self_(std::move(self)),
-      id_(storage::MemberId(self_)) {
+      id_(storage::MemberId(self_)),
+      timers_(clock_),
+      sleeper_(&timers_),
+      lease_sleeper_(&timers_) {
   if (self_.start_unix_ms() == 0) {
-    self_.set_start_unix_ms(absl::ToUnixMillis(absl::Now()));
+    self_.set_start_unix_ms(absl::ToUnixMillis(Now()));
   }
 }
 
-MembershipAgent::~MembershipAgent() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-    cv_.SignalAll();
-  }
-  if (thread_.joinable()) thread_.join();
-  if (lease_thread_.joinable()) lease_thread_.join();
-}
+MembershipAgent::~MembershipAgent() { Stop(); }
 
 void MembershipAgent::SetLeaseListener(std::function<void(int64_t)> fn) {
   on_lease_ = std::move(fn);
-}
-
-void MembershipAgent::LeaseLoop() {
-  const absl::Duration period = options_.lease / 3;
-  while (true) {
-    {
-      MutexLock lock(&mu_);
-      if (stopping_ || declared_dead_) return;
-    }
-    const int64_t sent = MonoNanos();
-    absl::StatusOr<v1::MembershipView> view = ReadSync(table_);
-    if (view.ok()) {
-      bool alive = false;
-      for (const v1::Member& m : view->members()) {
-        if (storage::MemberId(m) == id_) alive = storage::IsLive(m);
-      }
-      // The table showed this silo alive at some moment after `sent`
-      // (renewed before the view's listeners run, which take their time).
-      if (alive) on_lease_(sent + absl::ToInt64Nanoseconds(options_.lease));
-      OnView(*view);
-    }
-    MutexLock lock(&mu_);
-    const absl::Time wake = absl::Now() + period;
-    while (!stopping_ && !declared_dead_ && absl::Now() < wake) {
-      cv_.WaitWithDeadline(&mu_, wake);
-    }
-  }
 }
 
 void MembershipAgent::SetDeclaredDeadHandler(std::function<void()> fn) {
@@ -138,12 +84,21 @@ void MembershipAgent::SetDeclaredDeadHandler(std::function<void()> fn) {
   on_dead_ = std::move(fn);
 }
 
-absl::Status MembershipAgent::Update(
-    const std::string& id, const std::function<bool(v1::Member*)>& mutate) {
+absl::Status MembershipAgent::Wait(Task<absl::Status> task) {
+  absl::Status out;
+  auto keep = [](Task<absl::Status> t, absl::Status* to) -> Task<void> {
+    *to = co_await std::move(t);
+  };
+  absl::Status thrown = keep(std::move(task), &out).Get();
+  return thrown.ok() ? out : thrown;
+}
+
+Task<absl::Status> MembershipAgent::Update(
+    std::string id, std::function<bool(v1::Member*)> mutate) {
   absl::Status last;
   for (int attempt = 0; attempt < 20; ++attempt) {
-    absl::StatusOr<v1::MembershipView> view = ReadSync(table_);
-    if (!view.ok()) return view.status();
+    absl::StatusOr<v1::MembershipView> view = co_await table_->Read();
+    if (!view.ok()) co_return view.status();
     OnView(*view);
     v1::Member row;
     bool found = false;
@@ -154,11 +109,12 @@ absl::Status MembershipAgent::Update(
       }
     }
     if (!found) {
-      if (id != id_) return absl::NotFoundError(absl::StrCat("no member ", id));
+      if (id != id_) co_return absl::NotFoundError(absl::StrCat("no member ", id));
       row = self_;
     }
-    if (!mutate(&row)) return absl::OkStatus();  // nothing to change
-    absl::StatusOr<int64_t> written = WriteSync(table_, row, view->version());
+    if (!mutate(&row)) co_return absl::OkStatus();  // nothing to change
+    absl::StatusOr<int64_t> written =
+        co_await table_->Write(row, view->version());
     if (written.ok()) {
       // Our own write is the newest view we know of.
       v1::MembershipView next = *view;
@@ -172,16 +128,17 @@ absl::Status MembershipAgent::Update(
       if (!replaced) *next.add_members() = row;
       next.set_version(*written);
       OnView(next);
-      return absl::OkStatus();
+      co_return absl::OkStatus();
     }
     last = written.status();
-    if (last.code() != absl::StatusCode::kAborted) return last;
+    if (last.code() != absl::StatusCode::kAborted) co_return last;
   }
-  return last;
+  co_return last;
 }
 
-absl::Status MembershipAgent::WriteSelf(v1::MemberStatus status) {
-  return Update(id_, [&](v1::Member* row) {
+Task<absl::Status> MembershipAgent::WriteSelf(v1::MemberStatus status) {
+  const int64_t now_ms = absl::ToUnixMillis(Now());
+  co_return co_await Update(id_, [&](v1::Member* row) {
     if (row->status() == v1::MEMBER_DEAD && status != v1::MEMBER_DEAD) {
       return false;  // declared dead meanwhile: never revived
     }
@@ -190,38 +147,87 @@ absl::Status MembershipAgent::WriteSelf(v1::MemberStatus status) {
     *row = self_;
     *row->mutable_suspicions() = suspicions;
     row->set_status(status);
-    row->set_heartbeat_unix_ms(absl::ToUnixMillis(absl::Now()));
+    row->set_heartbeat_unix_ms(now_ms);
     if (activations_) row->set_activations(activations_());
     return true;
   });
 }
 
-absl::Status MembershipAgent::Join(absl::Duration timeout) {
-  const absl::Time give_up = absl::Now() + timeout;
+Task<absl::Status> MembershipAgent::JoinAsync(absl::Duration timeout) {
+  const absl::Time give_up = Now() + timeout;
   absl::Status s;
   for (v1::MemberStatus status : {v1::MEMBER_JOINING, v1::MEMBER_ACTIVE}) {
     while (true) {
-      s = WriteSelf(status);
+      s = co_await WriteSelf(status);
       if (s.ok() || s.code() != absl::StatusCode::kUnavailable ||
-          absl::Now() >= give_up) {
+          Now() >= give_up) {
         break;
       }
-      absl::SleepFor(absl::Milliseconds(200));
+      // The table is not reachable yet: try again shortly.
+      Sleeper pause(&timers_);
+      co_await pause.Until(Now() + absl::Milliseconds(200));
     }
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("joining the cluster: ",
-                                                 s.message()));
+      co_return absl::Status(s.code(), absl::StrCat("joining the cluster: ",
+                                                    s.message()));
     }
   }
-  last_heartbeat_ = absl::Now();
+  last_heartbeat_ = Now();
   GRANARY_LOG(kInfo) << "silo=" << id_ << " joined the cluster";
+  co_return absl::OkStatus();
+}
+
+absl::Status MembershipAgent::StartTimers() {
+  if (timers_started_) return absl::OkStatus();
+  GRANARY_RETURN_IF_ERROR(timers_.Start());
+  timers_started_ = true;
   return absl::OkStatus();
 }
 
-void MembershipAgent::Start() {
-  thread_ = std::thread([this] { Loop(); });
+absl::Status MembershipAgent::Join(absl::Duration timeout) {
+  GRANARY_RETURN_IF_ERROR(StartTimers());
+  return Wait(JoinAsync(timeout));
+}
+
+absl::Status MembershipAgent::Start() {
+  GRANARY_RETURN_IF_ERROR(StartTimers());
+  started_ = true;
+  Detach(Rounds(), [this](absl::Status) { rounds_done_.Notify(); });
   if (options_.lease > absl::ZeroDuration() && on_lease_) {
-    lease_thread_ = std::thread([this] { LeaseLoop(); });
+    Detach(LeaseRounds(), [this](absl::Status) { lease_done_.Notify(); });
+  } else {
+    lease_done_.Notify();
+  }
+  return absl::OkStatus();
+}
+
+void MembershipAgent::Stop() {
+  sleeper_.Wake();
+  lease_sleeper_.Wake();
+  if (started_) {
+    rounds_done_.WaitForNotification();
+    lease_done_.WaitForNotification();
+    started_ = false;
+  }
+  timers_.Stop();
+}
+
+Task<void> MembershipAgent::LeaseRounds() {
+  const absl::Duration period = options_.lease / 3;
+  while (!declared_dead()) {
+    const int64_t sent = MonoNanos();
+    absl::StatusOr<v1::MembershipView> view = co_await table_->Read();
+    if (view.ok()) {
+      bool alive = false;
+      for (const v1::Member& m : view->members()) {
+        if (storage::MemberId(m) == id_) alive = storage::IsLive(m);
+      }
+      // The table showed this silo alive at some moment after `sent`
+      // (renewed before the view's listeners run, which take their time).
+      if (alive) on_lease_(sent + absl::ToInt64Nanoseconds(options_.lease));
+      OnView(*view);
+    }
+    if (!co_await lease_sleeper_.Until(Now() + period)) co_return;
   }
 }
 
@@ -238,20 +244,24 @@ void MembershipAgent::SetViewListener(
 }
 
 void MembershipAgent::OnView(const v1::MembershipView& view) {
+  bool newly_dead = false;
   {
     MutexLock lock(&mu_);
     if (view.version() < view_.version()) return;
-    viewed_at_ = absl::Now();
+    viewed_at_ = Now();
     if (view.version() == view_.version()) return;
     view_ = view;
     for (const v1::Member& m : view_.members()) {
       if (storage::MemberId(m) == id_ && m.status() == v1::MEMBER_DEAD &&
           !declared_dead_) {
         declared_dead_ = true;
-        cv_.SignalAll();
+        newly_dead = true;
       }
     }
   }
+  // The rounds end at once (and run the declared-dead handler) rather than
+  // at their next wake-up.
+  if (newly_dead) sleeper_.Wake();
   MutexLock lock(&listener_mu_);
   if (listener_ && view.version() > notified_version_) {
     notified_version_ = view.version();
@@ -259,8 +269,8 @@ void MembershipAgent::OnView(const v1::MembershipView& view) {
   }
 }
 
-void MembershipAgent::Refresh() {
-  absl::StatusOr<v1::MembershipView> view = ReadSync(table_);
+Task<void> MembershipAgent::Refresh() {
+  absl::StatusOr<v1::MembershipView> view = co_await table_->Read();
   if (view.ok()) {
     OnView(*view);
   } else {
@@ -270,49 +280,54 @@ void MembershipAgent::Refresh() {
   }
 }
 
-void MembershipAgent::Loop() {
-  absl::Time next = absl::Now();
+Task<void> MembershipAgent::Rounds() {
+  absl::Time next = Now();
   while (true) {
-    std::function<void()> on_dead;
-    {
-      MutexLock lock(&mu_);
-      next += options_.probe_interval;
-      while (!stopping_ && !declared_dead_ && absl::Now() < next) {
-        cv_.WaitWithDeadline(&mu_, next);
-      }
-      if (stopping_) return;
-      if (!declared_dead_ &&
-          absl::Now() - viewed_at_ >= options_.refresh_period) {
-        mu_.Unlock();
-        Refresh();
-        mu_.Lock();
-      }
-      if (declared_dead_) {  // never probe or vote once declared dead
-        on_dead = on_dead_;
-        stopping_ = true;
-      }
-      if (next < absl::Now()) next = absl::Now();
+    next += options_.probe_interval;
+    if (!co_await sleeper_.Until(next)) {
+      if (declared_dead()) break;  // woken by the view that says so
+      co_return;                   // stopped
     }
-    if (stopping_declared()) {
-      GRANARY_LOG(kError) << "silo=" << id_
-                          << " the cluster declared this silo dead";
-      if (on_dead) on_dead();
-      return;
-    }
-    if (absl::Now() - last_heartbeat_ >= options_.heartbeat_period) {
-      last_heartbeat_ = absl::Now();
-      (void)Update(id_, [&](v1::Member* row) {
-        if (!IsLive(*row)) return false;
-        row->set_heartbeat_unix_ms(absl::ToUnixMillis(absl::Now()));
-        if (activations_) row->set_activations(activations_());
-        return true;
-      });
-    }
-    ProbeRound();
+    if (!co_await Round()) break;
+    rounds_.fetch_add(1);
+    if (next < Now()) next = Now();
   }
+  // Never probe or vote once declared dead.
+  GRANARY_LOG(kError) << "silo=" << id_
+                      << " the cluster declared this silo dead";
+  std::function<void()> on_dead;
+  {
+    MutexLock lock(&mu_);
+    on_dead = on_dead_;
+  }
+  if (on_dead) on_dead();
 }
 
-void MembershipAgent::ProbeRound() {
+Task<bool> MembershipAgent::Round() {
+  absl::Time viewed_at;
+  {
+    MutexLock lock(&mu_);
+    viewed_at = viewed_at_;
+  }
+  if (!declared_dead() && Now() - viewed_at >= options_.refresh_period) {
+    co_await Refresh();
+  }
+  if (declared_dead()) co_return false;
+  if (Now() - last_heartbeat_ >= options_.heartbeat_period) {
+    last_heartbeat_ = Now();
+    const int64_t now_ms = absl::ToUnixMillis(Now());
+    (void)co_await Update(id_, [&](v1::Member* row) {
+      if (!IsLive(*row)) return false;
+      row->set_heartbeat_unix_ms(now_ms);
+      if (activations_) row->set_activations(activations_());
+      return true;
+    });
+  }
+  co_await ProbeRound();
+  co_return true;
+}
+
+Task<void> MembershipAgent::ProbeRound() {
   std::vector<v1::Member> live;
   {
     MutexLock lock(&mu_);
@@ -334,14 +349,14 @@ void MembershipAgent::ProbeRound() {
     if (target_id == id_) continue;
     if (probed++ >= options_.probe_fanout) break;
     targets.insert(target_id);
-    if (Probe(target)) {
+    if (co_await Probe(target)) {
       misses_.erase(target_id);
       continue;
     }
     probes_missed_.fetch_add(1);
     if (++misses_[target_id] >= options_.missed_probes &&
         target.address() != options_.table_host) {
-      Vote(target_id);
+      co_await Vote(target_id);
     }
   }
   // Misses count only while consecutive and while the silo is a target.
@@ -352,39 +367,28 @@ void MembershipAgent::ProbeRound() {
       ++it;
     }
   }
-  for (auto it = stubs_.begin(); it != stubs_.end();) {
-    bool wanted = false;
-    for (const v1::Member& m : live) wanted = wanted || m.address() == it->first;
-    if (!wanted) {
-      stubs_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
 }
 
-bool MembershipAgent::Probe(const v1::Member& target) {
-  std::unique_ptr<v1::SiloControl::Stub>& stub = stubs_[target.address()];
-  if (stub == nullptr) {
-    stub = v1::SiloControl::NewStub(grpc::CreateChannel(
-        target.address(), grpc::InsecureChannelCredentials()));
-  }
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
+Task<bool> MembershipAgent::Probe(const v1::Member& target) {
+  if (transport_ == nullptr) co_return false;
   v1::ProbeRequest request;
   request.set_from(id_);
-  v1::ProbeReply reply;
-  grpc::Status s = stub->Probe(&context, request, &reply);
+  absl::StatusOr<v1::ProbeReply> reply =
+      co_await FromCallback<absl::StatusOr<v1::ProbeReply>>(
+          [&](std::function<void(absl::StatusOr<v1::ProbeReply>)> done) {
+            transport_->Probe(target.address(), request,
+                              options_.probe_timeout, std::move(done));
+          });
   // Another generation answering on that address means this one is gone.
-  return s.ok() && reply.id() == storage::MemberId(target);
+  co_return reply.ok() && reply->id() == storage::MemberId(target);
 }
 
-void MembershipAgent::Vote(const std::string& target_id) {
+Task<void> MembershipAgent::Vote(std::string target_id) {
   int votes = 0, needed = 0;
   bool killed = false;
-  absl::Status s = Update(target_id, [&](v1::Member* row) {
+  absl::Status s = co_await Update(target_id, [&](v1::Member* row) {
     if (row->status() == v1::MEMBER_DEAD) return false;
-    const int64_t now = absl::ToUnixMillis(absl::Now());
+    const int64_t now = absl::ToUnixMillis(Now());
     const int64_t fresh_after =
         now - absl::ToInt64Milliseconds(options_.vote_expiry);
     // Votes count only from live members, one per silo address (a restarted
@@ -430,7 +434,7 @@ void MembershipAgent::Vote(const std::string& target_id) {
   if (!s.ok()) {
     GRANARY_LOG(kWarning) << "silo=" << id_ << " suspect=" << target_id
                           << " could not record a vote: " << s;
-    return;
+    co_return;
   }
   votes_cast_.fetch_add(1);
   GRANARY_LOG(kWarning) << "silo=" << id_ << " suspect=" << target_id
@@ -440,7 +444,7 @@ void MembershipAgent::Vote(const std::string& target_id) {
 }
 
 void MembershipAgent::BeginLeave() {
-  absl::Status s = WriteSelf(v1::MEMBER_SHUTTING_DOWN);
+  absl::Status s = Wait(WriteSelf(v1::MEMBER_SHUTTING_DOWN));
   if (!s.ok()) {
     GRANARY_LOG(kWarning) << "silo=" << id_
                           << " could not mark itself shutting down: " << s;
@@ -448,18 +452,19 @@ void MembershipAgent::BeginLeave() {
 }
 
 void MembershipAgent::Leave() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-    cv_.SignalAll();
+  sleeper_.Wake();
+  lease_sleeper_.Wake();
+  if (started_) {
+    rounds_done_.WaitForNotification();
+    lease_done_.WaitForNotification();
+    started_ = false;
   }
-  if (thread_.joinable()) thread_.join();
-  if (lease_thread_.joinable()) lease_thread_.join();
-  absl::Status s = WriteSelf(v1::MEMBER_DEAD);
+  absl::Status s = Wait(WriteSelf(v1::MEMBER_DEAD));
   if (!s.ok()) {
     GRANARY_LOG(kWarning) << "silo=" << id_ << " could not mark itself dead: "
                           << s;
   }
+  timers_.Stop();
 }
 
 v1::MembershipView MembershipAgent::view() const {

@@ -2,19 +2,20 @@
 // -----------------------------------------------------------------------------
 // A silo's part in cluster membership: it joins the table (Joining, then
 // Active), writes a heartbeat with its activation count, probes a few other
-// silos over their SiloControl service, turns missed probes into suspicion
+// silos through the transport (silo/cluster/transport.h), turns missed
+// probes into suspicion
 // votes in the table, declares a silo Dead when enough fresh votes agree,
 // and leaves (ShuttingDown, then Dead) on a graceful stop. A silo that finds
 // itself declared Dead calls its `on_declared_dead` handler (granary-silo
 // exits non-zero).
 //
-//   MembershipAgent agent(&table, me, MembershipOptions{});
+//   MembershipAgent agent(&table, &transport, me, MembershipOptions{});
 //   agent.SetDeclaredDeadHandler([] { ... });
 //   GRANARY_RETURN_IF_ERROR(agent.Join());
-//   agent.Start();
+//   GRANARY_RETURN_IF_ERROR(agent.Start());
 //   table_watch([&](const v1::MembershipView& v) { agent.OnView(v); });
 //   ...
-//   agent.Leave();
+//   agent.Leave();                            // ends with Stop()
 //
 // Probes: silos are placed on a ring by the hash of their id; each probes
 // the `probe_fanout` live silos after it, so every live silo is probed by
@@ -23,8 +24,13 @@
 // once `votes_to_kill` votes younger than `vote_expiry` are on its row
 // (fewer when fewer other silos are alive to vote).
 //
-// Threading: thread-safe. The agent runs one thread of its own; table calls
-// may block it (RemoteMembershipTable).
+// Rounds and the lease's re-reads are coroutines that sleep on a timer queue
+// of the agent's, on `options.clock` (a FakeClock in tests: a round runs
+// when the test moves the clock), and await the table and the probes; no
+// thread ever blocks on the network.
+//
+// Threading: thread-safe. The coroutines resume on the agent's timer
+// thread, or on the table's and the transport's threads.
 #pragma once
 
 #include <atomic>
@@ -33,12 +39,16 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
+#include "core/sleeper.h"
 #include "core/sync.h"
-#include "granary/v1/cluster.grpc.pb.h"
+#include "core/task.h"
+#include "core/timer_queue.h"
+#include "granary/v1/cluster.pb.h"
+#include "silo/cluster/transport.h"
 #include "storage/membership_table.h"
 
 namespace granary::silo {
@@ -56,6 +66,9 @@ struct MembershipOptions {
   // The silo endpoint that hosts the table (a dev cluster's primary): never
   // voted dead, since nobody could record anything without it anyway.
   std::string table_host;
+  // Time of rounds, heartbeats, votes and the lease's re-reads; nullptr:
+  // the system clock.
+  Clock* clock = nullptr;
   // The membership lease (zero: none). The agent reads the table every
   // lease / 3; a read sent at time S that shows this silo alive (and not
   // Dead) holds it until S + lease. Shorter than the quickest the others
@@ -75,15 +88,16 @@ absl::Status ValidateMembershipOptions(const MembershipOptions& o);
 class MembershipAgent {
  public:
   // `self` names this silo (address, generation, gateway, http); its status
-  // is set by the agent. `activations` is read for each heartbeat.
-  MembershipAgent(storage::MembershipTable* table, v1::Member self,
-                  MembershipOptions options,
+  // is set by the agent. Probes go through `transport` (nullptr: a silo
+  // alone, which probes nobody). `activations` is read for each heartbeat.
+  MembershipAgent(storage::MembershipTable* table, Transport* transport,
+                  v1::Member self, MembershipOptions options,
                   std::function<int64_t()> activations = nullptr);
-  ~MembershipAgent();
+  ~MembershipAgent();  // Stop()
   MembershipAgent(const MembershipAgent&) = delete;
   MembershipAgent& operator=(const MembershipAgent&) = delete;
 
-  // Runs (on the agent's thread) once this silo is declared Dead.
+  // Runs once this silo is declared Dead (on one of the agent's threads).
   void SetDeclaredDeadHandler(std::function<void()> fn);
   // With a lease (MembershipOptions::lease), called with the monotonic time
   // (MonoNanos) until which this silo is confirmed a member, each time the
@@ -93,70 +107,87 @@ class MembershipAgent {
   // concurrently); it must not block.
   void SetViewListener(std::function<void(const v1::MembershipView&)> fn);
 
-  // Writes this silo as Joining, then Active. UNAVAILABLE when the table
-  // cannot be reached within `timeout`.
+  // Writes this silo as Joining, then Active, retrying while the table is
+  // UNAVAILABLE. UNAVAILABLE when it cannot be reached within `timeout`.
+  Task<absl::Status> JoinAsync(absl::Duration timeout);
+  // The same, waiting on this thread (not a coroutine of the runtime).
   absl::Status Join(absl::Duration timeout = absl::Seconds(30));
-  // Starts probing and heartbeats.
-  void Start();
+  // Starts the rounds (probes, votes, heartbeats, re-reads) and the lease.
+  absl::Status Start();
   // A view pushed by the table (watch or subscription); older ones are
   // ignored.
   void OnView(const v1::MembershipView& view);
   // Marks this silo ShuttingDown (call before deactivating grains).
   void BeginLeave();
-  // Marks it Dead and stops the agent's thread.
+  // Stops the rounds, then marks this silo Dead.
   void Leave();
+  // Ends the rounds and waits for them. Idempotent.
+  void Stop();
 
   v1::MembershipView view() const;
   const std::string& id() const { return id_; }
-  // Probes this agent sent that failed, and votes it wrote.
+  // Probes this agent sent that failed, votes it wrote, and rounds it ran.
   uint64_t probes_missed() const { return probes_missed_.load(); }
   uint64_t votes_cast() const { return votes_cast_.load(); }
+  uint64_t rounds() const { return rounds_.load(); }
 
  private:
-  void Loop();
-  bool stopping_declared() const {
+  Task<void> Rounds();
+  Task<void> LeaseRounds();
+  // One round: a re-read when no view came lately, a heartbeat when due,
+  // probes and votes. False when this silo was declared dead.
+  Task<bool> Round();
+  Task<void> Refresh();
+  // Writes `mutate(row)` of member `id` with compare-and-swap retries.
+  Task<absl::Status> Update(std::string id,
+                            std::function<bool(v1::Member*)> mutate);
+  Task<absl::Status> WriteSelf(v1::MemberStatus status);
+  Task<void> ProbeRound();
+  Task<bool> Probe(const v1::Member& target);
+  Task<void> Vote(std::string target_id);
+  // Runs `task` to its end on this thread.
+  static absl::Status Wait(Task<absl::Status> task);
+  bool declared_dead() const {
     MutexLock lock(&mu_);
     return declared_dead_;
   }
-  void Refresh();
-  // Writes `mutate(row)` of member `id` with compare-and-swap retries.
-  absl::Status Update(const std::string& id,
-                      const std::function<bool(v1::Member*)>& mutate);
-  absl::Status WriteSelf(v1::MemberStatus status);
-  void ProbeRound();
-  bool Probe(const v1::Member& target);
-  void Vote(const std::string& target_id);
+  absl::Time Now() const { return clock_->Now(); }
 
   storage::MembershipTable* const table_;
+  Transport* const transport_;
   const MembershipOptions options_;
+  Clock* const clock_;
   const std::function<int64_t()> activations_;
   v1::Member self_;
   const std::string id_;
 
   mutable Mutex mu_;
-  CondVar cv_;
   v1::MembershipView view_ ABSL_GUARDED_BY(mu_);
   Mutex listener_mu_;
   std::function<void(const v1::MembershipView&)> listener_
       ABSL_GUARDED_BY(listener_mu_);
   int64_t notified_version_ ABSL_GUARDED_BY(listener_mu_) = -1;
   absl::Time viewed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool declared_dead_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> on_dead_ ABSL_GUARDED_BY(mu_);
+  std::function<void(int64_t)> on_lease_;  // set before Start
 
-  // Agent thread only.
+  // The rounds' coroutine only (one step at a time).
   std::map<std::string, int> misses_;
-  std::map<std::string, std::unique_ptr<v1::SiloControl::Stub>> stubs_;
   absl::Time last_heartbeat_ = absl::InfinitePast();
 
   std::atomic<uint64_t> probes_missed_{0};
   std::atomic<uint64_t> votes_cast_{0};
-  std::thread thread_;
-  // Renews the lease (when there is one).
-  void LeaseLoop();
-  std::function<void(int64_t)> on_lease_;  // set before Start
-  std::thread lease_thread_;
+  std::atomic<uint64_t> rounds_{0};
+
+  TimerQueue timers_;
+  Sleeper sleeper_;        // the rounds'
+  Sleeper lease_sleeper_;  // the lease's
+  absl::Status StartTimers();
+  bool timers_started_ = false;  // Join, Start and Stop run on one thread
+  bool started_ = false;
+  Notification rounds_done_;
+  Notification lease_done_;
 };
 
 }  // namespace granary::silo

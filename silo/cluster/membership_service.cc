@@ -6,16 +6,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/callback_task.h"
 #include "core/log.h"
+#include "rpc/async_unary.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/status.h"
 
 namespace granary::silo {
 namespace {
-
-std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
-  return absl::ToChronoTime(absl::Now() + timeout);
-}
 
 // One Watch stream: the current view, then every newer one. At most one
 // write is in flight; views that arrive meanwhile collapse into the newest.
@@ -102,9 +100,8 @@ grpc::ServerUnaryReactor* MembershipService::Read(
 grpc::ServerUnaryReactor* MembershipService::Write(
     grpc::CallbackServerContext* context, const v1::WriteMemberRequest* request,
     v1::WriteMemberReply* reply) {
-  absl::StatusOr<int64_t> version;
-  table_->Write(request->member(), request->expected_version(),
-                [&](absl::StatusOr<int64_t> v) { version = std::move(v); });
+  absl::StatusOr<int64_t> version =
+      table_->WriteNow(request->member(), request->expected_version());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (version.ok()) reply->set_version(*version);
   reactor->Finish(version.ok() ? grpc::Status::OK : rpc::ToGrpc(version.status()));
@@ -138,32 +135,41 @@ RemoteMembershipTable::RemoteMembershipTable(const std::string& primary,
 
 RemoteMembershipTable::~RemoteMembershipTable() { StopWatch(); }
 
-void RemoteMembershipTable::Read(ReadDone done) {
-  grpc::ClientContext context;
-  context.set_deadline(Deadline(timeout_));
-  v1::MembershipView view;
-  grpc::Status s = stub_->Read(&context, v1::ReadMembershipRequest(), &view);
-  if (!s.ok()) {
-    done(rpc::FromGrpc(s));
-    return;
-  }
-  done(std::move(view));
+Task<absl::StatusOr<v1::MembershipView>> RemoteMembershipTable::Read() {
+  co_return co_await FromCallback<absl::StatusOr<v1::MembershipView>>(
+      [this](std::function<void(absl::StatusOr<v1::MembershipView>)> done) {
+        rpc::StartUnary<v1::ReadMembershipRequest, v1::MembershipView>(
+            v1::ReadMembershipRequest(), timeout_, /*wait_for_ready=*/false,
+            nullptr,
+            [this](grpc::ClientContext* c, const v1::ReadMembershipRequest* q,
+                   v1::MembershipView* r,
+                   std::function<void(grpc::Status)> on_done) {
+              stub_->async()->Read(c, q, r, std::move(on_done));
+            },
+            std::move(done));
+      });
 }
 
-void RemoteMembershipTable::Write(v1::Member member, int64_t expected_version,
-                                  WriteDone done) {
-  grpc::ClientContext context;
-  context.set_deadline(Deadline(timeout_));
+Task<absl::StatusOr<int64_t>> RemoteMembershipTable::Write(
+    v1::Member member, int64_t expected_version) {
   v1::WriteMemberRequest request;
   *request.mutable_member() = std::move(member);
   request.set_expected_version(expected_version);
-  v1::WriteMemberReply reply;
-  grpc::Status s = stub_->Write(&context, request, &reply);
-  if (!s.ok()) {
-    done(rpc::FromGrpc(s));
-    return;
-  }
-  done(reply.version());
+  absl::StatusOr<v1::WriteMemberReply> reply =
+      co_await FromCallback<absl::StatusOr<v1::WriteMemberReply>>(
+          [this, &request](
+              std::function<void(absl::StatusOr<v1::WriteMemberReply>)> done) {
+            rpc::StartUnary<v1::WriteMemberRequest, v1::WriteMemberReply>(
+                std::move(request), timeout_, /*wait_for_ready=*/false, nullptr,
+                [this](grpc::ClientContext* c, const v1::WriteMemberRequest* q,
+                       v1::WriteMemberReply* r,
+                       std::function<void(grpc::Status)> on_done) {
+                  stub_->async()->Write(c, q, r, std::move(on_done));
+                },
+                std::move(done));
+          });
+  if (!reply.ok()) co_return reply.status();
+  co_return reply->version();
 }
 
 void RemoteMembershipTable::Watch(

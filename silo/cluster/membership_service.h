@@ -74,9 +74,9 @@ class RemoteMembershipTable final : public storage::MembershipTable {
                                  absl::Duration timeout = absl::Seconds(2));
   ~RemoteMembershipTable() override;
 
-  void Read(ReadDone done) override;
-  void Write(v1::Member member, int64_t expected_version,
-             WriteDone done) override;
+  Task<absl::StatusOr<v1::MembershipView>> Read() override;
+  Task<absl::StatusOr<int64_t>> Write(v1::Member member,
+                                      int64_t expected_version) override;
 
   // Streams every view to `fn` (on the watch thread), reconnecting after a
   // failure. One watch per table; StopWatch (or the destructor) ends it.
