@@ -57,7 +57,8 @@ ClusterRouter::ClusterRouter(Silo* silo, directory::DirectoryPartition* owner,
       transport_(transport),
       options_(options),
       self_(silo->name()),
-      timers_(options.clock != nullptr ? options.clock : Clock::System()) {
+      timers_(options.clock != nullptr ? options.clock : Clock::System()),
+      cache_(options.cache_capacity) {
   report_retry_.router = this;
 }
 
@@ -155,13 +156,7 @@ void ClusterRouter::OnView(const v1::MembershipView& view) {
     self_active_ = self_active;
     self_reports_ = self_reports;
     if (live != live_) {
-      for (auto it = cache_.begin(); it != cache_.end();) {
-        if (!live.contains(it->second)) {
-          cache_.erase(it++);
-        } else {
-          ++it;
-        }
-      }
+      cache_.KeepOnly(live);
       live_ = std::move(live);
     }
     const bool ring_changed = ring != ring_;
@@ -194,9 +189,9 @@ void ClusterRouter::Route(CallBase* call) {
         waiting->second->calls.push_back(call);
         return;
       }
-      auto hit = cache_.find(call->target());
-      if (hit != cache_.end() && hit->second != self_ && call->hops() == 0) {
-        cached = hit->second;
+      const std::string* hit = cache_.Find(call->target());
+      if (hit != nullptr && *hit != self_ && call->hops() == 0) {
+        cached = *hit;
       } else {
         auto p = std::make_unique<Pending>();
         p->router = this;
@@ -213,7 +208,7 @@ void ClusterRouter::Route(CallBase* call) {
       // Not connected (any more): ask the directory instead.
       {
         MutexLock lock(&mu_);
-        cache_.erase(call->target());
+        cache_.Forget(call->target());
       }
       Route(call);
     }
@@ -391,8 +386,7 @@ void ClusterRouter::OnRegister(const GrainId& id, uint64_t ring,
 void ClusterRouter::Remember(const GrainId& id, const std::string& silo) {
   MutexLock lock(&mu_);
   if (!live_.contains(silo)) return;
-  if (cache_.size() >= options_.cache_capacity) cache_.clear();
-  cache_[id] = silo;
+  cache_.Remember(id, silo);
 }
 
 void ClusterRouter::RegisterDone(uint64_t ring) {
@@ -451,7 +445,7 @@ void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo) {
   Pending* p = nullptr;
   {
     MutexLock lock(&mu_);
-    cache_.erase(id);
+    cache_.Forget(id);
     if (!closed_) {
       auto& slot = pending_[id];
       if (slot == nullptr) {

@@ -49,6 +49,7 @@
 #include "core/grain_id.h"
 #include "core/sync.h"
 #include "core/timer_queue.h"
+#include "directory/lookup_cache.h"
 #include "silo/runtime/placement.h"
 #include "silo/runtime/silo.h"
 
@@ -184,7 +185,7 @@ class ClusterRouter final : public CallRouter {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<GrainId, std::unique_ptr<Pending>> pending_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<GrainId, std::string> cache_ ABSL_GUARDED_BY(mu_);
+  directory::LookupCache cache_ ABSL_GUARDED_BY(mu_);
   // From the last view.
   int64_t view_version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ring_ ABSL_GUARDED_BY(mu_) = 0;
