@@ -57,4 +57,21 @@ void Detach(Task<T> task, Done done) {
   h.resume();
 }
 
+// Like Detach for a task whose value is itself a StatusOr: `done` gets one
+// absl::StatusOr<R> (an exception thrown inside becomes its status).
+//
+//   DetachFlat(directory.Lookup(id), [](absl::StatusOr<v1::DirectoryReply> r) {...});
+template <typename R, typename Done>
+void DetachFlat(Task<absl::StatusOr<R>> task, Done done) {
+  Detach(std::move(task),
+         [done = std::move(done)](
+             absl::StatusOr<absl::StatusOr<R>> r) mutable {
+           if (r.ok()) {
+             done(*std::move(r));
+           } else {
+             done(absl::StatusOr<R>(r.status()));
+           }
+         });
+}
+
 }  // namespace granary

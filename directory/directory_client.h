@@ -5,18 +5,20 @@
 // directly, another silo over its Directory service.
 //
 //   DirectoryClient directory(&partition, &transport);
-//   directory.Register(entry, [](absl::StatusOr<v1::DirectoryReply> r) {...});
+//   absl::StatusOr<v1::DirectoryReply> r = co_await directory.Register(entry);
 //
-// Threading: thread-safe. Completions run on gRPC's threads (or inline for
-// grains this silo owns) and must not block.
+// Threading: thread-safe. An awaiting coroutine resumes on the transport's
+// threads (or inline for grains this silo owns) and must not block there.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/task.h"
 #include "directory/directory_transport.h"
 #include "directory/partition.h"
 #include "granary/v1/cluster.grpc.pb.h"
@@ -27,24 +29,23 @@ namespace granary::directory {
 // silos through `transport`.
 class DirectoryClient {
  public:
-  using Done = DirectoryTransport::Done;
-  using RebuildDone = DirectoryTransport::RebuildDone;
+  using Reply = absl::StatusOr<v1::DirectoryReply>;
 
   // `local` and `transport` must outlive the client.
   DirectoryClient(DirectoryPartition* local, DirectoryTransport* transport)
       : local_(local), transport_(transport) {}
 
-  void Register(const v1::DirectoryEntry& entry, Done done,
-                const v1::DirectoryEntry* replace = nullptr);
-  void Lookup(const GrainId& id, Done done);
-  void Unregister(const v1::DirectoryEntry& entry, Done done);
+  Task<Reply> Register(v1::DirectoryEntry entry,
+                       std::optional<v1::DirectoryEntry> replace = {});
+  Task<Reply> Lookup(GrainId id);
+  Task<Reply> Unregister(v1::DirectoryEntry entry);
   // Sends a rebuild report to silo `owner` (this silo's own partition
   // directly).
-  void Rebuild(const std::string& owner, v1::RebuildRequest request,
-               RebuildDone done);
+  Task<absl::StatusOr<v1::RebuildReply>> Rebuild(std::string owner,
+                                                 v1::RebuildRequest request);
 
  private:
-  void Send(DirectoryOp op, v1::DirectoryRequest request, Done done);
+  Task<Reply> Send(DirectoryOp op, v1::DirectoryRequest request);
 
   DirectoryPartition* const local_;
   DirectoryTransport* const transport_;

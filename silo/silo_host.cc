@@ -250,7 +250,7 @@ absl::Status SiloHost::StartListeners() {
   p.admin = std::make_unique<AdminHttp>(p.silo.get(), p.gateway->address());
   p.admin->Register(p.http.get());  // /metrics, /api/overview, the dashboard
   GRANARY_RETURN_IF_ERROR(p.http->Start());
-  p.admin->Start();
+  GRANARY_RETURN_IF_ERROR(p.admin->Start());
   return absl::OkStatus();
 }
 
@@ -338,8 +338,8 @@ void SiloHost::Stop() {
     if (p.router != nullptr) p.peer_gateway->WaitForStreamsClosed(absl::Seconds(10));
   }
   p.StopSiloEndpoint();  // nothing arrives from here on
-  if (p.router != nullptr) p.router->Close();
-  if (p.transport != nullptr) p.transport->Close();
+  if (p.router != nullptr) p.router->Stop();
+  if (p.transport != nullptr) p.transport->Stop();
   if (p.silo != nullptr) p.silo->SetMembershipView(nullptr);
   if (p.http != nullptr) p.http->Stop();
   if (p.admin != nullptr) p.admin->Stop();

@@ -37,7 +37,7 @@ TEST(AdminHttpTest, ScrapesDuringCallsAddUp) {
   silo::HttpServer http("127.0.0.1:0");
   admin.Register(&http);
   ASSERT_TRUE(http.Start().ok());
-  admin.Start();
+  ASSERT_TRUE(admin.Start().ok());
 
   constexpr int kCallers = 4, kCalls = 2000;
   std::atomic<bool> done{false};

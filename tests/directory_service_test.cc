@@ -66,21 +66,13 @@ struct TestOwner {
   std::string id;
 };
 
+// Runs a directory request to its answer.
 absl::StatusOr<v1::DirectoryReply> Wait(
-    const std::function<void(directory::DirectoryClient::Done)>& start) {
-  struct State {
-    Notification done;
-    absl::StatusOr<v1::DirectoryReply> out;
-  };
-  auto state = std::make_shared<State>();
-  start([state](absl::StatusOr<v1::DirectoryReply> r) {
-    state->out = std::move(r);
-    state->done.Notify();
-  });
-  if (!state->done.WaitForNotificationWithTimeout(absl::Seconds(30))) {
-    return absl::DeadlineExceededError("no answer within 30 s");
-  }
-  return state->out;
+    Task<absl::StatusOr<v1::DirectoryReply>> request) {
+  absl::StatusOr<absl::StatusOr<v1::DirectoryReply>> r =
+      std::move(request).Get();
+  if (!r.ok()) return r.status();
+  return *std::move(r);
 }
 
 v1::DirectoryEntry Entry(const std::string& key, const std::string& silo,
@@ -118,14 +110,10 @@ class DirectoryServiceTest : public ::testing::Test {
     for (auto& [owner, request] : by_owner) {
       request.set_ring(f.owner.ring_fingerprint());
       request.set_from(f.id);
-      Notification done;
-      absl::StatusOr<v1::RebuildReply> out;
-      f.directory.Rebuild(owner, request,
-                          [&](absl::StatusOr<v1::RebuildReply> r) {
-                            out = std::move(r);
-                            done.Notify();
-                          });
-      ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+      absl::StatusOr<absl::StatusOr<v1::RebuildReply>> got =
+          f.directory.Rebuild(owner, request).Get();
+      ASSERT_TRUE(got.ok()) << got.status();
+      absl::StatusOr<v1::RebuildReply> out = *std::move(got);
       ASSERT_TRUE(out.ok()) << out.status();
       EXPECT_EQ(out->conflicts_size(), 0);
     }
@@ -160,10 +148,8 @@ TEST_F(DirectoryServiceTest, RacingRegistrationsFromEverySiloAgreeOnOneWinner) {
   for (int s = 0; s < 3; ++s) {
     threads.emplace_back([&, s] {
       for (int g = 0; g < kGrains; ++g) {
-        auto r = Wait([&](directory::DirectoryClient::Done done) {
-          silos_[s]->directory.Register(
-              Entry(absl::StrCat("g", g), silos_[s]->id, g + 1), done);
-        });
+        auto r = Wait(silos_[s]->directory.Register(
+              Entry(absl::StrCat("g", g), silos_[s]->id, g + 1)));
         if (!r.ok()) {
           ++errors;
           continue;
@@ -195,9 +181,7 @@ TEST_F(DirectoryServiceTest, RacingRegistrationsFromEverySiloAgreeOnOneWinner) {
     EXPECT_EQ(silos_[s]->owner.size(), static_cast<size_t>(per_owner[s]));
   }
   // Lookups from any silo find the winner.
-  auto found = Wait([&](directory::DirectoryClient::Done done) {
-    silos_[2]->directory.Lookup(GrainId(kType, "g7"), done);
-  });
+  auto found = Wait(silos_[2]->directory.Lookup(GrainId(kType, "g7")));
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_TRUE(found->found());
   EXPECT_EQ(found->entry().silo(), winners[0][7]);
@@ -249,19 +233,14 @@ TEST_F(DirectoryServiceTest, NonOwnersAndStaleOwnersRefuse) {
 TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   // Register grains hosted on silo 2 from silo 2.
   for (int g = 0; g < 60; ++g) {
-    auto r = Wait([&](directory::DirectoryClient::Done done) {
-      silos_[2]->directory.Register(Entry(absl::StrCat("d", g), silos_[2]->id, 1),
-                                    done);
-    });
+    auto r = Wait(silos_[2]->directory.Register(Entry(absl::StrCat("d", g), silos_[2]->id, 1)));
     ASSERT_TRUE(r.ok()) << r.status();
   }
   // Grains hosted on silos 0 and 1, to see which entries survive.
   std::map<std::string, std::string> owner_before;
   for (int g = 0; g < 60; ++g) {
     const std::string key = absl::StrCat("live", g);
-    auto r = Wait([&](directory::DirectoryClient::Done done) {
-      silos_[g % 2]->directory.Register(Entry(key, silos_[g % 2]->id, 1), done);
-    });
+    auto r = Wait(silos_[g % 2]->directory.Register(Entry(key, silos_[g % 2]->id, 1)));
     ASSERT_TRUE(r.ok()) << r.status();
     owner_before[key] = silos_[0]->owner.OwnerOf(GrainId(kType, key));
   }
@@ -270,18 +249,14 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   // that moved is neither found nor registrable: "not found" could be wrong.
   int survived = 0, moved = 0;
   for (const auto& [key, owner] : owner_before) {
-    auto r = Wait([&](directory::DirectoryClient::Done done) {
-      silos_[0]->directory.Lookup(GrainId(kType, key), done);
-    });
+    auto r = Wait(silos_[0]->directory.Lookup(GrainId(kType, key)));
     if (silos_[0]->owner.OwnerOf(GrainId(kType, key)) == owner) {
       ASSERT_TRUE(r.ok()) << r.status();
       EXPECT_TRUE(r->found()) << key << ": its owner did not change";
       ++survived;
     } else {
       EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable)) << key;
-      auto reg = Wait([&](directory::DirectoryClient::Done done) {
-        silos_[1]->directory.Register(Entry(key, silos_[1]->id, 7), done);
-      });
+      auto reg = Wait(silos_[1]->directory.Register(Entry(key, silos_[1]->id, 7)));
       EXPECT_THAT(reg, StatusIs(absl::StatusCode::kUnavailable)) << key;
       ++moved;
     }
@@ -300,48 +275,33 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   EXPECT_FALSE(silos_[0]->owner.rebuilding());
   EXPECT_FALSE(silos_[1]->owner.rebuilding());
   for (int g = 0; g < 60; ++g) {
-    auto r = Wait([&](directory::DirectoryClient::Done done) {
-      silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("live", g)),
-                                  done);
-    });
+    auto r = Wait(silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("live", g))));
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_TRUE(r->found()) << g;
     EXPECT_EQ(r->entry().silo(), silos_[g % 2]->id);
   }
   for (int g = 0; g < 60; ++g) {
-    auto r = Wait([&](directory::DirectoryClient::Done done) {
-      silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("d", g)), done);
-    });
+    auto r = Wait(silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("d", g))));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_FALSE(r->found()) << g;
   }
   // Silo 0 registers activation 1 of "s", then (that activation gone)
   // replaces its own stale entry with activation 2.
-  auto first = Wait([&](directory::DirectoryClient::Done done) {
-    silos_[0]->directory.Register(Entry("s", silos_[0]->id, 1), done);
-  });
+  auto first = Wait(silos_[0]->directory.Register(Entry("s", silos_[0]->id, 1)));
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->entry().activation_id(), 1u);
-  auto plain = Wait([&](directory::DirectoryClient::Done done) {
-    silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2), done);
-  });
+  auto plain = Wait(silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2)));
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->entry().activation_id(), 1u);  // absent-only: no change
   const v1::DirectoryEntry stale = Entry("s", silos_[0]->id, 1);
-  auto replaced = Wait([&](directory::DirectoryClient::Done done) {
-    silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2), done, &stale);
-  });
+  auto replaced = Wait(silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2), stale));
   ASSERT_TRUE(replaced.ok());
   EXPECT_EQ(replaced->entry().activation_id(), 2u);
   // Unregister removes only the entry it names.
-  auto kept = Wait([&](directory::DirectoryClient::Done done) {
-    silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 1), done);
-  });
+  auto kept = Wait(silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 1)));
   ASSERT_TRUE(kept.ok());
   EXPECT_TRUE(kept->found());
-  auto gone = Wait([&](directory::DirectoryClient::Done done) {
-    silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 2), done);
-  });
+  auto gone = Wait(silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 2)));
   ASSERT_TRUE(gone.ok());
   EXPECT_FALSE(gone->found());
 }
@@ -419,9 +379,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosGraceKeepsItsGrainsFromMoving) {
   std::vector<std::string> keys;
   for (int g = 0; g < 60; ++g) {
     keys.push_back(absl::StrCat("h", g));
-    auto r = Wait([&](directory::DirectoryClient::Done done) {
-      silos_[2]->directory.Register(Entry(keys.back(), silos_[2]->id, 1), done);
-    });
+    auto r = Wait(silos_[2]->directory.Register(Entry(keys.back(), silos_[2]->id, 1)));
     ASSERT_TRUE(r.ok()) << r.status();
   }
   std::map<std::string, std::string> owner_before;
@@ -434,9 +392,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosGraceKeepsItsGrainsFromMoving) {
   // Within the grace (the clock has not moved): every grain is asked.
   int kept = 0, held = 0;
   for (const std::string& k : keys) {
-    auto r = Wait([&](directory::DirectoryClient::Done done) {
-      silos_[0]->directory.Lookup(GrainId(kType, k), done);
-    });
+    auto r = Wait(silos_[0]->directory.Lookup(GrainId(kType, k)));
     if (owner_before[k] != silos_[2]->id) {
       ASSERT_TRUE(r.ok()) << r.status();
       EXPECT_TRUE(r->found()) << k << ": the dead silo's entry is kept";
@@ -451,9 +407,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosGraceKeepsItsGrainsFromMoving) {
   // A moment before the grace ends, still nothing moved.
   clock_.Advance(absl::Milliseconds(599));
   for (const std::string& k : keys) {
-    auto r = Wait([&](directory::DirectoryClient::Done done) {
-      silos_[1]->directory.Lookup(GrainId(kType, k), done);
-    });
+    auto r = Wait(silos_[1]->directory.Lookup(GrainId(kType, k)));
     if (r.ok()) {
       EXPECT_TRUE(r->found()) << k << ": gone before the grace ended";
     } else {
@@ -463,9 +417,7 @@ TEST_F(DirectoryServiceTest, ADeadSilosGraceKeepsItsGrainsFromMoving) {
   // After the grace its grains are gone everywhere.
   clock_.Advance(absl::Milliseconds(1));
   for (const std::string& k : keys) {
-    auto r = Wait([&](directory::DirectoryClient::Done done) {
-      silos_[1]->directory.Lookup(GrainId(kType, k), done);
-    });
+    auto r = Wait(silos_[1]->directory.Lookup(GrainId(kType, k)));
     ASSERT_TRUE(r.ok()) << k << ": " << r.status();
     EXPECT_FALSE(r->found()) << k;
   }

@@ -94,8 +94,8 @@ void LoopbackCluster::Stop() {
   }
   net_.Stop();
   for (auto& node : nodes_) {
-    node->router->Close();
-    node->transport->Close();
+    node->router->Stop();
+    node->transport->Stop();
   }
 }
 
@@ -134,7 +134,7 @@ void LoopbackCluster::Kill(int i) {
   Node& node = *nodes_[i];
   node.running = false;
   net_.Detach(node.id);
-  node.router->Close();
+  node.router->Stop();
   node.silo->Stop();
   node.status = v1::MEMBER_DEAD;
   PublishView();

@@ -83,9 +83,13 @@ void AdminHttp::Register(HttpServer* http) {
   });
 }
 
-void AdminHttp::Start() {
+absl::Status AdminHttp::Start() {
+  if (sampler_.joinable()) {
+    return absl::FailedPreconditionError("the sampler runs already");
+  }
   SampleNow();
   sampler_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
 }
 
 void AdminHttp::Stop() {

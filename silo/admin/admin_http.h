@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/sync.h"
 #include "silo/admin/http_server.h"
@@ -46,7 +47,8 @@ class AdminHttp {
   AdminHttp& operator=(const AdminHttp&) = delete;
 
   void Register(HttpServer* http);
-  void Start();
+  // Takes a first sample and starts the sampler thread.
+  absl::Status Start();
   void Stop();
 
   // Where the overview's silo list comes from (a membership view); unset,

@@ -1,9 +1,11 @@
 #include "silo/cluster/cluster_router.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/detach.h"
 #include "core/log.h"
 #include "directory/directory_client.h"
 #include "directory/partition.h"
@@ -65,7 +67,7 @@ ClusterRouter::ClusterRouter(Silo* silo, directory::DirectoryPartition* owner,
 absl::Status ClusterRouter::Start() { return timers_.Start(); }
 
 ClusterRouter::~ClusterRouter() {
-  Close();
+  Stop();
   // Directory requests still in flight call back into this router.
   MutexLock lock(&mu_);
   while (in_flight_ > 0) {
@@ -94,7 +96,7 @@ uint64_t ClusterRouter::rebuilds() const {
   return rebuilds_;
 }
 
-void ClusterRouter::Close() {
+void ClusterRouter::Stop() {
   timers_.Stop();  // no retry runs from here on
   std::vector<CallBase*> calls;
   {
@@ -266,10 +268,11 @@ void ClusterRouter::Resolve(Pending* p) {
     return;
   }
   BeginRpc();
-  directory_->Lookup(id, [this, id](absl::StatusOr<v1::DirectoryReply> r) {
-    OnLookup(id, std::move(r));
-    EndRpc();
-  });
+  DetachFlat(directory_->Lookup(id),
+             [this, id](absl::StatusOr<v1::DirectoryReply> r) {
+               OnLookup(id, std::move(r));
+               EndRpc();
+             });
 }
 
 void ClusterRouter::SendRegister(const GrainId& id,
@@ -288,13 +291,14 @@ void ClusterRouter::SendRegister(const GrainId& id,
     ++registering_[ring];
     ++in_flight_;
   }
-  directory_->Register(
-      entry,
+  std::optional<v1::DirectoryEntry> replaced;
+  if (replace != nullptr) replaced = *replace;
+  DetachFlat(
+      directory_->Register(std::move(entry), std::move(replaced)),
       [this, id, ring, activation_id](absl::StatusOr<v1::DirectoryReply> r) {
         OnRegister(id, ring, activation_id, std::move(r));
         EndRpc();
-      },
-      replace);
+      });
 }
 
 void ClusterRouter::OnLookup(const GrainId& id,
@@ -325,10 +329,12 @@ void ClusterRouter::OnLookup(const GrainId& id,
     } else {
       // Stopping: our stale entry goes, then the grain is placed elsewhere.
       BeginRpc();
-      directory_->Unregister(entry, [this, id](absl::StatusOr<v1::DirectoryReply>) {
-        RetryOrFail(id, absl::UnavailableError("stale entry removed"));
-        EndRpc();
-      });
+      DetachFlat(directory_->Unregister(entry),
+                 [this, id](absl::StatusOr<v1::DirectoryReply>) {
+                   RetryOrFail(id,
+                               absl::UnavailableError("stale entry removed"));
+                   EndRpc();
+                 });
     }
     return;
   }
@@ -568,8 +574,8 @@ void ClusterRouter::OnActivationGone(const GrainId& id, uint64_t activation_id) 
   entry.set_activation_id(activation_id);
   // Best effort: an entry left behind names this silo, which replaces it
   // the next time a call for the grain comes here.
-  directory_->Unregister(entry,
-                         [this](absl::StatusOr<v1::DirectoryReply>) { EndRpc(); });
+  DetachFlat(directory_->Unregister(std::move(entry)),
+             [this](absl::StatusOr<v1::DirectoryReply>) { EndRpc(); });
 }
 
 }  // namespace granary::silo

@@ -13,7 +13,7 @@
 //   silo.SetRouter(&router);                   // before silo.Start()
 //   router.OnView(view);                       // after owner/directory/transport
 //   ...
-//   silo.Stop(); router.Close();
+//   silo.Stop(); router.Stop();
 //
 // Routing of a call that is not active here:
 //   1. hops == 0 (from a client or a grain of this silo): the lookup cache,
@@ -111,7 +111,7 @@ class ClusterRouter final : public CallRouter {
 
   // Fails every waiting call UNAVAILABLE and stops retrying. After the
   // silo stopped.
-  void Close();
+  void Stop();
 
   // Calls sent to another silo, rebuild reports that completed, and
   // directory retries scheduled.

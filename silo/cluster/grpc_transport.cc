@@ -29,7 +29,7 @@ absl::Status GrpcTransport::Start() {
   return absl::OkStatus();
 }
 
-GrpcTransport::~GrpcTransport() { Close(); }
+GrpcTransport::~GrpcTransport() { Stop(); }
 
 void GrpcTransport::OnView(const v1::MembershipView& view) {
   directory_.OnView(view);
@@ -218,7 +218,7 @@ void GrpcTransport::Probe(const std::string& address, v1::ProbeRequest request,
       std::move(done));
 }
 
-void GrpcTransport::Close() {
+void GrpcTransport::Stop() {
   absl::flat_hash_map<std::string, std::shared_ptr<rpc::GatewaySet>> links;
   {
     MutexLock lock(&mu_);

@@ -77,7 +77,7 @@ class GrpcTransport final : public Transport {
   void Probe(const std::string& address, v1::ProbeRequest request,
              absl::Duration timeout, ProbeDone done) override;
 
-  void Close() override;
+  void Stop() override;
 
  private:
   const std::string self_id_;

@@ -319,7 +319,7 @@ LoopbackTransport::LoopbackTransport(LoopbackNetwork* network,
                                      std::string self_id)
     : network_(network), self_id_(std::move(self_id)) {}
 
-LoopbackTransport::~LoopbackTransport() { Close(); }
+LoopbackTransport::~LoopbackTransport() { Stop(); }
 
 void LoopbackTransport::OnView(const v1::MembershipView& view) {
   absl::flat_hash_set<std::string> live;
@@ -467,7 +467,7 @@ void LoopbackTransport::Probe(const std::string& address,
       [shared](absl::Status why) { (*shared)(std::move(why)); }, timeout);
 }
 
-void LoopbackTransport::Close() {
+void LoopbackTransport::Stop() {
   std::vector<std::string> live;
   {
     MutexLock lock(&mu_);

@@ -137,7 +137,7 @@ class LoopbackNetwork {
 class LoopbackTransport final : public Transport {
  public:
   LoopbackTransport(LoopbackNetwork* network, std::string self_id);
-  ~LoopbackTransport() override;  // Close()
+  ~LoopbackTransport() override;  // Stop()
 
   void OnView(const v1::MembershipView& view) override;
   void Send(const std::string& silo_id, CallBase* call) override;
@@ -150,7 +150,7 @@ class LoopbackTransport final : public Transport {
                    RebuildDone done) override;
   void Probe(const std::string& address, v1::ProbeRequest request,
              absl::Duration timeout, ProbeDone done) override;
-  void Close() override;
+  void Stop() override;
 
  private:
   // The request of `call` as the receiving silo decodes it; delivered

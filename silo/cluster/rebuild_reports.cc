@@ -14,6 +14,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/detach.h"
 #include "core/log.h"
 #include "directory/directory_client.h"
 #include "directory/partition.h"
@@ -123,8 +124,8 @@ void ClusterRouter::SendReport(std::shared_ptr<Sweep> sweep, std::string owner,
   }
   request.set_more(static_cast<size_t>(part) + 1 < parts.size());
   BeginRpc();
-  directory_->Rebuild(
-      owner, std::move(request),
+  DetachFlat(
+      directory_->Rebuild(owner, std::move(request)),
       [this, sweep, owner, part](absl::StatusOr<v1::RebuildReply> r) {
         absl::Cleanup end = [this] { EndRpc(); };
         if (r.ok()) {

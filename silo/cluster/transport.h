@@ -61,7 +61,7 @@ class Transport : public directory::DirectoryTransport {
                      absl::Duration timeout, ProbeDone done) = 0;
 
   // Closes every connection; later sends fail UNAVAILABLE. Idempotent.
-  virtual void Close() = 0;
+  virtual void Stop() = 0;
 };
 
 }  // namespace granary::silo
