@@ -1,0 +1,168 @@
+// SiloHost (silo/silo_host.h) in one process: a silo for the example grains
+// built from options alone, a dev cluster of two hosts that share grains,
+// and options that are refused.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "core/testing/status_matchers.h"
+#include "examples/counter.granary.h"
+#include "examples/counter_grain.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "silo/runtime/silo.h"
+#include "silo/silo_host.h"
+
+namespace granary::testing {
+namespace {
+
+using ::granary::matchers::IsOk;
+using ::granary::matchers::StatusIs;
+using ::testing::HasSubstr;
+using examples::AddRequest;
+using examples::CounterRef;
+using examples::GetRequest;
+
+silo::SiloHostOptions AnyPorts() {
+  silo::SiloHostOptions o;
+  o.gateway = "127.0.0.1:0";
+  o.silo = "127.0.0.1:0";
+  o.http = "127.0.0.1:0";
+  o.storage = "memory";
+  o.workers = 2;
+  return o;
+}
+
+std::unique_ptr<Client> ConnectTo(const std::string& gateway) {
+  ClientOptions options;
+  options.gateways = {gateway};
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
+  EXPECT_THAT(c.status(), IsOk());
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
+TEST(SiloHostTest, ASiloForYourOwnGrainsIsOptionsAndAddGrain) {
+  silo::SiloHost host(AnyPorts());
+  ASSERT_THAT(host.AddGrain<examples::CounterGrain>(), IsOk());
+  ASSERT_THAT(host.Start(), IsOk());
+  EXPECT_THAT(host.gateway_address(), HasSubstr("127.0.0.1:"));
+  EXPECT_EQ(host.id().substr(0, host.silo_address().size()),
+            host.silo_address());
+  std::unique_ptr<Client> client = ConnectTo(host.gateway_address());
+  ASSERT_NE(client, nullptr);
+  AddRequest add;
+  add.set_amount(5);
+  absl::StatusOr<examples::CounterValue> v =
+      client->Get<CounterRef>("alice").Add(add).Get();
+  ASSERT_THAT(v, IsOk());
+  EXPECT_EQ(v->value(), 5);
+  // Grains are added before Start only.
+  EXPECT_THAT(host.AddGrain<examples::PingGrain>(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  client->Close();
+  host.Stop();
+  host.Stop();  // idempotent
+  EXPECT_THAT(host.Start(), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST(SiloHostTest, TwoHostsOfADevClusterShareTheirGrains) {
+  silo::SiloHostOptions primary_options = AnyPorts();
+  primary_options.cluster = "dev";
+  primary_options.on_declared_dead = [] { ADD_FAILURE() << "declared dead"; };
+  silo::SiloHost primary(primary_options);
+  primary.AddGrains(examples::AddExampleGrains);
+  ASSERT_THAT(primary.Start(), IsOk());
+  silo::SiloHostOptions member_options = primary_options;
+  member_options.primary = primary.silo_address();
+  silo::SiloHost member(member_options);
+  member.AddGrains(examples::AddExampleGrains);
+  ASSERT_THAT(member.Start(), IsOk());
+
+  // Counters added through either gateway are one grain each.
+  std::unique_ptr<Client> a = ConnectTo(primary.gateway_address());
+  std::unique_ptr<Client> b = ConnectTo(member.gateway_address());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  AddRequest one;
+  one.set_amount(1);
+  for (int g = 0; g < 40; ++g) {
+    const std::string key = absl::StrCat("shared", g);
+    ASSERT_THAT(a->Get<CounterRef>(key).Add(one).Get(), IsOk());
+    ASSERT_THAT(b->Get<CounterRef>(key).Add(one).Get(), IsOk());
+  }
+  int on_member = 0;
+  for (int g = 0; g < 40; ++g) {
+    absl::StatusOr<examples::CounterValue> v =
+        a->Get<CounterRef>(absl::StrCat("shared", g)).Get(GetRequest()).Get();
+    ASSERT_THAT(v, IsOk());
+    EXPECT_EQ(v->value(), 2) << "shared" << g;
+  }
+  on_member = static_cast<int>(member.silo()->ActivationCount());
+  EXPECT_GT(on_member, 0);  // random placement used both silos
+  EXPECT_LT(on_member, 40);
+  a->Close();
+  b->Close();
+  member.Stop();  // leaves gracefully; its grains move
+  absl::StatusOr<examples::CounterValue> after =
+      ConnectTo(primary.gateway_address())
+          ->Get<CounterRef>("shared0")
+          .Get(GetRequest())
+          .Get();
+  ASSERT_THAT(after, IsOk());
+  primary.Stop();
+}
+
+TEST(SiloHostTest, BadOptionsAreRefusedNamingTheFlag) {
+  struct Case {
+    std::function<void(silo::SiloHostOptions&)> set;
+    std::string message;
+  };
+  const Case cases[] = {
+      {[](auto& o) { o.gateway = "nonsense"; }, "--gateway='nonsense'"},
+      {[](auto& o) { o.storage = "floppy"; }, "--storage"},
+      {[](auto& o) { o.cluster = "galaxy"; }, "--cluster"},
+      {[](auto& o) { o.primary = "127.0.0.1:1"; }, "--primary needs"},
+      {[](auto& o) { o.workers = -1; }, "--workers"},
+      {[](auto& o) { o.turn_budget = 0; }, "--turn_budget"},
+      {[](auto& o) { o.http = "10.1.2.3:0"; }, "--http_allow_remote"},
+      {[](auto& o) { o.durability = "maybe"; }, "--durability"},
+      {[](auto& o) { o.join_timeout = absl::ZeroDuration(); }, "--join_timeout"},
+      {[](auto& o) { o.silo_advertise = "host:0"; }, "--silo_advertise"},
+      {[](auto& o) { o.min_reminder_period = absl::ZeroDuration(); },
+       "--min_reminder_period"},
+  };
+  for (const Case& c : cases) {
+    silo::SiloHostOptions o = AnyPorts();
+    c.set(o);
+    silo::SiloHost host(o);
+    EXPECT_THAT(host.Start(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr(c.message)));
+  }
+}
+
+TEST(SiloHostTest, AProviderOfYourOwnIsOneEntryInTheOptions) {
+  silo::SiloHostOptions o = AnyPorts();
+  int opened = 0;
+  o.providers.storage["counted"] = [&](const silo::SiloHostOptions& opts) {
+    ++opened;
+    return o.providers.storage.at("memory")(opts);
+  };
+  o.storage = "counted";
+  silo::SiloHost host(o);
+  ASSERT_THAT(host.AddGrain<examples::CounterGrain>(), IsOk());
+  ASSERT_THAT(host.Start(), IsOk());
+  EXPECT_EQ(opened, 1);
+  // A provider that fails stops the start with its error.
+  silo::SiloHostOptions broken = AnyPorts();
+  broken.providers.storage["broken"] = [](const silo::SiloHostOptions&)
+      -> absl::StatusOr<silo::StorageStores> {
+    return absl::DataLossError("disk on fire");
+  };
+  broken.storage = "broken";
+  silo::SiloHost refused(broken);
+  EXPECT_THAT(refused.Start(), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+}  // namespace
+}  // namespace granary::testing
