@@ -18,18 +18,6 @@
 namespace granary::silo {
 namespace {
 
-bool Retryable(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kAborted:
-      return true;
-    default:
-      return false;
-  }
-}
-
 absl::Status TooManyHops(const CallBase& call) {
   return absl::UnavailableError(absl::StrCat(
       "call to ", call.target().ToString(), " was forwarded ", call.hops(),
@@ -107,6 +95,10 @@ void ClusterRouter::Stop() {
       for (CallBase* c : p->calls) calls.push_back(c);
     }
     pending_.clear();
+    for (auto& [id, d] : departures_) {
+      for (CallBase* c : d->calls) calls.push_back(c);
+    }
+    departures_.clear();
     sweep_.reset();
     failed_reports_.clear();
   }
@@ -186,6 +178,11 @@ void ClusterRouter::Route(CallBase* call) {
   {
     MutexLock lock(&mu_);
     if (!closed_) {
+      auto departing = departures_.find(call->target());
+      if (departing != departures_.end()) {
+        departing->second->calls.push_back(call);  // routed once it is gone
+        return;
+      }
       auto waiting = pending_.find(call->target());
       if (waiting != pending_.end()) {
         waiting->second->calls.push_back(call);
@@ -502,20 +499,15 @@ bool ClusterRouter::Forward(CallBase* call, const std::string& silo) {
 }
 
 void ClusterRouter::RetryOrFail(const GrainId& id, const absl::Status& why) {
-  if (Retryable(why)) {
+  if (MayChange(why)) {
     MutexLock lock(&mu_);
     auto it = pending_.find(id);
     if (it == pending_.end() || closed_) return;
     Pending* p = it->second.get();
     const absl::Time now = timers_.clock()->Now();
     if (now < p->give_up) {
-      absl::Duration delay = options_.retry_delay;
-      for (int i = 0; i < p->attempts && delay < options_.max_retry_delay; ++i) {
-        delay *= 2;
-      }
-      ++p->attempts;
       retries_.fetch_add(1, std::memory_order_relaxed);
-      timers_.Schedule(p, now + std::min(delay, options_.max_retry_delay));
+      timers_.Schedule(p, now + RetryDelay(p->attempts++));
       return;
     }
   }
@@ -531,13 +523,33 @@ void ClusterRouter::RetryOrFail(const GrainId& id, const absl::Status& why) {
                         << " calls=" << calls.size()
                         << " cannot be located: " << why;
   const absl::Status failed =
-      Retryable(why) ? absl::UnavailableError(absl::StrCat(
+      MayChange(why) ? absl::UnavailableError(absl::StrCat(
                            "cannot locate ", id.ToString(), ": ", why.message()))
                      : why;
   for (CallBase* c : calls) {
     c->Fail(failed);
     c->Release();
   }
+}
+
+bool ClusterRouter::MayChange(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Duration ClusterRouter::RetryDelay(int attempts) const {
+  absl::Duration delay = options_.retry_delay;
+  for (int i = 0; i < attempts && delay < options_.max_retry_delay; ++i) {
+    delay *= 2;
+  }
+  return std::min(delay, options_.max_retry_delay);
 }
 
 std::string ClusterRouter::Place(const GrainId& id) {
@@ -559,23 +571,6 @@ std::string ClusterRouter::Place(const GrainId& id) {
   }
   if (context.candidates.empty()) return "";
   return PlacementFor(strategy).Place(id, context);
-}
-
-void ClusterRouter::OnActivationGone(const GrainId& id, uint64_t activation_id) {
-  {
-    MutexLock lock(&mu_);
-    if (closed_) return;
-    ++in_flight_;
-  }
-  v1::DirectoryEntry entry;
-  entry.set_type(std::string(id.type()));
-  entry.set_key(id.key());
-  entry.set_silo(self_);
-  entry.set_activation_id(activation_id);
-  // Best effort: an entry left behind names this silo, which replaces it
-  // the next time a call for the grain comes here.
-  DetachFlat(directory_->Unregister(std::move(entry)),
-             [this](absl::StatusOr<v1::DirectoryReply>) { EndRpc(); });
 }
 
 }  // namespace granary::silo

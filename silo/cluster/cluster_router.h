@@ -27,6 +27,14 @@
 // FAILED_PRECONDITION: a membership change in progress) are retried with
 // backoff; the calls wait, bounded by their deadlines.
 //
+// When an activation leaves this silo (deactivated: idle, or the silo is
+// shutting down), its directory entry is removed before any call for the
+// grain is routed from here again: until the grain's owner has dropped the
+// entry, the calls left in its mailbox and those that arrive meanwhile
+// wait (a failed removal is retried with the same backoff). Otherwise
+// they would reach the owner while it still names this silo, and be sent
+// back here, again and again, until max_hops.
+//
 // After each change of the ring (the Active silos) the router reports this
 // silo's activations to their owners under the new ring (Rebuild), so a
 // grain that lives on a surviving silo is never activated a second time.
@@ -127,6 +135,7 @@ class ClusterRouter final : public CallRouter {
 
  private:
   struct Pending;
+  struct Departure;
   struct Sweep;
   enum class Mode { kLookup, kRegister };
 
@@ -157,9 +166,34 @@ class ClusterRouter final : public CallRouter {
   void RunSweep(uint64_t ring, std::vector<std::string> owners);
   void SendReport(std::shared_ptr<Sweep> sweep, std::string owner, int part);
   void RetryReports();
+  // Asks the owner of `d`'s grain to drop the entry of its gone
+  // activation (router_departures.cc).
+  void SendUnregister(Departure* d);
+  // The owner answered: the calls held for `id` are routed, or the request
+  // is sent again later.
+  void OnUnregistered(const GrainId& id, uint64_t activation_id,
+                      const absl::Status& status);
+  // Whether a directory answer may change once views agree (UNAVAILABLE,
+  // FAILED_PRECONDITION, DEADLINE_EXCEEDED, ABORTED): worth a retry.
+  static bool MayChange(const absl::Status& s);
+  // Backoff before retry `attempts` (0-based).
+  absl::Duration RetryDelay(int attempts) const;
   // Directory requests in flight call back into the router.
   void BeginRpc();
   void EndRpc();
+
+  // A grain whose activation left this silo, while the owner drops its
+  // entry (router_departures.cc). One removal request, or its retry timer,
+  // is outstanding at a time.
+  struct Departure final : TimerEntry {
+    ClusterRouter* router = nullptr;
+    GrainId id;
+    uint64_t activation_id = 0;    // the activation whose entry goes
+    std::vector<CallBase*> calls;  // held until the entry is gone
+    int attempts = 0;
+    absl::Time give_up;
+    void OnTimer() override { router->SendUnregister(this); }
+  };
 
   struct ReportRetry final : TimerEntry {
     ClusterRouter* router = nullptr;
@@ -184,6 +218,10 @@ class ClusterRouter final : public CallRouter {
   mutable Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<GrainId, std::unique_ptr<Pending>> pending_
+      ABSL_GUARDED_BY(mu_);
+  // Grains whose activation here is gone and whose entry is being removed,
+  // with the calls that wait for that.
+  absl::flat_hash_map<GrainId, std::unique_ptr<Departure>> departures_
       ABSL_GUARDED_BY(mu_);
   directory::LookupCache cache_ ABSL_GUARDED_BY(mu_);
   // From the last view.
