@@ -66,11 +66,7 @@ void DetachFlat(Task<absl::StatusOr<R>> task, Done done) {
   Detach(std::move(task),
          [done = std::move(done)](
              absl::StatusOr<absl::StatusOr<R>> r) mutable {
-           if (r.ok()) {
-             done(*std::move(r));
-           } else {
-             done(absl::StatusOr<R>(r.status()));
-           }
+           done(Flatten(std::move(r)));
          });
 }
 

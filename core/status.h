@@ -18,6 +18,7 @@
 
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,6 +43,23 @@ class StatusError : public std::exception {
 // StatusError keeps its status (an OK status becomes INTERNAL), any other
 // std::exception becomes INTERNAL with what(), anything else INTERNAL.
 absl::Status StatusFromException(const std::exception_ptr& e);
+
+// The outcome of a task whose result is itself a status, as Detach or
+// Task::Get deliver it (the outer status is the task's exception): one
+// status, the exception's or the task's own.
+//
+//   Detach(storage.Read(id), [](absl::StatusOr<absl::StatusOr<StoredState>> r) {
+//     absl::StatusOr<StoredState> state = Flatten(std::move(r));
+//   });
+template <typename T>
+absl::StatusOr<T> Flatten(absl::StatusOr<absl::StatusOr<T>> r) {
+  if (!r.ok()) return r.status();
+  return *std::move(r);
+}
+inline absl::Status Flatten(absl::StatusOr<absl::Status> r) {
+  if (!r.ok()) return r.status();
+  return *std::move(r);
+}
 
 }  // namespace granary
 

@@ -17,6 +17,14 @@
 // `keep_alive` (e.g. the stub). An atomic released before the call starts
 // and acquired in its completion orders the hand-off for ThreadSanitizer,
 // which does not see inside gRPC.
+//
+// AwaitUnary is the same call as a lazy Task, for coroutines: the awaiting
+// coroutine resumes on the gRPC thread that completes the call
+// (core/completion.h), so what follows the `co_await` must not block.
+//
+//   absl::StatusOr<v1::StoredState> reply =
+//       co_await AwaitUnary<v1::StateKey, v1::StoredState>(
+//           key, absl::Seconds(10), /*wait_for_ready=*/true, start);
 #pragma once
 
 #include <atomic>
@@ -27,6 +35,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/completion.h"
+#include "core/task.h"
 #include "grpcpp/client_context.h"
 #include "rpc/status.h"
 
@@ -60,6 +70,17 @@ void StartUnary(Request request, absl::Duration timeout, bool wait_for_ready,
       owned->done(FromGrpc(s));
     }
   });
+}
+
+template <typename Request, typename Reply, typename Start>
+Task<absl::StatusOr<Reply>> AwaitUnary(Request request, absl::Duration timeout,
+                                       bool wait_for_ready, Start start) {
+  Completion<absl::StatusOr<Reply>> done;
+  StartUnary<Request, Reply>(
+      std::move(request), timeout, wait_for_ready, /*keep_alive=*/nullptr,
+      std::move(start),
+      [&done](absl::StatusOr<Reply> reply) { done.Complete(std::move(reply)); });
+  co_return co_await done;
 }
 
 }  // namespace granary::rpc

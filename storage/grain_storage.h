@@ -7,27 +7,35 @@
 // ABORTED. Providers: memory (tests, --storage=memory) and RocksDB (the
 // embedded default); the interface assumes neither, so shared stores fit.
 //
-//   storage.Read(id, [](absl::StatusOr<StoredState> s) {
-//     // s->exists, s->bytes, s->etag ("" when nothing is stored)
-//   });
-//   storage.Write(id, bytes, /*expected_etag=*/s->etag,
-//                 [](absl::StatusOr<std::string> new_etag) {...});
+//   absl::StatusOr<StoredState> s = co_await storage.Read(id);
+//   // s->exists, s->bytes, s->etag ("" when nothing is stored)
+//   absl::StatusOr<std::string> new_etag =
+//       co_await storage.Write(id, bytes, /*expected_etag=*/s->etag);
 //
-// Completion: `done` runs exactly once, on a thread of the provider's (or
-// inline when the provider never blocks); it must not block. Writes and
-// clears complete in the order they were issued; a read issued while a
-// write of the same id is still pending may see the state before that write
-// (an activation awaits each operation, so it never issues them that way).
+// Every operation is a lazy Task: nothing happens until it is awaited or
+// started (core/detach.h). Arguments are taken by value, so a task may
+// outlive the expression that made it. The awaiting coroutine resumes on a
+// thread of the provider's (its writer thread, a gRPC thread), or inline
+// when the provider never blocks: what runs there must not block. The grain
+// runtime therefore never awaits a store from grain code directly; it
+// starts the task detached and posts the result to the activation
+// (silo/runtime/grain.cc). A write or clear is acknowledged (its task
+// finishes) only once it is durable as far as the provider promises.
+// Writes and clears started one after another complete in that order; a
+// read started while a write of the same id is still pending may see the
+// state before that write (an activation awaits each operation, so it never
+// issues them that way). The tasks report failures as statuses and never
+// throw.
 //
 // Threading: every method is thread-safe.
 #pragma once
 
-#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/grain_id.h"
+#include "core/task.h"
 
 namespace granary::storage {
 
@@ -39,21 +47,16 @@ struct StoredState {
 
 class GrainStorage {
  public:
-  using ReadDone = std::function<void(absl::StatusOr<StoredState>)>;
-  // The new etag, or ABORTED when `expected_etag` is not the stored one.
-  using WriteDone = std::function<void(absl::StatusOr<std::string>)>;
-  using ClearDone = std::function<void(absl::Status)>;
-
   virtual ~GrainStorage() = default;
 
-  virtual void Read(const GrainId& id, ReadDone done) = 0;
+  virtual Task<absl::StatusOr<StoredState>> Read(GrainId id) = 0;
   // Stores `bytes` if the stored etag is `expected_etag` ("" = nothing
-  // stored yet).
-  virtual void Write(const GrainId& id, std::string bytes,
-                     std::string expected_etag, WriteDone done) = 0;
-  // Removes the state if the stored etag is `expected_etag`.
-  virtual void Clear(const GrainId& id, std::string expected_etag,
-                     ClearDone done) = 0;
+  // stored yet). The new etag, or ABORTED when `expected_etag` is not the
+  // stored one.
+  virtual Task<absl::StatusOr<std::string>> Write(
+      GrainId id, std::string bytes, std::string expected_etag) = 0;
+  // Removes the state if the stored etag is `expected_etag` (else ABORTED).
+  virtual Task<absl::Status> Clear(GrainId id, std::string expected_etag) = 0;
 };
 
 // The ABORTED status of a write or clear whose expected etag is stale.

@@ -14,7 +14,7 @@ absl::Status StaleEtagError(const GrainId& id, const std::string& expected,
       "' (another writer got there first; read again and decide)"));
 }
 
-void MemoryStorage::Read(const GrainId& id, ReadDone done) {
+Task<absl::StatusOr<StoredState>> MemoryStorage::Read(GrainId id) {
   StoredState state;
   {
     MutexLock lock(&mu_);
@@ -25,11 +25,11 @@ void MemoryStorage::Read(const GrainId& id, ReadDone done) {
       state.etag = absl::StrCat(it->second.version);
     }
   }
-  done(std::move(state));
+  co_return state;
 }
 
-void MemoryStorage::Write(const GrainId& id, std::string bytes,
-                          std::string expected_etag, WriteDone done) {
+Task<absl::StatusOr<std::string>> MemoryStorage::Write(
+    GrainId id, std::string bytes, std::string expected_etag) {
   absl::StatusOr<std::string> result;
   {
     MutexLock lock(&mu_);
@@ -45,11 +45,11 @@ void MemoryStorage::Write(const GrainId& id, std::string bytes,
       result = absl::StrCat(e.version);
     }
   }
-  done(std::move(result));
+  co_return result;
 }
 
-void MemoryStorage::Clear(const GrainId& id, std::string expected_etag,
-                          ClearDone done) {
+Task<absl::Status> MemoryStorage::Clear(GrainId id,
+                                        std::string expected_etag) {
   absl::Status result;
   {
     MutexLock lock(&mu_);
@@ -62,34 +62,34 @@ void MemoryStorage::Clear(const GrainId& id, std::string expected_etag,
       entries_.erase(it);
     }
   }
-  done(std::move(result));
+  co_return result;
 }
 
-void MemoryReminderTable::Upsert(const ReminderRow& row, Done done) {
+Task<absl::Status> MemoryReminderTable::Upsert(ReminderRow row) {
   {
     MutexLock lock(&mu_);
     rows_[{row.grain, row.name}] = row;
   }
-  done(absl::OkStatus());
+  co_return absl::OkStatus();
 }
 
-void MemoryReminderTable::Remove(const GrainId& grain, const std::string& name,
-                                 Done done) {
+Task<absl::Status> MemoryReminderTable::Remove(GrainId grain,
+                                               std::string name) {
   {
     MutexLock lock(&mu_);
     rows_.erase(std::pair<GrainId, std::string>(grain, name));
   }
-  done(absl::OkStatus());
+  co_return absl::OkStatus();
 }
 
-void MemoryReminderTable::ReadAll(ReadAllDone done) {
+Task<absl::StatusOr<std::vector<ReminderRow>>> MemoryReminderTable::ReadAll() {
   std::vector<ReminderRow> rows;
   {
     MutexLock lock(&mu_);
     rows.reserve(rows_.size());
     for (const auto& [key, row] : rows_) rows.push_back(row);
   }
-  done(std::move(rows));
+  co_return rows;
 }
 
 }  // namespace granary::storage

@@ -2,8 +2,8 @@
 // -----------------------------------------------------------------------------
 // GrainStorage and ReminderTable in process memory: rows live as long as the
 // provider. For tests and for silos that want grain state to survive
-// deactivation but not a restart (--storage=memory). Completes every
-// operation inline.
+// deactivation but not a restart (--storage=memory). Every operation's task
+// finishes when first resumed, without suspending.
 //
 //   MemoryStorage storage;
 //   MemoryReminderTable reminders;
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "core/sync.h"
@@ -24,11 +25,10 @@ namespace granary::storage {
 
 class MemoryStorage final : public GrainStorage {
  public:
-  void Read(const GrainId& id, ReadDone done) override;
-  void Write(const GrainId& id, std::string bytes, std::string expected_etag,
-             WriteDone done) override;
-  void Clear(const GrainId& id, std::string expected_etag,
-             ClearDone done) override;
+  Task<absl::StatusOr<StoredState>> Read(GrainId id) override;
+  Task<absl::StatusOr<std::string>> Write(GrainId id, std::string bytes,
+                                          std::string expected_etag) override;
+  Task<absl::Status> Clear(GrainId id, std::string expected_etag) override;
 
  private:
   struct Entry {
@@ -42,10 +42,9 @@ class MemoryStorage final : public GrainStorage {
 
 class MemoryReminderTable final : public ReminderTable {
  public:
-  void Upsert(const ReminderRow& row, Done done) override;
-  void Remove(const GrainId& grain, const std::string& name,
-              Done done) override;
-  void ReadAll(ReadAllDone done) override;
+  Task<absl::Status> Upsert(ReminderRow row) override;
+  Task<absl::Status> Remove(GrainId grain, std::string name) override;
+  Task<absl::StatusOr<std::vector<ReminderRow>>> ReadAll() override;
 
  private:
   Mutex mu_;

@@ -7,18 +7,19 @@
 // `reminders` column family of the silo's data directory). The interface
 // assumes neither, so shared stores fit.
 //
-//   table.Upsert(ReminderRow{grain, "tick", start, absl::Seconds(5)},
-//                [](absl::Status s) {...});
-//   table.ReadAll([](absl::StatusOr<std::vector<ReminderRow>> rows) {...});
+//   absl::Status s = co_await table.Upsert(
+//       ReminderRow{grain, "tick", start, absl::Seconds(5)});
+//   absl::StatusOr<std::vector<ReminderRow>> rows = co_await table.ReadAll();
 //
-// Completion: `done` runs exactly once, on a thread of the provider's (or
-// inline when the provider never blocks); it must not block. Upserts and
-// removes complete in the order they were issued.
+// Operations are lazy Tasks, as in storage/grain_storage.h: arguments by
+// value, the awaiting coroutine resumes on a thread of the provider's (or
+// inline when the provider never blocks) and must not block it, failures
+// come back as statuses. An upsert or remove finishes once it is durable;
+// upserts and removes started one after another complete in that order.
 //
 // Threading: every method is thread-safe.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/grain_id.h"
+#include "core/task.h"
 
 namespace granary::storage {
 
@@ -38,19 +40,15 @@ struct ReminderRow {
 
 class ReminderTable {
  public:
-  using Done = std::function<void(absl::Status)>;
-  using ReadAllDone = std::function<void(absl::StatusOr<std::vector<ReminderRow>>)>;
-
   virtual ~ReminderTable() = default;
 
   // Adds the row, or replaces the row of the same grain and name.
-  virtual void Upsert(const ReminderRow& row, Done done) = 0;
+  virtual Task<absl::Status> Upsert(ReminderRow row) = 0;
   // Removes the row of `grain` named `name`; OK when there is none.
-  virtual void Remove(const GrainId& grain, const std::string& name,
-                      Done done) = 0;
+  virtual Task<absl::Status> Remove(GrainId grain, std::string name) = 0;
   // Every row, in no particular order. Rows that cannot be decoded are
   // skipped with an error in the log, so one bad row does not stop the rest.
-  virtual void ReadAll(ReadAllDone done) = 0;
+  virtual Task<absl::StatusOr<std::vector<ReminderRow>>> ReadAll() = 0;
 };
 
 }  // namespace granary::storage

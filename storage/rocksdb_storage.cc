@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/completion.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "core/sync.h"
@@ -125,9 +126,13 @@ class RocksDbStorage::Impl {
     std::string reminder_key;  // reminder operations
     std::string bytes;
     std::string expected_etag;
-    WriteDone write_done;
-    ClearDone clear_done;  // also the completion of reminder operations
+    // Completed by the writer thread once the group is durable: the new
+    // etag of a kWrite, the status of any other operation.
+    Completion<absl::StatusOr<std::string>>* write_done = nullptr;
+    Completion<absl::Status>* status_done = nullptr;
   };
+  using ReadDone = Completion<absl::StatusOr<StoredState>>;
+  using ReadAllDone = Completion<absl::StatusOr<std::vector<ReminderRow>>>;
 
   ~Impl() {
     {
@@ -222,15 +227,15 @@ class RocksDbStorage::Impl {
     return absl::OkStatus();
   }
 
-  void Read(const GrainId& id, ReadDone done) {
+  void Read(GrainId id, ReadDone* done) {
     MutexLock lock(&mu_);
-    reads_.push_back(PendingRead{id, std::move(done), nullptr});
+    reads_.push_back(PendingRead{std::move(id), done, nullptr});
     cv_.SignalAll();
   }
 
-  void ReadAllReminders(ReadAllDone done) {
+  void ReadAllReminders(ReadAllDone* done) {
     MutexLock lock(&mu_);
-    reads_.push_back(PendingRead{GrainId(), nullptr, std::move(done)});
+    reads_.push_back(PendingRead{GrainId(), nullptr, done});
     cv_.SignalAll();
   }
 
@@ -243,8 +248,8 @@ class RocksDbStorage::Impl {
  private:
   struct PendingRead {
     GrainId id;
-    ReadDone done;
-    ReadAllDone all_reminders;  // set instead of `done` for ReadAll
+    ReadDone* done;
+    ReadAllDone* all_reminders;  // set instead of `done` for ReadAll
   };
 
   absl::Status OpenError(const rocksdb::Status& s) {
@@ -266,29 +271,30 @@ class RocksDbStorage::Impl {
         batch.swap(reads_);
       }
       for (PendingRead& r : batch) {
-        if (r.all_reminders) {
-          r.all_reminders(ScanReminders());
-          continue;
-        }
-        std::string value;
-        rocksdb::Status s =
-            db_->Get(rocksdb::ReadOptions(), state_, StateKey(r.id), &value);
-        if (s.IsNotFound()) {
-          r.done(StoredState{});
-        } else if (!s.ok()) {
-          r.done(FromRocks(s, absl::StrCat("reading ", r.id.ToString())));
-        } else if (value.size() < kVersionBytes) {
-          r.done(absl::DataLossError(absl::StrCat(
-              "stored state of ", r.id.ToString(), " is truncated")));
+        if (r.all_reminders != nullptr) {
+          r.all_reminders->Complete(ScanReminders());
         } else {
-          StoredState state;
-          state.exists = true;
-          state.etag = Etag(DecodeVersion(value));
-          state.bytes = value.substr(kVersionBytes);
-          r.done(std::move(state));
+          r.done->Complete(ReadState(r.id));
         }
       }
     }
+  }
+
+  absl::StatusOr<StoredState> ReadState(const GrainId& id) {
+    std::string value;
+    rocksdb::Status s =
+        db_->Get(rocksdb::ReadOptions(), state_, StateKey(id), &value);
+    if (s.IsNotFound()) return StoredState{};
+    if (!s.ok()) return FromRocks(s, absl::StrCat("reading ", id.ToString()));
+    if (value.size() < kVersionBytes) {
+      return absl::DataLossError(
+          absl::StrCat("stored state of ", id.ToString(), " is truncated"));
+    }
+    StoredState state;
+    state.exists = true;
+    state.etag = Etag(DecodeVersion(value));
+    state.bytes = value.substr(kVersionBytes);
+    return state;
   }
 
   absl::StatusOr<std::vector<ReminderRow>> ScanReminders() {
@@ -370,20 +376,29 @@ class RocksDbStorage::Impl {
       }
       rocksdb::WriteOptions write;
       write.sync = sync_;
-      absl::Status committed =
+      const absl::Status committed =
           batch.Count() == 0
               ? absl::OkStatus()
               : FromRocks(db_->Write(write, &batch), "writing grain state");
-      for (size_t i = 0; i < group.size(); ++i) {
-        absl::Status s = outcome[i].ok() ? committed : outcome[i];
-        PendingWrite& w = group[i];
-        if (w.op != PendingWrite::Op::kWrite) {
-          w.clear_done(std::move(s));
-        } else if (!s.ok()) {
-          w.write_done(std::move(s));
-        } else {
-          w.write_done(Etag(versions[i]));
-        }
+      CompleteGroup(group, outcome, versions, committed);
+    }
+  }
+
+  // Acknowledges a group once its batch is durable (or failed): resumes
+  // each writer's coroutine, in order, on this thread.
+  static void CompleteGroup(std::deque<PendingWrite>& group,
+                            const std::vector<absl::Status>& outcome,
+                            const std::vector<uint64_t>& versions,
+                            const absl::Status& committed) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      absl::Status s = outcome[i].ok() ? committed : outcome[i];
+      PendingWrite& w = group[i];
+      if (w.op != PendingWrite::Op::kWrite) {
+        w.status_done->Complete(std::move(s));
+      } else if (!s.ok()) {
+        w.write_done->Complete(std::move(s));
+      } else {
+        w.write_done->Complete(Etag(versions[i]));
       }
     }
   }
@@ -423,51 +438,62 @@ RocksDbStorage::RocksDbStorage(std::unique_ptr<Impl> impl)
 
 RocksDbStorage::~RocksDbStorage() = default;
 
-void RocksDbStorage::Read(const GrainId& id, ReadDone done) {
-  impl_->Read(id, std::move(done));
+Task<absl::StatusOr<StoredState>> RocksDbStorage::Read(GrainId id) {
+  Impl::ReadDone done;
+  impl_->Read(std::move(id), &done);
+  co_return co_await done;
 }
 
-void RocksDbStorage::Write(const GrainId& id, std::string bytes,
-                           std::string expected_etag, WriteDone done) {
+Task<absl::StatusOr<std::string>> RocksDbStorage::Write(
+    GrainId id, std::string bytes, std::string expected_etag) {
+  Completion<absl::StatusOr<std::string>> done;
   Impl::PendingWrite w;
-  w.id = id;
+  w.id = std::move(id);
   w.bytes = std::move(bytes);
   w.expected_etag = std::move(expected_etag);
-  w.write_done = std::move(done);
+  w.write_done = &done;
   impl_->Write(std::move(w));
+  co_return co_await done;
 }
 
-void RocksDbStorage::Clear(const GrainId& id, std::string expected_etag,
-                           ClearDone done) {
+Task<absl::Status> RocksDbStorage::Clear(GrainId id,
+                                         std::string expected_etag) {
+  Completion<absl::Status> done;
   Impl::PendingWrite w;
-  w.id = id;
+  w.id = std::move(id);
   w.op = Impl::PendingWrite::Op::kClear;
   w.expected_etag = std::move(expected_etag);
-  w.clear_done = std::move(done);
+  w.status_done = &done;
   impl_->Write(std::move(w));
+  co_return co_await done;
 }
 
 // Reminder rows ride the state writer's group commit.
-void RocksDbStorage::Upsert(const ReminderRow& row, ReminderTable::Done done) {
+Task<absl::Status> RocksDbStorage::Upsert(ReminderRow row) {
+  Completion<absl::Status> done;
   Impl::PendingWrite w;
   w.op = Impl::PendingWrite::Op::kReminderPut;
   w.reminder_key = ReminderKey(row.grain, row.name);
   w.bytes = EncodeReminder(row);
-  w.clear_done = std::move(done);
+  w.status_done = &done;
   impl_->Write(std::move(w));
+  co_return co_await done;
 }
 
-void RocksDbStorage::Remove(const GrainId& grain, const std::string& name,
-                            ReminderTable::Done done) {
+Task<absl::Status> RocksDbStorage::Remove(GrainId grain, std::string name) {
+  Completion<absl::Status> done;
   Impl::PendingWrite w;
   w.op = Impl::PendingWrite::Op::kReminderRemove;
   w.reminder_key = ReminderKey(grain, name);
-  w.clear_done = std::move(done);
+  w.status_done = &done;
   impl_->Write(std::move(w));
+  co_return co_await done;
 }
 
-void RocksDbStorage::ReadAll(ReadAllDone done) {
-  impl_->ReadAllReminders(std::move(done));
+Task<absl::StatusOr<std::vector<ReminderRow>>> RocksDbStorage::ReadAll() {
+  Impl::ReadAllDone done;
+  impl_->ReadAllReminders(&done);
+  co_return co_await done;
 }
 
 }  // namespace granary::storage

@@ -22,8 +22,11 @@
 // RocksDB write batch, checked against its expected etag in order, then
 // synced once (durability kSync: an acknowledged write survives power loss;
 // kAsync: the write-ahead log is not synced, so it survives a crash of the
-// process but not of the machine). Reads run on a reader thread, never on
-// the caller's.
+// process but not of the machine). A write's task finishes only after its
+// group was written (and, with kSync, synced): the writer thread then
+// resumes each awaiting coroutine of the group in order, so what follows
+// the `co_await` runs on that thread and must not block. Reads run on a
+// reader thread, never on the caller's, and resume their awaiter there.
 //
 // Lifecycle: Open -> serving -> destructor (stops both threads after their
 // queues drain, closes the database).
@@ -31,6 +34,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "storage/grain_storage.h"
@@ -56,17 +60,17 @@ class RocksDbStorage final : public GrainStorage, public ReminderTable {
 
   ~RocksDbStorage() override;
 
-  void Read(const GrainId& id, ReadDone done) override;
-  void Write(const GrainId& id, std::string bytes, std::string expected_etag,
-             WriteDone done) override;
-  void Clear(const GrainId& id, std::string expected_etag,
-             ClearDone done) override;
+  // GrainStorage. Each task suspends until the reader or writer thread
+  // completes it, and resumes there (core/completion.h).
+  Task<absl::StatusOr<StoredState>> Read(GrainId id) override;
+  Task<absl::StatusOr<std::string>> Write(GrainId id, std::string bytes,
+                                          std::string expected_etag) override;
+  Task<absl::Status> Clear(GrainId id, std::string expected_etag) override;
 
   // ReminderTable.
-  void Upsert(const ReminderRow& row, ReminderTable::Done done) override;
-  void Remove(const GrainId& grain, const std::string& name,
-              ReminderTable::Done done) override;
-  void ReadAll(ReadAllDone done) override;
+  Task<absl::Status> Upsert(ReminderRow row) override;
+  Task<absl::Status> Remove(GrainId grain, std::string name) override;
+  Task<absl::StatusOr<std::vector<ReminderRow>>> ReadAll() override;
 
   // The on-disk format this build reads and writes.
   static constexpr char kFormat[] = "granary-grains-1";

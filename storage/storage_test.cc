@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/detach.h"
+#include "core/status.h"
 #include "core/sync.h"
+#include "core/testing/run_task.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,6 +23,7 @@
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
 
+using ::granary::matchers::IsOk;
 using ::granary::matchers::StatusIs;
 
 namespace granary::storage {
@@ -37,40 +41,18 @@ std::string TempDir(const std::string& name) {
   return dir.string();
 }
 
-// Blocking forms of the callback API, for tests.
+// Each operation run to its end on the test's thread.
 absl::StatusOr<StoredState> ReadNow(GrainStorage& s, const GrainId& id) {
-  Notification done;
-  absl::StatusOr<StoredState> out;
-  s.Read(id, [&](absl::StatusOr<StoredState> r) {
-    out = std::move(r);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return out;
+  return RunTask(s.Read(id));
 }
 
 absl::StatusOr<std::string> WriteNow(GrainStorage& s, const GrainId& id,
                                      std::string bytes, std::string etag) {
-  Notification done;
-  absl::StatusOr<std::string> out;
-  s.Write(id, std::move(bytes), std::move(etag),
-          [&](absl::StatusOr<std::string> r) {
-            out = std::move(r);
-            done.Notify();
-          });
-  done.WaitForNotification();
-  return out;
+  return RunTask(s.Write(id, std::move(bytes), std::move(etag)));
 }
 
 absl::Status ClearNow(GrainStorage& s, const GrainId& id, std::string etag) {
-  Notification done;
-  absl::Status out;
-  s.Clear(id, std::move(etag), [&](absl::Status r) {
-    out = std::move(r);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return out;
+  return RunTask(s.Clear(id, std::move(etag)));
 }
 
 class StorageContractTest : public ::testing::TestWithParam<std::string> {
@@ -82,7 +64,7 @@ class StorageContractTest : public ::testing::TestWithParam<std::string> {
       RocksDbOptions options;
       options.data_dir = TempDir("contract");
       auto opened = RocksDbStorage::Open(options);
-      ASSERT_TRUE(opened.ok()) << opened.status();
+      ASSERT_THAT(opened, IsOk());
       storage_ = std::move(*opened);
     }
   }
@@ -92,7 +74,7 @@ class StorageContractTest : public ::testing::TestWithParam<std::string> {
 TEST_P(StorageContractTest, WritesReadBackWithChangingEtags) {
   GrainId id(kType, "alice");
   absl::StatusOr<StoredState> none = ReadNow(*storage_, id);
-  ASSERT_TRUE(none.ok());
+  ASSERT_THAT(none, IsOk());
   EXPECT_FALSE(none->exists);
   EXPECT_EQ(none->etag, "");
 
@@ -103,7 +85,7 @@ TEST_P(StorageContractTest, WritesReadBackWithChangingEtags) {
   ASSERT_TRUE(e2.ok()) << e2.status();
   EXPECT_NE(*e2, *e1);
   absl::StatusOr<StoredState> read = ReadNow(*storage_, id);
-  ASSERT_TRUE(read.ok());
+  ASSERT_THAT(read, IsOk());
   EXPECT_TRUE(read->exists);
   EXPECT_EQ(read->bytes, "v2");
   EXPECT_EQ(read->etag, *e2);
@@ -111,16 +93,16 @@ TEST_P(StorageContractTest, WritesReadBackWithChangingEtags) {
   // Binary state and keys that share a prefix stay apart.
   const std::string binary("\0\xff\x01", 3);
   const GrainId with_nul(kType, std::string("alice\0x", 7));
-  ASSERT_TRUE(WriteNow(*storage_, with_nul, binary, "").ok());
+  ASSERT_THAT(WriteNow(*storage_, with_nul, binary, ""), IsOk());
   EXPECT_EQ(ReadNow(*storage_, with_nul)->bytes, binary);
-  ASSERT_TRUE(WriteNow(*storage_, GrainId("test.Other", "alice"), "other", "").ok());
+  ASSERT_THAT(WriteNow(*storage_, GrainId("test.Other", "alice"), "other", ""), IsOk());
   EXPECT_EQ(ReadNow(*storage_, id)->bytes, "v2");
 }
 
 TEST_P(StorageContractTest, StaleEtagsAreAborted) {
   GrainId id(kType, "bob");
   absl::StatusOr<std::string> e1 = WriteNow(*storage_, id, "v1", "");
-  ASSERT_TRUE(e1.ok());
+  ASSERT_THAT(e1, IsOk());
   absl::StatusOr<std::string> blind = WriteNow(*storage_, id, "x", "");
   EXPECT_THAT(blind, StatusIs(absl::StatusCode::kAborted));
   EXPECT_THAT(blind.status().message(), HasSubstr("stale etag"));
@@ -130,18 +112,18 @@ TEST_P(StorageContractTest, StaleEtagsAreAborted) {
               StatusIs(absl::StatusCode::kAborted));
   EXPECT_EQ(ReadNow(*storage_, id)->bytes, "v1");  // nothing lost
 
-  ASSERT_TRUE(ClearNow(*storage_, id, *e1).ok());
+  ASSERT_THAT(ClearNow(*storage_, id, *e1), IsOk());
   EXPECT_FALSE(ReadNow(*storage_, id)->exists);
   // After a clear the grain starts again from "no state".
   absl::StatusOr<std::string> again = WriteNow(*storage_, id, "v3", "");
-  ASSERT_TRUE(again.ok());
+  ASSERT_THAT(again, IsOk());
   EXPECT_NE(*again, *e1);
 }
 
 TEST_P(StorageContractTest, OfRacingWritersWithOneEtagExactlyOneWins) {
   GrainId id(kType, "raced");
   absl::StatusOr<std::string> base = WriteNow(*storage_, id, "base", "");
-  ASSERT_TRUE(base.ok());
+  ASSERT_THAT(base, IsOk());
   constexpr int kWriters = 8;
   std::vector<absl::StatusOr<std::string>> results(kWriters);
   std::vector<std::thread> threads;
@@ -171,12 +153,14 @@ TEST_P(StorageContractTest, ManyConcurrentWritersToDifferentGrains) {
   Mutex mu;
   int done = 0, ok = 0;
   for (int i = 0; i < kGrains; ++i) {
-    storage_->Write(GrainId(kType, absl::StrCat("g", i)), absl::StrCat(i), "",
-                    [&](absl::StatusOr<std::string> r) {
-                      MutexLock lock(&mu);
-                      ++done;
-                      if (r.ok()) ++ok;
-                    });
+    // Started, not awaited: every write is in flight at once.
+    Detach(storage_->Write(GrainId(kType, absl::StrCat("g", i)),
+                           absl::StrCat(i), ""),
+           [&](absl::StatusOr<absl::StatusOr<std::string>> r) {
+             MutexLock lock(&mu);
+             ++done;
+             if (Flatten(std::move(r)).ok()) ++ok;
+           });
   }
   {
     MutexLock lock(&mu);
@@ -200,28 +184,51 @@ TEST(RocksDbStorageTest, StateSurvivesReopen) {
   std::string etag;
   {
     auto s = RocksDbStorage::Open(options);
-    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_THAT(s, IsOk());
     absl::StatusOr<std::string> e = WriteNow(**s, GrainId(kType, "k"), "kept", "");
-    ASSERT_TRUE(e.ok());
+    ASSERT_THAT(e, IsOk());
     etag = *e;
   }
   auto s = RocksDbStorage::Open(options);
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_THAT(s, IsOk());
   absl::StatusOr<StoredState> read = ReadNow(**s, GrainId(kType, "k"));
-  ASSERT_TRUE(read.ok());
+  ASSERT_THAT(read, IsOk());
   EXPECT_EQ(read->bytes, "kept");
   EXPECT_EQ(read->etag, etag);
   // The etag from before the restart is still the one to write with.
   absl::StatusOr<std::string> next = WriteNow(**s, GrainId(kType, "k"), "more", etag);
-  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_THAT(next, IsOk());
   EXPECT_NE(*next, etag);
+}
+
+// The writer thread acknowledges a write after its group is durable, by
+// resuming the awaiting coroutine there; the caller's thread never runs it.
+Task<absl::StatusOr<std::string>> WriteAndNoteThread(GrainStorage& s,
+                                                     std::thread::id* on) {
+  absl::StatusOr<std::string> etag =
+      co_await s.Write(GrainId(kType, "thread"), "v", "");
+  *on = std::this_thread::get_id();
+  co_return etag;
+}
+
+TEST(RocksDbStorageTest, AWriteResumesItsAwaiterOnTheWriterThread) {
+  RocksDbOptions options;
+  options.data_dir = TempDir("writer-thread");
+  auto s = RocksDbStorage::Open(options);
+  ASSERT_THAT(s, IsOk());
+  std::thread::id resumed_on;
+  absl::StatusOr<std::string> etag = RunTask(WriteAndNoteThread(**s, &resumed_on));
+  ASSERT_THAT(etag, IsOk());
+  EXPECT_NE(resumed_on, std::this_thread::get_id());
+  EXPECT_NE(resumed_on, std::thread::id());
+  EXPECT_EQ(ReadNow(**s, GrainId(kType, "thread"))->etag, *etag);
 }
 
 TEST(RocksDbStorageTest, ADirectoryHeldByAnotherOpenerIsRefused) {
   RocksDbOptions options;
   options.data_dir = TempDir("locked");
   auto first = RocksDbStorage::Open(options);
-  ASSERT_TRUE(first.ok());
+  ASSERT_THAT(first, IsOk());
   auto second = RocksDbStorage::Open(options);
   EXPECT_THAT(second, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(second.status().message(), HasSubstr("in use by another process"));
@@ -272,35 +279,15 @@ TEST(RocksDbStorageTest, AnotherFormatIsRefused) {
 // --- reminder tables ---------------------------------------------------------
 
 absl::Status UpsertNow(ReminderTable& t, const ReminderRow& row) {
-  Notification done;
-  absl::Status out;
-  t.Upsert(row, [&](absl::Status s) {
-    out = std::move(s);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return out;
+  return RunTask(t.Upsert(row));
 }
 
 absl::Status RemoveNow(ReminderTable& t, const GrainId& g, const std::string& n) {
-  Notification done;
-  absl::Status out;
-  t.Remove(g, n, [&](absl::Status s) {
-    out = std::move(s);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return out;
+  return RunTask(t.Remove(g, n));
 }
 
 absl::StatusOr<std::vector<ReminderRow>> ReadAllNow(ReminderTable& t) {
-  Notification done;
-  absl::StatusOr<std::vector<ReminderRow>> out;
-  t.ReadAll([&](absl::StatusOr<std::vector<ReminderRow>> rows) {
-    out = std::move(rows);
-    done.Notify();
-  });
-  done.WaitForNotification();
+  absl::StatusOr<std::vector<ReminderRow>> out = RunTask(t.ReadAll());
   if (out.ok()) {
     std::sort(out->begin(), out->end(),
               [](const ReminderRow& a, const ReminderRow& b) {
@@ -326,7 +313,7 @@ class ReminderTableTest : public ::testing::TestWithParam<std::string> {
       RocksDbOptions options;
       options.data_dir = TempDir("reminders");
       auto opened = RocksDbStorage::Open(options);
-      ASSERT_TRUE(opened.ok()) << opened.status();
+      ASSERT_THAT(opened, IsOk());
       table_ = std::move(*opened);
     }
   }
@@ -334,14 +321,14 @@ class ReminderTableTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(ReminderTableTest, UpsertReplacesRemoveDeletesAndKeysStayApart) {
-  ASSERT_TRUE(UpsertNow(*table_, Row(kType, "a", "tick", 100, 5)).ok());
-  ASSERT_TRUE(UpsertNow(*table_, Row(kType, "a", "tick", 200, 7)).ok());
+  ASSERT_THAT(UpsertNow(*table_, Row(kType, "a", "tick", 100, 5)), IsOk());
+  ASSERT_THAT(UpsertNow(*table_, Row(kType, "a", "tick", 200, 7)), IsOk());
   // Keys and names that would collide under naive concatenation.
-  ASSERT_TRUE(UpsertNow(*table_, Row(kType, std::string("a\0t", 3), "ick", 1, 1)).ok());
-  ASSERT_TRUE(UpsertNow(*table_, Row(kType, "at", "ick", 2, 2)).ok());
-  ASSERT_TRUE(UpsertNow(*table_, Row("test.Other", "a", "tick", 3, 3)).ok());
+  ASSERT_THAT(UpsertNow(*table_, Row(kType, std::string("a\0t", 3), "ick", 1, 1)), IsOk());
+  ASSERT_THAT(UpsertNow(*table_, Row(kType, "at", "ick", 2, 2)), IsOk());
+  ASSERT_THAT(UpsertNow(*table_, Row("test.Other", "a", "tick", 3, 3)), IsOk());
   absl::StatusOr<std::vector<ReminderRow>> rows = ReadAllNow(*table_);
-  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 4u);
   int found = 0;
   for (const ReminderRow& r : *rows) {
@@ -359,10 +346,10 @@ TEST_P(ReminderTableTest, UpsertReplacesRemoveDeletesAndKeysStayApart) {
     }
   }
   EXPECT_EQ(found, 1);
-  ASSERT_TRUE(RemoveNow(*table_, GrainId(kType, "a"), "tick").ok());
-  ASSERT_TRUE(RemoveNow(*table_, GrainId(kType, "a"), "never-there").ok());
+  ASSERT_THAT(RemoveNow(*table_, GrainId(kType, "a"), "tick"), IsOk());
+  ASSERT_THAT(RemoveNow(*table_, GrainId(kType, "a"), "never-there"), IsOk());
   rows = ReadAllNow(*table_);
-  ASSERT_TRUE(rows.ok());
+  ASSERT_THAT(rows, IsOk());
   EXPECT_EQ(rows->size(), 3u);
 }
 
@@ -374,10 +361,10 @@ TEST(RocksDbStorageTest, RemindersSurviveReopenAndABadRowIsSkipped) {
   options.data_dir = TempDir("reminders-reopen");
   {
     auto s = RocksDbStorage::Open(options);
-    ASSERT_TRUE(s.ok()) << s.status();
-    ASSERT_TRUE(UpsertNow(**s, Row(kType, "k", "kept", 1700000000, 60)).ok());
-    ASSERT_TRUE(UpsertNow(**s, Row(kType, "k", "gone", 1700000000, 60)).ok());
-    ASSERT_TRUE(RemoveNow(**s, GrainId(kType, "k"), "gone").ok());
+    ASSERT_THAT(s, IsOk());
+    ASSERT_THAT(UpsertNow(**s, Row(kType, "k", "kept", 1700000000, 60)), IsOk());
+    ASSERT_THAT(UpsertNow(**s, Row(kType, "k", "gone", 1700000000, 60)), IsOk());
+    ASSERT_THAT(RemoveNow(**s, GrainId(kType, "k"), "gone"), IsOk());
   }
   {
     // Damage: a row whose value has an unknown format, and a malformed key.
@@ -396,9 +383,9 @@ TEST(RocksDbStorageTest, RemindersSurviveReopenAndABadRowIsSkipped) {
     delete db;
   }
   auto s = RocksDbStorage::Open(options);
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_THAT(s, IsOk());
   absl::StatusOr<std::vector<ReminderRow>> rows = ReadAllNow(**s);
-  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].name, "kept");
   EXPECT_EQ((*rows)[0].start, absl::FromUnixSeconds(1700000000));

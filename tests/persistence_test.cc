@@ -12,7 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/detach.h"
+#include "core/completion.h"
 #include "core/sync.h"
+#include "core/testing/run_task.h"
 #include "core/testing/status_matchers.h"
 #include "examples/bank_grain.h"
 #include "gmock/gmock.h"
@@ -21,6 +23,7 @@
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
 
+using ::granary::matchers::IsOk;
 using ::granary::matchers::StatusIs;
 
 namespace granary::examples {
@@ -147,11 +150,9 @@ TEST(PersistenceTest, TwoActivationsOnOneStoredStateTheSecondWriterIsAborted) {
 
 TEST(PersistenceTest, StateThatDoesNotParseFailsOnlyThatGrain) {
   storage::MemoryStorage store;
-  Notification written;
-  store.Write(GrainId(BankAccountRef::kTypeName, "garbled"),
-              std::string("\xff\xff\xff\xff", 4), "",
-              [&](absl::StatusOr<std::string>) { written.Notify(); });
-  written.WaitForNotification();
+  ASSERT_THAT(RunTask(store.Write(GrainId(BankAccountRef::kTypeName, "garbled"),
+                                  std::string("\xff\xff\xff\xff", 4), "")),
+              IsOk());
   auto silo = StartSilo(&store);
   absl::StatusOr<Balance> bad =
       silo->Get<BankAccountRef>("garbled").GetBalance(GetBalanceRequest()).Get();
@@ -165,23 +166,26 @@ TEST(PersistenceTest, StateThatDoesNotParseFailsOnlyThatGrain) {
 // completions it delivered.
 class HeldStorage final : public storage::GrainStorage {
  public:
-  void Read(const GrainId& id, ReadDone done) override {
-    inner_.Read(id, std::move(done));
+  Task<absl::StatusOr<storage::StoredState>> Read(GrainId id) override {
+    co_return co_await inner_.Read(std::move(id));
   }
-  void Write(const GrainId& id, std::string bytes, std::string etag,
-             WriteDone done) override {
-    MutexLock lock(&mu_);
-    held_.push_back([this, id, bytes = std::move(bytes),
-                     etag = std::move(etag), done = std::move(done)]() mutable {
-      inner_.Write(id, std::move(bytes), std::move(etag),
-                   [this, done = std::move(done)](absl::StatusOr<std::string> r) {
-                     done(std::move(r));
-                     completed_.fetch_add(1);
-                   });
-    });
+  // Suspends until ReleaseAll, which then runs the rest of the write (and
+  // whatever the silo does with its result) on the releasing thread.
+  Task<absl::StatusOr<std::string>> Write(GrainId id, std::string bytes,
+                                          std::string etag) override {
+    Completion<bool> released;
+    {
+      MutexLock lock(&mu_);
+      held_.push_back([&released] { released.Complete(true); });
+    }
+    co_await released;
+    absl::StatusOr<std::string> r = co_await inner_.Write(
+        std::move(id), std::move(bytes), std::move(etag));
+    completed_.fetch_add(1);
+    co_return r;  // to the silo, before ReleaseAll returns
   }
-  void Clear(const GrainId& id, std::string etag, ClearDone done) override {
-    inner_.Clear(id, std::move(etag), std::move(done));
+  Task<absl::Status> Clear(GrainId id, std::string etag) override {
+    co_return co_await inner_.Clear(std::move(id), std::move(etag));
   }
   bool WaitForHeld(size_t n) {
     MutexLock lock(&mu_);
@@ -195,7 +199,7 @@ class HeldStorage final : public storage::GrainStorage {
       MutexLock lock(&mu_);
       held.swap(held_);
     }
-    for (auto& f : held) f();
+    for (auto& f : held) f();  // returns once the silo took (or refused) it
   }
   // Write completions delivered to the silo (each returned).
   int completed() const { return completed_.load(); }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/sync.h"
@@ -260,14 +261,14 @@ INSTANTIATE_TEST_SUITE_P(Tables, ReminderTest,
 // A table that cannot be read.
 class BrokenTable final : public storage::ReminderTable {
  public:
-  void Upsert(const storage::ReminderRow&, Done done) override {
-    done(absl::UnavailableError("disk on fire"));
+  Task<absl::Status> Upsert(storage::ReminderRow) override {
+    co_return absl::UnavailableError("disk on fire");
   }
-  void Remove(const GrainId&, const std::string&, Done done) override {
-    done(absl::UnavailableError("disk on fire"));
+  Task<absl::Status> Remove(GrainId, std::string) override {
+    co_return absl::UnavailableError("disk on fire");
   }
-  void ReadAll(ReadAllDone done) override {
-    done(absl::UnavailableError("disk on fire"));
+  Task<absl::StatusOr<std::vector<storage::ReminderRow>>> ReadAll() override {
+    co_return absl::UnavailableError("disk on fire");
   }
 };
 
@@ -286,13 +287,15 @@ TEST(ReminderTableFailureTest, AFailedWriteReachesTheGrainAndSchedulesNothing) {
   // Reads work, writes fail: start from an empty table.
   class WriteOnlyBroken final : public storage::ReminderTable {
    public:
-    void Upsert(const storage::ReminderRow& row, Done done) override {
-      table_.Upsert(row, std::move(done));
+    Task<absl::Status> Upsert(storage::ReminderRow row) override {
+      co_return co_await table_.Upsert(std::move(row));
     }
-    void Remove(const GrainId& g, const std::string& n, Done done) override {
-      table_.Remove(g, n, std::move(done));
+    Task<absl::Status> Remove(GrainId g, std::string n) override {
+      co_return co_await table_.Remove(std::move(g), std::move(n));
     }
-    void ReadAll(ReadAllDone done) override { done(std::vector<storage::ReminderRow>{}); }
+    Task<absl::StatusOr<std::vector<storage::ReminderRow>>> ReadAll() override {
+      co_return std::vector<storage::ReminderRow>{};
+    }
     BrokenTable table_;
   } writes_fail;
   TestState state;

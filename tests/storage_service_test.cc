@@ -8,13 +8,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/sync.h"
+#include "core/testing/run_task.h"
 #include "core/testing/status_matchers.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "rpc/callback_queue.h"
 #include "storage/memory_storage.h"
 
+using ::granary::matchers::IsOk;
 using ::granary::matchers::StatusIs;
 
 namespace granary::silo {
@@ -44,36 +45,14 @@ class StorageServiceTest : public ::testing::Test {
   }
 
   absl::StatusOr<storage::StoredState> Read(const GrainId& id) {
-    Notification done;
-    absl::StatusOr<storage::StoredState> out;
-    remote_->Read(id, [&](absl::StatusOr<storage::StoredState> s) {
-      out = std::move(s);
-      done.Notify();
-    });
-    done.WaitForNotification();
-    return out;
+    return RunTask(remote_->Read(id));
   }
   absl::StatusOr<std::string> Write(const GrainId& id, std::string bytes,
                                     std::string etag) {
-    Notification done;
-    absl::StatusOr<std::string> out;
-    remote_->Write(id, std::move(bytes), std::move(etag),
-                   [&](absl::StatusOr<std::string> s) {
-                     out = std::move(s);
-                     done.Notify();
-                   });
-    done.WaitForNotification();
-    return out;
+    return RunTask(remote_->Write(id, std::move(bytes), std::move(etag)));
   }
   absl::Status Clear(const GrainId& id, std::string etag) {
-    Notification done;
-    absl::Status out;
-    remote_->Clear(id, std::move(etag), [&](absl::Status s) {
-      out = std::move(s);
-      done.Notify();
-    });
-    done.WaitForNotification();
-    return out;
+    return RunTask(remote_->Clear(id, std::move(etag)));
   }
   grpc::StatusCode RawWrite(const std::string& type, const std::string& key) {
     grpc::ClientContext context;
@@ -103,24 +82,24 @@ TEST_F(StorageServiceTest, ReadsWritesAndClearsWithEtagsLikeTheStoreItServes) {
   service_->AllowTypes({std::string(kType)});
   const GrainId id(InternTypeName(kType), "alice");
   absl::StatusOr<storage::StoredState> empty = Read(id);
-  ASSERT_TRUE(empty.ok()) << empty.status();
+  ASSERT_THAT(empty, IsOk());
   EXPECT_FALSE(empty->exists);
   absl::StatusOr<std::string> first = Write(id, "one", "");
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_THAT(first, IsOk());
   absl::StatusOr<std::string> second = Write(id, "two", *first);
-  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_THAT(second, IsOk());
   // A writer that read before the second write is refused and changes
   // nothing.
   EXPECT_THAT(Write(id, "stale", *first), StatusIs(absl::StatusCode::kAborted));
   absl::StatusOr<storage::StoredState> now = Read(id);
-  ASSERT_TRUE(now.ok());
+  ASSERT_THAT(now, IsOk());
   EXPECT_TRUE(now->exists);
   EXPECT_EQ(now->bytes, "two");
   EXPECT_EQ(now->etag, *second);
   EXPECT_THAT(Clear(id, *first), StatusIs(absl::StatusCode::kAborted));
-  EXPECT_TRUE(Clear(id, *second).ok());
+  EXPECT_THAT(Clear(id, *second), IsOk());
   now = Read(id);
-  ASSERT_TRUE(now.ok());
+  ASSERT_THAT(now, IsOk());
   EXPECT_FALSE(now->exists);
 }
 
@@ -137,7 +116,7 @@ TEST_F(StorageServiceTest, BadRequestsAreInvalidArgumentAndStoreNothing) {
   EXPECT_EQ(RawWrite(std::string(kType), "k"), grpc::StatusCode::OK);
   absl::StatusOr<storage::StoredState> k =
       Read(GrainId(InternTypeName(kType), "k"));
-  ASSERT_TRUE(k.ok());
+  ASSERT_THAT(k, IsOk());
   EXPECT_TRUE(k->exists);
 }
 

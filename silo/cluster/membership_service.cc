@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/callback_task.h"
 #include "core/log.h"
 #include "rpc/async_unary.h"
 #include "grpcpp/grpcpp.h"
@@ -136,17 +135,12 @@ RemoteMembershipTable::RemoteMembershipTable(const std::string& primary,
 RemoteMembershipTable::~RemoteMembershipTable() { StopWatch(); }
 
 Task<absl::StatusOr<v1::MembershipView>> RemoteMembershipTable::Read() {
-  co_return co_await FromCallback<absl::StatusOr<v1::MembershipView>>(
-      [this](std::function<void(absl::StatusOr<v1::MembershipView>)> done) {
-        rpc::StartUnary<v1::ReadMembershipRequest, v1::MembershipView>(
-            v1::ReadMembershipRequest(), timeout_, /*wait_for_ready=*/false,
-            nullptr,
-            [this](grpc::ClientContext* c, const v1::ReadMembershipRequest* q,
-                   v1::MembershipView* r,
-                   std::function<void(grpc::Status)> on_done) {
-              stub_->async()->Read(c, q, r, std::move(on_done));
-            },
-            std::move(done));
+  co_return co_await rpc::AwaitUnary<v1::ReadMembershipRequest,
+                                     v1::MembershipView>(
+      v1::ReadMembershipRequest(), timeout_, /*wait_for_ready=*/false,
+      [this](grpc::ClientContext* c, const v1::ReadMembershipRequest* q,
+             v1::MembershipView* r, std::function<void(grpc::Status)> done) {
+        stub_->async()->Read(c, q, r, std::move(done));
       });
 }
 
@@ -156,17 +150,12 @@ Task<absl::StatusOr<int64_t>> RemoteMembershipTable::Write(
   *request.mutable_member() = std::move(member);
   request.set_expected_version(expected_version);
   absl::StatusOr<v1::WriteMemberReply> reply =
-      co_await FromCallback<absl::StatusOr<v1::WriteMemberReply>>(
-          [this, &request](
-              std::function<void(absl::StatusOr<v1::WriteMemberReply>)> done) {
-            rpc::StartUnary<v1::WriteMemberRequest, v1::WriteMemberReply>(
-                std::move(request), timeout_, /*wait_for_ready=*/false, nullptr,
-                [this](grpc::ClientContext* c, const v1::WriteMemberRequest* q,
-                       v1::WriteMemberReply* r,
-                       std::function<void(grpc::Status)> on_done) {
-                  stub_->async()->Write(c, q, r, std::move(on_done));
-                },
-                std::move(done));
+      co_await rpc::AwaitUnary<v1::WriteMemberRequest, v1::WriteMemberReply>(
+          std::move(request), timeout_, /*wait_for_ready=*/false,
+          [this](grpc::ClientContext* c, const v1::WriteMemberRequest* q,
+                 v1::WriteMemberReply* r,
+                 std::function<void(grpc::Status)> done) {
+            stub_->async()->Write(c, q, r, std::move(done));
           });
   if (!reply.ok()) co_return reply.status();
   co_return reply->version();

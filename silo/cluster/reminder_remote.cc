@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/detach.h"
+#include "core/status.h"
 #include "rpc/callback_queue.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
@@ -53,17 +55,18 @@ grpc::ServerUnaryReactor* ReminderPeerService::Register(
       ToGrain(request->type(), request->key(), &silo);
   if (!grain.ok()) return Refuse(context, grain.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  silo->reminders().Register(
-      *grain, request->name(), absl::Microseconds(request->due_us()),
-      absl::Microseconds(request->period_us()),
-      [reactor, reply](absl::StatusOr<absl::Time> first_tick) {
-        if (!first_tick.ok()) {
-          reactor->Finish(rpc::ToGrpc(first_tick.status()));
-          return;
-        }
-        reply->set_first_tick_unix_us(absl::ToUnixMicros(*first_tick));
-        reactor->Finish(grpc::Status::OK);
-      });
+  Detach(silo->reminders().Register(*std::move(grain), request->name(),
+                                    absl::Microseconds(request->due_us()),
+                                    absl::Microseconds(request->period_us())),
+         [reactor, reply](absl::StatusOr<absl::StatusOr<absl::Time>> r) {
+           absl::StatusOr<absl::Time> first_tick = Flatten(std::move(r));
+           if (!first_tick.ok()) {
+             reactor->Finish(rpc::ToGrpc(first_tick.status()));
+             return;
+           }
+           reply->set_first_tick_unix_us(absl::ToUnixMicros(*first_tick));
+           reactor->Finish(grpc::Status::OK);
+         });
   return reactor;
 }
 
@@ -82,15 +85,16 @@ grpc::ServerUnaryReactor* ReminderPeerService::Unregister(
                                kMaxReminderNameBytes, " bytes")));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  silo->reminders().Unregister(
-      *grain, request->name(), [reactor, reply](absl::StatusOr<bool> existed) {
-        if (!existed.ok()) {
-          reactor->Finish(rpc::ToGrpc(existed.status()));
-          return;
-        }
-        reply->set_existed(*existed);
-        reactor->Finish(grpc::Status::OK);
-      });
+  Detach(silo->reminders().Unregister(*std::move(grain), request->name()),
+         [reactor, reply](absl::StatusOr<absl::StatusOr<bool>> r) {
+           absl::StatusOr<bool> existed = Flatten(std::move(r));
+           if (!existed.ok()) {
+             reactor->Finish(rpc::ToGrpc(existed.status()));
+             return;
+           }
+           reply->set_existed(*existed);
+           reactor->Finish(grpc::Status::OK);
+         });
   return reactor;
 }
 
@@ -117,77 +121,62 @@ RemoteReminders::RemoteReminders(const std::string& primary,
       grpc::CreateChannel(primary, grpc::InsecureChannelCredentials()));
 }
 
-void RemoteReminders::Register(
-    const GrainId& grain, const std::string& name, absl::Duration due,
-    absl::Duration period,
-    std::function<void(absl::StatusOr<absl::Time>)> done) {
+Task<absl::StatusOr<absl::Time>> RemoteReminders::Register(
+    GrainId grain, std::string name, absl::Duration due,
+    absl::Duration period) {
   v1::RegisterReminderRequest request;
   SetGrain(grain, &request);
-  request.set_name(name);
+  request.set_name(std::move(name));
   request.set_due_us(absl::ToInt64Microseconds(due));
   request.set_period_us(absl::ToInt64Microseconds(period));
-  rpc::StartUnary<v1::RegisterReminderRequest, v1::RegisterReminderReply>(
-      std::move(request), timeout_, /*wait_for_ready=*/true, nullptr,
+  absl::StatusOr<v1::RegisterReminderReply> r = co_await rpc::AwaitUnary<
+      v1::RegisterReminderRequest, v1::RegisterReminderReply>(
+      std::move(request), timeout_, /*wait_for_ready=*/true,
       [this](grpc::ClientContext* c, const v1::RegisterReminderRequest* q,
-             v1::RegisterReminderReply* r,
-             std::function<void(grpc::Status)> on_done) {
-        stub_->async()->Register(c, q, r, std::move(on_done));
-      },
-      [done = std::move(done)](absl::StatusOr<v1::RegisterReminderReply> r) {
-        if (!r.ok()) {
-          done(r.status());
-          return;
-        }
-        done(absl::FromUnixMicros(r->first_tick_unix_us()));
+             v1::RegisterReminderReply* reply,
+             std::function<void(grpc::Status)> done) {
+        stub_->async()->Register(c, q, reply, std::move(done));
       });
+  if (!r.ok()) co_return r.status();
+  co_return absl::FromUnixMicros(r->first_tick_unix_us());
 }
 
-void RemoteReminders::Unregister(
-    const GrainId& grain, const std::string& name,
-    std::function<void(absl::StatusOr<bool>)> done) {
+Task<absl::StatusOr<bool>> RemoteReminders::Unregister(GrainId grain,
+                                                       std::string name) {
   v1::UnregisterReminderRequest request;
   SetGrain(grain, &request);
-  request.set_name(name);
-  rpc::StartUnary<v1::UnregisterReminderRequest, v1::UnregisterReminderReply>(
-      std::move(request), timeout_, /*wait_for_ready=*/true, nullptr,
+  request.set_name(std::move(name));
+  absl::StatusOr<v1::UnregisterReminderReply> r = co_await rpc::AwaitUnary<
+      v1::UnregisterReminderRequest, v1::UnregisterReminderReply>(
+      std::move(request), timeout_, /*wait_for_ready=*/true,
       [this](grpc::ClientContext* c, const v1::UnregisterReminderRequest* q,
-             v1::UnregisterReminderReply* r,
-             std::function<void(grpc::Status)> on_done) {
-        stub_->async()->Unregister(c, q, r, std::move(on_done));
-      },
-      [done = std::move(done)](absl::StatusOr<v1::UnregisterReminderReply> r) {
-        if (!r.ok()) {
-          done(r.status());
-          return;
-        }
-        done(r->existed());
+             v1::UnregisterReminderReply* reply,
+             std::function<void(grpc::Status)> done) {
+        stub_->async()->Unregister(c, q, reply, std::move(done));
       });
+  if (!r.ok()) co_return r.status();
+  co_return r->existed();
 }
 
-void RemoteReminders::List(
-    const GrainId& grain,
-    std::function<void(absl::StatusOr<std::vector<ReminderTick>>)> done) {
+Task<absl::StatusOr<std::vector<ReminderTick>>> RemoteReminders::List(
+    GrainId grain) {
   v1::ListRemindersRequest request;
   SetGrain(grain, &request);
-  rpc::StartUnary<v1::ListRemindersRequest, v1::ListRemindersReply>(
-      std::move(request), timeout_, /*wait_for_ready=*/true, nullptr,
+  absl::StatusOr<v1::ListRemindersReply> r = co_await rpc::AwaitUnary<
+      v1::ListRemindersRequest, v1::ListRemindersReply>(
+      std::move(request), timeout_, /*wait_for_ready=*/true,
       [this](grpc::ClientContext* c, const v1::ListRemindersRequest* q,
-             v1::ListRemindersReply* r,
-             std::function<void(grpc::Status)> on_done) {
-        stub_->async()->List(c, q, r, std::move(on_done));
-      },
-      [done = std::move(done)](absl::StatusOr<v1::ListRemindersReply> r) {
-        if (!r.ok()) {
-          done(r.status());
-          return;
-        }
-        std::vector<ReminderTick> out;
-        out.reserve(r->reminders_size());
-        for (const v1::ReminderTickMessage& m : r->reminders()) {
-          out.push_back(FromTickMessage(m));
-        }
-        done(std::move(out));
+             v1::ListRemindersReply* reply,
+             std::function<void(grpc::Status)> done) {
+        stub_->async()->List(c, q, reply, std::move(done));
       });
+  if (!r.ok()) co_return r.status();
+  std::vector<ReminderTick> out;
+  out.reserve(r->reminders_size());
+  for (const v1::ReminderTickMessage& m : r->reminders()) {
+    out.push_back(FromTickMessage(m));
+  }
+  co_return out;
 }
 
 }  // namespace granary::silo

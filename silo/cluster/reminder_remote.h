@@ -14,7 +14,11 @@
 //   RemoteReminders keeper("10.0.0.1:11111");    // on the others
 //   silo.reminders().SetKeeper(&keeper);         // before silo.Start()
 //
-// Threading: thread-safe. RemoteReminders completes on gRPC's threads.
+// ReminderPeerService starts the silo's ReminderService task for each
+// request and finishes the reactor when it does.
+//
+// Threading: thread-safe. RemoteReminders' tasks resume their awaiter on
+// gRPC's threads.
 #pragma once
 
 #include <atomic>
@@ -66,14 +70,14 @@ class RemoteReminders final : public ReminderKeeper {
   // `primary`: the primary silo's endpoint, HOST:PORT.
   explicit RemoteReminders(const std::string& primary,
                            absl::Duration timeout = absl::Seconds(10));
-  void Register(const GrainId& grain, const std::string& name,
-                absl::Duration due, absl::Duration period,
-                std::function<void(absl::StatusOr<absl::Time>)> done) override;
-  void Unregister(const GrainId& grain, const std::string& name,
-                  std::function<void(absl::StatusOr<bool>)> done) override;
-  void List(const GrainId& grain,
-            std::function<void(absl::StatusOr<std::vector<ReminderTick>>)>
-                done) override;
+  // Each task resumes its awaiter on the gRPC thread that completes the
+  // call.
+  Task<absl::StatusOr<absl::Time>> Register(GrainId grain, std::string name,
+                                            absl::Duration due,
+                                            absl::Duration period) override;
+  Task<absl::StatusOr<bool>> Unregister(GrainId grain,
+                                        std::string name) override;
+  Task<absl::StatusOr<std::vector<ReminderTick>>> List(GrainId grain) override;
 
  private:
   const absl::Duration timeout_;

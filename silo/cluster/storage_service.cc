@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/callback_queue.h"
+#include "core/detach.h"
 #include "core/grain_id.h"
+#include "core/status.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
 #include "rpc/status.h"
@@ -51,16 +53,18 @@ grpc::ServerUnaryReactor* StorageService::Read(
     reactor->Finish(rpc::ToGrpc(id.status()));
     return reactor;
   }
-  storage_->Read(*id, [reactor, reply](absl::StatusOr<storage::StoredState> s) {
-    if (!s.ok()) {
-      reactor->Finish(rpc::ToGrpc(s.status()));
-      return;
-    }
-    reply->set_exists(s->exists);
-    reply->set_bytes(std::move(s->bytes));
-    reply->set_etag(std::move(s->etag));
-    reactor->Finish(grpc::Status::OK);
-  });
+  Detach(storage_->Read(*std::move(id)),
+         [reactor, reply](absl::StatusOr<absl::StatusOr<storage::StoredState>> r) {
+           absl::StatusOr<storage::StoredState> s = Flatten(std::move(r));
+           if (!s.ok()) {
+             reactor->Finish(rpc::ToGrpc(s.status()));
+             return;
+           }
+           reply->set_exists(s->exists);
+           reply->set_bytes(std::move(s->bytes));
+           reply->set_etag(std::move(s->etag));
+           reactor->Finish(grpc::Status::OK);
+         });
   return reactor;
 }
 
@@ -73,15 +77,17 @@ grpc::ServerUnaryReactor* StorageService::Write(
     reactor->Finish(rpc::ToGrpc(id.status()));
     return reactor;
   }
-  storage_->Write(*id, request->bytes(), request->expected_etag(),
-                  [reactor, reply](absl::StatusOr<std::string> etag) {
-                    if (!etag.ok()) {
-                      reactor->Finish(rpc::ToGrpc(etag.status()));
-                      return;
-                    }
-                    reply->set_etag(*std::move(etag));
-                    reactor->Finish(grpc::Status::OK);
-                  });
+  Detach(storage_->Write(*std::move(id), request->bytes(),
+                         request->expected_etag()),
+         [reactor, reply](absl::StatusOr<absl::StatusOr<std::string>> r) {
+           absl::StatusOr<std::string> etag = Flatten(std::move(r));
+           if (!etag.ok()) {
+             reactor->Finish(rpc::ToGrpc(etag.status()));
+             return;
+           }
+           reply->set_etag(*std::move(etag));
+           reactor->Finish(grpc::Status::OK);
+         });
   return reactor;
 }
 
@@ -94,9 +100,10 @@ grpc::ServerUnaryReactor* StorageService::Clear(
     reactor->Finish(rpc::ToGrpc(id.status()));
     return reactor;
   }
-  storage_->Clear(*id, request->expected_etag(), [reactor](absl::Status s) {
-    reactor->Finish(rpc::ToGrpc(s));
-  });
+  Detach(storage_->Clear(*std::move(id), request->expected_etag()),
+         [reactor](absl::StatusOr<absl::Status> r) {
+           reactor->Finish(rpc::ToGrpc(Flatten(std::move(r))));
+         });
   return reactor;
 }
 
@@ -108,61 +115,55 @@ RemoteGrainStorage::RemoteGrainStorage(const std::string& primary,
       grpc::CreateChannel(primary, grpc::InsecureChannelCredentials()));
 }
 
-void RemoteGrainStorage::Read(const GrainId& id, ReadDone done) {
-  rpc::StartUnary<v1::StateKey, v1::StoredState>(
-      ToKey(id), timeout_, /*wait_for_ready=*/true, nullptr,
-      [this](grpc::ClientContext* c, const v1::StateKey* q, v1::StoredState* r,
-             std::function<void(grpc::Status)> on_done) {
-        stub_->async()->Read(c, q, r, std::move(on_done));
-      },
-      [done = std::move(done)](absl::StatusOr<v1::StoredState> reply) {
-        if (!reply.ok()) {
-          done(reply.status());
-          return;
-        }
-        storage::StoredState out;
-        out.exists = reply->exists();
-        out.bytes = std::move(*reply->mutable_bytes());
-        out.etag = std::move(*reply->mutable_etag());
-        done(std::move(out));
-      });
+Task<absl::StatusOr<storage::StoredState>> RemoteGrainStorage::Read(
+    GrainId id) {
+  absl::StatusOr<v1::StoredState> reply =
+      co_await rpc::AwaitUnary<v1::StateKey, v1::StoredState>(
+          ToKey(id), timeout_, /*wait_for_ready=*/true,
+          [this](grpc::ClientContext* c, const v1::StateKey* q,
+                 v1::StoredState* r, std::function<void(grpc::Status)> done) {
+            stub_->async()->Read(c, q, r, std::move(done));
+          });
+  if (!reply.ok()) co_return reply.status();
+  storage::StoredState out;
+  out.exists = reply->exists();
+  out.bytes = std::move(*reply->mutable_bytes());
+  out.etag = std::move(*reply->mutable_etag());
+  co_return out;
 }
 
-void RemoteGrainStorage::Write(const GrainId& id, std::string bytes,
-                               std::string expected_etag, WriteDone done) {
+Task<absl::StatusOr<std::string>> RemoteGrainStorage::Write(
+    GrainId id, std::string bytes, std::string expected_etag) {
   v1::WriteStateRequest request;
   *request.mutable_grain() = ToKey(id);
   request.set_bytes(std::move(bytes));
   request.set_expected_etag(std::move(expected_etag));
-  rpc::StartUnary<v1::WriteStateRequest, v1::WriteStateReply>(
-      std::move(request), timeout_, /*wait_for_ready=*/true, nullptr,
-      [this](grpc::ClientContext* c, const v1::WriteStateRequest* q,
-             v1::WriteStateReply* r, std::function<void(grpc::Status)> on_done) {
-        stub_->async()->Write(c, q, r, std::move(on_done));
-      },
-      [done = std::move(done)](absl::StatusOr<v1::WriteStateReply> reply) {
-        if (!reply.ok()) {
-          done(reply.status());
-          return;
-        }
-        done(std::move(*reply->mutable_etag()));
-      });
+  absl::StatusOr<v1::WriteStateReply> reply =
+      co_await rpc::AwaitUnary<v1::WriteStateRequest, v1::WriteStateReply>(
+          std::move(request), timeout_, /*wait_for_ready=*/true,
+          [this](grpc::ClientContext* c, const v1::WriteStateRequest* q,
+                 v1::WriteStateReply* r,
+                 std::function<void(grpc::Status)> done) {
+            stub_->async()->Write(c, q, r, std::move(done));
+          });
+  if (!reply.ok()) co_return reply.status();
+  co_return std::move(*reply->mutable_etag());
 }
 
-void RemoteGrainStorage::Clear(const GrainId& id, std::string expected_etag,
-                               ClearDone done) {
+Task<absl::Status> RemoteGrainStorage::Clear(GrainId id,
+                                             std::string expected_etag) {
   v1::ClearStateRequest request;
   *request.mutable_grain() = ToKey(id);
   request.set_expected_etag(std::move(expected_etag));
-  rpc::StartUnary<v1::ClearStateRequest, v1::ClearStateReply>(
-      std::move(request), timeout_, /*wait_for_ready=*/true, nullptr,
-      [this](grpc::ClientContext* c, const v1::ClearStateRequest* q,
-             v1::ClearStateReply* r, std::function<void(grpc::Status)> on_done) {
-        stub_->async()->Clear(c, q, r, std::move(on_done));
-      },
-      [done = std::move(done)](absl::StatusOr<v1::ClearStateReply> reply) {
-        done(reply.status());
-      });
+  absl::StatusOr<v1::ClearStateReply> reply =
+      co_await rpc::AwaitUnary<v1::ClearStateRequest, v1::ClearStateReply>(
+          std::move(request), timeout_, /*wait_for_ready=*/true,
+          [this](grpc::ClientContext* c, const v1::ClearStateRequest* q,
+                 v1::ClearStateReply* r,
+                 std::function<void(grpc::Status)> done) {
+            stub_->async()->Clear(c, q, r, std::move(done));
+          });
+  co_return reply.status();
 }
 
 }  // namespace granary::silo

@@ -12,7 +12,11 @@
 //   builder.RegisterService(&service);
 //   RemoteGrainStorage storage("10.0.0.1:11111"); // on the others
 //
-// Threading: thread-safe. RemoteGrainStorage completes on gRPC's threads.
+// StorageService starts the store's task for each request and finishes the
+// reactor when it does (on the store's thread, or inline).
+//
+// Threading: thread-safe. RemoteGrainStorage's tasks resume their awaiter
+// on gRPC's threads.
 #pragma once
 
 #include <memory>
@@ -65,11 +69,12 @@ class RemoteGrainStorage final : public storage::GrainStorage {
   // `primary`: the primary silo's endpoint, HOST:PORT.
   explicit RemoteGrainStorage(const std::string& primary,
                               absl::Duration timeout = absl::Seconds(10));
-  void Read(const GrainId& id, ReadDone done) override;
-  void Write(const GrainId& id, std::string bytes, std::string expected_etag,
-             WriteDone done) override;
-  void Clear(const GrainId& id, std::string expected_etag,
-             ClearDone done) override;
+  // Each task resumes its awaiter on the gRPC thread that completes the
+  // call.
+  Task<absl::StatusOr<storage::StoredState>> Read(GrainId id) override;
+  Task<absl::StatusOr<std::string>> Write(GrainId id, std::string bytes,
+                                          std::string expected_etag) override;
+  Task<absl::Status> Clear(GrainId id, std::string expected_etag) override;
 
  private:
   const absl::Duration timeout_;

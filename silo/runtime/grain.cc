@@ -3,6 +3,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "core/detach.h"
+#include "core/status.h"
 #include "silo/runtime/activation.h"
 #include "silo/runtime/reminder_service.h"
 #include "silo/runtime/silo.h"
@@ -11,12 +13,13 @@
 namespace granary {
 namespace {
 
-// Suspends the calling turn while `start` runs a storage operation. The
-// operation's completion (on a storage thread, or inline) puts its result in
-// a resume message and posts that through the silo's gate to the activation
-// that started it, so grain code always resumes as a turn of its own
-// activation, and a completion that arrives after the activation was
-// abandoned (or the silo stopped) is dropped instead of touching either.
+// Suspends the calling turn while a store's task (storage, reminders) runs.
+// The task is started detached; when it finishes (on a storage or gRPC
+// thread, or inline) its result goes into a resume message that is posted
+// through the silo's gate to the activation that started it, so grain code
+// always resumes as a turn of its own activation, never on the store's
+// thread, and a result that arrives after the activation was abandoned (or
+// the silo stopped) is dropped instead of touching either.
 template <typename Result>
 struct ResultMessage final : ResumeMessage {
   std::optional<Result> result;
@@ -25,24 +28,29 @@ struct ResultMessage final : ResumeMessage {
 template <typename Result>
 class StorageAwaiter {
  public:
-  using Start = std::function<void(std::function<void(Result)>)>;
   // `latency` (a histogram of the silo's) records how long the operation
-  // took.
+  // took. `Result` is a status or status-or: an exception the task throws
+  // arrives as its status.
   StorageAwaiter(silo::Activation* activation, metrics::Histogram* latency,
-                 Start start)
-      : activation_(activation), latency_(latency), start_(std::move(start)) {}
+                 Task<Result> operation)
+      : activation_(activation),
+        latency_(latency),
+        operation_(std::move(operation)) {}
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h) {
     auto* msg = new ResultMessage<Result>();
     msg->handle = h;
     if (TurnContext* turn = CurrentTurn()) msg->request = turn->request;
     msg_ = msg;
-    start_([msg, gate = activation_->silo()->gate(), id = activation_->id(),
+    Detach(std::move(operation_),
+           [msg, gate = activation_->silo()->gate(), id = activation_->id(),
             activation_id = activation_->activation_id(), latency = latency_,
-            started = granary::MonoNanos()](Result r) {
-      msg->result.emplace(std::move(r));
-      if (!gate->Post(id, activation_id, msg, latency, started)) delete msg;
-    });
+            started = granary::MonoNanos()](absl::StatusOr<Result> r) {
+             msg->result.emplace(Flatten(std::move(r)));
+             if (!gate->Post(id, activation_id, msg, latency, started)) {
+               delete msg;
+             }
+           });
   }
   // The message is alive until the resumed turn suspends again.
   Result await_resume() { return std::move(*msg_->result); }
@@ -50,7 +58,7 @@ class StorageAwaiter {
  private:
   silo::Activation* activation_;
   metrics::Histogram* latency_;
-  Start start_;
+  Task<Result> operation_;
   ResultMessage<Result>* msg_ = nullptr;
 };
 
@@ -67,10 +75,8 @@ Task<void> Grain::WriteState() {
   std::string bytes = state_->SerializeAsString();
   absl::StatusOr<std::string> etag =
       co_await StorageAwaiter<absl::StatusOr<std::string>>(
-          activation_, activation_->silo()->metrics().storage_write, [&](std::function<void(absl::StatusOr<std::string>)> done) {
-            store.Write(GetGrainId(), std::move(bytes), state_etag_,
-                        std::move(done));
-          });
+          activation_, activation_->silo()->metrics().storage_write,
+          store.Write(GetGrainId(), std::move(bytes), state_etag_));
   if (!etag.ok()) throw StatusError(etag.status());
   state_etag_ = *std::move(etag);
 }
@@ -82,9 +88,8 @@ Task<void> Grain::ClearState() {
   }
   storage::GrainStorage& store = activation_->silo()->storage();
   absl::Status cleared = co_await StorageAwaiter<absl::Status>(
-      activation_, activation_->silo()->metrics().storage_clear, [&](std::function<void(absl::Status)> done) {
-        store.Clear(GetGrainId(), state_etag_, std::move(done));
-      });
+      activation_, activation_->silo()->metrics().storage_clear,
+      store.Clear(GetGrainId(), state_etag_));
   if (!cleared.ok()) throw StatusError(cleared);
   state_->Clear();
   state_etag_.clear();
@@ -100,9 +105,7 @@ Task<void> LoadGrainState(Grain* grain) {
   absl::StatusOr<storage::StoredState> stored =
       co_await StorageAwaiter<absl::StatusOr<storage::StoredState>>(
           activation, activation->silo()->metrics().storage_read,
-          [&](std::function<void(absl::StatusOr<storage::StoredState>)> done) {
-            store.Read(id, std::move(done));
-          });
+          store.Read(id));
   if (!stored.ok()) throw StatusError(stored.status());
   if (stored->exists && !grain->state_->ParseFromString(stored->bytes)) {
     throw StatusError(absl::DataLossError(absl::StrCat(
@@ -138,10 +141,7 @@ Task<void> Grain::RegisterReminder(std::string name, absl::Duration due,
   absl::StatusOr<absl::Time> first_tick =
       co_await StorageAwaiter<absl::StatusOr<absl::Time>>(
           activation_, activation_->silo()->metrics().reminder_write,
-          [&](std::function<void(absl::StatusOr<absl::Time>)> done) {
-            reminders.Register(GetGrainId(), name, due, period,
-                               std::move(done));
-          });
+          reminders.Register(GetGrainId(), name, due, period));
   if (!first_tick.ok()) {
     // It may have been registered all the same (an answer lost): accept
     // whatever ticks of it come.
@@ -154,9 +154,8 @@ Task<void> Grain::RegisterReminder(std::string name, absl::Duration due,
 Task<bool> Grain::UnregisterReminder(std::string name) {
   silo::ReminderService& reminders = activation_->silo()->reminders();
   absl::StatusOr<bool> removed = co_await StorageAwaiter<absl::StatusOr<bool>>(
-      activation_, activation_->silo()->metrics().reminder_remove, [&](std::function<void(absl::StatusOr<bool>)> done) {
-        reminders.Unregister(GetGrainId(), name, std::move(done));
-      });
+      activation_, activation_->silo()->metrics().reminder_remove,
+      reminders.Unregister(GetGrainId(), name));
   if (!removed.ok()) {
     activation_->ForgetReminder(name);  // removed or not: unknown
     throw StatusError(removed.status());
@@ -173,8 +172,7 @@ Task<std::vector<ReminderTick>> Grain::GetReminders() const {
   absl::StatusOr<std::vector<ReminderTick>> listed =
       co_await StorageAwaiter<absl::StatusOr<std::vector<ReminderTick>>>(
           activation_, activation_->silo()->metrics().reminder_list,
-          [&](std::function<void(absl::StatusOr<std::vector<ReminderTick>>)>
-                  done) { reminders.List(GetGrainId(), std::move(done)); });
+          reminders.List(GetGrainId()));
   if (!listed.ok()) throw StatusError(listed.status());
   co_return *std::move(listed);
 }

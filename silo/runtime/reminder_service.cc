@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/detach.h"
 #include "core/log.h"
+#include "core/status.h"
 #include "silo/runtime/silo.h"
 
 namespace granary::silo {
@@ -129,12 +131,15 @@ absl::Status ReminderService::Start(absl::Duration timeout) {
     Notification read;
     absl::StatusOr<std::vector<storage::ReminderRow>> rows;
   };
+  // Silo::Start is synchronous: this is where its wait for the table is
+  // bounded.
   auto pending = std::make_shared<Pending>();
-  table_->ReadAll(
-      [pending](absl::StatusOr<std::vector<storage::ReminderRow>> rows) {
-        pending->rows = std::move(rows);
-        pending->read.Notify();
-      });
+  Detach(table_->ReadAll(),
+         [pending](absl::StatusOr<absl::StatusOr<std::vector<storage::ReminderRow>>>
+                       rows) {
+           pending->rows = Flatten(std::move(rows));
+           pending->read.Notify();
+         });
   if (!pending->read.WaitForNotificationWithTimeout(timeout)) {
     return absl::DeadlineExceededError(absl::StrCat(
         "cannot load reminders: the reminder table did not answer within ",
@@ -211,71 +216,58 @@ void ReminderService::Retire(Local* r) {
   retired_.insert(r);
 }
 
-void ReminderService::Register(
-    const GrainId& grain, std::string name, absl::Duration due,
-    absl::Duration period,
-    std::function<void(absl::StatusOr<absl::Time>)> done) {
+Task<absl::StatusOr<absl::Time>> ReminderService::Register(
+    GrainId grain, std::string name, absl::Duration due,
+    absl::Duration period) {
   if (absl::Status valid = Validate(name, due, period); !valid.ok()) {
-    done(std::move(valid));
-    return;
+    co_return valid;
   }
   if (keeper_ != nullptr) {
-    keeper_->Register(grain, name, due, period, std::move(done));
-    return;
+    co_return co_await keeper_->Register(std::move(grain), std::move(name),
+                                         due, period);
   }
   storage::ReminderRow row;
-  row.grain = grain;
+  row.grain = std::move(grain);
   row.name = std::move(name);
   row.start = silo_->clock()->Now() + due;
   row.period = period;
-  // The completion may come after the silo (and this service) stopped: the
-  // gate says whether `this` is still there.
-  table_->Upsert(row, [this, gate = silo_->gate(), row,
-                       done = std::move(done)](absl::Status s) {
-    if (s.ok()) {
-      gate->RunIfOpen([&] {
-        auto r = std::make_unique<Local>();
-        r->service = this;
-        r->grain = row.grain;
-        r->name = row.name;
-        r->first_tick = row.start;
-        r->period = row.period;
-        MutexLock lock(&mu_);
-        Install(std::move(r));
-      });
-    }
-    if (!s.ok()) {
-      done(std::move(s));
-    } else {
-      done(row.start);
-    }
+  // The table may finish after the silo (and this service) stopped: past
+  // the await, `this` is touched only while the gate is open.
+  const std::shared_ptr<SiloGate> gate = silo_->gate();
+  absl::Status stored = co_await table_->Upsert(row);
+  if (!stored.ok()) co_return stored;
+  gate->RunIfOpen([&] {
+    auto r = std::make_unique<Local>();
+    r->service = this;
+    r->grain = row.grain;
+    r->name = row.name;
+    r->first_tick = row.start;
+    r->period = row.period;
+    MutexLock lock(&mu_);
+    Install(std::move(r));
   });
+  co_return row.start;
 }
 
-void ReminderService::Unregister(const GrainId& grain, std::string name,
-                                 std::function<void(absl::StatusOr<bool>)> done) {
+Task<absl::StatusOr<bool>> ReminderService::Unregister(GrainId grain,
+                                                       std::string name) {
   if (keeper_ != nullptr) {
-    keeper_->Unregister(grain, name, std::move(done));
-    return;
+    co_return co_await keeper_->Unregister(std::move(grain), std::move(name));
   }
-  table_->Remove(grain, name, [this, gate = silo_->gate(), grain, name,
-                               done = std::move(done)](absl::Status s) {
-    if (!s.ok()) {
-      done(std::move(s));
-      return;
+  const std::shared_ptr<SiloGate> gate = silo_->gate();  // as in Register
+  absl::Status removed = co_await table_->Remove(grain, name);
+  if (!removed.ok()) co_return removed;
+  bool existed = false;
+  gate->RunIfOpen([&] {
+    MutexLock lock(&mu_);
+    auto it = live_.find(Key(grain, name));
+    if (it != live_.end()) {
+      existed = true;
+      Retire(it->second);
+      live_.erase(it);
     }
-    bool existed = false;
-    gate->RunIfOpen([&] {
-      MutexLock lock(&mu_);
-      auto it = live_.find(Key(grain, name));
-      if (it != live_.end()) {
-        existed = true;
-        Retire(it->second);
-        live_.erase(it);
-      }
-    });
-    done(existed);
   });
+  co_return existed;
 }
 
 void ReminderService::Fire(Local* r) {
@@ -331,15 +323,10 @@ bool ReminderService::IsCurrent(const ReminderCall& tick) const {
   return !static_cast<const Local*>(tick.reminder())->retired;
 }
 
-void ReminderService::List(
-    const GrainId& grain,
-    std::function<void(absl::StatusOr<std::vector<ReminderTick>>)> done)
-    const {
-  if (keeper_ != nullptr) {
-    keeper_->List(grain, std::move(done));
-    return;
-  }
-  done(ListHere(grain));
+Task<absl::StatusOr<std::vector<ReminderTick>>> ReminderService::List(
+    GrainId grain) const {
+  if (keeper_ != nullptr) co_return co_await keeper_->List(std::move(grain));
+  co_return ListHere(grain);
 }
 
 std::vector<ReminderTick> ReminderService::ListHere(const GrainId& grain) const {

@@ -8,7 +8,8 @@
 //
 //   ReminderService reminders(&silo, &table, absl::Seconds(1));
 //   reminders.Start();                  // loads and schedules every row
-//   reminders.Register(grain, "tick", absl::Seconds(5), absl::Minutes(1), done);
+//   absl::StatusOr<absl::Time> first = co_await reminders.Register(
+//       grain, "tick", absl::Seconds(5), absl::Minutes(1));
 //   reminders.Stop();                   // no tick is sent after this
 //
 // Ticks are due at first_tick + k * period. The next tick is scheduled when
@@ -21,12 +22,16 @@
 // go wherever the grain lives, like any call (as ReminderTickMessage
 // requests between silos). A silo's death therefore stops no reminder.
 //
-// Threading: every method is thread-safe. Completions run on the table's
-// thread (or gRPC's); ticks are sent from the silo's timer thread.
+// Register, Unregister and List are lazy Tasks like the table's (storage/
+// reminder_table.h): an awaiter resumes on the table's thread (or gRPC's,
+// or inline), so grain code reaches them only through the runtime, which
+// posts the result to the activation (silo/runtime/grain.cc).
+//
+// Threading: every method is thread-safe; ticks are sent from the silo's
+// timer thread.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/call.h"
+#include "core/task.h"
 #include "core/sync.h"
 #include "core/timer_queue.h"
 #include "google/protobuf/empty.pb.h"
@@ -84,19 +90,21 @@ absl::StatusOr<CallBase*> ReminderCallFromWire(const InterfaceInfo& iface,
                                                const std::string& payload);
 
 // The silo that keeps and schedules the reminders when this one does not
-// (silo/cluster/reminder_remote.h). Completions run on any thread.
+// (silo/cluster/reminder_remote.h). The tasks resume their awaiter on any
+// thread and report failures as statuses.
 class ReminderKeeper {
  public:
   virtual ~ReminderKeeper() = default;
-  // `done` gets when the first tick is due.
-  virtual void Register(const GrainId& grain, const std::string& name,
-                        absl::Duration due, absl::Duration period,
-                        std::function<void(absl::StatusOr<absl::Time>)> done) = 0;
-  virtual void Unregister(const GrainId& grain, const std::string& name,
-                          std::function<void(absl::StatusOr<bool>)> done) = 0;
-  virtual void List(
-      const GrainId& grain,
-      std::function<void(absl::StatusOr<std::vector<ReminderTick>>)> done) = 0;
+  // When the first tick is due.
+  virtual Task<absl::StatusOr<absl::Time>> Register(GrainId grain,
+                                                    std::string name,
+                                                    absl::Duration due,
+                                                    absl::Duration period) = 0;
+  // Whether there was such a reminder.
+  virtual Task<absl::StatusOr<bool>> Unregister(GrainId grain,
+                                                std::string name) = 0;
+  virtual Task<absl::StatusOr<std::vector<ReminderTick>>> List(
+      GrainId grain) = 0;
 };
 
 class ReminderService {
@@ -126,22 +134,19 @@ class ReminderService {
   absl::Status Validate(absl::string_view name, absl::Duration due,
                         absl::Duration period) const;
   // Makes the reminder durable (replacing one of the same name), then
-  // schedules its first tick `due` from now. `done` gets the outcome: when
-  // the first tick is due.
-  void Register(const GrainId& grain, std::string name, absl::Duration due,
-                absl::Duration period,
-                std::function<void(absl::StatusOr<absl::Time>)> done);
-  // Removes the reminder from the table and the schedule; `done` gets
-  // whether there was one.
-  void Unregister(const GrainId& grain, std::string name,
-                  std::function<void(absl::StatusOr<bool>)> done);
+  // schedules its first tick `due` from now. The outcome: when the first
+  // tick is due.
+  Task<absl::StatusOr<absl::Time>> Register(GrainId grain, std::string name,
+                                            absl::Duration due,
+                                            absl::Duration period);
+  // Removes the reminder from the table and the schedule; whether there was
+  // one.
+  Task<absl::StatusOr<bool>> Unregister(GrainId grain, std::string name);
   // False when the reminder that sent `tick` was removed or replaced since:
   // the tick is then dropped instead of run.
   bool IsCurrent(const ReminderCall& tick) const;
   // The reminders of `grain`, by name, with the next tick as current_tick.
-  void List(const GrainId& grain,
-            std::function<void(absl::StatusOr<std::vector<ReminderTick>>)>
-                done) const;
+  Task<absl::StatusOr<std::vector<ReminderTick>>> List(GrainId grain) const;
   // The same from this silo's own schedule.
   std::vector<ReminderTick> ListHere(const GrainId& grain) const;
 
