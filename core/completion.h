@@ -6,9 +6,10 @@
 //
 //   Task<absl::StatusOr<std::string>> Store::Write(std::string bytes) {
 //     Completion<absl::StatusOr<std::string>> done;
-//     writer_.Enqueue(std::move(bytes), [&done](absl::StatusOr<std::string> r) {
-//       done.Complete(std::move(r));  // on the writer thread
-//     });
+//     writer_.Enqueue(std::move(bytes),
+//                     [&done](absl::StatusOr<std::string> r) {
+//                       done.Complete(std::move(r));  // on the writer thread
+//                     });
 //     co_return co_await done;
 //   }
 //
@@ -50,7 +51,8 @@ class Completion {
   // Stores `value` and resumes the awaiting coroutine if it is suspended.
   void Complete(T value) {
     value_.emplace(std::move(value));
-    const State before = state_.exchange(State::kDone, std::memory_order_acq_rel);
+    const State before =
+        state_.exchange(State::kDone, std::memory_order_acq_rel);
     if (before == State::kDone) {
       std::fputs("granary::Completion completed twice\n", stderr);
       std::abort();

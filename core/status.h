@@ -48,9 +48,10 @@ absl::Status StatusFromException(const std::exception_ptr& e);
 // Task::Get deliver it (the outer status is the task's exception): one
 // status, the exception's or the task's own.
 //
-//   Detach(storage.Read(id), [](absl::StatusOr<absl::StatusOr<StoredState>> r) {
-//     absl::StatusOr<StoredState> state = Flatten(std::move(r));
-//   });
+//   Detach(storage.Read(id),
+//          [](absl::StatusOr<absl::StatusOr<StoredState>> r) {
+//            absl::StatusOr<StoredState> state = Flatten(std::move(r));
+//          });
 template <typename T>
 absl::StatusOr<T> Flatten(absl::StatusOr<absl::StatusOr<T>> r) {
   if (!r.ok()) return r.status();

@@ -76,10 +76,11 @@ template <typename Request, typename Reply, typename Start>
 Task<absl::StatusOr<Reply>> AwaitUnary(Request request, absl::Duration timeout,
                                        bool wait_for_ready, Start start) {
   Completion<absl::StatusOr<Reply>> done;
-  StartUnary<Request, Reply>(
-      std::move(request), timeout, wait_for_ready, /*keep_alive=*/nullptr,
-      std::move(start),
-      [&done](absl::StatusOr<Reply> reply) { done.Complete(std::move(reply)); });
+  StartUnary<Request, Reply>(std::move(request), timeout, wait_for_ready,
+                             /*keep_alive=*/nullptr, std::move(start),
+                             [&done](absl::StatusOr<Reply> reply) {
+                               done.Complete(std::move(reply));
+                             });
   co_return co_await done;
 }
 

@@ -48,8 +48,7 @@ Task<absl::StatusOr<std::string>> MemoryStorage::Write(
   co_return result;
 }
 
-Task<absl::Status> MemoryStorage::Clear(GrainId id,
-                                        std::string expected_etag) {
+Task<absl::Status> MemoryStorage::Clear(GrainId id, std::string expected_etag) {
   absl::Status result;
   {
     MutexLock lock(&mu_);

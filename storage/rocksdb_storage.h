@@ -17,12 +17,12 @@
 // format byte (1), then the first tick and the period in microseconds
 // (8 bytes each, little-endian).
 //
-// Writes (state and reminders) go to one writer thread that group-commits: every write queued
-// while the previous group was being made durable goes into the next
-// RocksDB write batch, checked against its expected etag in order, then
-// synced once (durability kSync: an acknowledged write survives power loss;
-// kAsync: the write-ahead log is not synced, so it survives a crash of the
-// process but not of the machine). A write's task finishes only after its
+// Writes (state and reminders) go to one writer thread that group-commits:
+// every write queued while the previous group was being made durable goes into
+// the next RocksDB write batch, checked against its expected etag in order,
+// then synced once (durability kSync: an acknowledged write survives power
+// loss; kAsync: the write-ahead log is not synced, so it survives a crash of
+// the process but not of the machine). A write's task finishes only after its
 // group was written (and, with kSync, synced): the writer thread then
 // resumes each awaiting coroutine of the group in order, so what follows
 // the `co_await` runs on that thread and must not block. Reads run on a

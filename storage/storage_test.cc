@@ -95,7 +95,8 @@ TEST_P(StorageContractTest, WritesReadBackWithChangingEtags) {
   const GrainId with_nul(kType, std::string("alice\0x", 7));
   ASSERT_THAT(WriteNow(*storage_, with_nul, binary, ""), IsOk());
   EXPECT_EQ(ReadNow(*storage_, with_nul)->bytes, binary);
-  ASSERT_THAT(WriteNow(*storage_, GrainId("test.Other", "alice"), "other", ""), IsOk());
+  ASSERT_THAT(WriteNow(*storage_, GrainId("test.Other", "alice"), "other", ""),
+              IsOk());
   EXPECT_EQ(ReadNow(*storage_, id)->bytes, "v2");
 }
 
@@ -217,7 +218,8 @@ TEST(RocksDbStorageTest, AWriteResumesItsAwaiterOnTheWriterThread) {
   auto s = RocksDbStorage::Open(options);
   ASSERT_THAT(s, IsOk());
   std::thread::id resumed_on;
-  absl::StatusOr<std::string> etag = RunTask(WriteAndNoteThread(**s, &resumed_on));
+  absl::StatusOr<std::string> etag =
+      RunTask(WriteAndNoteThread(**s, &resumed_on));
   ASSERT_THAT(etag, IsOk());
   EXPECT_NE(resumed_on, std::this_thread::get_id());
   EXPECT_NE(resumed_on, std::thread::id());
@@ -324,7 +326,9 @@ TEST_P(ReminderTableTest, UpsertReplacesRemoveDeletesAndKeysStayApart) {
   ASSERT_THAT(UpsertNow(*table_, Row(kType, "a", "tick", 100, 5)), IsOk());
   ASSERT_THAT(UpsertNow(*table_, Row(kType, "a", "tick", 200, 7)), IsOk());
   // Keys and names that would collide under naive concatenation.
-  ASSERT_THAT(UpsertNow(*table_, Row(kType, std::string("a\0t", 3), "ick", 1, 1)), IsOk());
+  ASSERT_THAT(
+      UpsertNow(*table_, Row(kType, std::string("a\0t", 3), "ick", 1, 1)),
+      IsOk());
   ASSERT_THAT(UpsertNow(*table_, Row(kType, "at", "ick", 2, 2)), IsOk());
   ASSERT_THAT(UpsertNow(*table_, Row("test.Other", "a", "tick", 3, 3)), IsOk());
   absl::StatusOr<std::vector<ReminderRow>> rows = ReadAllNow(*table_);
@@ -362,8 +366,10 @@ TEST(RocksDbStorageTest, RemindersSurviveReopenAndABadRowIsSkipped) {
   {
     auto s = RocksDbStorage::Open(options);
     ASSERT_THAT(s, IsOk());
-    ASSERT_THAT(UpsertNow(**s, Row(kType, "k", "kept", 1700000000, 60)), IsOk());
-    ASSERT_THAT(UpsertNow(**s, Row(kType, "k", "gone", 1700000000, 60)), IsOk());
+    ASSERT_THAT(UpsertNow(**s, Row(kType, "k", "kept", 1700000000, 60)),
+                IsOk());
+    ASSERT_THAT(UpsertNow(**s, Row(kType, "k", "gone", 1700000000, 60)),
+                IsOk());
     ASSERT_THAT(RemoveNow(**s, GrainId(kType, "k"), "gone"), IsOk());
   }
   {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/detach.h"
 #include "core/completion.h"
+#include "core/detach.h"
 #include "core/sync.h"
 #include "core/testing/run_task.h"
 #include "core/testing/status_matchers.h"
@@ -179,8 +179,8 @@ class HeldStorage final : public storage::GrainStorage {
       held_.push_back([&released] { released.Complete(true); });
     }
     co_await released;
-    absl::StatusOr<std::string> r = co_await inner_.Write(
-        std::move(id), std::move(bytes), std::move(etag));
+    absl::StatusOr<std::string> r =
+        co_await inner_.Write(std::move(id), std::move(bytes), std::move(etag));
     completed_.fetch_add(1);
     co_return r;  // to the silo, before ReleaseAll returns
   }

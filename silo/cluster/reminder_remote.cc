@@ -5,9 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/detach.h"
 #include "core/status.h"
-#include "rpc/callback_queue.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
+#include "rpc/callback_queue.h"
 #include "rpc/status.h"
 #include "silo/runtime/silo.h"
 
@@ -129,14 +129,15 @@ Task<absl::StatusOr<absl::Time>> RemoteReminders::Register(
   request.set_name(std::move(name));
   request.set_due_us(absl::ToInt64Microseconds(due));
   request.set_period_us(absl::ToInt64Microseconds(period));
-  absl::StatusOr<v1::RegisterReminderReply> r = co_await rpc::AwaitUnary<
-      v1::RegisterReminderRequest, v1::RegisterReminderReply>(
-      std::move(request), timeout_, /*wait_for_ready=*/true,
-      [this](grpc::ClientContext* c, const v1::RegisterReminderRequest* q,
-             v1::RegisterReminderReply* reply,
-             std::function<void(grpc::Status)> done) {
-        stub_->async()->Register(c, q, reply, std::move(done));
-      });
+  absl::StatusOr<v1::RegisterReminderReply> r =
+      co_await rpc::AwaitUnary<v1::RegisterReminderRequest,
+                               v1::RegisterReminderReply>(
+          std::move(request), timeout_, /*wait_for_ready=*/true,
+          [this](grpc::ClientContext* c, const v1::RegisterReminderRequest* q,
+                 v1::RegisterReminderReply* reply,
+                 std::function<void(grpc::Status)> done) {
+            stub_->async()->Register(c, q, reply, std::move(done));
+          });
   if (!r.ok()) co_return r.status();
   co_return absl::FromUnixMicros(r->first_tick_unix_us());
 }
@@ -146,14 +147,15 @@ Task<absl::StatusOr<bool>> RemoteReminders::Unregister(GrainId grain,
   v1::UnregisterReminderRequest request;
   SetGrain(grain, &request);
   request.set_name(std::move(name));
-  absl::StatusOr<v1::UnregisterReminderReply> r = co_await rpc::AwaitUnary<
-      v1::UnregisterReminderRequest, v1::UnregisterReminderReply>(
-      std::move(request), timeout_, /*wait_for_ready=*/true,
-      [this](grpc::ClientContext* c, const v1::UnregisterReminderRequest* q,
-             v1::UnregisterReminderReply* reply,
-             std::function<void(grpc::Status)> done) {
-        stub_->async()->Unregister(c, q, reply, std::move(done));
-      });
+  absl::StatusOr<v1::UnregisterReminderReply> r =
+      co_await rpc::AwaitUnary<v1::UnregisterReminderRequest,
+                               v1::UnregisterReminderReply>(
+          std::move(request), timeout_, /*wait_for_ready=*/true,
+          [this](grpc::ClientContext* c, const v1::UnregisterReminderRequest* q,
+                 v1::UnregisterReminderReply* reply,
+                 std::function<void(grpc::Status)> done) {
+            stub_->async()->Unregister(c, q, reply, std::move(done));
+          });
   if (!r.ok()) co_return r.status();
   co_return r->existed();
 }
@@ -162,14 +164,15 @@ Task<absl::StatusOr<std::vector<ReminderTick>>> RemoteReminders::List(
     GrainId grain) {
   v1::ListRemindersRequest request;
   SetGrain(grain, &request);
-  absl::StatusOr<v1::ListRemindersReply> r = co_await rpc::AwaitUnary<
-      v1::ListRemindersRequest, v1::ListRemindersReply>(
-      std::move(request), timeout_, /*wait_for_ready=*/true,
-      [this](grpc::ClientContext* c, const v1::ListRemindersRequest* q,
-             v1::ListRemindersReply* reply,
-             std::function<void(grpc::Status)> done) {
-        stub_->async()->List(c, q, reply, std::move(done));
-      });
+  absl::StatusOr<v1::ListRemindersReply> r =
+      co_await rpc::AwaitUnary<v1::ListRemindersRequest,
+                               v1::ListRemindersReply>(
+          std::move(request), timeout_, /*wait_for_ready=*/true,
+          [this](grpc::ClientContext* c, const v1::ListRemindersRequest* q,
+                 v1::ListRemindersReply* reply,
+                 std::function<void(grpc::Status)> done) {
+            stub_->async()->List(c, q, reply, std::move(done));
+          });
   if (!r.ok()) co_return r.status();
   std::vector<ReminderTick> out;
   out.reserve(r->reminders_size());

@@ -5,8 +5,8 @@
 // Register, Unregister and List to the other silos (granary.v1.Reminders on
 // its silo endpoint), and each of them hands its grains' requests to it
 // through RemoteReminders. Ticks go from the primary to wherever the grain
-// lives (silo/runtime/reminder_service.h), so no reminder stops when a silo other
-// than the primary dies.
+// lives (silo/runtime/reminder_service.h), so no reminder stops when a silo
+// other than the primary dies.
 //
 //   ReminderPeerService service;                 // on the primary
 //   builder.RegisterService(&service);

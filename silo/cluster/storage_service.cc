@@ -3,12 +3,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/callback_queue.h"
 #include "core/detach.h"
 #include "core/grain_id.h"
 #include "core/status.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
+#include "rpc/callback_queue.h"
 #include "rpc/status.h"
 
 namespace granary::silo {
@@ -53,18 +53,19 @@ grpc::ServerUnaryReactor* StorageService::Read(
     reactor->Finish(rpc::ToGrpc(id.status()));
     return reactor;
   }
-  Detach(storage_->Read(*std::move(id)),
-         [reactor, reply](absl::StatusOr<absl::StatusOr<storage::StoredState>> r) {
-           absl::StatusOr<storage::StoredState> s = Flatten(std::move(r));
-           if (!s.ok()) {
-             reactor->Finish(rpc::ToGrpc(s.status()));
-             return;
-           }
-           reply->set_exists(s->exists);
-           reply->set_bytes(std::move(s->bytes));
-           reply->set_etag(std::move(s->etag));
-           reactor->Finish(grpc::Status::OK);
-         });
+  Detach(
+      storage_->Read(*std::move(id)),
+      [reactor, reply](absl::StatusOr<absl::StatusOr<storage::StoredState>> r) {
+        absl::StatusOr<storage::StoredState> s = Flatten(std::move(r));
+        if (!s.ok()) {
+          reactor->Finish(rpc::ToGrpc(s.status()));
+          return;
+        }
+        reply->set_exists(s->exists);
+        reply->set_bytes(std::move(s->bytes));
+        reply->set_etag(std::move(s->etag));
+        reactor->Finish(grpc::Status::OK);
+      });
   return reactor;
 }
 

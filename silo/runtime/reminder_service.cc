@@ -135,8 +135,9 @@ absl::Status ReminderService::Start(absl::Duration timeout) {
   // bounded.
   auto pending = std::make_shared<Pending>();
   Detach(table_->ReadAll(),
-         [pending](absl::StatusOr<absl::StatusOr<std::vector<storage::ReminderRow>>>
-                       rows) {
+         [pending](
+             absl::StatusOr<absl::StatusOr<std::vector<storage::ReminderRow>>>
+                 rows) {
            pending->rows = Flatten(std::move(rows));
            pending->read.Notify();
          });
@@ -223,8 +224,8 @@ Task<absl::StatusOr<absl::Time>> ReminderService::Register(
     co_return valid;
   }
   if (keeper_ != nullptr) {
-    co_return co_await keeper_->Register(std::move(grain), std::move(name),
-                                         due, period);
+    co_return co_await keeper_->Register(std::move(grain), std::move(name), due,
+                                         period);
   }
   storage::ReminderRow row;
   row.grain = std::move(grain);

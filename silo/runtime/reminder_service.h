@@ -18,8 +18,8 @@
 //
 // In a dev cluster only the primary keeps the table and schedules
 // reminders: the other silos hand their grains' Register, Unregister and
-// List to it (SetKeeper, silo/cluster/reminder_remote.h), and the primary's ticks
-// go wherever the grain lives, like any call (as ReminderTickMessage
+// List to it (SetKeeper, silo/cluster/reminder_remote.h), and the primary's
+// ticks go wherever the grain lives, like any call (as ReminderTickMessage
 // requests between silos). A silo's death therefore stops no reminder.
 //
 // Register, Unregister and List are lazy Tasks like the table's (storage/
@@ -43,8 +43,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/call.h"
-#include "core/task.h"
 #include "core/sync.h"
+#include "core/task.h"
 #include "core/timer_queue.h"
 #include "google/protobuf/empty.pb.h"
 #include "granary/v1/reminders.pb.h"
