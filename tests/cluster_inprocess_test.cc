@@ -69,6 +69,15 @@ std::string KeyLivingOn(LoopbackCluster& c, int host, const std::string& tag) {
   }
 }
 
+// A Located grain whose directory owner is silo `owner`.
+std::string KeyOwnedBy(LoopbackCluster& c, int owner, const std::string& tag) {
+  for (int k = 0;; ++k) {
+    const std::string key = absl::StrCat(tag, k);
+    const GrainId id(LocatedRef::Interface().type_name, key);
+    if (c.partition(0).OwnerOf(id) == c.id(owner)) return key;
+  }
+}
+
 TEST(ClusterInProcessTest, RandomlyPlacedGrainsHaveOneActivationWhileSilosRace) {
   LoopbackCluster c(3);
   ASSERT_THAT(c.Start(), IsOk());
@@ -124,12 +133,7 @@ TEST(ClusterInProcessTest, DirectoryRetriesRunWhenTheClockSaysSo) {
   ASSERT_THAT(c.Start(), IsOk());
   // A grain whose directory owner is silo 1, called through silo 0 while
   // silo 0 cannot reach silo 1.
-  std::string key;
-  for (int k = 0; key.empty(); ++k) {
-    const std::string candidate = absl::StrCat("owned", k);
-    const GrainId id(LocatedRef::Interface().type_name, candidate);
-    if (c.partition(0).OwnerOf(id) == c.id(1)) key = candidate;
-  }
+  const std::string key = KeyOwnedBy(c, 1, "owned");
   c.net().SetFault(c.id(0), c.id(1), Fault::kRefuse);
   std::shared_ptr<Pending> call =
       Start(c.silo(0).Get<LocatedRef>(key).Where(WhereRequest()));
@@ -151,12 +155,7 @@ TEST(ClusterInProcessTest, CallsGiveUpUnavailableWhenTheOwnerStaysUnreachable) {
   options.give_up_after = absl::Seconds(2);
   LoopbackCluster c(2, options);
   ASSERT_THAT(c.Start(), IsOk());
-  std::string key;
-  for (int k = 0; key.empty(); ++k) {
-    const std::string candidate = absl::StrCat("lost", k);
-    const GrainId id(LocatedRef::Interface().type_name, candidate);
-    if (c.partition(0).OwnerOf(id) == c.id(1)) key = candidate;
-  }
+  const std::string key = KeyOwnedBy(c, 1, "lost");
   c.net().SetFault(c.id(0), c.id(1), Fault::kRefuse);
   std::shared_ptr<Pending> call =
       Start(c.silo(0).Get<LocatedRef>(key).Where(WhereRequest()));
