@@ -8,16 +8,7 @@ namespace granary {
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   rpc::GatewaySetOptions set;
-  set.gateways = std::move(options.gateways);
-  set.max_in_flight = options.max_in_flight;
-  set.overflow = options.overflow == ClientOptions::Overflow::kWait
-                     ? rpc::GatewaySetOptions::Overflow::kWait
-                     : rpc::GatewaySetOptions::Overflow::kFail;
-  set.max_message_bytes = options.max_message_bytes;
-  set.connect_timeout = options.connect_timeout;
-  set.reconnect_period = options.reconnect_period;
-  set.gateway_refresh_period = options.gateway_refresh_period;
-  set.location_cache_size = options.location_cache_size;
+  static_cast<rpc::GatewayOptions&>(set) = std::move(options);
   set.closed_code = absl::StatusCode::kFailedPrecondition;
   absl::StatusOr<std::unique_ptr<rpc::GatewaySet>> gateways =
       rpc::GatewaySet::Connect(std::move(set));

@@ -44,6 +44,7 @@
 #include "absl/time/time.h"
 #include "core/call.h"
 #include "core/grain_interface.h"
+#include "rpc/gateway_options.h"
 
 namespace granary::rpc {
 class GatewaySet;
@@ -51,36 +52,11 @@ class GatewaySet;
 
 namespace granary {
 
-struct ClientOptions {
-  // Gateway addresses (HOST:PORT); at least one.
-  std::vector<std::string> gateways;
-  // Calls outstanding per gateway connection (awaited calls until their
-  // reply, one-way calls until written).
-  int max_in_flight = 8192;
-  // What a call finds when `max_in_flight` are outstanding: kWait blocks the
-  // caller until one finishes; kFail fails it with RESOURCE_EXHAUSTED. A
-  // call made on a network thread (from a coroutine resumed by a reply)
-  // never blocks: it fails with RESOURCE_EXHAUSTED.
-  enum class Overflow { kWait, kFail };
-  Overflow overflow = Overflow::kWait;
-  // Largest request the client sends; larger ones fail RESOURCE_EXHAUSTED
-  // without reaching the wire. Match the silos' --max_message_bytes.
-  int max_message_bytes = 4 << 20;
-  // How long Connect() waits for the first gateway to accept a connection.
-  absl::Duration connect_timeout = absl::Seconds(5);
-  // How often a lost gateway is tried again.
-  absl::Duration reconnect_period = absl::Milliseconds(100);
-  // How often the client asks a gateway for the cluster's membership and
-  // adds the gateways of Active silos it does not know yet (so a client
-  // given one gateway of a cluster uses all of them); zero: never.
-  absl::Duration gateway_refresh_period = absl::Seconds(5);
-  // Grain locations remembered: when a gateway passes a call on to the silo
-  // that hosts the grain, its reply names that silo's gateway, and the
-  // grain's next calls go there directly (one hop) if the client has that
-  // gateway. Emptied when full; 0 turns it off; negative is
-  // INVALID_ARGUMENT.
-  int location_cache_size = 100000;
-};
+// The client's options (rpc/gateway_options.h documents each field, with
+// its default): gateways, max_in_flight, overflow (kWait or kFail),
+// max_message_bytes, connect_timeout, reconnect_period,
+// gateway_refresh_period and location_cache_size.
+struct ClientOptions : rpc::GatewayOptions {};
 
 class Client final : public CallInvoker {
  public:

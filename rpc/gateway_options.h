@@ -1,8 +1,9 @@
 // File: rpc/gateway_options.h
 // -----------------------------------------------------------------------------
-// Options of a set of gateway connections (rpc/gateway_set.h): what the
-// client SDK's ClientOptions map to, and what a silo's connections to its
-// peers use (with a closed code of UNAVAILABLE).
+// Options of a set of gateway connections (rpc/gateway_set.h).
+// GatewayOptions are the ones the client SDK offers (ClientOptions is one,
+// client/client.h); GatewaySetOptions add what only a silo's connections to
+// its peers set (a closed code of UNAVAILABLE).
 #pragma once
 
 #include <string>
@@ -13,7 +14,7 @@
 
 namespace granary::rpc {
 
-struct GatewaySetOptions {
+struct GatewayOptions {
   // Gateway addresses (HOST:PORT); at least one.
   std::vector<std::string> gateways;
   // Calls outstanding per gateway connection (awaited calls until their
@@ -42,6 +43,9 @@ struct GatewaySetOptions {
   // gateway. Emptied when full; 0 turns it off; negative is
   // INVALID_ARGUMENT.
   int location_cache_size = 100000;
+};
+
+struct GatewaySetOptions : GatewayOptions {
   // The code of calls made after Close (a silo's connection to a peer that
   // left the cluster uses UNAVAILABLE; the client SDK FAILED_PRECONDITION).
   absl::StatusCode closed_code = absl::StatusCode::kFailedPrecondition;
