@@ -28,10 +28,10 @@
 #include <coroutine>
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/grain_id.h"
 #include "core/mpsc_queue.h"
@@ -43,8 +43,8 @@
 
 namespace granary {
 
-// The method index of a reminder tick (silo/runtime/reminder_service.h): never a
-// method of the grain's interface, so no client can send one.
+// The method index of a reminder tick (silo/runtime/reminder_service.h): never
+// a method of the grain's interface, so no client can send one.
 inline constexpr uint32_t kReminderMethod = 0xFFFFFFFEu;
 
 // The gateway-protocol method of a reminder tick for grain type `type`,
@@ -104,7 +104,7 @@ struct RequestContext {
 
 // Thread-local state of the turn that runs on this thread, if any.
 struct TurnContext {
-  CallInvoker* invoker = nullptr;  // where refs without an invoker send
+  CallInvoker* invoker = nullptr;     // where refs without an invoker send
   MessageSink* activation = nullptr;  // where replies come back
   RequestContext request;
 };
@@ -199,16 +199,25 @@ class CallBase : public Message, public TimerEntry {
   uint64_t caller_tag() const { return caller_tag_; }
   void set_caller_tag(uint64_t tag) { caller_tag_ = tag; }
   // The gateway of the silo this call was passed on to (a cluster's
-  // router sets it; it must outlive the call: interned), for the caller's
-  // location cache (gateway.proto, Reply.host_gateway). Empty: not passed on.
-  absl::string_view host_gateway() const { return host_gateway_; }
-  void set_host_gateway(absl::string_view g) { host_gateway_ = g; }
+  // router sets it; interned: InternStringPtr), for the caller's location
+  // cache (gateway.proto, Reply.host_gateway). Empty: not passed on. Atomic:
+  // the router sets it on a network thread while the call's deadline may
+  // fire and read it on the timer thread.
+  absl::string_view host_gateway() const {
+    const std::string* g = host_gateway_.load(std::memory_order_acquire);
+    return g != nullptr ? absl::string_view(*g) : absl::string_view();
+  }
+  void set_host_gateway(const std::string* g) {
+    host_gateway_.store(g, std::memory_order_release);
+  }
   std::coroutine_handle<> waiter() const { return waiter_; }
 
   // --- callee side -------------------------------------------------------
   // Wins the right to finish the call (against the deadline). Only the
   // winner may write the status or reply and then call Deliver().
-  bool TryClaim() { return !claimed_.exchange(true, std::memory_order_acq_rel); }
+  bool TryClaim() {
+    return !claimed_.exchange(true, std::memory_order_acq_rel);
+  }
   // Claims and finishes with `status`; a no-op when already claimed.
   void Fail(absl::Status status);
   // After a successful TryClaim: records `status` and hands the call back to
@@ -260,7 +269,7 @@ class CallBase : public Message, public TimerEntry {
   CallDoneFn done_fn_ = nullptr;
   void* done_ctx_ = nullptr;
   uint64_t caller_tag_ = 0;
-  absl::string_view host_gateway_;
+  std::atomic<const std::string*> host_gateway_{nullptr};
   uint32_t hops_ = 0;
   void* callee_ = nullptr;
   void* callee_frame_ = nullptr;
@@ -270,7 +279,8 @@ class CallBase : public Message, public TimerEntry {
 // message, because the callee may still hold the call itself in its mailbox
 // (a message is in one queue at a time). Holds a reference on the call.
 struct DeadlineNotice final : Message {
-  explicit DeadlineNotice(CallBase* c) : Message(MessageKind::kDeadline), call(c) {}
+  explicit DeadlineNotice(CallBase* c)
+      : Message(MessageKind::kDeadline), call(c) {}
   CallBase* call;
 };
 
@@ -385,8 +395,8 @@ void Tell(CallInvoker* invoker, GrainId id, uint32_t method, Req&& request) {
   auto* call = new Call<Req, google::protobuf::Empty>(
       std::move(id), method, /*one_way=*/true, std::move(request));
   TurnContext* turn = CurrentTurn();
-  call->set_request_context(
-      turn != nullptr ? turn->request : RequestContext{NewChainId()});
+  call->set_request_context(turn != nullptr ? turn->request
+                                            : RequestContext{NewChainId()});
   if (invoker == nullptr) {
     call->Fail(NoInvokerError(call->target()));
     call->Release();

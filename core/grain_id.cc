@@ -13,6 +13,10 @@ absl::string_view InternTypeName(absl::string_view name) {
 }
 
 absl::string_view InternString(absl::string_view name) {
+  return *InternStringPtr(name);
+}
+
+const std::string* InternStringPtr(absl::string_view name) {
   struct Table {
     Mutex mu;
     absl::node_hash_set<std::string> names ABSL_GUARDED_BY(mu);
@@ -21,7 +25,7 @@ absl::string_view InternString(absl::string_view name) {
   MutexLock lock(&table->mu);
   auto it = table->names.find(name);
   if (it == table->names.end()) it = table->names.emplace(name).first;
-  return *it;  // node_hash_set never moves its elements
+  return &*it;  // node_hash_set never moves its elements
 }
 
 absl::Status ValidateGrainKey(absl::string_view key) {

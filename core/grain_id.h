@@ -13,9 +13,10 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include <utility>
 
 namespace granary {
 
@@ -31,6 +32,9 @@ absl::string_view InternTypeName(absl::string_view name);
 // The same for any string the process keeps for its whole life (a silo's
 // gateway address, for instance): never freed, so only for bounded sets.
 absl::string_view InternString(absl::string_view s);
+// The interned string itself, for a field that must be published atomically
+// (one pointer, where a string_view is two words).
+const std::string* InternStringPtr(absl::string_view s);
 
 class GrainId {
  public:

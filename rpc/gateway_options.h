@@ -12,6 +12,10 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
+namespace granary {
+class Clock;
+}  // namespace granary
+
 namespace granary::rpc {
 
 struct GatewayOptions {
@@ -49,6 +53,10 @@ struct GatewaySetOptions : GatewayOptions {
   // The code of calls made after Close (a silo's connection to a peer that
   // left the cluster uses UNAVAILABLE; the client SDK FAILED_PRECONDITION).
   absl::StatusCode closed_code = absl::StatusCode::kFailedPrecondition;
+  // The clock of call deadlines (null: the system clock); it must outlive
+  // the set. A silo passes its own, so a forwarded call's remaining time is
+  // measured on the clock its deadline runs on.
+  Clock* clock = nullptr;
 };
 
 }  // namespace granary::rpc

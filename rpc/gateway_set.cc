@@ -15,8 +15,8 @@ absl::Status ValidateGatewaySetOptions(const GatewaySetOptions& options) {
     std::string host;
     int port = 0;
     if (!SplitHostPort(address, &host, &port) || port == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gateway address '", address, "' is not HOST:PORT"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("gateway address '", address, "' is not HOST:PORT"));
     }
   }
   if (options.max_in_flight < 1) {
@@ -76,9 +76,9 @@ void GatewaySet::Invoke(CallBase* call) {
     return fail(std::move(valid));
   }
   v1::Request request;
-  request.set_method(reminder_tick
-                         ? ReminderMethodPath(iface->type_name)
-                         : std::string(iface->methods[call->method()].full_name));
+  request.set_method(
+      reminder_tick ? ReminderMethodPath(iface->type_name)
+                    : std::string(iface->methods[call->method()].full_name));
   request.set_key(call->target().key());
   if (!call->request().SerializeToString(request.mutable_payload())) {
     return fail(absl::InvalidArgumentError("request failed to serialize"));
@@ -97,7 +97,7 @@ void GatewaySet::Invoke(CallBase* call) {
   const bool armed = call->deadline_armed();
   if (!call->one_way()) {
     const absl::Duration timeout =
-        armed ? call->deadline() - absl::Now() : call->timeout();
+        armed ? call->deadline() - timers_.clock()->Now() : call->timeout();
     request.set_timeout_us(static_cast<uint64_t>(
         std::max<int64_t>(1, absl::ToInt64Microseconds(timeout))));
   }
@@ -107,12 +107,11 @@ void GatewaySet::Invoke(CallBase* call) {
     GatewayConnection* link = Pick(call->target(), failed);
     GatewayStream* stream = link == nullptr ? nullptr : link->Acquire();
     if (stream == nullptr) {
-      return fail(absl::UnavailableError(
-          absl::StrCat("no gateway is reachable (",
-                       absl::StrJoin(gateways(), ", "), ")")));
+      return fail(absl::UnavailableError(absl::StrCat(
+          "no gateway is reachable (", absl::StrJoin(gateways(), ", "), ")")));
     }
     if (attempt == 0 && !one_way && !armed) {
-      call->set_deadline(absl::Now() + call->timeout());
+      call->set_deadline(timers_.clock()->Now() + call->timeout());
       call->ArmDeadline(&timers_);
     }
     // Once sent, an awaited call may be answered and freed on another

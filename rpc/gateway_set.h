@@ -62,7 +62,8 @@ class GatewaySet {
       GatewaySetOptions options);
 
   explicit GatewaySet(GatewaySetOptions options)
-      : options_(std::move(options)), timers_(Clock::System()) {}
+      : options_(std::move(options)),
+        timers_(options_.clock != nullptr ? options_.clock : Clock::System()) {}
 
   // Starts the timer and reconnector threads and the connection attempts.
   absl::Status Start() {
@@ -107,8 +108,7 @@ class GatewaySet {
     Waiting waiting(this);
     MutexLock lock(&events_mu_);
     while (connected() == 0) {
-      if (events_.WaitWithDeadline(&events_mu_, deadline) &&
-          connected() == 0) {
+      if (events_.WaitWithDeadline(&events_mu_, deadline) && connected() == 0) {
         return absl::UnavailableError(absl::StrCat(
             "no gateway reachable within ", absl::FormatDuration(timeout),
             " (tried ", absl::StrJoin(options_.gateways, ", "), ")"));
@@ -149,7 +149,9 @@ class GatewaySet {
   // (Counted up without events_mu_: Acquire holds a link's mutex, and Close
   // takes link mutexes under events_mu_. No stream starts once Close has
   // cancelled the links, so its wait below sees every one.)
-  void StreamStarted() { live_streams_.fetch_add(1, std::memory_order_relaxed); }
+  void StreamStarted() {
+    live_streams_.fetch_add(1, std::memory_order_relaxed);
+  }
   // The last thing a stream's OnDone does.
   void StreamGone() {
     MutexLock lock(&events_mu_);
@@ -255,7 +257,8 @@ class GatewaySet {
 
   std::vector<std::string> gateways() const {
     std::vector<std::string> out;
-    ForEachLink([&out](GatewayConnection* link) { out.push_back(link->address()); });
+    ForEachLink(
+        [&out](GatewayConnection* link) { out.push_back(link->address()); });
     return out;
   }
 
@@ -305,18 +308,19 @@ class GatewaySet {
     });
     if (found == nullptr) return;
     MutexLock lock(&locations_mu_);
-    if (locations_.size() >= static_cast<size_t>(options_.location_cache_size)) {
+    if (locations_.size() >=
+        static_cast<size_t>(options_.location_cache_size)) {
       locations_.clear();
     }
     locations_[id] = found;
   }
 
  private:
-
   // The gateway for a call to `id`: the one of the silo that hosts it when
   // known (RememberLocation), else the same one while it is up. `avoid`
   // (a gateway whose stream just ended) is taken only when no other is up.
-  GatewayConnection* Pick(const GrainId& id, const GatewayConnection* avoid = nullptr) {
+  GatewayConnection* Pick(const GrainId& id,
+                          const GatewayConnection* avoid = nullptr) {
     const size_t n = link_count_.load(std::memory_order_acquire);
     if (n == 0) return nullptr;
     if (n > 1 && options_.location_cache_size > 0) {
@@ -377,6 +381,5 @@ class GatewaySet {
   std::atomic<int> waiters_{0};
   std::atomic<int> live_streams_{0};
 };
-
 
 }  // namespace granary::rpc

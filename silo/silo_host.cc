@@ -19,9 +19,9 @@
 #include "silo/admin/http_server.h"
 #include "silo/cluster/cluster_provider.h"
 #include "silo/cluster/cluster_router.h"
+#include "silo/cluster/grpc_transport.h"
 #include "silo/cluster/membership_agent.h"
 #include "silo/cluster/membership_service.h"
-#include "silo/cluster/grpc_transport.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/gateway/gateway_service.h"
 #include "silo/runtime/reminder_service.h"
@@ -73,14 +73,14 @@ SiloHost::SiloHost(SiloHostOptions options)
 SiloHost::~SiloHost() { Stop(); }
 
 absl::Status SiloHost::AddGrainType(
-    const GrainClassInfo& info, std::function<std::unique_ptr<Grain>()> factory) {
+    const GrainClassInfo& info,
+    std::function<std::unique_ptr<Grain>()> factory) {
   if (started_) {
     return absl::FailedPreconditionError("grain types are added before Start");
   }
-  grain_adders_.push_back(
-      [&info, factory = std::move(factory)](Silo& silo) {
-        return silo.AddGrainType(info, factory);
-      });
+  grain_adders_.push_back([&info, factory = std::move(factory)](Silo& silo) {
+    return silo.AddGrainType(info, factory);
+  });
   return absl::OkStatus();
 }
 
@@ -153,7 +153,8 @@ absl::Status SiloHost::StartSiloEndpoint() {
   GatewayServiceOptions peer_options;
   peer_options.max_in_flight = 1 << 16;
   peer_options.max_message_bytes = options_.max_message_bytes;
-  peer_options.max_batch_bytes = std::min(1 << 20, options_.max_message_bytes / 2);
+  peer_options.max_batch_bytes =
+      std::min(1 << 20, options_.max_message_bytes / 2);
   peer_options.from_silos = true;
   p.peer_gateway = std::make_unique<GatewayService>(nullptr, peer_options);
   int port = 0;
@@ -220,9 +221,8 @@ absl::Status SiloHost::StartRuntime() {
     GRANARY_RETURN_IF_ERROR(p.transport->Start());
     p.directory = std::make_unique<directory::DirectoryClient>(
         &p.partition, p.transport.get());
-    p.router = std::make_unique<ClusterRouter>(p.silo.get(), &p.partition,
-                                               p.directory.get(),
-                                               p.transport.get());
+    p.router = std::make_unique<ClusterRouter>(
+        p.silo.get(), &p.partition, p.directory.get(), p.transport.get());
     GRANARY_RETURN_IF_ERROR(p.router->Start());
     p.silo->SetRouter(p.router.get());
   }
@@ -282,7 +282,8 @@ absl::Status SiloHost::JoinCluster() {
       [silo](int64_t until_ns) { silo->RenewLease(until_ns); });
   if (p.cluster->clustered()) WireCluster();
   MembershipAgent* agent = p.agent.get();
-  p.cluster->Watch([agent](const v1::MembershipView& v) { agent->OnView(v); });
+  p.cluster->Watch(&silo->timers(),
+                   [agent](const v1::MembershipView& v) { agent->OnView(v); });
   p.watching = true;
   GRANARY_RETURN_IF_ERROR(p.agent->Join(options_.join_timeout));
   GRANARY_RETURN_IF_ERROR(p.agent->Start());
@@ -324,18 +325,14 @@ void SiloHost::Stop() {
     p.gateway->Stop(p.router != nullptr ? absl::Seconds(10)
                                         : absl::Milliseconds(500));
   }
-  if (joined && p.router != nullptr) {
-    // Nothing names this silo any more; calls already on their way here
-    // are passed on for this grace while the others learn that.
-    absl::SleepFor(absl::Milliseconds(500));
-  }
   p.agent_ptr = nullptr;
   if (p.watching) p.cluster->StopWatch();
   if (joined) p.agent->Leave();  // Dead: a graceful exit
   if (p.peer_gateway != nullptr) {
     p.peer_gateway->Stop();
     // Calls from other silos still being passed on finish first.
-    if (p.router != nullptr) p.peer_gateway->WaitForStreamsClosed(absl::Seconds(10));
+    if (p.router != nullptr)
+      p.peer_gateway->WaitForStreamsClosed(absl::Seconds(10));
   }
   p.StopSiloEndpoint();  // nothing arrives from here on
   if (p.router != nullptr) p.router->Stop();

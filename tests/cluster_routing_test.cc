@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_join.h"
 #include "tests/cluster_fixture.h"
+#include "tests/cluster_load.h"
 
 namespace granary::testing {
 namespace {
@@ -57,7 +58,8 @@ TEST_F(ClusterRoutingTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
 // gateways at the same moment make up to three silos try to activate the
 // grain at once. The directory lets exactly one win: every answer comes from
 // one activation.
-TEST_F(ClusterRoutingTest, SilosRacingToActivateARandomlyPlacedGrainAgreeOnOne) {
+TEST_F(ClusterRoutingTest,
+       SilosRacingToActivateARandomlyPlacedGrainAgreeOnOne) {
   const int kRaced = Scaled(1500);
   const int kCallers = static_cast<int>(clients_.size());
   // answers[c][g]: "silo/activation id" of grain g through client c.
@@ -105,147 +107,103 @@ TEST_F(ClusterRoutingTest, SilosRacingToActivateARandomlyPlacedGrainAgreeOnOne) 
   }
 }
 
+// Asks every grain of `after` that has no answer yet, or one from `victim`,
+// until each answers from a live silo (through the first two clients).
+bool EveryGrainAnswersOffTheVictim(
+    std::vector<std::unique_ptr<Client>>& clients, const std::string& victim,
+    std::vector<Where>* after) {
+  return Eventually(
+      [&] {
+        bool all = true;
+        for (size_t g = 0; g < after->size(); ++g) {
+          if (!(*after)[g].empty() && SiloOf((*after)[g]) != victim) continue;
+          absl::StatusOr<Where> w = AskWhere(
+              *clients[g % 2], Key(static_cast<int>(g)), absl::Seconds(2));
+          if (!w.ok() || SiloOf(*w) == victim) {
+            all = false;
+            continue;
+          }
+          (*after)[g] = *w;
+        }
+        return all;
+      },
+      absl::Seconds(90));
+}
+
+// The victim's grains moved; every other grain kept its activation; and at
+// no time did two live activations answer: after the kill a grain answered
+// from its old activation (on the victim, before detection) and at most one
+// new one.
+void ExpectOnlyTheVictimsGrainsMoved(const std::vector<Where>& home,
+                                     const std::vector<Where>& after,
+                                     const std::map<int, std::set<Where>>& seen,
+                                     const std::string& victim) {
+  int moved = 0, kept = 0;
+  for (size_t g = 0; g < home.size(); ++g) {
+    if (SiloOf(home[g]) == victim) {
+      ++moved;
+      EXPECT_NE(SiloOf(after[g]), victim);
+    } else {
+      ++kept;
+      EXPECT_EQ(after[g], home[g])
+          << Key(static_cast<int>(g)) << " lived on a surviving silo";
+    }
+    std::set<Where> live = {after[g]};
+    if (auto it = seen.find(static_cast<int>(g)); it != seen.end()) {
+      for (const Where& w : it->second) {
+        if (SiloOf(w) != victim) live.insert(w);
+      }
+    }
+    EXPECT_EQ(live.size(), 1u) << Key(static_cast<int>(g)) << " answered from "
+                               << live.size() << " live activations";
+  }
+  EXPECT_GT(moved, 0);
+  EXPECT_GT(kept, 0);
+  std::cout << "grains moved: " << moved << ", kept: " << kept << "\n";
+}
+
 TEST_F(ClusterRoutingTest, AKilledSilosGrainsMoveAndNoOtherGrainIsDisturbed) {
   const int kCrashGrains = Scaled(3000);
-  const std::vector<std::vector<Where>> before = AskAll(kCrashGrains);
-  std::vector<Where> home(before[0]);
+  const std::vector<Where> home = AskAll(kCrashGrains)[0];
   // Silo 2 is killed; calls go through gateways 0 and 1.
-  const std::string victim_prefix = silo_addresses_[2] + "@";
   std::string victim;
   for (const Where& w : home) {
-    if (w.rfind(victim_prefix, 0) == 0) victim = SiloOf(w);
+    if (w.rfind(silo_addresses_[2] + "@", 0) == 0) victim = SiloOf(w);
   }
   ASSERT_FALSE(victim.empty());
   clients_[2]->Close();
   clients_[2] = nullptr;
+  const std::vector<Client*> survivors = {clients_[0].get(), clients_[1].get()};
 
   // Accounts whose state lives with the primary; some are on the victim.
-  const int kAccounts = Scaled(200);
-  auto account = [](int a) { return absl::StrCat("acct", a); };
-  auto deposit = [&](Client& c, int a, int64_t amount) {
-    examples::Amount req;
-    req.set_amount(amount);
-    return c.Get<examples::BankAccountRef>(account(a))
-        .Deposit(req)
-        .Get()
-        .status();
-  };
-  for (int a = 0; a < kAccounts; ++a) {
-    ASSERT_TRUE(deposit(*clients_[a % 2], a, 10).ok());
-  }
-  std::vector<std::atomic<int64_t>> acked(kAccounts), unknown(kAccounts);
-  for (int a = 0; a < kAccounts; ++a) acked[a] = 10;
-
+  DepositLoad deposits(survivors, Scaled(200));
+  ASSERT_TRUE(deposits.Seed(10).ok());
+  deposits.Start();
   // Steady load through the survivors' gateways, recording every answer.
-  Mutex mu;
-  std::map<int, std::set<Where>> seen;  // answers after the kill
-  std::atomic<bool> stop{false};
-  std::atomic<int> calls{0}, failures{0};
-  std::vector<std::thread> load;
-  for (int c = 0; c < 2; ++c) {
-    load.emplace_back([&, c] {
-      for (int i = 0; !stop.load(); ++i) {
-        const int a = (i * 3 + c) % kAccounts;
-        if (deposit(*clients_[c], a, 1).ok()) {
-          acked[a].fetch_add(1);
-        } else {
-          unknown[a].fetch_add(1);  // it may or may not have happened
-        }
-      }
-    });
-    load.emplace_back([&, c] {
-      for (int i = 0; !stop.load(); ++i) {
-        const int g = (i * 7 + c * 13) % kCrashGrains;
-        absl::StatusOr<Where> w =
-            AskWhere(*clients_[c], Key(g), absl::Seconds(10));
-        calls.fetch_add(1);
-        if (!w.ok()) {
-          failures.fetch_add(1);
-          continue;
-        }
-        MutexLock lock(&mu);
-        seen[g].insert(*w);
-      }
-    });
-  }
-  // The load runs before the kill.
-  ASSERT_TRUE(Eventually([&] { return calls.load() >= 200; }));
+  WhereLoad where(
+      survivors,
+      [&](size_t c, int i) {
+        return (i * 7 + static_cast<int>(c) * 13) % kCrashGrains;
+      },
+      absl::Seconds(10));
+  ASSERT_TRUE(
+      Eventually([&] { return where.calls() >= 200; }));  // before the kill
   const absl::Time killed = absl::Now();
   silos_[2]->Signal(SIGKILL);
   EXPECT_EQ(silos_[2]->Wait(), 128 + SIGKILL);
 
   // Every grain answers again, from a live silo.
-  std::vector<Where> after(kCrashGrains);
-  absl::Duration recovered;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        bool all = true;
-        for (int g = 0; g < kCrashGrains; ++g) {
-          if (!after[static_cast<size_t>(g)].empty() &&
-              SiloOf(after[static_cast<size_t>(g)]) != victim) {
-            continue;
-          }
-          absl::StatusOr<Where> w =
-              AskWhere(*clients_[g % 2], Key(g), absl::Seconds(2));
-          if (!w.ok() || SiloOf(*w) == victim) {
-            all = false;
-            continue;
-          }
-          after[static_cast<size_t>(g)] = *w;
-        }
-        return all;
-      },
-      absl::Seconds(90)));
-  recovered = absl::Now() - killed;
-  stop = true;
-  for (std::thread& t : load) t.join();
+  std::vector<Where> after(static_cast<size_t>(kCrashGrains));
+  ASSERT_TRUE(EveryGrainAnswersOffTheVictim(clients_, victim, &after));
+  const absl::Duration recovered = absl::Now() - killed;
+  where.Stop();
+  deposits.Stop();
   std::cout << "SIGKILL to every grain answering: "
-            << absl::FormatDuration(recovered) << "; load calls " << calls
-            << ", failed " << failures << "\n";
-
-  int moved = 0, kept = 0;
-  for (int g = 0; g < kCrashGrains; ++g) {
-    const Where& was = home[static_cast<size_t>(g)];
-    const Where& now = after[static_cast<size_t>(g)];
-    if (SiloOf(was) == victim) {
-      ++moved;
-      EXPECT_NE(SiloOf(now), victim);
-    } else {
-      ++kept;
-      // Not deactivated: the same activation answers.
-      EXPECT_EQ(now, was) << Key(g) << " lived on a surviving silo";
-    }
-    // At no time did two live activations answer: after the kill a grain
-    // answered from its old activation (on the victim, before detection)
-    // and at most one new one.
-    MutexLock lock(&mu);
-    std::set<Where> live;
-    for (const Where& w : seen[g]) {
-      if (SiloOf(w) != victim) live.insert(w);
-    }
-    live.insert(now);
-    EXPECT_EQ(live.size(), 1u) << Key(g) << " answered from " << live.size()
-                               << " live activations";
-  }
-  EXPECT_GT(moved, 0);
-  EXPECT_GT(kept, 0);
+            << absl::FormatDuration(recovered) << "; load calls "
+            << where.calls() << ", failed " << where.errors().size() << "\n";
+  ExpectOnlyTheVictimsGrainsMoved(home, after, where.seen(), victim);
   // No acknowledged deposit was lost, wherever its account lives now.
-  int64_t total_acked = 0, total_unknown = 0;
-  for (int a = 0; a < kAccounts; ++a) {
-    absl::StatusOr<examples::Balance> b =
-        clients_[a % 2]
-            ->Get<examples::BankAccountRef>(account(a))
-            .GetBalance(examples::GetBalanceRequest())
-            .Get();
-    ASSERT_TRUE(b.ok()) << b.status();
-    EXPECT_GE(b->balance(), acked[a].load()) << account(a);
-    EXPECT_LE(b->balance(), acked[a].load() + unknown[a].load()) << account(a);
-    total_acked += acked[a].load();
-    total_unknown += unknown[a].load();
-  }
-  std::cout << "deposits acknowledged: " << total_acked
-            << ", outcome unknown: " << total_unknown << "\n";
-  std::cout << "grains moved: " << moved << ", kept: " << kept << "\n";
+  deposits.ExpectBalances(*clients_[0]);
 }
 
 // A silo cut off from the cluster (here: frozen with SIGSTOP, so it can
@@ -262,8 +220,8 @@ TEST_F(ClusterRoutingTest, ASiloCutOffIsDeclaredDeadAndNeverAnswersAgain) {
   ASSERT_FALSE(victims.empty());
   silos_[2]->Signal(SIGSTOP);
   // kill() returns before every thread has stopped.
-  ASSERT_TRUE(Eventually([&] { return silos_[2]->Stopped(); },
-                         absl::Seconds(10)));
+  ASSERT_TRUE(
+      Eventually([&] { return silos_[2]->Stopped(); }, absl::Seconds(10)));
 
   // Calls to its grains through its own gateway wait (it is frozen).
   Mutex mu;
@@ -301,7 +259,8 @@ TEST_F(ClusterRoutingTest, ASiloCutOffIsDeclaredDeadAndNeverAnswersAgain) {
         return true;
       },
       absl::Seconds(60)))
-      << last_error << "\n" << silos_[0]->Stderr() << "\n"
+      << last_error << "\n"
+      << silos_[0]->Stderr() << "\n"
       << silos_[1]->Stderr();
   // It runs again: it must exit without answering from an old activation.
   silos_[2]->Signal(SIGCONT);
@@ -325,9 +284,11 @@ TEST_F(ClusterRoutingTest, AClientGivenOneGatewayLearnsTheOthers) {
   options.gateway_refresh_period = absl::Milliseconds(200);
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_TRUE(Eventually([&] {
-    return (*c)->gateways().size() == 3 && (*c)->connected_gateways() == 3;
-  }, absl::Seconds(20)));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return (*c)->gateways().size() == 3 && (*c)->connected_gateways() == 3;
+      },
+      absl::Seconds(20)));
   std::vector<std::string> known = (*c)->gateways();
   std::sort(known.begin(), known.end());
   std::vector<std::string> expected = gateways_;
@@ -354,35 +315,14 @@ TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
   absl::StatusOr<std::unique_ptr<Client>> all = Client::Connect(options);
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_TRUE((*all)->WaitForConnected(absl::Seconds(10)).ok());
-  std::vector<Client*> callers = {clients_[0].get(), clients_[1].get(),
-                                  all->get()};
-
-  Mutex mu;
-  std::map<int, std::set<Where>> seen;
-  std::vector<std::string> errors;
-  std::atomic<bool> stop{false};
-  std::atomic<int> calls{0}, fresh{0};
-  std::vector<std::thread> load;
-  for (size_t c = 0; c < callers.size(); ++c) {
-    load.emplace_back([&, c] {
-      for (int i = 0; !stop.load(); ++i) {
-        // Mostly grains that exist, some new ones (placed during the
-        // changes).
-        const bool is_new = i % 10 == 0;
-        const int g = is_new ? kLoadGrains + fresh.fetch_add(1)
-                             : (i * 7 + static_cast<int>(c) * 11) % kLoadGrains;
-        absl::StatusOr<Where> w = AskWhere(*callers[c], Key(g));
-        calls.fetch_add(1);
-        MutexLock lock(&mu);
-        if (!w.ok()) {
-          errors.push_back(absl::StrCat(Key(g), ": ", w.status().ToString()));
-          continue;
-        }
-        seen[g].insert(*w);
-      }
-    });
-  }
-  ASSERT_TRUE(Eventually([&] { return calls.load() >= 300; }));
+  // Mostly grains that exist, some new ones (placed during the changes).
+  std::atomic<int> fresh{0};
+  WhereLoad load(
+      {clients_[0].get(), clients_[1].get(), all->get()}, [&](size_t c, int i) {
+        return i % 10 == 0 ? kLoadGrains + fresh.fetch_add(1)
+                           : (i * 7 + static_cast<int>(c) * 11) % kLoadGrains;
+      });
+  ASSERT_TRUE(Eventually([&] { return load.calls() >= 300; }));
   // Leave: SIGTERM, and the silo exits 0.
   const std::string leaving = silo_addresses_[2] + "@";
   silos_[2]->Signal(SIGTERM);
@@ -396,41 +336,31 @@ TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
   const std::string joined = Field(ready, "silo") + "@";
   // The join takes effect under the load: new grains are placed on the
   // joined silo (hash placement over the new ring) and answer from there.
-  auto answers_from_joined = [&] {
-    MutexLock lock(&mu);
-    int n = 0;
-    for (const auto& [g, answers] : seen) {
-      for (const Where& w : answers) n += w.rfind(joined, 0) == 0 ? 1 : 0;
-    }
-    return n;
-  };
-  EXPECT_TRUE(Eventually([&] { return answers_from_joined() >= 20; }))
+  EXPECT_TRUE(Eventually([&] { return load.AnswersFrom(joined) >= 20; }))
       << "no grain answered from the joined silo " << joined;
-  const int calls_at_join = calls.load();
+  const int calls_at_join = load.calls();
   // And the load goes on a while with the four-silo ring.
-  EXPECT_TRUE(Eventually([&] { return calls.load() >= calls_at_join + 300; }));
-  stop = true;
-  for (std::thread& t : load) t.join();
+  EXPECT_TRUE(Eventually([&] { return load.calls() >= calls_at_join + 300; }));
+  load.Stop();
   (*all)->Close();
 
-  MutexLock lock(&mu);
-  std::cout << "calls: " << calls << ", new grains: " << fresh
+  const std::vector<std::string> errors = load.errors();
+  std::cout << "calls: " << load.calls() << ", new grains: " << fresh
             << ", failed: " << errors.size() << "\n";
   for (size_t i = 0; i < errors.size() && i < 10; ++i) {
     ADD_FAILURE() << errors[i] << " (leaving silo " << leaving << " gateway "
                   << gateways_[2] << ")";
   }
   EXPECT_TRUE(errors.empty());
-  int on_joined = 0;
-  for (const auto& [g, answers] : seen) {
+  for (const auto& [g, answers] : load.seen()) {
     std::set<Where> others;
     for (const Where& w : answers) {
       if (w.rfind(leaving, 0) != 0) others.insert(w);
-      if (w.rfind(joined, 0) == 0) ++on_joined;
     }
     // A grain of the leaving silo moved once; no other grain moved.
     EXPECT_LE(others.size(), 1u) << Key(g);
   }
+  const int on_joined = load.AnswersFrom(joined);
   EXPECT_GT(on_joined, 0) << "the joined silo hosts nothing";
   std::cout << "answers from the joined silo: " << on_joined << "\n";
 }

@@ -3,6 +3,7 @@
 // watch), a silo that stops answering probes is voted dead, a silo cut off
 // from the others' probes learns it was declared dead and stops, and a
 // graceful leave marks the silo dead without votes.
+#include <algorithm>
 #include <atomic>
 #include <iostream>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "core/status.h"
 #include "core/sync.h"
 #include "core/testing/status_matchers.h"
+#include "core/timer_queue.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "rpc/callback_queue.h"
@@ -92,7 +94,9 @@ class TestSilo {
   absl::Status Start() {
     GRANARY_RETURN_IF_ERROR(agent_->Join(absl::Seconds(10)));
     if (remote_ != nullptr) {
-      remote_->Watch([this](const v1::MembershipView& v) { agent_->OnView(v); });
+      GRANARY_RETURN_IF_ERROR(timers_.Start());
+      remote_->Watch(
+          &timers_, [this](const v1::MembershipView& v) { agent_->OnView(v); });
     }
     return agent_->Start();
   }
@@ -123,6 +127,7 @@ class TestSilo {
   std::unique_ptr<MembershipService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
+  TimerQueue timers_{Clock::System()};  // the watch's reconnect pauses
   std::unique_ptr<RemoteMembershipTable> remote_;
   std::unique_ptr<GrpcTransport> transport_;  // the agent's probes
   std::unique_ptr<MembershipAgent> agent_;
@@ -132,7 +137,8 @@ class TestSilo {
   std::atomic<int64_t> activations_{1};
 };
 
-v1::MemberStatus StatusIn(const v1::MembershipView& view, const std::string& id) {
+v1::MemberStatus StatusIn(const v1::MembershipView& view,
+                          const std::string& id) {
   for (const v1::Member& m : view.members()) {
     if (storage::MemberId(m) == id) return m.status();
   }
@@ -242,8 +248,8 @@ TEST_F(MembershipTest, ASiloCutOffFromProbesLearnsItIsDeadAndStops) {
   }));
   // Its endpoint goes dark, but it still reaches the table.
   cut->StopServing();
-  EXPECT_TRUE(cut->declared_dead().WaitForNotificationWithTimeout(
-      absl::Seconds(30)));
+  EXPECT_TRUE(
+      cut->declared_dead().WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_EQ(StatusIn(table_.Snapshot(), cut_id), v1::MEMBER_DEAD);
   EXPECT_FALSE(primary_->declared_dead().HasBeenNotified());
   EXPECT_FALSE(others_[0]->declared_dead().HasBeenNotified());
@@ -286,6 +292,97 @@ TEST(MembershipOptionsTest, OutOfRangeOptionsAreRefused) {
   o.vote_expiry = absl::Seconds(1);  // shorter than 2 missed 1 s probes
   EXPECT_THAT(ValidateMembershipOptions(o),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A table served on `port` (0: any), as a dev cluster's primary serves it.
+struct TableServer {
+  TableServer(storage::InMemoryMembershipTable* table, int want_port)
+      : service(table) {
+    rpc::HoldGrpcCallbackQueue();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(absl::StrCat("127.0.0.1:", want_port),
+                             grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+  }
+  ~TableServer() {
+    server->Shutdown(absl::ToChronoTime(absl::Now()));
+    server->Wait();
+  }
+  MembershipService service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+v1::Member Joining(int n) {
+  v1::Member m;
+  m.set_address(absl::StrCat("127.0.0.1:", 20000 + n));
+  m.set_generation(1);
+  m.set_status(v1::MEMBER_JOINING);
+  return m;
+}
+
+// The versions a watch delivered, and a wait for one of them.
+struct SeenVersions {
+  void Add(int64_t v) {
+    MutexLock lock(&mu);
+    versions.push_back(v);
+    cv.SignalAll();
+  }
+  bool WaitFor(int64_t v) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    MutexLock lock(&mu);
+    while (versions.empty() || versions.back() < v) {
+      if (cv.WaitWithDeadline(&mu, deadline)) return false;
+    }
+    return true;
+  }
+  Mutex mu;
+  CondVar cv;
+  std::vector<int64_t> versions ABSL_GUARDED_BY(mu);
+};
+
+TEST(RemoteMembershipTableTest, TheWatchReconnectsWhenThePrimaryComesBack) {
+  storage::InMemoryMembershipTable first;
+  ASSERT_TRUE(first.WriteNow(Joining(1), 0).ok());
+  auto server = std::make_unique<TableServer>(&first, 0);
+  const int port = server->port;
+  ASSERT_GT(port, 0);
+  TimerQueue timers(Clock::System());
+  ASSERT_TRUE(timers.Start().ok());
+  RemoteMembershipTable remote(absl::StrCat("127.0.0.1:", port));
+  SeenVersions seen;
+  remote.Watch(&timers,
+               [&](const v1::MembershipView& v) { seen.Add(v.version()); });
+  ASSERT_TRUE(seen.WaitFor(1));
+  // The primary goes away; a table of a later version is served on the same
+  // port: the watch reaches it without being restarted.
+  server.reset();
+  storage::InMemoryMembershipTable second;
+  ASSERT_TRUE(second.WriteNow(Joining(1), 0).ok());
+  ASSERT_TRUE(second.WriteNow(Joining(2), 1).ok());
+  ASSERT_TRUE(second.WriteNow(Joining(3), 2).ok());
+  server = std::make_unique<TableServer>(&second, port);
+  ASSERT_EQ(server->port, port);
+  EXPECT_TRUE(seen.WaitFor(3));
+  // Versions only go forward, and a write pushes the next one.
+  ASSERT_TRUE(second.WriteNow(Joining(4), 3).ok());
+  EXPECT_TRUE(seen.WaitFor(4));
+  remote.StopWatch();
+  remote.StopWatch();  // idempotent
+  MutexLock lock(&seen.mu);
+  EXPECT_TRUE(std::is_sorted(seen.versions.begin(), seen.versions.end()));
+  EXPECT_EQ(seen.versions.back(), 4);
+}
+
+TEST(RemoteMembershipTableTest, StopWatchReturnsWhileThePrimaryIsUnreachable) {
+  TimerQueue timers(Clock::System());
+  ASSERT_TRUE(timers.Start().ok());
+  RemoteMembershipTable remote("127.0.0.1:1");
+  std::atomic<int> views{0};
+  remote.Watch(&timers, [&](const v1::MembershipView&) { views.fetch_add(1); });
+  remote.StopWatch();  // the stream waits for the primary: cancelled
+  EXPECT_EQ(views.load(), 0);
 }
 
 TEST(RemoteMembershipTableTest, AnUnreachablePrimaryIsUnavailable) {

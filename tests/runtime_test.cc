@@ -97,8 +97,9 @@ TEST_F(RuntimeTest, TurnIsolationFromGrainsOnAllWorkers) {
            });
   }
   all_done.WaitForNotification();
-  EXPECT_EQ(silo_->Get<CounterRef>("from-grains").Get(GetRequest()).Get()->value(),
-            kDrivers * kPerDriver);
+  EXPECT_EQ(
+      silo_->Get<CounterRef>("from-grains").Get(GetRequest()).Get()->value(),
+      kDrivers * kPerDriver);
 }
 
 TEST_F(RuntimeTest, SingleActivationUnderContention) {
@@ -136,8 +137,9 @@ TEST_F(RuntimeTest, SingleActivationUnderContention) {
 TEST_F(RuntimeTest, CallChainReentersNonReentrantGrain) {
   PeerRequest r;
   r.set_peer("b");
-  absl::StatusOr<Text> reply =
-      silo_->Get<TurnsRef>("a").CallPeer(r, CallOptions{absl::Seconds(30)}).Get();
+  absl::StatusOr<Text> reply = silo_->Get<TurnsRef>("a")
+                                   .CallPeer(r, CallOptions{absl::Seconds(30)})
+                                   .Get();
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(reply->text(), "peer said callback leaf from b");
 }
@@ -145,9 +147,11 @@ TEST_F(RuntimeTest, CallChainReentersNonReentrantGrain) {
 TEST_F(RuntimeTest, RequestOutsideTheChainWaitsForTheTurnToEnd) {
   auto grain = silo_->Get<TurnsRef>("blocker");
   Notification block_done, leaf_done;
-  Detach(grain.Block(MakeText("")), [&](absl::StatusOr<Text>) { block_done.Notify(); });
+  Detach(grain.Block(MakeText("")),
+         [&](absl::StatusOr<Text>) { block_done.Notify(); });
   ASSERT_TRUE(state_.WaitForLog("block-start"));
-  Detach(grain.Leaf(MakeText("")), [&](absl::StatusOr<Text>) { leaf_done.Notify(); });
+  Detach(grain.Leaf(MakeText("")),
+         [&](absl::StatusOr<Text>) { leaf_done.Notify(); });
   // Leaf is queued ahead of Release; it must still wait for Block's turn.
   ASSERT_TRUE(grain.Release(MakeText("")).Get().ok());
   block_done.WaitForNotification();
@@ -165,7 +169,8 @@ TEST_F(RuntimeTest, ReadOnlyRequestsInterleaveOnlyWithEachOther) {
   // A read-only request runs while the read-only ReadBlock is suspended.
   ASSERT_TRUE(grain.Read(MakeText("")).Get().ok());
   // A write waits until ReadBlock finishes.
-  Detach(grain.Write(MakeText("")), [&](absl::StatusOr<Text>) { write_done.Notify(); });
+  Detach(grain.Write(MakeText("")),
+         [&](absl::StatusOr<Text>) { write_done.Notify(); });
   ASSERT_TRUE(grain.Release(MakeText("")).Get().ok());
   readblock_done.WaitForNotification();
   write_done.WaitForNotification();
@@ -176,7 +181,8 @@ TEST_F(RuntimeTest, ReadOnlyRequestsInterleaveOnlyWithEachOther) {
 TEST_F(RuntimeTest, ReentrantTypeInterleavesAnyRequest) {
   auto grain = silo_->Get<InterleavedRef>("r");
   Notification block_done;
-  Detach(grain.Block(MakeText("")), [&](absl::StatusOr<Text>) { block_done.Notify(); });
+  Detach(grain.Block(MakeText("")),
+         [&](absl::StatusOr<Text>) { block_done.Notify(); });
   ASSERT_TRUE(state_.WaitForLog("block-start"));
   // Not in Block's chain, yet it runs while Block is suspended.
   ASSERT_TRUE(grain.Leaf(MakeText("")).Get().ok());
@@ -198,13 +204,15 @@ TEST_F(RuntimeTest, FailedActivationFailsTheCallAndIsRetriedLater) {
     MutexLock lock(&state_.mu);
     EXPECT_EQ(state_.activations["bad-1"], 2);
   }
-  EXPECT_EQ(silo_->Get<FaultyRef>("good").Echo(MakeText("y")).Get()->text(), "y");
+  EXPECT_EQ(silo_->Get<FaultyRef>("good").Echo(MakeText("y")).Get()->text(),
+            "y");
 }
 
 TEST_F(RuntimeTest, DeadlineExceededWhenGrainNeverReplies) {
   Notification failed;
   absl::Status status;
-  Detach(silo_->Get<ProbeRef>("hung").Hang(MakeText(""), CallOptions{absl::Seconds(5)}),
+  Detach(silo_->Get<ProbeRef>("hung").Hang(MakeText(""),
+                                           CallOptions{absl::Seconds(5)}),
          [&](absl::StatusOr<Text> r) {
            status = r.status();
            failed.Notify();
@@ -215,7 +223,8 @@ TEST_F(RuntimeTest, DeadlineExceededWhenGrainNeverReplies) {
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_THAT(status.message(), HasSubstr("unknown"));
   // The silo stays healthy.
-  EXPECT_EQ(silo_->Get<ProbeRef>("other").Echo(MakeText("ok")).Get()->text(), "ok");
+  EXPECT_EQ(silo_->Get<ProbeRef>("other").Echo(MakeText("ok")).Get()->text(),
+            "ok");
   EXPECT_EQ(silo_->Get<CounterRef>("c").Add(Amount(1)).Get()->value(), 1);
 }
 
@@ -225,13 +234,15 @@ TEST_F(RuntimeTest, DeadlinePassesWhileCallWaitsBehindSuspendedRequest) {
   // while busy still holds the queued call.
   auto busy = silo_->Get<TurnsRef>("busy");
   Notification block_done, caller_done;
-  Detach(busy.Block(MakeText("")), [&](absl::StatusOr<Text>) { block_done.Notify(); });
+  Detach(busy.Block(MakeText("")),
+         [&](absl::StatusOr<Text>) { block_done.Notify(); });
   ASSERT_TRUE(state_.WaitForLog("block-start"));
   const size_t armed_before = silo_->timers().size();
   absl::StatusOr<Text> outcome;
   PeerRequest r;
   r.set_peer("busy");
-  Detach(silo_->Get<TurnsRef>("caller").LeafWithTimeout(r, CallOptions{absl::Seconds(60)}),
+  Detach(silo_->Get<TurnsRef>("caller").LeafWithTimeout(
+             r, CallOptions{absl::Seconds(60)}),
          [&](absl::StatusOr<Text> t) {
            outcome = std::move(t);
            caller_done.Notify();
@@ -296,9 +307,8 @@ TEST_F(RuntimeTest, TimerTicksAreTurnsThatNeverOverlapAndStopOnDeactivation) {
     clock_.Advance(absl::Seconds(1));
     // Requests arriving while a tick is suspended must wait for it.
     for (int j = 0; j < 10; ++j) grain.Touch(MakeText("")).Get().IgnoreError();
-    ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return state_.ticks >= i;
-    }));
+    ASSERT_TRUE(state_.WaitUntil(
+        [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return state_.ticks >= i; }));
     // A request runs only after the tick's turn ended, and the timer is
     // re-armed as that turn ends: once Stats answers, the next Advance fires.
     ASSERT_TRUE(grain.Stats(MakeText("")).Get().ok());
@@ -314,7 +324,8 @@ TEST_F(RuntimeTest, TimerTicksAreTurnsThatNeverOverlapAndStopOnDeactivation) {
   // The grain's timer left the timer queue with the activation.
   EXPECT_EQ(silo_->timers().size(), timers_before);
   clock_.Advance(absl::Seconds(10));
-  EXPECT_EQ(silo_->Get<ProbeRef>("barrier").Echo(MakeText("")).Get()->text(), "");
+  EXPECT_EQ(silo_->Get<ProbeRef>("barrier").Echo(MakeText("")).Get()->text(),
+            "");
   MutexLock lock(&state_.mu);
   EXPECT_EQ(state_.ticks, 5);
   EXPECT_EQ(state_.activations["ticker"], 1);
@@ -331,30 +342,46 @@ TEST_F(RuntimeTest, ThrowingMethodYieldsInternalWithMessage) {
   reply = silo_->Get<ProbeRef>("thrower").Throw(r).Get();
   EXPECT_THAT(reply, StatusIs(absl::StatusCode::kFailedPrecondition));
   // The activation survives its exceptions.
-  EXPECT_EQ(silo_->Get<ProbeRef>("thrower").Echo(MakeText("still here")).Get()->text(),
+  EXPECT_EQ(silo_->Get<ProbeRef>("thrower")
+                .Echo(MakeText("still here"))
+                .Get()
+                ->text(),
             "still here");
+}
+
+// Silo::CallSerialized from this (plain) thread.
+absl::StatusOr<std::string> CallSerialized(silo::Silo* silo, std::string type,
+                                           std::string key, std::string method,
+                                           std::string payload) {
+  return Flatten(silo->CallSerialized(std::move(type), std::move(key),
+                                      std::move(method), std::move(payload))
+                     .Get());
 }
 
 TEST_F(RuntimeTest, UnknownMethodTypeAndMalformedPayload) {
   std::string payload = MakeText("x").SerializeAsString();
-  auto r = silo_->CallSerialized("granary.testing.Probe", "k", "NoSuchMethod", payload);
+  auto r = CallSerialized(silo_.get(), "granary.testing.Probe", "k",
+                          "NoSuchMethod", payload);
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(r.status().message(), HasSubstr("NoSuchMethod"));
 
-  r = silo_->CallSerialized("granary.testing.NoSuchType", "k", "Echo", payload);
+  r = CallSerialized(silo_.get(), "granary.testing.NoSuchType", "k", "Echo",
+                     payload);
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(r.status().message(), HasSubstr("granary.testing.NoSuchType"));
 
-  r = silo_->CallSerialized("granary.testing.Probe", "k", "Echo", "\xff\xff\xff");
+  r = CallSerialized(silo_.get(), "granary.testing.Probe", "k", "Echo",
+                     "\xff\xff\xff");
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
 
-  r = silo_->CallSerialized("granary.testing.Probe", "", "Echo", payload);
+  r = CallSerialized(silo_.get(), "granary.testing.Probe", "", "Echo", payload);
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
-  r = silo_->CallSerialized("granary.testing.Probe", std::string(kMaxGrainKeyBytes + 1, 'k'),
-                            "Echo", payload);
+  r = CallSerialized(silo_.get(), "granary.testing.Probe",
+                     std::string(kMaxGrainKeyBytes + 1, 'k'), "Echo", payload);
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
 
-  r = silo_->CallSerialized("granary.testing.Probe", "k", "Echo", payload);
+  r = CallSerialized(silo_.get(), "granary.testing.Probe", "k", "Echo",
+                     payload);
   ASSERT_TRUE(r.ok()) << r.status();
   Text reply;
   ASSERT_TRUE(reply.ParseFromString(*r));

@@ -9,7 +9,8 @@
 //   std::unique_ptr<ClusterProvider> cluster = ...;  // from the registry
 //   cluster->AddServices(&builder, local_storage);   // before the endpoint
 //   storage::MembershipTable* table = cluster->table();
-//   cluster->Watch([&](const v1::MembershipView& v) { agent.OnView(v); });
+//   cluster->Watch(&silo.timers(),
+//                  [&](const v1::MembershipView& v) { agent.OnView(v); });
 //   ...
 //   cluster->StopWatch();
 //
@@ -25,6 +26,10 @@
 namespace grpc {
 class ServerBuilder;
 }  // namespace grpc
+
+namespace granary {
+class TimerQueue;
+}  // namespace granary
 
 namespace granary::silo {
 
@@ -54,8 +59,11 @@ class ClusterProvider {
   // The silo runs (its grain types are known): services that answer for
   // it may start.
   virtual void OnSiloStarted(Silo* silo) {}
-  // Pushes every new version of the table to `fn` until StopWatch.
-  virtual void Watch(std::function<void(const v1::MembershipView&)> fn) = 0;
+  // Pushes every new version of the table to `fn` until StopWatch; pauses
+  // between attempts to reach a remote table are timers on `timers`, which
+  // must outlive the watch.
+  virtual void Watch(TimerQueue* timers,
+                     std::function<void(const v1::MembershipView&)> fn) = 0;
   // Idempotent; no callback runs once it returns.
   virtual void StopWatch() = 0;
 };

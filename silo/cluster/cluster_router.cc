@@ -19,9 +19,9 @@ namespace granary::silo {
 namespace {
 
 absl::Status TooManyHops(const CallBase& call) {
-  return absl::UnavailableError(absl::StrCat(
-      "call to ", call.target().ToString(), " was forwarded ", call.hops(),
-      " times without reaching its activation"));
+  return absl::UnavailableError(
+      absl::StrCat("call to ", call.target().ToString(), " was forwarded ",
+                   call.hops(), " times without reaching its activation"));
 }
 
 }  // namespace
@@ -104,8 +104,8 @@ void ClusterRouter::Stop() {
   }
   for (CallBase* c : calls) {
     c->Fail(absl::UnavailableError(
-        absl::StrCat("silo ", self_, " stopped before ",
-                     c->target().ToString(), " could be located")));
+        absl::StrCat("silo ", self_, " stopped before ", c->target().ToString(),
+                     " could be located")));
     c->Release();
   }
 }
@@ -117,14 +117,14 @@ bool ClusterRouter::CanHost() const {  // requires mu_
 void ClusterRouter::OnView(const v1::MembershipView& view) {
   std::vector<PlacementCandidate> active;
   absl::flat_hash_set<std::string> live;
-  absl::flat_hash_map<std::string, absl::string_view> gateways;
+  absl::flat_hash_map<std::string, const std::string*> gateways;
   bool self_active = false;
   bool self_reports = false;
   for (const v1::Member& m : view.members()) {
     const std::string id = storage::MemberId(m);
     if (m.status() == v1::MEMBER_ACTIVE) {
       active.push_back(PlacementCandidate{id, m.activations()});
-      if (!m.gateway().empty()) gateways[id] = InternString(m.gateway());
+      if (!m.gateway().empty()) gateways[id] = InternStringPtr(m.gateway());
     }
     // Only Active silos stay in the cache: one shutting down hands its
     // grains on, so their callers ask the directory again.
@@ -214,7 +214,8 @@ void ClusterRouter::Route(CallBase* call) {
     return;
   }
   if (resolve == nullptr) {  // closed
-    call->Fail(absl::UnavailableError(absl::StrCat("silo ", self_, " stopped")));
+    call->Fail(
+        absl::UnavailableError(absl::StrCat("silo ", self_, " stopped")));
     call->Release();
     return;
   }
@@ -487,11 +488,11 @@ bool ClusterRouter::Forward(CallBase* call, const std::string& silo) {
     ReaderMutexLock lock(&gateways_mu_);
     auto gateway = gateways_.find(silo);
     call->set_host_gateway(gateway != gateways_.end() ? gateway->second
-                                                      : absl::string_view());
+                                                      : nullptr);
   }
   if (!transport_->TrySend(silo, call)) {
     call->set_hops(call->hops() - 1);
-    call->set_host_gateway(absl::string_view());
+    call->set_host_gateway(nullptr);
     return false;
   }
   forwarded_.fetch_add(1, std::memory_order_relaxed);
@@ -523,9 +524,10 @@ void ClusterRouter::RetryOrFail(const GrainId& id, const absl::Status& why) {
                         << " calls=" << calls.size()
                         << " cannot be located: " << why;
   const absl::Status failed =
-      MayChange(why) ? absl::UnavailableError(absl::StrCat(
-                           "cannot locate ", id.ToString(), ": ", why.message()))
-                     : why;
+      MayChange(why)
+          ? absl::UnavailableError(absl::StrCat("cannot locate ", id.ToString(),
+                                                ": ", why.message()))
+          : why;
   for (CallBase* c : calls) {
     c->Fail(failed);
     c->Release();

@@ -11,7 +11,8 @@
 //   ClusterRouter router(&silo, &owner, &directory, &transport);
 //   GRANARY_RETURN_IF_ERROR(router.Start());
 //   silo.SetRouter(&router);                   // before silo.Start()
-//   router.OnView(view);                       // after owner/directory/transport
+//   router.OnView(view);                       // after
+//   owner/directory/transport
 //   ...
 //   silo.Stop(); router.Stop();
 //
@@ -97,8 +98,8 @@ struct RouterOptions {
 class ClusterRouter final : public CallRouter {
  public:
   ClusterRouter(Silo* silo, directory::DirectoryPartition* owner,
-                directory::DirectoryClient* directory,
-                Transport* transport, RouterOptions options = {});
+                directory::DirectoryClient* directory, Transport* transport,
+                RouterOptions options = {});
   ~ClusterRouter() override;
   ClusterRouter(const ClusterRouter&) = delete;
   ClusterRouter& operator=(const ClusterRouter&) = delete;
@@ -212,7 +213,7 @@ class ClusterRouter final : public CallRouter {
   // The gateways of Active silos, by silo id (interned): a forwarded
   // call's reply names it (CallBase::host_gateway).
   mutable Mutex gateways_mu_;
-  absl::flat_hash_map<std::string, absl::string_view> gateways_
+  absl::flat_hash_map<std::string, const std::string*> gateways_
       ABSL_GUARDED_BY(gateways_mu_);
 
   mutable Mutex mu_;

@@ -44,7 +44,8 @@ class InMemoryCluster final : public ClusterProvider {
     reminders_.Attach(silo);
   }
 
-  void Watch(std::function<void(const v1::MembershipView&)> fn) override {
+  void Watch(TimerQueue*,
+             std::function<void(const v1::MembershipView&)> fn) override {
     subscription_ = table_.Subscribe(std::move(fn));
   }
   void StopWatch() override {
@@ -73,8 +74,9 @@ class RemoteCluster final : public ClusterProvider {
     return &storage_;
   }
   ReminderKeeper* reminder_keeper() override { return &reminders_; }
-  void Watch(std::function<void(const v1::MembershipView&)> fn) override {
-    table_.Watch(std::move(fn));
+  void Watch(TimerQueue* timers,
+             std::function<void(const v1::MembershipView&)> fn) override {
+    table_.Watch(timers, std::move(fn));
   }
   void StopWatch() override { table_.StopWatch(); }
 

@@ -1,14 +1,13 @@
 #include "silo/cluster/membership_service.h"
 
-#include "rpc/callback_queue.h"
-
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
-#include "rpc/async_unary.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/async_unary.h"
+#include "rpc/callback_queue.h"
 #include "rpc/status.h"
 
 namespace granary::silo {
@@ -103,7 +102,8 @@ grpc::ServerUnaryReactor* MembershipService::Write(
       table_->WriteNow(request->member(), request->expected_version());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (version.ok()) reply->set_version(*version);
-  reactor->Finish(version.ok() ? grpc::Status::OK : rpc::ToGrpc(version.status()));
+  reactor->Finish(version.ok() ? grpc::Status::OK
+                               : rpc::ToGrpc(version.status()));
   return reactor;
 }
 
@@ -129,7 +129,8 @@ grpc::ServerUnaryReactor* SiloControlService::Probe(
 RemoteMembershipTable::RemoteMembershipTable(const std::string& primary,
                                              absl::Duration timeout)
     : timeout_((rpc::HoldGrpcCallbackQueue(), timeout)),
-      channel_(grpc::CreateChannel(primary, grpc::InsecureChannelCredentials())),
+      channel_(
+          grpc::CreateChannel(primary, grpc::InsecureChannelCredentials())),
       stub_(v1::Membership::NewStub(channel_)) {}
 
 RemoteMembershipTable::~RemoteMembershipTable() { StopWatch(); }
@@ -161,52 +162,110 @@ Task<absl::StatusOr<int64_t>> RemoteMembershipTable::Write(
   co_return reply->version();
 }
 
+// One Watch call to the primary. It reads views until the stream ends,
+// then hands itself back to the table (OnDone), which may open the next.
+class RemoteMembershipTable::WatchStream final
+    : public grpc::ClientReadReactor<v1::MembershipView> {
+ public:
+  WatchStream(RemoteMembershipTable* table, int64_t after) : table_(table) {
+    request_.set_after_version(after);
+    // Waits for the primary to be reachable (gRPC's connection backoff)
+    // instead of failing at once while it is down.
+    context_.set_wait_for_ready(true);
+  }
+  void Begin() {
+    table_->stub_->async()->Watch(&context_, &request_, this);
+    StartRead(&view_);
+    StartCall();
+  }
+  void Cancel() { context_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    delivered_ = true;
+    table_->Deliver(view_);
+    StartRead(&view_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    table_->StreamEnded(this, status, delivered_);
+    delete this;
+  }
+
+ private:
+  RemoteMembershipTable* const table_;
+  grpc::ClientContext context_;
+  v1::WatchMembershipRequest request_;
+  v1::MembershipView view_;
+  bool delivered_ = false;
+};
+
+void RemoteMembershipTable::ReconnectTimer::OnTimer() {
+  MutexLock lock(&table->mu_);
+  table->reconnect_pending_ = false;
+  if (!table->stopping_) table->OpenLocked();
+  table->cv_.SignalAll();
+}
+
 void RemoteMembershipTable::Watch(
-    std::function<void(const v1::MembershipView&)> fn) {
-  watcher_ = std::thread([this, fn = std::move(fn)] { WatchLoop(fn); });
+    TimerQueue* timers, std::function<void(const v1::MembershipView&)> fn) {
+  MutexLock lock(&mu_);
+  timers_ = timers;
+  {
+    MutexLock deliver_lock(&deliver_mu_);
+    fn_ = std::move(fn);
+  }
+  stopping_ = false;
+  OpenLocked();
+}
+
+void RemoteMembershipTable::OpenLocked() {
+  int64_t after;
+  {
+    MutexLock deliver_lock(&deliver_mu_);
+    after = seen_;
+  }
+  stream_ = new WatchStream(this, after);
+  stream_->Begin();
+}
+
+void RemoteMembershipTable::Deliver(const v1::MembershipView& view) {
+  MutexLock lock(&deliver_mu_);
+  if (view.version() <= seen_) return;
+  seen_ = view.version();
+  fn_(view);
+}
+
+void RemoteMembershipTable::StreamEnded(WatchStream* stream,
+                                        const grpc::Status& status,
+                                        bool delivered) {
+  MutexLock lock(&mu_);
+  if (stream_ == stream) stream_ = nullptr;
+  if (!stopping_) {
+    GRANARY_LOG(kDebug) << "membership watch ended (" << status.error_message()
+                        << "); reconnecting";
+    if (delivered) {
+      OpenLocked();  // at once: wait_for_ready waits for the primary
+    } else {
+      // A stream that ended before its first view (the primary refused or
+      // is stopping): pause so this is not a busy loop. The agent's
+      // periodic re-read covers the gap.
+      reconnect_pending_ = true;
+      timers_->Schedule(&reconnect_,
+                        timers_->clock()->Now() + kWatchRetryPause);
+    }
+  }
+  cv_.SignalAll();
 }
 
 void RemoteMembershipTable::StopWatch() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-    if (watch_context_ != nullptr) watch_context_->TryCancel();
-    cv_.SignalAll();
+  MutexLock lock(&mu_);
+  stopping_ = true;
+  if (stream_ != nullptr) stream_->Cancel();
+  if (reconnect_pending_ && timers_->Cancel(&reconnect_)) {
+    reconnect_pending_ = false;
   }
-  if (watcher_.joinable()) watcher_.join();
-}
-
-void RemoteMembershipTable::WatchLoop(
-    std::function<void(const v1::MembershipView&)> fn) {
-  int64_t seen = 0;
-  while (true) {
-    grpc::ClientContext context;
-    {
-      MutexLock lock(&mu_);
-      if (stopping_) return;
-      watch_context_ = &context;
-    }
-    v1::WatchMembershipRequest request;
-    request.set_after_version(seen);
-    std::unique_ptr<grpc::ClientReader<v1::MembershipView>> reader =
-        stub_->Watch(&context, request);
-    v1::MembershipView view;
-    while (reader->Read(&view)) {
-      if (view.version() > seen) {
-        seen = view.version();
-        fn(view);
-      }
-    }
-    grpc::Status s = reader->Finish();
-    MutexLock lock(&mu_);
-    watch_context_ = nullptr;
-    if (stopping_) return;
-    GRANARY_LOG(kDebug) << "membership watch ended (" << s.error_message()
-                        << "); reconnecting";
-    // Reconnect after a pause; the agent's periodic re-read covers the gap.
-    (void)cv_.WaitWithDeadline(&mu_, absl::Now() + absl::Milliseconds(500));
-    if (stopping_) return;
-  }
+  // A timer that is firing right now clears reconnect_pending_ itself.
+  while (stream_ != nullptr || reconnect_pending_) cv_.Wait(&mu_);
 }
 
 }  // namespace granary::silo

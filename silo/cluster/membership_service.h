@@ -11,21 +11,22 @@
 //   builder.RegisterService(&table_service); builder.RegisterService(&control);
 //
 //   RemoteMembershipTable remote(channel_to_primary);  // everyone else
-//   remote.Watch([&](const v1::MembershipView& v) { agent.OnView(v); });
+//   remote.Watch(&timers, [&](const v1::MembershipView& v) { agent.OnView(v);
+//   });
 //
-// Threading: thread-safe. RemoteMembershipTable's Read and Write block the
-// calling thread for up to their timeout (the membership agent calls them
-// from its own thread); Watch runs a thread of its own.
+// Threading: thread-safe. RemoteMembershipTable's Read and Write are
+// awaitable gRPC calls (the awaiter resumes on a gRPC thread); Watch is a
+// gRPC callback stream whose views arrive on gRPC threads, one at a time.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/time/time.h"
 #include "core/sync.h"
+#include "core/timer_queue.h"
 #include "granary/v1/cluster.grpc.pb.h"
 #include "storage/membership_table.h"
 
@@ -78,13 +79,32 @@ class RemoteMembershipTable final : public storage::MembershipTable {
   Task<absl::StatusOr<int64_t>> Write(v1::Member member,
                                       int64_t expected_version) override;
 
-  // Streams every view to `fn` (on the watch thread), reconnecting after a
-  // failure. One watch per table; StopWatch (or the destructor) ends it.
-  void Watch(std::function<void(const v1::MembershipView&)> fn);
+  // How long a watch that ended before its first view waits before the
+  // next attempt (on `timers` of Watch).
+  static constexpr absl::Duration kWatchRetryPause = absl::Milliseconds(500);
+
+  // Streams every newer view to `fn` (on a gRPC thread, one at a time),
+  // reconnecting after a failure: at once when the stream had delivered a
+  // view (the new one waits for the primary to be reachable), else after
+  // kWatchRetryPause on `timers`, which must outlive the watch. One watch
+  // per table; StopWatch (or the destructor) ends it.
+  void Watch(TimerQueue* timers,
+             std::function<void(const v1::MembershipView&)> fn);
+  // Idempotent; no callback runs once it returns.
   void StopWatch();
 
  private:
-  void WatchLoop(std::function<void(const v1::MembershipView&)> fn);
+  class WatchStream;
+  struct ReconnectTimer final : TimerEntry {
+    explicit ReconnectTimer(RemoteMembershipTable* t) : table(t) {}
+    void OnTimer() override;
+    RemoteMembershipTable* const table;
+  };
+
+  void OpenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Deliver(const v1::MembershipView& view);
+  void StreamEnded(WatchStream* stream, const grpc::Status& status,
+                   bool delivered);
 
   const absl::Duration timeout_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -92,8 +112,15 @@ class RemoteMembershipTable final : public storage::MembershipTable {
   Mutex mu_;
   CondVar cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::thread watcher_;
+  WatchStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool reconnect_pending_ ABSL_GUARDED_BY(mu_) = false;
+  TimerQueue* timers_ ABSL_GUARDED_BY(mu_) = nullptr;  // set by Watch
+  ReconnectTimer reconnect_{this};
+  // Taken after mu_ when both are; fn_ runs under it (one view at a time).
+  Mutex deliver_mu_;
+  std::function<void(const v1::MembershipView&)> fn_
+      ABSL_GUARDED_BY(deliver_mu_);
+  int64_t seen_ ABSL_GUARDED_BY(deliver_mu_) = 0;
 };
 
 }  // namespace granary::silo

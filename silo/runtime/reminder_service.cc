@@ -59,14 +59,14 @@ absl::StatusOr<CallBase*> ReminderCallFromWire(const InterfaceInfo& iface,
     return absl::InvalidArgumentError("a reminder tick that does not decode");
   }
   if (m.name().empty() || m.name().size() > kMaxReminderNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a reminder tick needs a name of 1 to ", kMaxReminderNameBytes,
-        " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a reminder tick needs a name of 1 to ",
+                     kMaxReminderNameBytes, " bytes"));
   }
   if (m.period_us() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reminder '", m.name(), "': a tick with period ", m.period_us(),
-        "us (must be positive)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reminder '", m.name(), "': a tick with period ",
+                     m.period_us(), "us (must be positive)"));
   }
   auto* call = new ReminderCall(GrainId(iface.type_name, std::move(key)),
                                 FromTickMessage(m), /*reminder=*/nullptr);
@@ -118,7 +118,7 @@ absl::Status ReminderService::Validate(absl::string_view name,
   return absl::OkStatus();
 }
 
-absl::Status ReminderService::Start(absl::Duration timeout) {
+absl::Status ReminderService::Start() {
   if (keeper_ != nullptr) {
     MutexLock lock(&mu_);
     running_ = true;
@@ -126,35 +126,23 @@ absl::Status ReminderService::Start(absl::Duration timeout) {
                        << " reminders are kept by the cluster's primary";
     return absl::OkStatus();
   }
-  // Shared with the completion, which may outlive this frame on a timeout.
-  struct Pending {
-    Notification read;
-    absl::StatusOr<std::vector<storage::ReminderRow>> rows;
-  };
-  // Silo::Start is synchronous: this is where its wait for the table is
-  // bounded.
-  auto pending = std::make_shared<Pending>();
-  Detach(table_->ReadAll(),
-         [pending](
-             absl::StatusOr<absl::StatusOr<std::vector<storage::ReminderRow>>>
-                 rows) {
-           pending->rows = Flatten(std::move(rows));
-           pending->read.Notify();
-         });
-  if (!pending->read.WaitForNotificationWithTimeout(timeout)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "cannot load reminders: the reminder table did not answer within ",
-        absl::FormatDuration(timeout)));
-  }
-  absl::StatusOr<std::vector<storage::ReminderRow>>* result = &pending->rows;
-  if (!result->ok()) {
-    return absl::Status(result->status().code(),
-                        absl::StrCat("cannot load reminders: ",
-                                     result->status().message()));
+  // Silo::Start is synchronous (its caller's thread, never a worker's):
+  // the edge where the load is awaited.
+  absl::StatusOr<absl::Status> loaded = Load().Get();
+  return loaded.ok() ? *loaded : loaded.status();
+}
+
+Task<absl::Status> ReminderService::Load() {
+  absl::StatusOr<std::vector<storage::ReminderRow>> rows =
+      co_await table_->ReadAll();
+  if (!rows.ok()) {
+    co_return absl::Status(
+        rows.status().code(),
+        absl::StrCat("cannot load reminders: ", rows.status().message()));
   }
   MutexLock lock(&mu_);
   running_ = true;
-  for (storage::ReminderRow& row : **result) {
+  for (storage::ReminderRow& row : *rows) {
     if (row.period <= absl::ZeroDuration()) {
       GRANARY_LOG(kError) << "grain=" << LogQuote(row.grain.ToString())
                           << " reminder=" << LogQuote(row.name)
@@ -172,7 +160,7 @@ absl::Status ReminderService::Start(absl::Duration timeout) {
   }
   GRANARY_LOG(kInfo) << "silo=" << silo_->name()
                      << " reminders=" << live_.size() << " reminders loaded";
-  return absl::OkStatus();
+  co_return absl::OkStatus();
 }
 
 void ReminderService::Stop() {
@@ -330,7 +318,8 @@ Task<absl::StatusOr<std::vector<ReminderTick>>> ReminderService::List(
   co_return ListHere(grain);
 }
 
-std::vector<ReminderTick> ReminderService::ListHere(const GrainId& grain) const {
+std::vector<ReminderTick> ReminderService::ListHere(
+    const GrainId& grain) const {
   std::vector<ReminderTick> out;
   MutexLock lock(&mu_);
   for (const auto& [key, r] : live_) {

@@ -123,9 +123,12 @@ class ReminderService {
   void SetKeeper(ReminderKeeper* keeper) { keeper_ = keeper; }
   bool has_keeper() const { return keeper_ != nullptr; }
 
-  // Reads every row from the table and schedules it; fails when the table
-  // cannot be read within `timeout`. Call after the silo's timers started.
-  absl::Status Start(absl::Duration timeout = absl::Seconds(30));
+  // Reads every row from the table and schedules it (awaiting Load on the
+  // caller's thread: never call it from a worker); fails when the table
+  // cannot be read. With a keeper it reads nothing.
+  absl::Status Start();
+  // The awaitable load that Start runs: every row read and scheduled.
+  Task<absl::Status> Load();
   // Sends no tick after this; ticks in flight finish on their own.
   void Stop();
 

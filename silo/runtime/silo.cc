@@ -4,15 +4,16 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/sync.h"
+#include "core/callback_task.h"
 #include "core/log.h"
 #include "core/process.h"
+#include "core/sync.h"
 #include "core/version.h"
-#include "granary/v1/cluster.pb.h"
 #include "directory/local_grain_directory.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "granary/v1/cluster.pb.h"
 #include "silo/runtime/reminder_service.h"
 #include "storage/memory_storage.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace granary::silo {
 
@@ -58,11 +59,11 @@ Silo::Silo(SiloOptions options)
   if (options_.min_reminder_period < absl::Milliseconds(1)) {
     options_.min_reminder_period = absl::Milliseconds(1);
   }
-  reminders_ = std::make_unique<ReminderService>(
-      this,
-      options_.reminders != nullptr ? options_.reminders
-                                    : owned_reminders_.get(),
-      options_.min_reminder_period);
+  reminders_ = std::make_unique<ReminderService>(this,
+                                                 options_.reminders != nullptr
+                                                     ? options_.reminders
+                                                     : owned_reminders_.get(),
+                                                 options_.min_reminder_period);
   AddSiloMetrics();
 }
 
@@ -71,23 +72,25 @@ void Silo::AddSiloMetrics() {
   using metrics::Type;
   registry_.AddCallback(
       "granary_silo_info", "This silo: its name and Granary version.",
-      Type::kGauge, {"silo", "version"},
-      [this] { return Samples{{{options_.name, std::string(kVersion)}, 1}}; });
+      Type::kGauge, {"silo", "version"}, [this] {
+        return Samples{{{options_.name, std::string(kVersion)}, 1}};
+      });
   registry_.AddCallback(
-      "granary_directory_entries",
-      "Grain directory entries held by this silo.", Type::kGauge, {},
-      [this] {
-        return Samples{{{}, static_cast<double>(
-                                router_ != nullptr ? router_->DirectoryEntries()
-                                                   : directory_->size())}};
+      "granary_directory_entries", "Grain directory entries held by this silo.",
+      Type::kGauge, {}, [this] {
+        return Samples{{{},
+                        static_cast<double>(router_ != nullptr
+                                                ? router_->DirectoryEntries()
+                                                : directory_->size())}};
       });
   registry_.AddCallback(
       "granary_calls_forwarded_total",
       "Calls this silo passed on to the silo that hosts (or will host) their "
       "grain.",
       Type::kCounter, {}, [this] {
-        return Samples{{{}, static_cast<double>(
-                                router_ != nullptr ? router_->Forwarded() : 0)}};
+        return Samples{{{},
+                        static_cast<double>(
+                            router_ != nullptr ? router_->Forwarded() : 0)}};
       });
   registry_.AddCallback(
       "granary_membership_silos",
@@ -101,11 +104,20 @@ void Silo::AddSiloMetrics() {
             const v1::MembershipView view = membership_view_();
             for (const v1::Member& m : view.members()) {
               switch (m.status()) {
-                case v1::MEMBER_JOINING: ++joining; break;
-                case v1::MEMBER_ACTIVE: ++active; break;
-                case v1::MEMBER_SHUTTING_DOWN: ++shutting_down; break;
-                case v1::MEMBER_DEAD: ++dead; break;
-                default: break;
+                case v1::MEMBER_JOINING:
+                  ++joining;
+                  break;
+                case v1::MEMBER_ACTIVE:
+                  ++active;
+                  break;
+                case v1::MEMBER_SHUTTING_DOWN:
+                  ++shutting_down;
+                  break;
+                case v1::MEMBER_DEAD:
+                  ++dead;
+                  break;
+                default:
+                  break;
               }
             }
             return Samples{{{"joining"}, joining},
@@ -126,16 +138,18 @@ void Silo::AddSiloMetrics() {
       "granary_lease_waits_total",
       "Times a worker found this silo's membership lease expired and waited "
       "for the cluster to confirm it (grain code does not run meanwhile).",
-      Type::kCounter, {},
-      [this] { return Samples{{{}, static_cast<double>(lease_waits())}}; });
+      Type::kCounter, {}, [this] {
+        return Samples{{{}, static_cast<double>(lease_waits())}};
+      });
   registry_.AddCallback(
       "granary_reminders", "Durable reminders scheduled by this silo.",
-      Type::kGauge, {},
-      [this] { return Samples{{{}, static_cast<double>(reminders_->size())}}; });
+      Type::kGauge, {}, [this] {
+        return Samples{{{}, static_cast<double>(reminders_->size())}};
+      });
   registry_.AddCallback(
       "granary_reminder_ticks_total",
-      "Reminder ticks that finished, by result (ok or failed).",
-      Type::kCounter, {"result"}, [this] {
+      "Reminder ticks that finished, by result (ok or failed).", Type::kCounter,
+      {"result"}, [this] {
         return Samples{
             {{"ok"}, static_cast<double>(reminders_->ticks_ok())},
             {{"failed"}, static_cast<double>(reminders_->ticks_failed())}};
@@ -245,8 +259,7 @@ void Silo::Stop() {
   // Storage operations still pending complete into nothing from here on.
   gate_->Close();
   state_.store(State::kStopped);
-  GRANARY_LOG(kInfo) << "silo=" << options_.name
-                     << " activated=" << activated()
+  GRANARY_LOG(kInfo) << "silo=" << options_.name << " activated=" << activated()
                      << " deactivated=" << deactivated()
                      << " abandoned=" << stuck.size() << " stopped";
 }
@@ -270,12 +283,11 @@ void Silo::Invoke(CallBase* call) {
         absl::StrCat("unknown grain type ", call->target().type(), " (silo ",
                      options_.name, " hosts no such type)"));
   } else if (call->method() >= type->info->interface->method_count) {
-    refused = absl::UnimplementedError(absl::StrCat(
-        "grain type ", call->target().type(), " has no method #",
-        call->method()));
+    refused = absl::UnimplementedError(
+        absl::StrCat("grain type ", call->target().type(), " has no method #",
+                     call->method()));
   } else if (const State s = state_.load(std::memory_order_acquire);
-             s == State::kNew ||
-             (s == State::kStopped && router_ == nullptr)) {
+             s == State::kNew || (s == State::kStopped && router_ == nullptr)) {
     // A stopped silo of a cluster still routes calls to the grains' new
     // homes until its endpoints close.
     refused = absl::UnavailableError(
@@ -333,8 +345,8 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
     return;
   }
   bool created = false;
-  const bool delivered = catalog_.PostOrCreate(
-      call->target(), call, [&]() -> Activation* {
+  const bool delivered =
+      catalog_.PostOrCreate(call->target(), call, [&]() -> Activation* {
         if (stopping()) return nullptr;
         created = true;
         const uint64_t activation_id =
@@ -356,9 +368,9 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
     (created ? metrics_.directory_misses : metrics_.directory_hits)->Inc();
   }
   if (!delivered) {
-    call->Fail(absl::UnavailableError(absl::StrCat(
-        "silo ", options_.name, " is shutting down; ",
-        call->target().ToString(), " cannot be activated")));
+    call->Fail(absl::UnavailableError(
+        absl::StrCat("silo ", options_.name, " is shutting down; ",
+                     call->target().ToString(), " cannot be activated")));
     call->Release();
   }
 }
@@ -366,16 +378,17 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
 void Silo::ActivateHere(CallBase* call, uint64_t activation_id) {
   const GrainTypeEntry* type = FindType(call->target().type());
   bool created = false;
-  const bool delivered = type != nullptr &&
+  const bool delivered =
+      type != nullptr &&
       catalog_.PostOrCreate(call->target(), call, [&]() -> Activation* {
         if (stopping()) return nullptr;
         created = true;
         return new Activation(this, type, call->target(), activation_id);
       });
   if (!delivered) {
-    call->Fail(absl::UnavailableError(absl::StrCat(
-        "silo ", options_.name, " is shutting down; ",
-        call->target().ToString(), " cannot be activated")));
+    call->Fail(absl::UnavailableError(
+        absl::StrCat("silo ", options_.name, " is shutting down; ",
+                     call->target().ToString(), " cannot be activated")));
     call->Release();
   }
 }
@@ -512,20 +525,16 @@ void Silo::InvokeSerialized(absl::string_view type_name, std::string key,
   Invoke(call);
 }
 
-absl::StatusOr<std::string> Silo::CallSerialized(absl::string_view type,
-                                                 std::string key,
-                                                 absl::string_view method,
-                                                 absl::string_view payload,
-                                                 CallOptions options) {
-  Notification ready;
-  absl::StatusOr<std::string> result;
-  InvokeSerialized(type, std::move(key), method, payload, options,
-                   [&](absl::StatusOr<std::string> r) {
-                     result = std::move(r);
-                     ready.Notify();
-                   });
-  ready.WaitForNotification();
-  return result;
+Task<absl::StatusOr<std::string>> Silo::CallSerialized(std::string type,
+                                                       std::string key,
+                                                       std::string method,
+                                                       std::string payload,
+                                                       CallOptions options) {
+  co_return co_await FromCallback<absl::StatusOr<std::string>>(
+      [&](SerializedDone done) {
+        InvokeSerialized(type, std::move(key), method, payload, options,
+                         std::move(done));
+      });
 }
 
 }  // namespace granary::silo

@@ -33,11 +33,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/sync.h"
 #include "absl/time/time.h"
 #include "core/call.h"
 #include "core/clock.h"
 #include "core/metrics.h"
+#include "core/sync.h"
 #include "core/timer_queue.h"
 #include "directory/grain_directory.h"
 #include "silo/runtime/activation.h"
@@ -57,8 +57,8 @@ namespace granary::silo {
 class ReminderService;
 
 // Where calls go whose grain has no activation on this silo, in a cluster
-// (silo/cluster/cluster_router.h): the directory decides which silo hosts it. The
-// router either activates the grain here (Silo::ActivateHere) or forwards
+// (silo/cluster/cluster_router.h): the directory decides which silo hosts it.
+// The router either activates the grain here (Silo::ActivateHere) or forwards
 // the call to the silo that hosts it.
 class CallRouter {
  public:
@@ -163,10 +163,9 @@ class Silo final : public CallInvoker {
   }
   template <typename GrainT, typename Factory>
   absl::Status AddGrain(Factory factory) {
-    return AddGrainType(GrainT::ClassInfo(),
-                        [f = std::move(factory)]() -> std::unique_ptr<Grain> {
-                          return f();
-                        });
+    return AddGrainType(
+        GrainT::ClassInfo(),
+        [f = std::move(factory)]() -> std::unique_ptr<Grain> { return f(); });
   }
   absl::Status AddGrainType(const GrainClassInfo& info,
                             std::function<std::unique_ptr<Grain>()> factory);
@@ -194,12 +193,14 @@ class Silo final : public CallInvoker {
   void InvokeSerialized(absl::string_view type, std::string key,
                         absl::string_view method, absl::string_view payload,
                         CallOptions options, SerializedDone done);
-  // Blocking form of InvokeSerialized, for tools and tests.
-  absl::StatusOr<std::string> CallSerialized(absl::string_view type,
-                                             std::string key,
-                                             absl::string_view method,
-                                             absl::string_view payload,
-                                             CallOptions options = {});
+  // Awaitable form of InvokeSerialized (lazy: the call is made when the
+  // task starts; the arguments are copied). From a plain thread,
+  // `Flatten(silo.CallSerialized(...).Get())`.
+  Task<absl::StatusOr<std::string>> CallSerialized(std::string type,
+                                                   std::string key,
+                                                   std::string method,
+                                                   std::string payload,
+                                                   CallOptions options = {});
 
   // The grain types registered with this silo.
   std::vector<const GrainClassInfo*> GrainTypes() const;
