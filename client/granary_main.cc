@@ -1,5 +1,6 @@
 // granary: the command-line tool. Calls any grain of a running silo with a
-// JSON request, and lists what the silo hosts.
+// JSON request, lists what the silo hosts, and manages the PostgreSQL
+// schema of production clusters (`granary db migrate`).
 //
 //   granary --gateway=127.0.0.1:30000 call Counter/alice Add '{"amount": 5}'
 //   {"value":"5"}
@@ -43,13 +44,21 @@
 #include "google/protobuf/util/json_util.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "rpc/status.h"
+#include "storage/postgres/pg_connection.h"
+#include "storage/postgres/schema.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 
 ABSL_FLAG(std::string, gateway, "127.0.0.1:30000",
           "Gateway of the silo to talk to (HOST:PORT).");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10),
-          "Deadline of each request to the silo.");
+          "Deadline of each request to the silo (and of the database "
+          "connection for `db`).");
+ABSL_FLAG(std::string, postgres, "",
+          "For `db`: the PostgreSQL connection string or URI (it may hold a "
+          "password: prefer --postgres_file or GRANARY_POSTGRES).");
+ABSL_FLAG(std::string, postgres_file, "",
+          "For `db`: a file holding the PostgreSQL connection string.");
 
 namespace granary::cli {
 namespace {
@@ -71,7 +80,14 @@ constexpr char kUsage[] =
     "activations\n"
     "  cluster                      the cluster's membership table: silo, "
     "generation,\n"
-    "                               status, gateway, activations\n";
+    "                               status, gateway, activations\n"
+    "  db migrate                   create or upgrade the PostgreSQL schema "
+    "of\n"
+    "                               --cluster=postgres (idempotent); needs\n"
+    "                               --postgres, --postgres_file or "
+    "GRANARY_POSTGRES\n"
+    "  db version                   the database's schema version and this "
+    "build's\n";
 
 class Cli {
  public:
@@ -351,6 +367,39 @@ int Usage(const std::string& problem) {
   return 2;
 }
 
+// `granary db migrate|version`: exit 2 for usage errors and a bad
+// connection string, 1 when the database refuses or cannot be reached.
+int Database(const std::string& what) {
+  if (what != "migrate" && what != "version") {
+    return Usage(absl::StrCat("unknown db command '", what, "'"));
+  }
+  absl::StatusOr<std::string> conninfo = storage::ResolveConninfo(
+      absl::GetFlag(FLAGS_postgres), absl::GetFlag(FLAGS_postgres_file));
+  if (!conninfo.ok()) return Usage(std::string(conninfo.status().message()));
+  absl::StatusOr<std::unique_ptr<storage::PgConnection>> db =
+      storage::PgConnection::Connect(*conninfo, absl::GetFlag(FLAGS_timeout));
+  if (!db.ok()) return Fail(db.status());
+  if (what == "version") {
+    absl::StatusOr<int> version = storage::SchemaVersion(**db);
+    if (!version.ok()) return Fail(version.status());
+    std::cout << "schema " << *version << " (this build: "
+              << storage::LatestSchemaVersion() << ")\n";
+    return 0;
+  }
+  absl::StatusOr<std::vector<int>> applied = storage::MigrateSchema(**db);
+  if (!applied.ok()) return Fail(applied.status());
+  if (applied->empty()) {
+    std::cout << "schema " << storage::LatestSchemaVersion()
+              << " is up to date (" << storage::RedactConninfo(*conninfo)
+              << ")\n";
+  } else {
+    std::cout << "schema migrated to " << storage::LatestSchemaVersion()
+              << " (applied " << absl::StrJoin(*applied, ", ") << "; "
+              << storage::RedactConninfo(*conninfo) << ")\n";
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -372,6 +421,9 @@ int Main(int argc, char** argv) {
   } else if (command == "cluster") {
     if (args.size() != 2) return Usage("cluster takes no arguments");
     status = cli.PrintCluster();
+  } else if (command == "db") {
+    if (args.size() != 3) return Usage("db takes migrate or version");
+    return Database(args[2]);
   } else {
     return Usage(absl::StrCat("unknown command '", command, "'"));
   }

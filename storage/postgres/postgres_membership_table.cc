@@ -1,0 +1,132 @@
+#include "storage/postgres/postgres_membership_table.h"
+
+#include <functional>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace granary::storage {
+
+absl::Status ValidateClusterId(const std::string& id) {
+  if (id.empty() || id.size() > kMaxClusterIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--cluster_id must be 1 to ",
+                                                   kMaxClusterIdBytes,
+                                                   " bytes, not ", id.size()));
+  }
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' &&
+        c != '_' && c != '.') {
+      return absl::InvalidArgumentError(
+          "--cluster_id may hold only letters, digits, '-', '_' and '.'");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::MembershipView> PostgresMembershipTable::ReadOn(
+    PgConnection& db, const std::string& cluster) {
+  return InTransaction<v1::MembershipView>(
+      db,
+      [&]() -> absl::StatusOr<v1::MembershipView> {
+        v1::MembershipView view;
+        GRANARY_ASSIGN_OR_RETURN(
+            PgResult version,
+            db.Exec("SELECT version FROM granary_membership_version "
+                    "WHERE cluster_id = $1",
+                    {cluster}));
+        view.set_version(version.rows() == 1 ? version.Int64(0, 0) : 0);
+        GRANARY_ASSIGN_OR_RETURN(
+            PgResult rows,
+            db.Exec("SELECT member FROM granary_members WHERE cluster_id = $1 "
+                    "ORDER BY address, generation",
+                    {cluster}));
+        for (int i = 0; i < rows.rows(); ++i) {
+          if (!view.add_members()->ParseFromString(rows.Bytes(i, 0))) {
+            return absl::DataLossError(
+                absl::StrCat("membership table of cluster '", cluster,
+                             "': a member row does not decode"));
+          }
+        }
+        return view;
+      },
+      "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+}
+
+absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
+    PgConnection& db, const std::string& cluster, const v1::Member& member,
+    int64_t expected_version) {
+  const std::string generation = absl::StrCat(member.generation());
+  return InTransaction<int64_t>(db, [&]() -> absl::StatusOr<int64_t> {
+    GRANARY_RETURN_IF_ERROR(
+        db.Exec("INSERT INTO granary_membership_version (cluster_id, version) "
+                "VALUES ($1, 0) ON CONFLICT (cluster_id) DO NOTHING",
+                {cluster})
+            .status());
+    GRANARY_ASSIGN_OR_RETURN(
+        PgResult advanced,
+        db.Exec("UPDATE granary_membership_version SET version = version + 1 "
+                "WHERE cluster_id = $1 AND version = $2 RETURNING version",
+                {cluster, absl::StrCat(expected_version)}));
+    if (advanced.rows() != 1) {
+      return absl::AbortedError(absl::StrCat("membership table of cluster '",
+                                             cluster, "' is not at version ",
+                                             expected_version));
+    }
+    GRANARY_ASSIGN_OR_RETURN(
+        PgResult previous,
+        db.Exec("SELECT member FROM granary_members WHERE cluster_id = $1 "
+                "AND address = $2 AND generation = $3",
+                {cluster, member.address(), generation}));
+    v1::Member before;
+    if (previous.rows() == 1 && !before.ParseFromString(previous.Bytes(0, 0))) {
+      return absl::DataLossError("a member row does not decode");
+    }
+    GRANARY_RETURN_IF_ERROR(
+        ValidateMember(member, previous.rows() == 1 ? &before : nullptr));
+    if (previous.rows() == 0) {
+      GRANARY_ASSIGN_OR_RETURN(
+          PgResult live,
+          db.Exec("SELECT count(*) FROM granary_members WHERE cluster_id = $1 "
+                  "AND status <> $2",
+                  {cluster, absl::StrCat(static_cast<int>(v1::MEMBER_DEAD))}));
+      if (live.Int64(0, 0) >= kMaxMembers) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "membership table holds ", kMaxMembers, " live members"));
+      }
+    }
+    GRANARY_RETURN_IF_ERROR(
+        db.Exec("INSERT INTO granary_members "
+                "(cluster_id, address, generation, status, member) "
+                "VALUES ($1, $2, $3, $4, $5) "
+                "ON CONFLICT (cluster_id, address, generation) DO UPDATE SET "
+                "status = EXCLUDED.status, member = EXCLUDED.member, "
+                "updated_at = now()",
+                {cluster, member.address(), generation,
+                 absl::StrCat(static_cast<int>(member.status())),
+                 PgParam::Bytes(member.SerializeAsString())})
+            .status());
+    return advanced.Int64(0, 0);
+  });
+}
+
+// The jobs are named locals, not temporaries of the co_await expression:
+// GCC 12 mishandles the lifetime of a lambda temporary there.
+Task<absl::StatusOr<v1::MembershipView>> PostgresMembershipTable::Read() {
+  std::function<absl::StatusOr<v1::MembershipView>(PgConnection&)> job =
+      [cluster = cluster_id_](PgConnection& db) { return ReadOn(db, cluster); };
+  co_return co_await pool_->Run<v1::MembershipView>(std::move(job));
+}
+
+Task<absl::StatusOr<int64_t>> PostgresMembershipTable::Write(
+    v1::Member member, int64_t expected_version) {
+  std::function<absl::StatusOr<int64_t>(PgConnection&)> job =
+      [cluster = cluster_id_, member = std::move(member),
+       expected_version](PgConnection& db) {
+        return WriteOn(db, cluster, member, expected_version);
+      };
+  co_return co_await pool_->Run<int64_t>(std::move(job));
+}
+
+}  // namespace granary::storage

@@ -1,0 +1,59 @@
+// File: storage/postgres/postgres_membership_table.h
+// -----------------------------------------------------------------------------
+// The membership table of a production cluster (--cluster=postgres), in
+// PostgreSQL: every silo is equal, and any may die.
+//
+//   PgPool pool(options);                        // storage/postgres/pg_pool.h
+//   PostgresMembershipTable table(&pool, "prod");
+//   absl::StatusOr<v1::MembershipView> view = co_await table.Read();
+//   co_await table.Write(me, view->version());   // ABORTED when not current
+//
+// Rows (schema: storage/postgres/migrations/): one per silo generation in
+// `granary_members`, keyed by (cluster_id, address, generation), holding
+// the whole member with its suspicion votes; the cluster's version in
+// `granary_membership_version`. A write is one transaction that advances
+// the version only if it is still the expected one (an UPDATE ... WHERE
+// version = expected: a second writer blocks on the row and then finds
+// the version moved, ABORTED) and then replaces the member's row, as
+// Orleans' ADO.NET clustering does.
+//
+// Threading: thread-safe; tasks resume on the pool's threads.
+#pragma once
+
+#include <string>
+
+#include "storage/membership_table.h"
+#include "storage/postgres/pg_pool.h"
+
+namespace granary::storage {
+
+// The longest --cluster_id, in bytes.
+inline constexpr size_t kMaxClusterIdBytes = 128;
+// OK, or INVALID_ARGUMENT: a cluster id is 1 to 128 bytes of letters,
+// digits, '-', '_' and '.'.
+absl::Status ValidateClusterId(const std::string& id);
+
+class PostgresMembershipTable final : public MembershipTable {
+ public:
+  // `pool` must outlive the table.
+  PostgresMembershipTable(PgPool* pool, std::string cluster_id)
+      : pool_(pool), cluster_id_(std::move(cluster_id)) {}
+
+  Task<absl::StatusOr<v1::MembershipView>> Read() override;
+  Task<absl::StatusOr<int64_t>> Write(v1::Member member,
+                                      int64_t expected_version) override;
+
+  // The same on a connection of the caller's (tools and tests).
+  static absl::StatusOr<v1::MembershipView> ReadOn(PgConnection& db,
+                                                   const std::string& cluster);
+  static absl::StatusOr<int64_t> WriteOn(PgConnection& db,
+                                         const std::string& cluster,
+                                         const v1::Member& member,
+                                         int64_t expected_version);
+
+ private:
+  PgPool* const pool_;
+  const std::string cluster_id_;
+};
+
+}  // namespace granary::storage

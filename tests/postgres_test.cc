@@ -1,0 +1,352 @@
+// The PostgreSQL providers against a real PostgreSQL server of the test's
+// own (tests/postgres_server.h): the schema's migrations, connection
+// errors, and the membership table's compare-and-swap under racing
+// writers.
+#include <atomic>
+#include <barrier>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/postgres/pg_connection.h"
+#include "storage/postgres/pg_pool.h"
+#include "storage/postgres/postgres_membership_table.h"
+#include "storage/postgres/schema.h"
+#include "tests/postgres_server.h"
+
+namespace granary::storage {
+namespace {
+
+using ::granary::matchers::IsOk;
+using ::granary::matchers::StatusIs;
+using ::granary::testing::PostgresServer;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+class PostgresTest : public ::granary::testing::PostgresSuite {
+ protected:
+  void SetUp() override {
+    PostgresSuite::SetUp();
+    if (HasFatalFailure()) return;
+    const std::string name =
+        ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    conninfo_ = server()->CreateDatabase(absl::AsciiStrToLower(name));
+  }
+  std::unique_ptr<PgConnection> Connect() {
+    absl::StatusOr<std::unique_ptr<PgConnection>> db =
+        PgConnection::Connect(conninfo_, absl::Seconds(10));
+    EXPECT_THAT(db.status(), IsOk());
+    return db.ok() ? *std::move(db) : nullptr;
+  }
+  std::unique_ptr<PgConnection> Migrated() {
+    std::unique_ptr<PgConnection> db = Connect();
+    if (db != nullptr) {
+      EXPECT_THAT(MigrateSchema(*db).status(), IsOk());
+    }
+    return db;
+  }
+
+  std::string conninfo_;
+};
+
+v1::Member Member(int n, v1::MemberStatus status = v1::MEMBER_JOINING) {
+  v1::Member m;
+  m.set_address(absl::StrCat("127.0.0.1:", 11000 + n));
+  m.set_generation(1000 + n);
+  m.set_status(status);
+  return m;
+}
+
+TEST_F(PostgresTest,
+       MigratingAnEmptyDatabaseThenAgainAppliesEachMigrationOnce) {
+  std::unique_ptr<PgConnection> db = Connect();
+  ASSERT_NE(db, nullptr);
+  EXPECT_THAT(CheckSchema(*db), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                         HasSubstr("granary db migrate")));
+  absl::StatusOr<std::vector<int>> first = MigrateSchema(*db);
+  ASSERT_THAT(first.status(), IsOk());
+  EXPECT_EQ(first->size(), Migrations().size());
+  EXPECT_EQ(first->back(), LatestSchemaVersion());
+  absl::StatusOr<std::vector<int>> second = MigrateSchema(*db);
+  ASSERT_THAT(second.status(), IsOk());
+  EXPECT_THAT(*second, IsEmpty());
+  EXPECT_THAT(CheckSchema(*db), IsOk());
+  EXPECT_THAT(SchemaVersion(*db),
+              ::granary::matchers::IsOkAndHolds(LatestSchemaVersion()));
+}
+
+TEST_F(PostgresTest, MigrationsRacingFromManyConnectionsApplyOnce) {
+  std::vector<std::thread> threads;
+  std::atomic<int> applied{0}, failed{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      std::unique_ptr<PgConnection> db = Connect();
+      if (db == nullptr) return;
+      absl::StatusOr<std::vector<int>> r = MigrateSchema(*db);
+      if (!r.ok()) {
+        failed.fetch_add(1);
+        ADD_FAILURE() << r.status();
+        return;
+      }
+      applied.fetch_add(static_cast<int>(r->size()));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(applied.load(), static_cast<int>(Migrations().size()));
+}
+
+TEST_F(PostgresTest, ANewerSchemaIsRefusedByTheSiloAndByMigrate) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  ASSERT_THAT(
+      db->Exec(
+            "INSERT INTO granary_schema (version, name) VALUES ($1, 'future')",
+            {absl::StrCat(LatestSchemaVersion() + 1)})
+          .status(),
+      IsOk());
+  EXPECT_THAT(CheckSchema(*db), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                         HasSubstr("newer")));
+  EXPECT_THAT(
+      MigrateSchema(*db).status(),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("newer")));
+}
+
+TEST(SchemaVersionTest, AnOlderSchemaNamesTheMigrateCommand) {
+  EXPECT_THAT(CheckSchemaVersion(1, 2),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("granary db migrate")));
+  EXPECT_THAT(CheckSchemaVersion(0, 2),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("no Granary schema")));
+  EXPECT_THAT(
+      CheckSchemaVersion(3, 2),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("newer")));
+  EXPECT_THAT(CheckSchemaVersion(2, 2), IsOk());
+}
+
+TEST_F(PostgresTest, ADatabaseThatIsNotGranarysIsRefusedAndLeftAsItWas) {
+  std::unique_ptr<PgConnection> db = Connect();
+  ASSERT_NE(db, nullptr);
+  // Someone else's table, by a name the schema needs.
+  ASSERT_THAT(db->ExecScript("CREATE TABLE granary_members (id int);"
+                             "INSERT INTO granary_members VALUES (7);"),
+              IsOk());
+  EXPECT_THAT(CheckSchema(*db), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                         HasSubstr("no Granary schema")));
+  absl::StatusOr<std::vector<int>> migrated = MigrateSchema(*db);
+  EXPECT_THAT(migrated.status(), Not(IsOk()));
+  EXPECT_THAT(migrated.status().message(), HasSubstr("0001_initial"));
+  // Rolled back whole: no schema table, the other table untouched.
+  EXPECT_THAT(SchemaVersion(*db), ::granary::matchers::IsOkAndHolds(0));
+  absl::StatusOr<PgResult> theirs = db->Exec("SELECT id FROM granary_members");
+  ASSERT_THAT(theirs.status(), IsOk());
+  EXPECT_EQ(theirs->Int64(0, 0), 7);
+}
+
+TEST_F(PostgresTest, BadConnectionStringsWrongPasswordsAndDeadServersAreTold) {
+  EXPECT_THAT(
+      PgConnection::Connect("host=127.0.0.1 port", absl::Seconds(5)).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("does not parse")));
+  EXPECT_THAT(
+      PgConnection::Connect("postgresql://[::1", absl::Seconds(5)).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+  const std::string wrong =
+      absl::StrCat("host=127.0.0.1 port=", server()->port(),
+                   " dbname=postgres user=postgres password=not-it");
+  absl::Status refused =
+      PgConnection::Connect(wrong, absl::Seconds(5)).status();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(refused.message(), Not(HasSubstr("not-it")));
+  const std::string no_db = absl::StrCat(
+      "host=127.0.0.1 port=", server()->port(),
+      " dbname=nosuchdb user=postgres password=", PostgresServer::kPassword);
+  EXPECT_THAT(PgConnection::Connect(no_db, absl::Seconds(5)).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nosuchdb")));
+  // Nothing listens on port 1.
+  EXPECT_THAT(
+      PgConnection::Connect("host=127.0.0.1 port=1 dbname=x password=p",
+                            absl::Seconds(5))
+          .status(),
+      StatusIs(absl::StatusCode::kUnavailable, Not(HasSubstr("password=p"))));
+}
+
+TEST(ConninfoTest, TheRedactedFormHasNoPassword) {
+  EXPECT_EQ(RedactConninfo("host=db port=5432 dbname=g user=u password=s3cret"),
+            "user=u dbname=g host=db port=5432");
+  const std::string uri =
+      RedactConninfo("postgresql://u:s3cret@db:5433/g?sslmode=verify-full");
+  EXPECT_THAT(uri, Not(HasSubstr("s3cret")));
+  EXPECT_THAT(uri, HasSubstr("host=db"));
+  EXPECT_THAT(uri, HasSubstr("sslmode=verify-full"));
+  EXPECT_EQ(RedactConninfo("host="), "(libpq defaults)");
+  EXPECT_THAT(RedactConninfo("garbage ==="), Not(HasSubstr("garbage")));
+}
+
+TEST(ClusterIdTest, OnlyShortPlainNamesAreClusterIds) {
+  EXPECT_THAT(ValidateClusterId("prod-eu.1_a"), IsOk());
+  EXPECT_THAT(ValidateClusterId(""),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateClusterId(std::string(kMaxClusterIdBytes + 1, 'a')),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateClusterId("a'; DROP TABLE x"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(PostgresTest, MembershipWritesAreACompareAndSwapOnTheVersion) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  absl::StatusOr<v1::MembershipView> empty =
+      PostgresMembershipTable::ReadOn(*db, "c1");
+  ASSERT_THAT(empty.status(), IsOk());
+  EXPECT_EQ(empty->version(), 0);
+  EXPECT_EQ(empty->members_size(), 0);
+
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", Member(1), 0),
+              ::granary::matchers::IsOkAndHolds(1));
+  // A writer that read version 0 is too late now.
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", Member(2), 0),
+              StatusIs(absl::StatusCode::kAborted));
+  v1::Member active = Member(1, v1::MEMBER_ACTIVE);
+  v1::Suspicion* vote = active.add_suspicions();
+  vote->set_by("127.0.0.1:11002@1002");
+  vote->set_at_unix_ms(123);
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", active, 1),
+              ::granary::matchers::IsOkAndHolds(2));
+  // Backwards, malformed and oversized rows are refused and change nothing.
+  EXPECT_THAT(
+      PostgresMembershipTable::WriteOn(*db, "c1", Member(1, v1::MEMBER_JOINING),
+                                       2),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("back to")));
+  v1::Member huge = Member(3);
+  huge.set_address(std::string(100000, 'x') + ":1");
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", huge, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  v1::Member no_status = Member(4);
+  no_status.set_status(v1::MEMBER_STATUS_UNSPECIFIED);
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", no_status, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+
+  absl::StatusOr<v1::MembershipView> view =
+      PostgresMembershipTable::ReadOn(*db, "c1");
+  ASSERT_THAT(view.status(), IsOk());
+  EXPECT_EQ(view->version(), 2);
+  ASSERT_EQ(view->members_size(), 1);
+  EXPECT_EQ(view->members(0).status(), v1::MEMBER_ACTIVE);
+  ASSERT_EQ(view->members(0).suspicions_size(), 1);
+  EXPECT_EQ(view->members(0).suspicions(0).by(), "127.0.0.1:11002@1002");
+
+  // Another cluster in the same database is a table of its own.
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c2", Member(9), 0),
+              ::granary::matchers::IsOkAndHolds(1));
+  absl::StatusOr<v1::MembershipView> other =
+      PostgresMembershipTable::ReadOn(*db, "c2");
+  ASSERT_THAT(other.status(), IsOk());
+  ASSERT_EQ(other->members_size(), 1);
+  EXPECT_EQ(other->members(0).address(), Member(9).address());
+}
+
+// Writers racing through the pool: in each round every writer reads the
+// table, then all write at the version they read at once. Exactly one wins
+// each round, the others are ABORTED, and the table ends at the number of
+// rounds.
+TEST_F(PostgresTest, RacingMembershipWritersWinEachVersionOnce) {
+  ASSERT_NE(Migrated(), nullptr);
+  PgPoolOptions options;
+  options.conninfo = conninfo_;
+  options.connections = 4;
+  PgPool pool(options);
+  ASSERT_THAT(pool.Start(), IsOk());
+  PostgresMembershipTable table(&pool, "race");
+  constexpr int kWriters = 4, kRounds = 20;
+  std::barrier read_done(kWriters), round_done(kWriters);
+  std::mutex mu;
+  std::map<int64_t, int> winners;  // version -> writers that got it
+  std::atomic<int> aborted{0}, other{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      v1::Member me = Member(w);
+      for (int round = 0; round < kRounds; ++round) {
+        absl::StatusOr<absl::StatusOr<v1::MembershipView>> view =
+            table.Read().Get();
+        read_done.arrive_and_wait();  // nobody writes before all have read
+        if (!view.ok() || !view->ok()) {
+          other.fetch_add(1);
+          round_done.arrive_and_wait();
+          continue;
+        }
+        me.set_activations(round);
+        absl::StatusOr<absl::StatusOr<int64_t>> r =
+            table.Write(me, (*view)->version()).Get();
+        if (r.ok() && r->ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          ++winners[**r];
+        } else if (r.ok() && r->status().code() == absl::StatusCode::kAborted) {
+          aborted.fetch_add(1);
+        } else {
+          other.fetch_add(1);
+          ADD_FAILURE() << (r.ok() ? r->status() : r.status());
+        }
+        round_done.arrive_and_wait();
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(winners.size(), static_cast<size_t>(kRounds));
+  for (const auto& [version, n] : winners)
+    EXPECT_EQ(n, 1) << "version " << version;
+  EXPECT_EQ(aborted.load(), kRounds * (kWriters - 1));
+  absl::StatusOr<absl::StatusOr<v1::MembershipView>> final_view =
+      table.Read().Get();
+  ASSERT_TRUE(final_view.ok() && final_view->ok());
+  EXPECT_EQ((*final_view)->version(), kRounds);
+  pool.Stop();
+}
+
+TEST_F(PostgresTest, APoolThatIsStoppedOrFullRefusesWork) {
+  PgPoolOptions options;
+  options.conninfo = conninfo_;
+  options.connections = 0;
+  EXPECT_THAT(ValidatePgPoolOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  options.connections = 1;
+  options.conninfo = "host=127.0.0.1 port";
+  EXPECT_THAT(PgPool(options).Start(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  options.conninfo = conninfo_;
+  PgPool pool(options);
+  auto one = [](PgConnection& db) -> absl::StatusOr<int64_t> {
+    absl::StatusOr<PgResult> r = db.Exec("SELECT 1");
+    if (!r.ok()) return r.status();
+    return r->Int64(0, 0);
+  };
+  absl::StatusOr<absl::StatusOr<int64_t>> before = pool.Run<int64_t>(one).Get();
+  ASSERT_TRUE(before.ok());
+  EXPECT_THAT(*before, StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_THAT(pool.Start(), IsOk());
+  absl::StatusOr<absl::StatusOr<int64_t>> during = pool.Run<int64_t>(one).Get();
+  ASSERT_TRUE(during.ok());
+  EXPECT_THAT(*during, ::granary::matchers::IsOkAndHolds(1));
+  pool.Stop();
+  pool.Stop();  // idempotent
+  absl::StatusOr<absl::StatusOr<int64_t>> after = pool.Run<int64_t>(one).Get();
+  ASSERT_TRUE(after.ok());
+  EXPECT_THAT(*after, StatusIs(absl::StatusCode::kUnavailable));
+}
+
+}  // namespace
+}  // namespace granary::storage
