@@ -64,7 +64,8 @@ std::unique_ptr<PostgresServer> PostgresServer::Start() {
                      "(scripts/install-deps.sh installs it)";
     return nullptr;
   }
-  const char* tmp = std::getenv("TMPDIR");
+  // As root, under /tmp: the `postgres` user must be able to reach it.
+  const char* tmp = geteuid() == 0 ? nullptr : std::getenv("TMPDIR");
   std::string pattern =
       absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/granary-pg-XXXXXX");
   if (mkdtemp(pattern.data()) == nullptr) {
