@@ -8,7 +8,7 @@
 // embedded default); the interface assumes neither, so shared stores fit.
 //
 //   absl::StatusOr<StoredState> s = co_await storage.Read(id);
-//   // s->exists, s->bytes, s->etag ("" when nothing is stored)
+//   // s->exists, s->bytes, s->etag ("" when nothing was ever stored)
 //   absl::StatusOr<std::string> new_etag =
 //       co_await storage.Write(id, bytes, /*expected_etag=*/s->etag);
 //
@@ -56,7 +56,13 @@ class GrainStorage {
   virtual Task<absl::StatusOr<std::string>> Write(
       GrainId id, std::string bytes, std::string expected_etag) = 0;
   // Removes the state if the stored etag is `expected_etag` (else ABORTED).
-  virtual Task<absl::Status> Clear(GrainId id, std::string expected_etag) = 0;
+  // The outcome is the etag the next Write must name: "" from a provider
+  // that forgets a cleared state, or the etag of the tombstone a provider
+  // keeps so that a writer that read the state before the clear cannot
+  // succeed after it (no ABA). Read gives a cleared state exists=false and
+  // that etag.
+  virtual Task<absl::StatusOr<std::string>> Clear(
+      GrainId id, std::string expected_etag) = 0;
 };
 
 // The ABORTED status of a write or clear whose expected etag is stale.

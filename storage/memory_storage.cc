@@ -48,8 +48,9 @@ Task<absl::StatusOr<std::string>> MemoryStorage::Write(
   co_return result;
 }
 
-Task<absl::Status> MemoryStorage::Clear(GrainId id, std::string expected_etag) {
-  absl::Status result;
+Task<absl::StatusOr<std::string>> MemoryStorage::Clear(
+    GrainId id, std::string expected_etag) {
+  absl::StatusOr<std::string> result = std::string();  // no tombstone
   {
     MutexLock lock(&mu_);
     auto it = entries_.find(id);

@@ -28,7 +28,8 @@ class MemoryStorage final : public GrainStorage {
   Task<absl::StatusOr<StoredState>> Read(GrainId id) override;
   Task<absl::StatusOr<std::string>> Write(GrainId id, std::string bytes,
                                           std::string expected_etag) override;
-  Task<absl::Status> Clear(GrainId id, std::string expected_etag) override;
+  Task<absl::StatusOr<std::string>> Clear(GrainId id,
+                                          std::string expected_etag) override;
 
  private:
   struct Entry {

@@ -456,8 +456,8 @@ Task<absl::StatusOr<std::string>> RocksDbStorage::Write(
   co_return co_await done;
 }
 
-Task<absl::Status> RocksDbStorage::Clear(GrainId id,
-                                         std::string expected_etag) {
+Task<absl::StatusOr<std::string>> RocksDbStorage::Clear(
+    GrainId id, std::string expected_etag) {
   Completion<absl::Status> done;
   Impl::PendingWrite w;
   w.id = std::move(id);
@@ -465,7 +465,9 @@ Task<absl::Status> RocksDbStorage::Clear(GrainId id,
   w.expected_etag = std::move(expected_etag);
   w.status_done = &done;
   impl_->Write(std::move(w));
-  co_return co_await done;
+  absl::Status cleared = co_await done;
+  if (!cleared.ok()) co_return cleared;
+  co_return std::string();  // RocksDB keeps no tombstone
 }
 
 // Reminder rows ride the state writer's group commit.

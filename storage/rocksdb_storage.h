@@ -65,7 +65,8 @@ class RocksDbStorage final : public GrainStorage, public ReminderTable {
   Task<absl::StatusOr<StoredState>> Read(GrainId id) override;
   Task<absl::StatusOr<std::string>> Write(GrainId id, std::string bytes,
                                           std::string expected_etag) override;
-  Task<absl::Status> Clear(GrainId id, std::string expected_etag) override;
+  Task<absl::StatusOr<std::string>> Clear(GrainId id,
+                                          std::string expected_etag) override;
 
   // ReminderTable.
   Task<absl::Status> Upsert(ReminderRow row) override;

@@ -52,7 +52,7 @@ absl::StatusOr<std::string> WriteNow(GrainStorage& s, const GrainId& id,
 }
 
 absl::Status ClearNow(GrainStorage& s, const GrainId& id, std::string etag) {
-  return RunTask(s.Clear(id, std::move(etag)));
+  return RunTask(s.Clear(id, std::move(etag))).status();
 }
 
 class StorageContractTest : public ::testing::TestWithParam<std::string> {

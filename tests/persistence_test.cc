@@ -184,7 +184,7 @@ class HeldStorage final : public storage::GrainStorage {
     completed_.fetch_add(1);
     co_return r;  // to the silo, before ReleaseAll returns
   }
-  Task<absl::Status> Clear(GrainId id, std::string etag) override {
+  Task<absl::StatusOr<std::string>> Clear(GrainId id, std::string etag) override {
     co_return co_await inner_.Clear(std::move(id), std::move(etag));
   }
   bool WaitForHeld(size_t n) {

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "storage/postgres/pg_connection.h"
 #include "storage/postgres/pg_pool.h"
+#include "storage/postgres/postgres_grain_storage.h"
 #include "storage/postgres/postgres_membership_table.h"
 #include "storage/postgres/schema.h"
 #include "tests/postgres_server.h"
@@ -314,6 +315,123 @@ TEST_F(PostgresTest, RacingMembershipWritersWinEachVersionOnce) {
       table.Read().Get();
   ASSERT_TRUE(final_view.ok() && final_view->ok());
   EXPECT_EQ((*final_view)->version(), kRounds);
+  pool.Stop();
+}
+
+TEST_F(PostgresTest, GrainStateWritesAreConditionalOnTheEtag) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  const GrainId id("granary.examples.Counter", "alice");
+  using S = PostgresGrainStorage;
+  absl::StatusOr<StoredState> absent = S::ReadOn(*db, "c", id);
+  ASSERT_THAT(absent.status(), IsOk());
+  EXPECT_FALSE(absent->exists);
+  EXPECT_EQ(absent->etag, "");
+  const std::string bytes("\0state\xff", 7);  // NULs and high bytes survive
+  absl::StatusOr<std::string> v1 = S::WriteOn(*db, "c", id, &bytes, "");
+  ASSERT_THAT(v1.status(), IsOk());
+  absl::StatusOr<StoredState> read = S::ReadOn(*db, "c", id);
+  ASSERT_THAT(read.status(), IsOk());
+  EXPECT_TRUE(read->exists);
+  EXPECT_EQ(read->bytes, bytes);
+  EXPECT_EQ(read->etag, *v1);
+  const std::string next = "next";
+  absl::StatusOr<std::string> v2 = S::WriteOn(*db, "c", id, &next, *v1);
+  ASSERT_THAT(v2.status(), IsOk());
+  EXPECT_NE(*v2, *v1);
+  // A stale etag, a first write over an existing state and a foreign etag
+  // are ABORTED and change nothing.
+  EXPECT_THAT(S::WriteOn(*db, "c", id, &bytes, *v1),
+              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(S::WriteOn(*db, "c", id, &bytes, ""),
+              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(S::WriteOn(*db, "c", id, &bytes, "not-a-version"),
+              StatusIs(absl::StatusCode::kAborted));
+  read = S::ReadOn(*db, "c", id);
+  ASSERT_THAT(read.status(), IsOk());
+  EXPECT_EQ(read->bytes, "next");
+  EXPECT_EQ(read->etag, *v2);
+  // The same grain in another cluster is another state.
+  absl::StatusOr<StoredState> other = S::ReadOn(*db, "other", id);
+  ASSERT_THAT(other.status(), IsOk());
+  EXPECT_FALSE(other->exists);
+}
+
+// A writer that read "absent" must not succeed after another wrote and
+// cleared the state: the clear leaves a tombstone with its own etag.
+TEST_F(PostgresTest, AClearKeepsATombstoneSoAStaleAbsentReadCannotWrite) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  const GrainId id("granary.examples.Counter", "aba");
+  using S = PostgresGrainStorage;
+  absl::StatusOr<StoredState> seen_by_a =
+      S::ReadOn(*db, "c", id);  // absent, ""
+  ASSERT_THAT(seen_by_a.status(), IsOk());
+  const std::string b_state = "b";
+  absl::StatusOr<std::string> b1 = S::WriteOn(*db, "c", id, &b_state, "");
+  ASSERT_THAT(b1.status(), IsOk());
+  absl::StatusOr<std::string> tombstone =
+      S::WriteOn(*db, "c", id, nullptr, *b1);  // B clears
+  ASSERT_THAT(tombstone.status(), IsOk());
+  EXPECT_FALSE(tombstone->empty());
+  const std::string a_state = "a";
+  EXPECT_THAT(S::WriteOn(*db, "c", id, &a_state, seen_by_a->etag),
+              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(S::WriteOn(*db, "c", id, nullptr, seen_by_a->etag),
+              StatusIs(absl::StatusCode::kAborted));
+  absl::StatusOr<StoredState> now = S::ReadOn(*db, "c", id);
+  ASSERT_THAT(now.status(), IsOk());
+  EXPECT_FALSE(now->exists);
+  EXPECT_EQ(now->etag, *tombstone);
+  // Whoever read the tombstone may write.
+  EXPECT_THAT(S::WriteOn(*db, "c", id, &a_state, now->etag), IsOk());
+  // Clearing what was never stored is a no-op with the empty etag.
+  EXPECT_THAT(S::WriteOn(*db, "c", GrainId("granary.examples.Counter", "never"),
+                         nullptr, ""),
+              ::granary::matchers::IsOkAndHolds(std::string()));
+}
+
+// Writers racing through the pool with the etag they all read: one wins.
+TEST_F(PostgresTest, RacingGrainStateWritersWithOneEtagHaveOneWinner) {
+  ASSERT_NE(Migrated(), nullptr);
+  PgPoolOptions options;
+  options.conninfo = conninfo_;
+  options.connections = 4;
+  PgPool pool(options);
+  ASSERT_THAT(pool.Start(), IsOk());
+  PostgresGrainStorage storage(&pool, "race");
+  constexpr int kWriters = 4, kRounds = 15;
+  const GrainId id("granary.examples.BankAccount", "acct");
+  std::barrier read_done(kWriters), round_done(kWriters);
+  std::atomic<int> won{0}, aborted{0}, other{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      for (int round = 0; round < kRounds; ++round) {
+        absl::StatusOr<absl::StatusOr<StoredState>> s = storage.Read(id).Get();
+        read_done.arrive_and_wait();
+        if (!s.ok() || !s->ok()) {
+          other.fetch_add(1);
+        } else {
+          absl::StatusOr<absl::StatusOr<std::string>> r =
+              storage.Write(id, absl::StrCat(w, "/", round), (*s)->etag).Get();
+          if (r.ok() && r->ok()) {
+            won.fetch_add(1);
+          } else if (r.ok() &&
+                     r->status().code() == absl::StatusCode::kAborted) {
+            aborted.fetch_add(1);
+          } else {
+            other.fetch_add(1);
+          }
+        }
+        round_done.arrive_and_wait();
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(won.load(), kRounds);
+  EXPECT_EQ(aborted.load(), kRounds * (kWriters - 1));
   pool.Stop();
 }
 

@@ -52,7 +52,7 @@ class StorageServiceTest : public ::testing::Test {
     return RunTask(remote_->Write(id, std::move(bytes), std::move(etag)));
   }
   absl::Status Clear(const GrainId& id, std::string etag) {
-    return RunTask(remote_->Clear(id, std::move(etag)));
+    return RunTask(remote_->Clear(id, std::move(etag))).status();
   }
   grpc::StatusCode RawWrite(const std::string& type, const std::string& key) {
     grpc::ClientContext context;

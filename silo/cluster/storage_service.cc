@@ -94,7 +94,7 @@ grpc::ServerUnaryReactor* StorageService::Write(
 
 grpc::ServerUnaryReactor* StorageService::Clear(
     grpc::CallbackServerContext* context, const v1::ClearStateRequest* request,
-    v1::ClearStateReply*) {
+    v1::ClearStateReply* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<GrainId> id = ToGrain(request->grain());
   if (!id.ok()) {
@@ -102,8 +102,10 @@ grpc::ServerUnaryReactor* StorageService::Clear(
     return reactor;
   }
   Detach(storage_->Clear(*std::move(id), request->expected_etag()),
-         [reactor](absl::StatusOr<absl::Status> r) {
-           reactor->Finish(rpc::ToGrpc(Flatten(std::move(r))));
+         [reactor, reply](absl::StatusOr<absl::StatusOr<std::string>> r) {
+           absl::StatusOr<std::string> etag = Flatten(std::move(r));
+           if (etag.ok()) reply->set_etag(*std::move(etag));
+           reactor->Finish(rpc::ToGrpc(etag.status()));
          });
   return reactor;
 }
@@ -151,8 +153,8 @@ Task<absl::StatusOr<std::string>> RemoteGrainStorage::Write(
   co_return std::move(*reply->mutable_etag());
 }
 
-Task<absl::Status> RemoteGrainStorage::Clear(GrainId id,
-                                             std::string expected_etag) {
+Task<absl::StatusOr<std::string>> RemoteGrainStorage::Clear(
+    GrainId id, std::string expected_etag) {
   v1::ClearStateRequest request;
   *request.mutable_grain() = ToKey(id);
   request.set_expected_etag(std::move(expected_etag));
@@ -164,7 +166,8 @@ Task<absl::Status> RemoteGrainStorage::Clear(GrainId id,
                  std::function<void(grpc::Status)> done) {
             stub_->async()->Clear(c, q, r, std::move(done));
           });
-  co_return reply.status();
+  if (!reply.ok()) co_return reply.status();
+  co_return std::move(*reply->mutable_etag());
 }
 
 }  // namespace granary::silo

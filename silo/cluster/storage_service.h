@@ -74,7 +74,8 @@ class RemoteGrainStorage final : public storage::GrainStorage {
   Task<absl::StatusOr<storage::StoredState>> Read(GrainId id) override;
   Task<absl::StatusOr<std::string>> Write(GrainId id, std::string bytes,
                                           std::string expected_etag) override;
-  Task<absl::Status> Clear(GrainId id, std::string expected_etag) override;
+  Task<absl::StatusOr<std::string>> Clear(GrainId id,
+                                          std::string expected_etag) override;
 
  private:
   const absl::Duration timeout_;

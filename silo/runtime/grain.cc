@@ -87,12 +87,13 @@ Task<void> Grain::ClearState() {
         "ClearState: the grain declared no persistent state (PersistState)"));
   }
   storage::GrainStorage& store = activation_->silo()->storage();
-  absl::Status cleared = co_await StorageAwaiter<absl::Status>(
+  absl::StatusOr<std::string> cleared =
+      co_await StorageAwaiter<absl::StatusOr<std::string>>(
       activation_, activation_->silo()->metrics().storage_clear,
       store.Clear(GetGrainId(), state_etag_));
-  if (!cleared.ok()) throw StatusError(cleared);
+  if (!cleared.ok()) throw StatusError(cleared.status());
   state_->Clear();
-  state_etag_.clear();
+  state_etag_ = *std::move(cleared);  // "" or the tombstone's etag
 }
 
 namespace internal {
