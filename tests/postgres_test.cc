@@ -50,6 +50,16 @@ class PostgresTest : public ::granary::testing::PostgresSuite {
     EXPECT_THAT(db.status(), IsOk());
     return db.ok() ? *std::move(db) : nullptr;
   }
+  // A pool of four connections to the test's database, started.
+  std::unique_ptr<PgPool> StartedPool() {
+    PgPoolOptions options;
+    options.conninfo = conninfo_;
+    options.connections = 4;
+    auto pool = std::make_unique<PgPool>(options);
+    absl::Status started = pool->Start();
+    EXPECT_THAT(started, IsOk());
+    return started.ok() ? std::move(pool) : nullptr;
+  }
   std::unique_ptr<PgConnection> Migrated() {
     std::unique_ptr<PgConnection> db = Connect();
     if (db != nullptr) {
@@ -265,11 +275,9 @@ TEST_F(PostgresTest, MembershipWritesAreACompareAndSwapOnTheVersion) {
 // rounds.
 TEST_F(PostgresTest, RacingMembershipWritersWinEachVersionOnce) {
   ASSERT_NE(Migrated(), nullptr);
-  PgPoolOptions options;
-  options.conninfo = conninfo_;
-  options.connections = 4;
-  PgPool pool(options);
-  ASSERT_THAT(pool.Start(), IsOk());
+  std::unique_ptr<PgPool> started = StartedPool();
+  ASSERT_NE(started, nullptr);
+  PgPool& pool = *started;
   PostgresMembershipTable table(&pool, "race");
   constexpr int kWriters = 4, kRounds = 20;
   std::barrier read_done(kWriters), round_done(kWriters);
@@ -394,11 +402,9 @@ TEST_F(PostgresTest, AClearKeepsATombstoneSoAStaleAbsentReadCannotWrite) {
 // Writers racing through the pool with the etag they all read: one wins.
 TEST_F(PostgresTest, RacingGrainStateWritersWithOneEtagHaveOneWinner) {
   ASSERT_NE(Migrated(), nullptr);
-  PgPoolOptions options;
-  options.conninfo = conninfo_;
-  options.connections = 4;
-  PgPool pool(options);
-  ASSERT_THAT(pool.Start(), IsOk());
+  std::unique_ptr<PgPool> started = StartedPool();
+  ASSERT_NE(started, nullptr);
+  PgPool& pool = *started;
   PostgresGrainStorage storage(&pool, "race");
   constexpr int kWriters = 4, kRounds = 15;
   const GrainId id("granary.examples.BankAccount", "acct");
