@@ -269,6 +269,33 @@ TEST_F(PostgresTest, MembershipWritesAreACompareAndSwapOnTheVersion) {
   EXPECT_EQ(other->members(0).address(), Member(9).address());
 }
 
+// Dead rows older than the retention go with the next write; newer ones,
+// and live rows however old, stay.
+TEST_F(PostgresTest, DeadMembersPastTheRetentionAreDeletedByTheNextWrite) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  using T = PostgresMembershipTable;
+  ASSERT_THAT(T::WriteOn(*db, "c", Member(1, v1::MEMBER_DEAD), 0), IsOk());
+  ASSERT_THAT(T::WriteOn(*db, "c", Member(2, v1::MEMBER_DEAD), 1), IsOk());
+  ASSERT_THAT(T::WriteOn(*db, "c", Member(3, v1::MEMBER_ACTIVE), 2), IsOk());
+  // Silos 1 and 3 changed two days ago (3 is alive however old).
+  ASSERT_THAT(
+      db->Exec(
+            "UPDATE granary_members SET updated_at = now() - interval '2 days' "
+            "WHERE address IN ($1, $2)",
+            {Member(1).address(), Member(3).address()})
+          .status(),
+      IsOk());
+  ASSERT_THAT(T::WriteOn(*db, "c", Member(4), 3, absl::Hours(24)), IsOk());
+  absl::StatusOr<v1::MembershipView> view = T::ReadOn(*db, "c");
+  ASSERT_THAT(view.status(), IsOk());
+  std::vector<std::string> left;
+  for (const v1::Member& m : view->members()) left.push_back(m.address());
+  EXPECT_THAT(left, ElementsAre(Member(2).address(), Member(3).address(),
+                                Member(4).address()));
+  EXPECT_EQ(view->version(), 4);
+}
+
 // Writers racing through the pool: in each round every writer reads the
 // table, then all write at the version they read at once. Exactly one wins
 // each round, the others are ABORTED, and the table ends at the number of

@@ -56,7 +56,7 @@ absl::StatusOr<v1::MembershipView> PostgresMembershipTable::ReadOn(
 
 absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
     PgConnection& db, const std::string& cluster, const v1::Member& member,
-    int64_t expected_version) {
+    int64_t expected_version, absl::Duration dead_retention) {
   const std::string generation = absl::StrCat(member.generation());
   return InTransaction<int64_t>(db, [&]() -> absl::StatusOr<int64_t> {
     GRANARY_RETURN_IF_ERROR(
@@ -107,6 +107,14 @@ absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
                  absl::StrCat(static_cast<int>(member.status())),
                  PgParam::Bytes(member.SerializeAsString())})
             .status());
+    // Clean-up rides the change it follows (the version already moved).
+    GRANARY_RETURN_IF_ERROR(
+        db.Exec("DELETE FROM granary_members WHERE cluster_id = $1 "
+                "AND status = $2 "
+                "AND updated_at < now() - $3 * interval '1 millisecond'",
+                {cluster, absl::StrCat(static_cast<int>(v1::MEMBER_DEAD)),
+                 absl::StrCat(absl::ToInt64Milliseconds(dead_retention))})
+            .status());
     return advanced.Int64(0, 0);
   });
 }
@@ -122,9 +130,9 @@ Task<absl::StatusOr<v1::MembershipView>> PostgresMembershipTable::Read() {
 Task<absl::StatusOr<int64_t>> PostgresMembershipTable::Write(
     v1::Member member, int64_t expected_version) {
   std::function<absl::StatusOr<int64_t>(PgConnection&)> job =
-      [cluster = cluster_id_, member = std::move(member),
-       expected_version](PgConnection& db) {
-        return WriteOn(db, cluster, member, expected_version);
+      [cluster = cluster_id_, member = std::move(member), expected_version,
+       retention = dead_retention_](PgConnection& db) {
+        return WriteOn(db, cluster, member, expected_version, retention);
       };
   co_return co_await pool_->Run<int64_t>(std::move(job));
 }

@@ -15,7 +15,9 @@
 // the version only if it is still the expected one (an UPDATE ... WHERE
 // version = expected: a second writer blocks on the row and then finds
 // the version moved, ABORTED) and then replaces the member's row, as
-// Orleans' ADO.NET clustering does.
+// Orleans' ADO.NET clustering does. Every write also deletes the cluster's
+// Dead rows last changed longer than `dead_retention` ago, so the table
+// does not grow with every silo that ever ran.
 //
 // Threading: thread-safe; tasks resume on the pool's threads.
 #pragma once
@@ -35,9 +37,14 @@ absl::Status ValidateClusterId(const std::string& id);
 
 class PostgresMembershipTable final : public MembershipTable {
  public:
+  static constexpr absl::Duration kDefaultDeadRetention = absl::Hours(24);
+
   // `pool` must outlive the table.
-  PostgresMembershipTable(PgPool* pool, std::string cluster_id)
-      : pool_(pool), cluster_id_(std::move(cluster_id)) {}
+  PostgresMembershipTable(PgPool* pool, std::string cluster_id,
+                          absl::Duration dead_retention = kDefaultDeadRetention)
+      : pool_(pool),
+        cluster_id_(std::move(cluster_id)),
+        dead_retention_(dead_retention) {}
 
   Task<absl::StatusOr<v1::MembershipView>> Read() override;
   Task<absl::StatusOr<int64_t>> Write(v1::Member member,
@@ -46,14 +53,15 @@ class PostgresMembershipTable final : public MembershipTable {
   // The same on a connection of the caller's (tools and tests).
   static absl::StatusOr<v1::MembershipView> ReadOn(PgConnection& db,
                                                    const std::string& cluster);
-  static absl::StatusOr<int64_t> WriteOn(PgConnection& db,
-                                         const std::string& cluster,
-                                         const v1::Member& member,
-                                         int64_t expected_version);
+  static absl::StatusOr<int64_t> WriteOn(
+      PgConnection& db, const std::string& cluster, const v1::Member& member,
+      int64_t expected_version,
+      absl::Duration dead_retention = kDefaultDeadRetention);
 
  private:
   PgPool* const pool_;
   const std::string cluster_id_;
+  const absl::Duration dead_retention_;
 };
 
 }  // namespace granary::storage
