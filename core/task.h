@@ -17,6 +17,16 @@
 //
 // Threading: a Task is used by one thread at a time; the runtime decides on
 // which thread its frame resumes.
+//
+// Compiler hazard (GCC 12): inside a coroutine, a lambda temporary whose
+// captures have destructors (a std::string, a std::function), written in
+// the operand of a co_await, has been seen destroyed twice ("free():
+// invalid pointer"). Name it first, then move it in:
+//
+//   std::function<absl::StatusOr<int>(PgConnection&)> job = [s = str](...) {...};
+//   co_return co_await pool.Run<int>(std::move(job));
+//
+// Lambdas capturing only `this` and references are not affected.
 #pragma once
 
 #include <coroutine>

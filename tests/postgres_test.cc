@@ -4,6 +4,7 @@
 // writers.
 #include <atomic>
 #include <barrier>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -70,6 +72,40 @@ class PostgresTest : public ::granary::testing::PostgresSuite {
 
   std::string conninfo_;
 };
+
+// A race in rounds: in each, every one of `writers` threads runs its read
+// (`prepare(writer, round)`), and once all have read, the write it returned.
+// The writes' outcomes are counted: OK, ABORTED, anything else.
+using RaceWrite = std::function<absl::StatusCode()>;
+struct RaceCounts {
+  int won = 0, aborted = 0, other = 0;
+};
+RaceCounts Race(
+    int writers, int rounds,
+    const std::function<RaceWrite(int writer, int round)>& prepare) {
+  std::barrier read_done(writers), round_done(writers);
+  std::atomic<int> won{0}, aborted{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < writers; ++w) {
+    threads.emplace_back([&, w] {
+      for (int round = 0; round < rounds; ++round) {
+        RaceWrite write = prepare(w, round);
+        read_done.arrive_and_wait();  // nobody writes before all have read
+        const absl::StatusCode code = write();
+        if (code == absl::StatusCode::kOk) {
+          won.fetch_add(1);
+        } else if (code == absl::StatusCode::kAborted) {
+          aborted.fetch_add(1);
+        } else {
+          other.fetch_add(1);
+        }
+        round_done.arrive_and_wait();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return RaceCounts{won.load(), aborted.load(), other.load()};
+}
 
 v1::Member Member(int n, v1::MemberStatus status = v1::MEMBER_JOINING) {
   v1::Member m;
@@ -304,53 +340,36 @@ TEST_F(PostgresTest, RacingMembershipWritersWinEachVersionOnce) {
   ASSERT_NE(Migrated(), nullptr);
   std::unique_ptr<PgPool> started = StartedPool();
   ASSERT_NE(started, nullptr);
-  PgPool& pool = *started;
-  PostgresMembershipTable table(&pool, "race");
+  PostgresMembershipTable table(started.get(), "race");
   constexpr int kWriters = 4, kRounds = 20;
-  std::barrier read_done(kWriters), round_done(kWriters);
   std::mutex mu;
   std::map<int64_t, int> winners;  // version -> writers that got it
-  std::atomic<int> aborted{0}, other{0};
-  std::vector<std::thread> writers;
-  for (int w = 0; w < kWriters; ++w) {
-    writers.emplace_back([&, w] {
-      v1::Member me = Member(w);
-      for (int round = 0; round < kRounds; ++round) {
+  const RaceCounts counts =
+      Race(kWriters, kRounds, [&](int w, int round) -> RaceWrite {
         absl::StatusOr<absl::StatusOr<v1::MembershipView>> view =
             table.Read().Get();
-        read_done.arrive_and_wait();  // nobody writes before all have read
-        if (!view.ok() || !view->ok()) {
-          other.fetch_add(1);
-          round_done.arrive_and_wait();
-          continue;
-        }
-        me.set_activations(round);
-        absl::StatusOr<absl::StatusOr<int64_t>> r =
-            table.Write(me, (*view)->version()).Get();
-        if (r.ok() && r->ok()) {
-          std::lock_guard<std::mutex> lock(mu);
-          ++winners[**r];
-        } else if (r.ok() && r->status().code() == absl::StatusCode::kAborted) {
-          aborted.fetch_add(1);
-        } else {
-          other.fetch_add(1);
-          ADD_FAILURE() << (r.ok() ? r->status() : r.status());
-        }
-        round_done.arrive_and_wait();
-      }
-    });
-  }
-  for (std::thread& t : writers) t.join();
-  EXPECT_EQ(other.load(), 0);
+        if (!view.ok() || !view->ok())
+          return [] { return absl::StatusCode::kUnknown; };
+        return [&, w, round, version = (*view)->version()] {
+          v1::Member me = Member(w);
+          me.set_activations(round);
+          absl::StatusOr<int64_t> r = Flatten(table.Write(me, version).Get());
+          if (r.ok()) {
+            std::lock_guard<std::mutex> lock(mu);
+            ++winners[*r];
+          }
+          return r.status().code();
+        };
+      });
+  EXPECT_EQ(counts.other, 0);
   EXPECT_EQ(winners.size(), static_cast<size_t>(kRounds));
   for (const auto& [version, n] : winners)
     EXPECT_EQ(n, 1) << "version " << version;
-  EXPECT_EQ(aborted.load(), kRounds * (kWriters - 1));
+  EXPECT_EQ(counts.aborted, kRounds * (kWriters - 1));
   absl::StatusOr<absl::StatusOr<v1::MembershipView>> final_view =
       table.Read().Get();
   ASSERT_TRUE(final_view.ok() && final_view->ok());
   EXPECT_EQ((*final_view)->version(), kRounds);
-  pool.Stop();
 }
 
 TEST_F(PostgresTest, GrainStateWritesAreConditionalOnTheEtag) {
@@ -431,41 +450,23 @@ TEST_F(PostgresTest, RacingGrainStateWritersWithOneEtagHaveOneWinner) {
   ASSERT_NE(Migrated(), nullptr);
   std::unique_ptr<PgPool> started = StartedPool();
   ASSERT_NE(started, nullptr);
-  PgPool& pool = *started;
-  PostgresGrainStorage storage(&pool, "race");
+  PostgresGrainStorage storage(started.get(), "race");
   constexpr int kWriters = 4, kRounds = 15;
   const GrainId id("granary.examples.BankAccount", "acct");
-  std::barrier read_done(kWriters), round_done(kWriters);
-  std::atomic<int> won{0}, aborted{0}, other{0};
-  std::vector<std::thread> writers;
-  for (int w = 0; w < kWriters; ++w) {
-    writers.emplace_back([&, w] {
-      for (int round = 0; round < kRounds; ++round) {
-        absl::StatusOr<absl::StatusOr<StoredState>> s = storage.Read(id).Get();
-        read_done.arrive_and_wait();
-        if (!s.ok() || !s->ok()) {
-          other.fetch_add(1);
-        } else {
-          absl::StatusOr<absl::StatusOr<std::string>> r =
-              storage.Write(id, absl::StrCat(w, "/", round), (*s)->etag).Get();
-          if (r.ok() && r->ok()) {
-            won.fetch_add(1);
-          } else if (r.ok() &&
-                     r->status().code() == absl::StatusCode::kAborted) {
-            aborted.fetch_add(1);
-          } else {
-            other.fetch_add(1);
-          }
-        }
-        round_done.arrive_and_wait();
-      }
-    });
-  }
-  for (std::thread& t : writers) t.join();
-  EXPECT_EQ(other.load(), 0);
-  EXPECT_EQ(won.load(), kRounds);
-  EXPECT_EQ(aborted.load(), kRounds * (kWriters - 1));
-  pool.Stop();
+  const RaceCounts counts =
+      Race(kWriters, kRounds, [&](int w, int round) -> RaceWrite {
+        absl::StatusOr<StoredState> s = Flatten(storage.Read(id).Get());
+        if (!s.ok()) return [] { return absl::StatusCode::kUnknown; };
+        return [&, w, round, etag = s->etag] {
+          return Flatten(
+                     storage.Write(id, absl::StrCat(w, "/", round), etag).Get())
+              .status()
+              .code();
+        };
+      });
+  EXPECT_EQ(counts.other, 0);
+  EXPECT_EQ(counts.won, kRounds);
+  EXPECT_EQ(counts.aborted, kRounds * (kWriters - 1));
 }
 
 TEST_F(PostgresTest, APoolThatIsStoppedOrFullRefusesWork) {

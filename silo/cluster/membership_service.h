@@ -11,8 +11,8 @@
 //   builder.RegisterService(&table_service); builder.RegisterService(&control);
 //
 //   RemoteMembershipTable remote(channel_to_primary);  // everyone else
-//   remote.Watch(&timers, [&](const v1::MembershipView& v) { agent.OnView(v);
-//   });
+//   remote.Watch(&timers,
+//                [&](const v1::MembershipView& v) { agent.OnView(v); });
 //
 // Threading: thread-safe. RemoteMembershipTable's Read and Write are
 // awaitable gRPC calls (the awaiter resumes on a gRPC thread); Watch is a

@@ -9,7 +9,7 @@ absl::Status ValidatePgPoolOptions(const PgPoolOptions& o) {
   GRANARY_RETURN_IF_ERROR(ValidateConninfo(o.conninfo));
   if (o.connections < 1 || o.connections > 256) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--postgres_connections=", o.connections, " must be in [1, 256]"));
+        "PostgreSQL connections=", o.connections, " must be in [1, 256]"));
   }
   if (o.connect_timeout < absl::Milliseconds(100) ||
       o.statement_timeout < absl::Milliseconds(100)) {

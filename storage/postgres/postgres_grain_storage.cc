@@ -64,7 +64,7 @@ absl::StatusOr<std::string> PostgresGrainStorage::WriteOn(
 }
 
 // The jobs are named locals, not temporaries of the co_await expression
-// (see postgres_membership_table.cc).
+// (the GCC 12 hazard in core/task.h).
 Task<absl::StatusOr<StoredState>> PostgresGrainStorage::Read(GrainId id) {
   std::function<absl::StatusOr<StoredState>(PgConnection&)> job =
       [cluster = cluster_id_, id = std::move(id)](PgConnection& db) {

@@ -59,11 +59,13 @@ absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
     int64_t expected_version, absl::Duration dead_retention) {
   const std::string generation = absl::StrCat(member.generation());
   return InTransaction<int64_t>(db, [&]() -> absl::StatusOr<int64_t> {
-    GRANARY_RETURN_IF_ERROR(
-        db.Exec("INSERT INTO granary_membership_version (cluster_id, version) "
-                "VALUES ($1, 0) ON CONFLICT (cluster_id) DO NOTHING",
-                {cluster})
-            .status());
+    if (expected_version == 0) {  // the cluster's first write, perhaps
+      GRANARY_RETURN_IF_ERROR(
+          db.Exec("INSERT INTO granary_membership_version (cluster_id, "
+                  "version) VALUES ($1, 0) ON CONFLICT (cluster_id) DO NOTHING",
+                  {cluster})
+              .status());
+    }
     GRANARY_ASSIGN_OR_RETURN(
         PgResult advanced,
         db.Exec("UPDATE granary_membership_version SET version = version + 1 "
@@ -119,8 +121,8 @@ absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
   });
 }
 
-// The jobs are named locals, not temporaries of the co_await expression:
-// GCC 12 mishandles the lifetime of a lambda temporary there.
+// The jobs are named locals, not temporaries of the co_await expression
+// (the GCC 12 hazard in core/task.h: as a temporary, Read crashes).
 Task<absl::StatusOr<v1::MembershipView>> PostgresMembershipTable::Read() {
   std::function<absl::StatusOr<v1::MembershipView>(PgConnection&)> job =
       [cluster = cluster_id_](PgConnection& db) { return ReadOn(db, cluster); };
