@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# deploy/local-cluster.sh N: a dev cluster of N granary-silo processes on
-# 127.0.0.1 with free ports. The first is the primary (it holds the
-# membership table); the others join it with --primary. Waits for every
-# READY line, prints the gateway list and one line per silo, then runs until
+# deploy/local-cluster.sh N [--postgres[=CONNINFO]]: a cluster of N
+# granary-silo processes on 127.0.0.1 with free ports. Waits for every READY
+# line, prints the gateway list and one line per silo, then runs until
 # Ctrl-C (or SIGTERM), which stops every silo gracefully.
 #
+# Without --postgres: a dev cluster. The first silo is the primary (it holds
+# the membership table, grain state and reminders); the others join it with
+# --primary.
+# With --postgres: N equal silos (--cluster=postgres) on the PostgreSQL
+# database CONNINFO, migrated first (granary db migrate). With no CONNINFO
+# the script starts a throwaway PostgreSQL server of its own: initdb in the
+# cluster's folder (under /tmp when run as root and the `postgres` user
+# cannot reach that folder), loopback only, a free port, a random password;
+# Ctrl-C stops it after the silos.
+#
 #   deploy/local-cluster.sh 3
+#   deploy/local-cluster.sh 3 --postgres
 #   GATEWAYS=127.0.0.1:41231,127.0.0.1:35117,127.0.0.1:44381
 #   build/bin/granary --gateway=127.0.0.1:41231 cluster
 #
@@ -14,10 +24,24 @@
 # flags in GRANARY_SILO_FLAGS.
 set -euo pipefail
 
-n=${1:-3}
-if ! [[ "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 32 ]; then
-  echo "usage: local-cluster.sh N   (1 <= N <= 32 silos)" >&2
+usage() {
+  echo "usage: local-cluster.sh N [--postgres[=CONNINFO]]   (1 <= N <= 32 silos)" >&2
   exit 2
+}
+n=""
+postgres=""      # "yes" with --postgres
+conninfo=""      # its CONNINFO, when given
+for arg in "$@"; do
+  case "$arg" in
+    --postgres) postgres=yes ;;
+    --postgres=*) postgres=yes; conninfo=${arg#--postgres=}
+                  [ -n "$conninfo" ] || usage ;;
+    *) [ -z "$n" ] || usage; n=$arg ;;
+  esac
+done
+n=${n:-3}
+if ! [[ "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 32 ]; then
+  usage
 fi
 bin=${GRANARY_BIN:-build/bin}
 if [ ! -x "$bin/granary-silo" ]; then
@@ -28,6 +52,8 @@ dir=${GRANARY_CLUSTER_DIR:-./granary-cluster}
 mkdir -p "$dir"
 work=$(mktemp -d)
 pids=()
+pg_dir=""        # the throwaway server's directory, when it is ours
+pg_bin=""
 
 stop_all() {
   trap - INT TERM EXIT
@@ -41,7 +67,7 @@ stop_all() {
   done
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
     local pid=${pids[$i]}
-    if [ "$i" -eq 0 ]; then
+    if [ "$i" -eq 0 ] && [ -z "$postgres" ]; then
       kill -TERM "$pid" 2>/dev/null || true
       deadline=$((SECONDS + 30))
     fi
@@ -51,6 +77,9 @@ stop_all() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
+  if [ -n "$pg_dir" ]; then
+    as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop > /dev/null 2>&1 || true
+  fi
   rm -rf "$work"
 }
 trap 'stop_all; exit 0' INT TERM
@@ -64,7 +93,7 @@ start() {
   # Its own session: Ctrl-C reaches only this script, which stops every
   # silo with one SIGTERM (a second signal would make a silo exit at once).
   # shellcheck disable=SC2086
-  setsid "$bin/granary-silo" --cluster=dev --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
+  setsid "$bin/granary-silo" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
       --http=127.0.0.1:0 --data_dir="$dir/silo-$i" --log_level=warning --bench_grains \
       ${GRANARY_SILO_FLAGS:-} "$@" > "$work/ready-$i" 2> "$dir/silo-$i.log" &
   pids+=($!)
@@ -79,14 +108,70 @@ start() {
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<< " $2"; }
 
+# as_pg CMD...: runs CMD as the server's user (PostgreSQL refuses root).
+as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# Starts the throwaway server; sets conninfo.
+start_postgres() {
+  pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/initdb" ]; then
+    echo "local-cluster.sh: no PostgreSQL server (scripts/install-deps.sh installs it)" >&2
+    exit 1
+  fi
+  pg_dir=$(cd "$dir" && pwd)/postgres
+  if [ "$(id -u)" -eq 0 ]; then
+    mkdir -p "$pg_dir"
+    chown postgres: "$pg_dir"
+    if ! runuser -u postgres -- test -w "$pg_dir"; then
+      rmdir "$pg_dir" 2>/dev/null || true
+      pg_dir=$(mktemp -d /tmp/granary-local-pg-XXXXXX)
+      chown postgres: "$pg_dir"
+    fi
+  fi
+  rm -rf "$pg_dir/data"
+  mkdir -p "$pg_dir"
+  local password
+  password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+  (umask 077; echo "$password" > "$pg_dir/pwfile")
+  [ "$(id -u)" -ne 0 ] || chown postgres: "$pg_dir" "$pg_dir/pwfile"
+  as_pg "$pg_bin/initdb" -D "$pg_dir/data" -U granary --pwfile="$pg_dir/pwfile" \
+      --auth-local=scram-sha-256 --auth-host=scram-sha-256 -E UTF8 > "$pg_dir/initdb.log" 2>&1 \
+    || { echo "local-cluster.sh: initdb failed:" >&2; tail -n 20 "$pg_dir/initdb.log" >&2; exit 1; }
+  rm -f "$pg_dir/pwfile"
+  local port
+  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w -t 60 \
+      -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$pg_dir" start > /dev/null \
+    || { echo "local-cluster.sh: PostgreSQL did not start:" >&2; tail -n 20 "$pg_dir/server.log" >&2; exit 1; }
+  conninfo="host=127.0.0.1 port=$port dbname=postgres user=granary password=$password"
+  echo "PostgreSQL: 127.0.0.1:$port (data and log in $pg_dir; stopped with the cluster)"
+}
+
 ready=""
-start 0
-primary=$(field silo "$ready")
-lines=("$ready")
-for ((i = 1; i < n; i++)); do
-  start "$i" --primary="$primary"
-  lines+=("$ready")
-done
+lines=()
+if [ -n "$postgres" ]; then
+  [ -n "$conninfo" ] || start_postgres
+  # The silos and the migration read the connection string from a file
+  # only this user can read: it may hold a password.
+  (umask 077; printf '%s\n' "$conninfo" > "$dir/postgres.conninfo")
+  "$bin/granary" db migrate --postgres_file="$dir/postgres.conninfo" \
+    || { echo "local-cluster.sh: granary db migrate failed" >&2; exit 1; }
+  for ((i = 0; i < n; i++)); do
+    start "$i" --cluster=postgres --postgres_file="$dir/postgres.conninfo" \
+        --cluster_id=local
+    lines+=("$ready")
+  done
+else
+  start 0 --cluster=dev
+  primary=$(field silo "$ready")
+  lines=("$ready")
+  for ((i = 1; i < n; i++)); do
+    start "$i" --cluster=dev --primary="$primary"
+    lines+=("$ready")
+  done
+fi
 
 gateways=()
 for line in "${lines[@]}"; do gateways+=("$(field gateway "$line")"); done

@@ -6,11 +6,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/address.h"
+#include "directory/hash_ring.h"
 #include "silo/admin/http_server.h"
 #include "silo/cluster/cluster_provider.h"
 #include "silo/cluster/dev_cluster.h"
+#include "silo/cluster/postgres_cluster.h"
 #include "silo/silo_host_options.h"
 #include "storage/memory_storage.h"
+#include "storage/postgres/pg_connection.h"
+#include "storage/postgres/pg_pool.h"
+#include "storage/postgres/postgres_grain_storage.h"
+#include "storage/postgres/postgres_membership_table.h"
+#include "storage/postgres/postgres_reminder_table.h"
 #include "storage/rocksdb_storage.h"
 
 namespace granary::silo {
@@ -45,6 +52,51 @@ absl::StatusOr<StorageStores> InMemory(const SiloHostOptions&) {
                        std::make_shared<storage::MemoryReminderTable>()};
 }
 
+// Grain state and reminders in PostgreSQL, on a pool of their own
+// (--postgres_connections) that the two stores share and keep alive.
+absl::StatusOr<StorageStores> OpenPostgresStores(const SiloHostOptions& o) {
+  GRANARY_ASSIGN_OR_RETURN(
+      std::string conninfo,
+      storage::ResolveConninfo(o.postgres, o.postgres_file));
+  GRANARY_RETURN_IF_ERROR(storage::ValidateClusterId(o.cluster_id));
+  // The cluster provider checked the database already when it is postgres.
+  if (o.cluster != "postgres") {
+    GRANARY_RETURN_IF_ERROR(OpenPostgres(conninfo, o.join_timeout));
+  }
+  struct Owner {
+    explicit Owner(storage::PgPoolOptions options) : pool(std::move(options)) {}
+    storage::PgPool pool;
+    std::unique_ptr<storage::PostgresGrainStorage> state;
+    std::unique_ptr<storage::PostgresReminderTable> reminders;
+  };
+  storage::PgPoolOptions pool;
+  pool.conninfo = conninfo;
+  pool.connections = o.postgres_connections;
+  auto owner = std::make_shared<Owner>(pool);
+  GRANARY_RETURN_IF_ERROR(owner->pool.Start());
+  owner->state = std::make_unique<storage::PostgresGrainStorage>(&owner->pool,
+                                                                 o.cluster_id);
+  owner->reminders = std::make_unique<storage::PostgresReminderTable>(
+      &owner->pool, o.cluster_id, [](const GrainId& id) {
+        return static_cast<int64_t>(directory::GrainHash(id));
+      });
+  // The stores share the owner: the pool stops with the last of them.
+  return StorageStores{
+      std::shared_ptr<storage::GrainStorage>(owner, owner->state.get()),
+      std::shared_ptr<storage::ReminderTable>(owner, owner->reminders.get())};
+}
+
+absl::StatusOr<std::unique_ptr<ClusterProvider>> PostgresClusterFactory(
+    const SiloHostOptions& o) {
+  PostgresClusterOptions options;
+  GRANARY_ASSIGN_OR_RETURN(
+      options.conninfo, storage::ResolveConninfo(o.postgres, o.postgres_file));
+  options.cluster_id = o.cluster_id;
+  options.dead_retention = o.dead_retention;
+  options.wait = o.join_timeout;
+  return MakePostgresClusterProvider(options);
+}
+
 absl::StatusOr<std::unique_ptr<ClusterProvider>> DevCluster(
     const SiloHostOptions& o) {
   return MakeDevClusterProvider(o.cluster, o.primary);
@@ -62,9 +114,16 @@ Providers DefaultProviders() {
   Providers p;
   p.storage["rocksdb"] = OpenRocksDb;
   p.storage["memory"] = InMemory;
+  p.storage["postgres"] = OpenPostgresStores;
   p.cluster["local"] = DevCluster;
   p.cluster["dev"] = DevCluster;
+  p.cluster["postgres"] = PostgresClusterFactory;
   return p;
+}
+
+std::string EffectiveStorage(const SiloHostOptions& o) {
+  if (!o.storage.empty()) return o.storage;
+  return o.cluster == "postgres" ? "postgres" : "rocksdb";
 }
 
 absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
@@ -91,9 +150,9 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
     return absl::InvalidArgumentError(
         "--min_reminder_period must be at least 1ms and finite");
   }
-  for (const auto& [name, value] : {std::pair{"--gateway", &o.gateway},
-                                    std::pair{"--silo", &o.silo},
-                                    std::pair{"--http", &o.http}}) {
+  for (const auto& [name, value] :
+       {std::pair{"--gateway", &o.gateway}, std::pair{"--silo", &o.silo},
+        std::pair{"--http", &o.http}}) {
     if (!IsHostPort(*value)) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, "='", *value, "' is not HOST:PORT"));
@@ -109,14 +168,50 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         "dashboard without authentication, so pass --http_allow_remote to "
         "expose it"));
   }
-  if (!o.providers.storage.contains(o.storage)) {
-    return absl::InvalidArgumentError("--storage must be rocksdb or memory");
+  const std::string storage = EffectiveStorage(o);
+  if (!o.providers.storage.contains(storage)) {
+    return absl::InvalidArgumentError(
+        "--storage must be rocksdb, memory or postgres");
   }
   if (o.durability != "sync" && o.durability != "async") {
     return absl::InvalidArgumentError("--durability must be sync or async");
   }
   if (!o.providers.cluster.contains(o.cluster)) {
-    return absl::InvalidArgumentError("--cluster must be local or dev");
+    return absl::InvalidArgumentError(
+        "--cluster must be local, dev or postgres");
+  }
+  if (o.cluster == "postgres" &&
+      (storage == "rocksdb" || storage == "memory")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--storage=", storage,
+        " keeps grain state and reminders on this "
+        "silo alone, where the other silos of a --cluster=postgres cluster "
+        "cannot reach them (and where they die with it); use "
+        "--storage=postgres, the default with --cluster=postgres"));
+  }
+  if (o.cluster == "postgres" && !o.primary.empty()) {
+    return absl::InvalidArgumentError(
+        "--primary is for --cluster=dev; a --cluster=postgres cluster has no "
+        "primary");
+  }
+  if (o.cluster == "postgres" || storage == "postgres") {
+    absl::StatusOr<std::string> conninfo =
+        storage::ResolveConninfo(o.postgres, o.postgres_file);
+    if (!conninfo.ok()) return conninfo.status();
+    GRANARY_RETURN_IF_ERROR(storage::ValidateClusterId(o.cluster_id));
+    if (o.postgres_connections < 1 || o.postgres_connections > 256) {
+      return absl::InvalidArgumentError(
+          "--postgres_connections must be in [1, 256]");
+    }
+    if (o.dead_retention < absl::Minutes(1) ||
+        o.dead_retention == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(
+          "--dead_retention must be at least 1m and finite");
+    }
+  } else if (!o.postgres.empty() || !o.postgres_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--postgres and --postgres_file need --cluster=postgres or "
+        "--storage=postgres");
   }
   if (o.cluster == "local" && !o.primary.empty()) {
     return absl::InvalidArgumentError("--primary needs --cluster=dev");

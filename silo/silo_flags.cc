@@ -10,8 +10,9 @@
 #include "absl/time/time.h"
 #include "core/log.h"
 
-ABSL_FLAG(std::string, gateway, "127.0.0.1:30000",
-          "HOST:PORT of the gateway clients connect to (port 0: any free port).");
+ABSL_FLAG(
+    std::string, gateway, "127.0.0.1:30000",
+    "HOST:PORT of the gateway clients connect to (port 0: any free port).");
 ABSL_FLAG(std::string, silo, "127.0.0.1:11111",
           "HOST:PORT of the silo-to-silo endpoint (port 0: any free port).");
 ABSL_FLAG(std::string, silo_advertise, "",
@@ -40,10 +41,11 @@ ABSL_FLAG(int32_t, max_message_bytes, 4 << 20,
 ABSL_FLAG(int32_t, max_in_flight, 16384,
           "Unfinished calls per client connection past which the gateway "
           "stops reading it (gRPC flow control then holds the client back).");
-ABSL_FLAG(std::string, storage, "rocksdb",
+ABSL_FLAG(std::string, storage, "",
           "Where grain state and reminders live: rocksdb (in --data_dir; "
-          "survives restarts "
-          "and kill -9) or memory (lost when the silo stops).");
+          "survives restarts and kill -9), memory (lost when the silo stops) "
+          "or postgres (the database of --postgres, shared by the cluster). "
+          "Default: postgres with --cluster=postgres, else rocksdb.");
 ABSL_FLAG(std::string, durability, "sync",
           "RocksDB writes: sync (an acknowledged write survives power loss) "
           "or async (survives a crash of the process, not of the machine).");
@@ -51,11 +53,30 @@ ABSL_FLAG(absl::Duration, min_reminder_period, absl::Seconds(1),
           "The shortest period a grain may give a durable reminder "
           "(e.g. 1s, 500ms, 1m).");
 ABSL_FLAG(std::string, cluster, "local",
-          "local (this silo alone) or dev (a cluster on one host: the silo "
+          "local (this silo alone), dev (a cluster on one host: the silo "
           "without --primary hosts the membership table, the others name its "
-          "--silo endpoint with --primary).");
+          "--silo endpoint with --primary) or postgres (production: the "
+          "membership table, grain state and reminders in the PostgreSQL "
+          "database of --postgres; every silo equal).");
 ABSL_FLAG(std::string, primary, "",
           "With --cluster=dev: HOST:PORT of the primary's silo endpoint.");
+ABSL_FLAG(std::string, postgres, "",
+          "With --cluster=postgres or --storage=postgres: the libpq "
+          "connection string or URI of the database. It may hold a password: "
+          "prefer --postgres_file or the GRANARY_POSTGRES environment "
+          "variable, which are used when this flag is empty. Never logged "
+          "with its password.");
+ABSL_FLAG(std::string, postgres_file, "",
+          "A file holding the PostgreSQL connection string (for secrets).");
+ABSL_FLAG(std::string, cluster_id, "default",
+          "The cluster's name in the database: clusters with other names "
+          "share it without seeing each other (letters, digits, - _ .).");
+ABSL_FLAG(int32_t, postgres_connections, 4,
+          "PostgreSQL connections for grain state and reminders: statements "
+          "in flight at once (the membership table has two of its own).");
+ABSL_FLAG(absl::Duration, dead_retention, absl::Hours(24),
+          "Rows of dead silos older than this are deleted from the "
+          "membership table.");
 ABSL_FLAG(absl::Duration, probe_interval, absl::Seconds(1),
           "How often a silo probes the silos after it on the ring.");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Milliseconds(500),
@@ -66,8 +87,8 @@ ABSL_FLAG(int32_t, votes_to_kill, 2,
           "Fresh votes that declare a silo dead (fewer when fewer silos are "
           "alive to vote).");
 ABSL_FLAG(absl::Duration, join_timeout, absl::Seconds(30),
-          "How long to keep trying to join the cluster (reach the primary) "
-          "before giving up.");
+          "How long to keep trying to join the cluster (reach the primary, "
+          "or the PostgreSQL server) before giving up.");
 ABSL_FLAG(bool, unsafe_disable_lease_for_testing, false,
           "FOR TESTS ONLY: breaks the cluster's single-activation guarantee. "
           "This silo runs grain code without a membership lease, so when cut "
@@ -137,6 +158,11 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.min_reminder_period = absl::GetFlag(FLAGS_min_reminder_period);
   o.cluster = absl::GetFlag(FLAGS_cluster);
   o.primary = absl::GetFlag(FLAGS_primary);
+  o.postgres = absl::GetFlag(FLAGS_postgres);
+  o.postgres_file = absl::GetFlag(FLAGS_postgres_file);
+  o.cluster_id = absl::GetFlag(FLAGS_cluster_id);
+  o.postgres_connections = absl::GetFlag(FLAGS_postgres_connections);
+  o.dead_retention = absl::GetFlag(FLAGS_dead_retention);
   o.probe_interval = absl::GetFlag(FLAGS_probe_interval);
   o.probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
   o.missed_probes = absl::GetFlag(FLAGS_missed_probes);

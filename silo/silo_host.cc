@@ -22,6 +22,7 @@
 #include "silo/cluster/grpc_transport.h"
 #include "silo/cluster/membership_agent.h"
 #include "silo/cluster/membership_service.h"
+#include "silo/cluster/reminder_remote.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/gateway/gateway_service.h"
 #include "silo/runtime/reminder_service.h"
@@ -49,6 +50,9 @@ struct SiloHost::Parts {
   std::unique_ptr<GrpcTransport> transport;
   std::unique_ptr<directory::DirectoryClient> directory;
   std::unique_ptr<ClusterRouter> router;
+  // Where a grain's reminder requests go when its range is another silo's
+  // (a cluster whose reminders are scheduled by range).
+  std::unique_ptr<RangeReminders> range_reminders;
   // Listeners and membership.
   std::unique_ptr<GatewayServer> gateway;
   std::unique_ptr<HttpServer> http;
@@ -137,7 +141,7 @@ absl::Status SiloHost::StartStores() {
         absl::StrCat("membership options: ", s.message()));
   }
   absl::StatusOr<StorageStores> stores =
-      options_.providers.storage.at(options_.storage)(options_);
+      options_.providers.storage.at(EffectiveStorage(options_))(options_);
   if (!stores.ok()) return stores.status();
   p.stores = *std::move(stores);
   return absl::OkStatus();
@@ -229,6 +233,18 @@ absl::Status SiloHost::StartRuntime() {
   if (ReminderKeeper* keeper = p.cluster->reminder_keeper()) {
     p.silo->reminders().SetKeeper(keeper);
   }
+  if (p.cluster->reminders_by_range()) {
+    // Each silo schedules the reminders of its range of the ring.
+    p.range_reminders =
+        std::make_unique<RangeReminders>([&p](const GrainId& grain) {
+          const std::string owner = p.partition.OwnerOf(grain);
+          return owner.substr(0, owner.rfind('@'));  // its silo endpoint
+        });
+    p.silo->reminders().SetKeeper(p.range_reminders.get());
+    p.silo->reminders().SetRanges([&p](const GrainId& grain) {
+      return p.partition.OwnerOf(grain) == p.id;
+    });
+  }
   GRANARY_RETURN_IF_ERROR(p.silo->Start());
   p.cluster->OnSiloStarted(p.silo.get());
   p.peer_gateway->set_address(p.silo_address);
@@ -296,10 +312,13 @@ absl::Status SiloHost::JoinCluster() {
 // Every membership view reaches the directory, the transport and the router.
 void SiloHost::WireCluster() {
   Parts& p = *parts_;
-  p.agent->SetViewListener([&p](const v1::MembershipView& v) {
+  const bool by_range = p.cluster->reminders_by_range();
+  p.agent->SetViewListener([&p, by_range](const v1::MembershipView& v) {
     p.partition.OnView(v);
     p.transport->OnView(v);
     p.router->OnView(v);
+    // Reminders follow the ranges.
+    if (by_range) p.silo->reminders().Rebalance();
   });
 }
 

@@ -47,8 +47,12 @@ struct Providers {
   absl::flat_hash_map<std::string, ClusterFactory> cluster;
 };
 
-// storage: rocksdb, memory; cluster: local, dev.
+// storage: rocksdb, memory, postgres; cluster: local, dev, postgres.
 Providers DefaultProviders();
+
+// The storage provider `options` names: `storage`, or its default for the
+// cluster provider.
+std::string EffectiveStorage(const SiloHostOptions& options);
 
 struct SiloHostOptions {
   // Listeners, HOST:PORT (port 0: any free port).
@@ -74,16 +78,30 @@ struct SiloHostOptions {
   // reading it.
   int max_in_flight = 16384;
   // Grain state and reminders: a name in providers.storage (rocksdb,
-  // memory).
-  std::string storage = "rocksdb";
+  // memory, postgres); empty: postgres with cluster "postgres", else
+  // rocksdb (EffectiveStorage).
+  std::string storage;
   // RocksDB writes: sync or async.
   std::string durability = "sync";
   // The shortest period of a durable reminder.
   absl::Duration min_reminder_period = absl::Seconds(1);
-  // Membership: a name in providers.cluster (local, dev), and with dev the
-  // primary's silo endpoint (empty on the primary).
+  // Membership: a name in providers.cluster (local, dev, postgres), and
+  // with dev the primary's silo endpoint (empty on the primary).
   std::string cluster = "local";
   std::string primary;
+  // PostgreSQL (cluster or storage "postgres"): the libpq connection
+  // string or URI, or a file holding it (for secrets; surrounding
+  // whitespace dropped); with neither, the environment's GRANARY_POSTGRES.
+  std::string postgres;
+  std::string postgres_file;
+  // The cluster's name in the database: clusters of other names share it
+  // without seeing each other.
+  std::string cluster_id = "default";
+  // Connections of the grain-state and reminder pool (the membership table
+  // has two of its own), and so statements in flight at once.
+  int postgres_connections = 4;
+  // Dead silos' rows older than this are deleted from the membership table.
+  absl::Duration dead_retention = absl::Hours(24);
   // Failure detection (silo/cluster/membership_agent.h).
   absl::Duration probe_interval = absl::Seconds(1);
   absl::Duration probe_timeout = absl::Milliseconds(500);

@@ -5,13 +5,14 @@
 // so every silo sees the same ordered sequence of views.
 //
 //   absl::StatusOr<v1::MembershipView> view = co_await table.Read();
-//   absl::StatusOr<int64_t> version = co_await table.Write(me, view->version());
+//   absl::StatusOr<int64_t> version = co_await table.Write(me,
+//   view->version());
 //   // ABORTED: someone else wrote first; read again and retry
 //
 // Providers: InMemoryMembershipTable (a single silo, and the primary of a
 // `dev` cluster, which serves it to the others over gRPC) and the gRPC
-// client of that service (silo/membership_client.h). Shared stores come
-// later; nothing here assumes where the table lives.
+// client of that service (silo/cluster/membership_service.h), and
+// PostgresMembershipTable (storage/postgres/, --cluster=postgres).
 //
 // Threading: every method is thread-safe. An awaiting coroutine resumes
 // inline or on a thread of the provider's, and must not block there.
@@ -39,6 +40,16 @@ class MembershipTable {
   // is not, INVALID_ARGUMENT for a malformed row or a backwards status.
   virtual Task<absl::StatusOr<int64_t>> Write(v1::Member member,
                                               int64_t expected_version) = 0;
+  // Records the heartbeat of `member` (its heartbeat_unix_ms and
+  // activations) in its row without advancing the table version, so that
+  // heartbeats do not make every silo re-read and re-ring the view. Only a
+  // live row changes (a Dead one stays Dead); NOT_FOUND when the row is
+  // not there or not live. Providers without such a write answer
+  // UNIMPLEMENTED, and the agent writes the heartbeat through Write.
+  virtual Task<absl::Status> Heartbeat(v1::Member /*member*/) {
+    co_return absl::UnimplementedError(
+        "this membership table has no heartbeat write");
+  }
 };
 
 // Limits that keep a view small enough for every silo to read (a Dead row

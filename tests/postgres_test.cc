@@ -1,11 +1,12 @@
 // The PostgreSQL providers against a real PostgreSQL server of the test's
 // own (tests/postgres_server.h): the schema's migrations, connection
-// errors, and the membership table's compare-and-swap under racing
-// writers.
+// errors, the membership table's compare-and-swap under racing writers and
+// its heartbeats, grain state, and reminders.
 #include <atomic>
 #include <barrier>
 #include <functional>
 #include <iostream>
+#include <latch>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,8 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/casts.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/detach.h"
 #include "core/status.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -23,6 +26,7 @@
 #include "storage/postgres/pg_pool.h"
 #include "storage/postgres/postgres_grain_storage.h"
 #include "storage/postgres/postgres_membership_table.h"
+#include "storage/postgres/postgres_reminder_table.h"
 #include "storage/postgres/schema.h"
 #include "tests/postgres_server.h"
 
@@ -30,12 +34,14 @@ namespace granary::storage {
 namespace {
 
 using ::granary::matchers::IsOk;
+using ::granary::matchers::IsOkAndHolds;
 using ::granary::matchers::StatusIs;
 using ::granary::testing::PostgresServer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
+using ::testing::UnorderedElementsAre;
 
 class PostgresTest : public ::granary::testing::PostgresSuite {
  protected:
@@ -498,6 +504,339 @@ TEST_F(PostgresTest, APoolThatIsStoppedOrFullRefusesWork) {
   absl::StatusOr<absl::StatusOr<int64_t>> after = pool.Run<int64_t>(one).Get();
   ASSERT_TRUE(after.ok());
   EXPECT_THAT(*after, StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// --- membership heartbeats --------------------------------------------------
+
+TEST_F(PostgresTest, AHeartbeatChangesItsRowButNotTheVersion) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  using T = PostgresMembershipTable;
+  v1::Member active = Member(1, v1::MEMBER_ACTIVE);
+  active.set_heartbeat_unix_ms(1000);
+  active.set_activations(3);
+  ASSERT_THAT(T::WriteOn(*db, "c", active, 0), IsOkAndHolds(1));
+  // Only the heartbeat and the activations of the member given count.
+  v1::Member beat = Member(1, v1::MEMBER_JOINING);
+  beat.set_heartbeat_unix_ms(2000);
+  beat.set_activations(17);
+  EXPECT_THAT(T::HeartbeatOn(*db, "c", beat), IsOk());
+  absl::StatusOr<v1::MembershipView> view = T::ReadOn(*db, "c");
+  ASSERT_THAT(view.status(), IsOk());
+  EXPECT_EQ(view->version(), 1);
+  ASSERT_EQ(view->members_size(), 1);
+  EXPECT_EQ(view->members(0).heartbeat_unix_ms(), 2000);
+  EXPECT_EQ(view->members(0).activations(), 17);
+  EXPECT_EQ(view->members(0).status(), v1::MEMBER_ACTIVE);
+
+  // The same through the pool.
+  std::unique_ptr<PgPool> pool = StartedPool();
+  ASSERT_NE(pool, nullptr);
+  PostgresMembershipTable table(pool.get(), "c");
+  beat.set_heartbeat_unix_ms(3000);
+  EXPECT_THAT(Flatten(table.Heartbeat(beat).Get()), IsOk());
+  absl::StatusOr<v1::MembershipView> seen = Flatten(table.Read().Get());
+  ASSERT_THAT(seen.status(), IsOk());
+  EXPECT_EQ(seen->version(), 1);
+  ASSERT_EQ(seen->members_size(), 1);
+  EXPECT_EQ(seen->members(0).heartbeat_unix_ms(), 3000);
+  // Writers that read version 1 before the heartbeats still write at it.
+  EXPECT_THAT(T::WriteOn(*db, "c", Member(2), 1), IsOkAndHolds(2));
+}
+
+TEST_F(PostgresTest, AHeartbeatOfADeadOrMissingMemberIsNotFound) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  using T = PostgresMembershipTable;
+  v1::Member dead = Member(1, v1::MEMBER_ACTIVE);
+  dead.set_heartbeat_unix_ms(1000);
+  ASSERT_THAT(T::WriteOn(*db, "c", dead, 0), IsOk());
+  dead.set_status(v1::MEMBER_DEAD);
+  ASSERT_THAT(T::WriteOn(*db, "c", dead, 1), IsOkAndHolds(2));
+
+  v1::Member beat = Member(1, v1::MEMBER_ACTIVE);
+  beat.set_heartbeat_unix_ms(9000);
+  EXPECT_THAT(T::HeartbeatOn(*db, "c", beat),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("not live")));
+  absl::StatusOr<v1::MembershipView> view = T::ReadOn(*db, "c");
+  ASSERT_THAT(view.status(), IsOk());
+  EXPECT_EQ(view->version(), 2);
+  ASSERT_EQ(view->members_size(), 1);
+  EXPECT_EQ(view->members(0).status(), v1::MEMBER_DEAD);
+  EXPECT_EQ(view->members(0).heartbeat_unix_ms(), 1000);
+
+  // No row: another silo, another generation, another cluster.
+  EXPECT_THAT(T::HeartbeatOn(*db, "c", Member(5)),
+              StatusIs(absl::StatusCode::kNotFound));
+  v1::Member next_generation = beat;
+  next_generation.set_generation(beat.generation() + 1);
+  EXPECT_THAT(T::HeartbeatOn(*db, "c", next_generation),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(T::HeartbeatOn(*db, "other", beat),
+              StatusIs(absl::StatusCode::kNotFound));
+  std::unique_ptr<PgPool> pool = StartedPool();
+  ASSERT_NE(pool, nullptr);
+  PostgresMembershipTable table(pool.get(), "c");
+  EXPECT_THAT(Flatten(table.Heartbeat(Member(5)).Get()),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+// A silo heartbeats with the row as it last read it, without the votes
+// cast against it since: the votes stay, whether the vote committed before
+// the heartbeat or while the heartbeat waited for the row.
+TEST_F(PostgresTest, AHeartbeatKeepsTheSuspicionsOfAConcurrentVote) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  using T = PostgresMembershipTable;
+  const v1::Member read_by_silo = Member(1, v1::MEMBER_ACTIVE);
+  ASSERT_THAT(T::WriteOn(*db, "c", read_by_silo, 0), IsOk());
+  v1::Member voted = read_by_silo;
+  v1::Suspicion* vote = voted.add_suspicions();
+  vote->set_by(absl::StrCat(Member(2).address(), "@", Member(2).generation()));
+  vote->set_at_unix_ms(500);
+  ASSERT_THAT(T::WriteOn(*db, "c", voted, 1), IsOkAndHolds(2));
+  v1::Member beat = read_by_silo;
+  beat.set_heartbeat_unix_ms(5000);
+  EXPECT_THAT(T::HeartbeatOn(*db, "c", beat), IsOk());
+  absl::StatusOr<v1::MembershipView> view = T::ReadOn(*db, "c");
+  ASSERT_THAT(view.status(), IsOk());
+  EXPECT_EQ(view->version(), 2);
+  ASSERT_EQ(view->members_size(), 1);
+  EXPECT_EQ(view->members(0).heartbeat_unix_ms(), 5000);
+  ASSERT_EQ(view->members(0).suspicions_size(), 1);
+  EXPECT_EQ(view->members(0).suspicions(0).by(), vote->by());
+
+  // A second vote holds the row, uncommitted, while a heartbeat comes.
+  std::unique_ptr<PgConnection> voter = Connect();
+  ASSERT_NE(voter, nullptr);
+  v1::Member voted_twice = voted;
+  voted_twice.add_suspicions()->set_by("127.0.0.1:11003@1003");
+  ASSERT_THAT(voter->Exec("BEGIN").status(), IsOk());
+  ASSERT_THAT(voter
+                  ->Exec("UPDATE granary_members SET member = $1 "
+                         "WHERE cluster_id = 'c' AND address = $2",
+                         {PgParam::Bytes(voted_twice.SerializeAsString()),
+                          voted_twice.address()})
+                  .status(),
+              IsOk());
+  beat.set_heartbeat_unix_ms(6000);
+  absl::Status beaten = absl::UnknownError("not run");
+  std::thread heartbeat([&] {
+    std::unique_ptr<PgConnection> silo = Connect();
+    if (silo != nullptr) beaten = T::HeartbeatOn(*silo, "c", beat);
+  });
+  // The heartbeat waits for the voter's row lock (watched, not slept on).
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  int64_t waiting = 0;
+  while (waiting == 0 && absl::Now() < give_up) {
+    absl::StatusOr<PgResult> locks = db->Exec(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a "
+        "ON a.pid = l.pid WHERE NOT l.granted "
+        "AND a.datname = current_database()");
+    if (!locks.ok()) {
+      ADD_FAILURE() << locks.status();
+      break;
+    }
+    waiting = locks->Int64(0, 0);
+    if (waiting == 0) std::this_thread::yield();
+  }
+  EXPECT_GT(waiting, 0) << "the heartbeat never waited for the row";
+  EXPECT_THAT(voter->Exec("COMMIT").status(), IsOk());
+  heartbeat.join();
+  EXPECT_THAT(beaten, IsOk());
+  view = T::ReadOn(*db, "c");
+  ASSERT_THAT(view.status(), IsOk());
+  ASSERT_EQ(view->members_size(), 1);
+  EXPECT_EQ(view->members(0).heartbeat_unix_ms(), 6000);
+  EXPECT_EQ(view->members(0).suspicions_size(), 2);
+}
+
+// --- reminders ---------------------------------------------------------------
+
+constexpr char kAlarm[] = "granary.examples.Alarm";
+
+ReminderRow Reminder(std::string key, std::string name, int64_t start_us,
+                     int64_t period_us) {
+  return ReminderRow{GrainId(kAlarm, std::move(key)), std::move(name),
+                     absl::FromUnixMicros(start_us),
+                     absl::Microseconds(period_us)};
+}
+// "type/key name start_us period_us": rows as the assertions compare them.
+std::string Describe(const ReminderRow& r) {
+  return absl::StrCat(r.grain.ToString(), " ", r.name, " ",
+                      absl::ToUnixMicros(r.start), " ",
+                      absl::ToInt64Microseconds(r.period));
+}
+std::vector<std::string> Described(
+    const absl::StatusOr<std::vector<ReminderRow>>& rows) {
+  EXPECT_THAT(rows.status(), IsOk());
+  std::vector<std::string> out;
+  if (rows.ok()) {
+    for (const ReminderRow& r : *rows) out.push_back(Describe(r));
+  }
+  return out;
+}
+std::vector<std::string> ReadAllNow(ReminderTable& table) {
+  return Described(Flatten(table.ReadAll().Get()));
+}
+
+TEST_F(PostgresTest, RemindersAreUpsertedReplacedAndRemovedExactly) {
+  ASSERT_NE(Migrated(), nullptr);
+  std::unique_ptr<PgPool> pool = StartedPool();
+  ASSERT_NE(pool, nullptr);
+  PostgresReminderTable table(pool.get(), "c");
+  auto upsert = [&](ReminderRow row) {
+    return Flatten(table.Upsert(std::move(row)).Get());
+  };
+  auto remove = [&](std::string key, std::string name) {
+    return Flatten(
+        table.Remove(GrainId(kAlarm, std::move(key)), std::move(name)).Get());
+  };
+  // Microseconds survive, before the epoch too.
+  ASSERT_THAT(upsert(Reminder("wake", "tick", 1700000000123457, 1500001)),
+              IsOk());
+  ASSERT_THAT(upsert(Reminder("wake", "tock", -5, 1)), IsOk());
+  ASSERT_THAT(upsert(Reminder("snooze", "tick", 7, 60000000)), IsOk());
+  EXPECT_THAT(ReadAllNow(table),
+              UnorderedElementsAre(
+                  absl::StrCat(kAlarm, "/wake tick 1700000000123457 1500001"),
+                  absl::StrCat(kAlarm, "/wake tock -5 1"),
+                  absl::StrCat(kAlarm, "/snooze tick 7 60000000")));
+  // The same grain and name: replaced.
+  ASSERT_THAT(upsert(Reminder("wake", "tick", 42, 3)), IsOk());
+  EXPECT_THAT(
+      ReadAllNow(table),
+      UnorderedElementsAre(absl::StrCat(kAlarm, "/wake tick 42 3"),
+                           absl::StrCat(kAlarm, "/wake tock -5 1"),
+                           absl::StrCat(kAlarm, "/snooze tick 7 60000000")));
+  EXPECT_THAT(remove("wake", "tock"), IsOk());
+  EXPECT_THAT(remove("wake", "tock"), IsOk());  // gone already
+  EXPECT_THAT(remove("never", "tick"), IsOk());
+  // A NUL byte cannot reach PostgreSQL in a text parameter: refused, and a
+  // remove must not cut "wake\0x" to "wake" and hit that grain's row.
+  EXPECT_THAT(upsert(Reminder(std::string("wake\0x", 6), "tick", 1, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("NUL")));
+  EXPECT_THAT(remove(std::string("wake\0x", 6), "tick"), IsOk());
+  EXPECT_THAT(
+      ReadAllNow(table),
+      UnorderedElementsAre(absl::StrCat(kAlarm, "/wake tick 42 3"),
+                           absl::StrCat(kAlarm, "/snooze tick 7 60000000")));
+}
+
+TEST_F(PostgresTest, RemindersOfTwoClustersInOneDatabaseAreApart) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  using R = PostgresReminderTable;
+  ASSERT_THAT(R::UpsertOn(*db, "c1", Reminder("wake", "tick", 1, 10), 0),
+              IsOk());
+  ASSERT_THAT(R::UpsertOn(*db, "c2", Reminder("wake", "tick", 2, 20), 0),
+              IsOk());
+  ASSERT_THAT(R::UpsertOn(*db, "c2", Reminder("other", "tick", 3, 30), 0),
+              IsOk());
+  EXPECT_THAT(Described(R::ReadAllOn(*db, "c1")),
+              ElementsAre(absl::StrCat(kAlarm, "/wake tick 1 10")));
+  ASSERT_THAT(R::RemoveOn(*db, "c1", GrainId(kAlarm, "wake"), "tick"), IsOk());
+  EXPECT_THAT(Described(R::ReadAllOn(*db, "c1")), IsEmpty());
+  EXPECT_THAT(Described(R::ReadAllOn(*db, "c2")),
+              UnorderedElementsAre(absl::StrCat(kAlarm, "/wake tick 2 20"),
+                                   absl::StrCat(kAlarm, "/other tick 3 30")));
+}
+
+TEST_F(PostgresTest, AReminderRowThatDoesNotDecodeIsSkippedByReadAll) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  using R = PostgresReminderTable;
+  ASSERT_THAT(R::UpsertOn(*db, "c", Reminder("a", "tick", 1, 1), 0), IsOk());
+  ASSERT_THAT(R::UpsertOn(*db, "c", Reminder("b", "tick", 2, 2), 0), IsOk());
+  // Rows no silo wrote: an empty key, a key past kMaxGrainKeyBytes, no type.
+  ASSERT_THAT(
+      db->Exec("INSERT INTO granary_reminders (cluster_id, grain_type, "
+               "grain_key, name, grain_hash, start_us, period_us) VALUES "
+               "('c', $1, '', 'tick', 0, 1, 1), "
+               "('c', $1, repeat('k', $2::int), 'tick', 0, 1, 1), "
+               "('c', '', 'c', 'tick', 0, 1, 1)",
+               {kAlarm, absl::StrCat(kMaxGrainKeyBytes + 1)})
+          .status(),
+      IsOk());
+  EXPECT_THAT(Described(R::ReadAllOn(*db, "c")),
+              UnorderedElementsAre(absl::StrCat(kAlarm, "/a tick 1 1"),
+                                   absl::StrCat(kAlarm, "/b tick 2 2")));
+  std::unique_ptr<PgPool> pool = StartedPool();
+  ASSERT_NE(pool, nullptr);
+  PostgresReminderTable table(pool.get(), "c");
+  EXPECT_EQ(ReadAllNow(table).size(), 2u);
+}
+
+TEST_F(PostgresTest, TheGrainHashColumnHoldsWhatTheHashFunctionGave) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  std::unique_ptr<PgPool> pool = StartedPool();
+  ASSERT_NE(pool, nullptr);
+  // A uint64 ring position past INT64_MAX is stored bit-cast, negative.
+  const int64_t high = absl::bit_cast<int64_t>(uint64_t{0xFEDCBA9876543210});
+  PostgresReminderTable hashed(pool.get(), "hashed", [high](const GrainId& id) {
+    return id.key() == "a" ? high : int64_t{42};
+  });
+  PostgresReminderTable unhashed(pool.get(), "unhashed");
+  ASSERT_THAT(Flatten(hashed.Upsert(Reminder("a", "tick", 1, 1)).Get()),
+              IsOk());
+  ASSERT_THAT(Flatten(hashed.Upsert(Reminder("b", "tick", 1, 1)).Get()),
+              IsOk());
+  ASSERT_THAT(Flatten(unhashed.Upsert(Reminder("a", "tick", 1, 1)).Get()),
+              IsOk());
+  absl::StatusOr<PgResult> r = db->Exec(
+      "SELECT cluster_id, grain_key, grain_hash FROM granary_reminders "
+      "ORDER BY cluster_id, grain_key");
+  ASSERT_THAT(r.status(), IsOk());
+  ASSERT_EQ(r->rows(), 3);
+  EXPECT_EQ(r->Text(0, 1), "a");
+  EXPECT_EQ(r->Int64(0, 2), high);
+  EXPECT_EQ(r->Text(1, 1), "b");
+  EXPECT_EQ(r->Int64(1, 2), 42);
+  EXPECT_EQ(r->Text(2, 0), "unhashed");
+  EXPECT_EQ(r->Int64(2, 2), 0);
+}
+
+// Upserts and removes started one after another, none awaited, complete in
+// that order and leave the last one's outcome, though the pool has four
+// connections.
+TEST_F(PostgresTest, ReminderWritesStartedBackToBackCompleteInOrder) {
+  ASSERT_NE(Migrated(), nullptr);
+  std::unique_ptr<PgPool> pool = StartedPool();
+  ASSERT_NE(pool, nullptr);
+  PostgresReminderTable table(pool.get(), "c");
+  constexpr int kRounds = 40;
+  std::latch all_done(3 * kRounds);
+  std::mutex mu;
+  std::vector<int> completed;  // write numbers, in completion order
+  std::atomic<int> failed{0};
+  auto record = [&](int n) {
+    return [&, n](absl::StatusOr<absl::Status> s) {
+      if (!Flatten(std::move(s)).ok()) failed.fetch_add(1);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        completed.push_back(n);
+      }
+      all_done.count_down();
+    };
+  };
+  for (int round = 0; round < kRounds; ++round) {
+    Detach(table.Upsert(Reminder("wake", "tick", round, 1)), record(3 * round));
+    Detach(table.Remove(GrainId(kAlarm, "wake"), "tick"),
+           record(3 * round + 1));
+    Detach(table.Upsert(Reminder("wake", "tock", round, 1)),
+           record(3 * round + 2));
+  }
+  all_done.wait();
+  EXPECT_EQ(failed.load(), 0);
+  std::vector<int> expected(3 * kRounds);
+  for (int i = 0; i < 3 * kRounds; ++i) expected[i] = i;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(completed, expected);
+  }
+  EXPECT_THAT(ReadAllNow(table), ElementsAre(absl::StrCat(kAlarm, "/wake tock ",
+                                                          kRounds - 1, " 1")));
 }
 
 }  // namespace

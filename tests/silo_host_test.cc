@@ -1,6 +1,8 @@
 // SiloHost (silo/silo_host.h) in one process: a silo for the example grains
 // built from options alone, a dev cluster of two hosts that share grains,
 // and options that are refused.
+#include "silo/silo_host.h"
+
 #include <memory>
 #include <string>
 
@@ -12,17 +14,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/runtime/silo.h"
-#include "silo/silo_host.h"
 
 namespace granary::testing {
 namespace {
 
-using ::granary::matchers::IsOk;
-using ::granary::matchers::StatusIs;
-using ::testing::HasSubstr;
 using examples::AddRequest;
 using examples::CounterRef;
 using examples::GetRequest;
+using ::granary::matchers::IsOk;
+using ::granary::matchers::StatusIs;
+using ::testing::HasSubstr;
 
 silo::SiloHostOptions AnyPorts() {
   silo::SiloHostOptions o;
@@ -127,10 +128,73 @@ TEST(SiloHostTest, BadOptionsAreRefusedNamingTheFlag) {
       {[](auto& o) { o.turn_budget = 0; }, "--turn_budget"},
       {[](auto& o) { o.http = "10.1.2.3:0"; }, "--http_allow_remote"},
       {[](auto& o) { o.durability = "maybe"; }, "--durability"},
-      {[](auto& o) { o.join_timeout = absl::ZeroDuration(); }, "--join_timeout"},
+      {[](auto& o) { o.join_timeout = absl::ZeroDuration(); },
+       "--join_timeout"},
       {[](auto& o) { o.silo_advertise = "host:0"; }, "--silo_advertise"},
       {[](auto& o) { o.min_reminder_period = absl::ZeroDuration(); },
        "--min_reminder_period"},
+      // The production cluster's options, checked before any connection.
+      {[](auto& o) {
+         o.cluster = "postgres";
+         o.postgres = "host=127.0.0.1 port=1";
+         o.storage = "rocksdb";
+       },
+       "--storage=rocksdb keeps grain state"},
+      {[](auto& o) {
+         o.cluster = "postgres";
+         o.postgres = "host=127.0.0.1 port=1";
+         o.storage = "memory";
+       },
+       "use --storage=postgres"},
+      {[](auto& o) {
+         o.cluster = "postgres";
+         o.postgres = "host=127.0.0.1 port=1";
+         o.storage = "";
+         o.primary = "127.0.0.1:2";
+       },
+       "--primary is for --cluster=dev"},
+      {[](auto& o) {
+         o.cluster = "postgres";
+         o.postgres = "host=127.0.0.1 port=1";
+         o.storage = "";
+         o.cluster_id = "a b";
+       },
+       "--cluster_id"},
+      {[](auto& o) {
+         o.cluster = "postgres";
+         o.postgres = "host=127.0.0.1 port=1";
+         o.storage = "";
+         o.postgres_connections = 0;
+       },
+       "--postgres_connections"},
+      {[](auto& o) {
+         o.cluster = "postgres";
+         o.postgres = "host=127.0.0.1 port=1";
+         o.storage = "";
+         o.dead_retention = absl::Seconds(1);
+       },
+       "--dead_retention"},
+      {[](auto& o) {
+         o.cluster = "postgres";
+         o.storage = "";
+         o.postgres = "host='unterminated";
+       },
+       "PostgreSQL"},
+      {[](auto& o) {
+         o.cluster = "postgres";
+         o.storage = "";
+         o.postgres_file = "/nonexistent/granary-conninfo";
+       },
+       "--postgres_file"},
+      {[](auto& o) {
+         o.cluster = "postgres";
+         o.storage = "";
+         o.postgres = "host=127.0.0.1";
+         o.postgres_file = "/etc/hostname";
+       },
+       "not both"},
+      {[](auto& o) { o.postgres = "host=127.0.0.1"; },
+       "--postgres and --postgres_file need"},
   };
   for (const Case& c : cases) {
     silo::SiloHostOptions o = AnyPorts();
@@ -155,8 +219,8 @@ TEST(SiloHostTest, AProviderOfYourOwnIsOneEntryInTheOptions) {
   EXPECT_EQ(opened, 1);
   // A provider that fails stops the start with its error.
   silo::SiloHostOptions broken = AnyPorts();
-  broken.providers.storage["broken"] = [](const silo::SiloHostOptions&)
-      -> absl::StatusOr<silo::StorageStores> {
+  broken.providers.storage["broken"] =
+      [](const silo::SiloHostOptions&) -> absl::StatusOr<silo::StorageStores> {
     return absl::DataLossError("disk on fire");
   };
   broken.storage = "broken";

@@ -51,6 +51,11 @@ class ClusterProvider {
   }
   // The silo that keeps this silo's reminders, when not this one.
   virtual ReminderKeeper* reminder_keeper() { return nullptr; }
+  // True when the reminder table is shared and each silo schedules the
+  // reminders of its own range of the directory ring (the host wires
+  // ReminderService::SetRanges); the provider then serves
+  // granary.v1.Reminders on the silo endpoint.
+  virtual bool reminders_by_range() const { return false; }
   // Registers what this silo serves to the others on its silo endpoint
   // (`local`: its own grain storage). Called once, before the endpoint
   // starts; what it registers must outlive the endpoint.

@@ -109,7 +109,8 @@ Task<absl::Status> MembershipAgent::Update(
       }
     }
     if (!found) {
-      if (id != id_) co_return absl::NotFoundError(absl::StrCat("no member ", id));
+      if (id != id_)
+        co_return absl::NotFoundError(absl::StrCat("no member ", id));
       row = self_;
     }
     if (!mutate(&row)) co_return absl::OkStatus();  // nothing to change
@@ -168,8 +169,8 @@ Task<absl::Status> MembershipAgent::JoinAsync(absl::Duration timeout) {
       co_await pause.Until(Now() + absl::Milliseconds(200));
     }
     if (!s.ok()) {
-      co_return absl::Status(s.code(), absl::StrCat("joining the cluster: ",
-                                                    s.message()));
+      co_return absl::Status(
+          s.code(), absl::StrCat("joining the cluster: ", s.message()));
     }
   }
   last_heartbeat_ = Now();
@@ -316,12 +317,25 @@ Task<bool> MembershipAgent::Round() {
   if (Now() - last_heartbeat_ >= options_.heartbeat_period) {
     last_heartbeat_ = Now();
     const int64_t now_ms = absl::ToUnixMillis(Now());
-    (void)co_await Update(id_, [&](v1::Member* row) {
-      if (!IsLive(*row)) return false;
-      row->set_heartbeat_unix_ms(now_ms);
-      if (activations_) row->set_activations(activations_());
-      return true;
-    });
+    absl::Status beat = absl::UnimplementedError("");
+    if (heartbeat_write_) {
+      // A write of the row alone: the version stays, so nobody re-rings.
+      v1::Member me = self_;
+      me.set_heartbeat_unix_ms(now_ms);
+      if (activations_) me.set_activations(activations_());
+      beat = co_await table_->Heartbeat(std::move(me));
+      if (beat.code() == absl::StatusCode::kUnimplemented) {
+        heartbeat_write_ = false;
+      }
+    }
+    if (beat.code() == absl::StatusCode::kUnimplemented) {
+      (void)co_await Update(id_, [&](v1::Member* row) {
+        if (!IsLive(*row)) return false;
+        row->set_heartbeat_unix_ms(now_ms);
+        if (activations_) row->set_activations(activations_());
+        return true;
+      });
+    }
   }
   co_await ProbeRound();
   co_return true;
@@ -376,8 +390,8 @@ Task<bool> MembershipAgent::Probe(const v1::Member& target) {
   absl::StatusOr<v1::ProbeReply> reply =
       co_await FromCallback<absl::StatusOr<v1::ProbeReply>>(
           [&](std::function<void(absl::StatusOr<v1::ProbeReply>)> done) {
-            transport_->Probe(target.address(), request,
-                              options_.probe_timeout, std::move(done));
+            transport_->Probe(target.address(), request, options_.probe_timeout,
+                              std::move(done));
           });
   // Another generation answering on that address means this one is gone.
   co_return reply.ok() && reply->id() == storage::MemberId(target);
@@ -461,8 +475,8 @@ void MembershipAgent::Leave() {
   }
   absl::Status s = Wait(WriteSelf(v1::MEMBER_DEAD));
   if (!s.ok()) {
-    GRANARY_LOG(kWarning) << "silo=" << id_ << " could not mark itself dead: "
-                          << s;
+    GRANARY_LOG(kWarning) << "silo=" << id_
+                          << " could not mark itself dead: " << s;
   }
   timers_.Stop();
 }

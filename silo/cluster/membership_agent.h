@@ -175,6 +175,9 @@ class MembershipAgent {
   // The rounds' coroutine only (one step at a time).
   std::map<std::string, int> misses_;
   absl::Time last_heartbeat_ = absl::InfinitePast();
+  // The table has a heartbeat write that keeps the version (until it
+  // answers UNIMPLEMENTED).
+  bool heartbeat_write_ = true;
 
   std::atomic<uint64_t> probes_missed_{0};
   std::atomic<uint64_t> votes_cast_{0};

@@ -39,8 +39,7 @@ absl::StatusOr<GrainId> ReminderPeerService::ToGrain(const std::string& type,
   const InterfaceInfo* iface = (*silo)->FindInterface(type);
   if (iface == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "reminder request for unknown grain type '", type.substr(0, 256),
-        "'"));
+        "reminder request for unknown grain type '", type.substr(0, 256), "'"));
   }
   if (absl::Status valid = ValidateGrainKey(key); !valid.ok()) return valid;
   return GrainId(iface->type_name, key);
@@ -55,18 +54,19 @@ grpc::ServerUnaryReactor* ReminderPeerService::Register(
       ToGrain(request->type(), request->key(), &silo);
   if (!grain.ok()) return Refuse(context, grain.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  Detach(silo->reminders().Register(*std::move(grain), request->name(),
-                                    absl::Microseconds(request->due_us()),
-                                    absl::Microseconds(request->period_us())),
-         [reactor, reply](absl::StatusOr<absl::StatusOr<absl::Time>> r) {
-           absl::StatusOr<absl::Time> first_tick = Flatten(std::move(r));
-           if (!first_tick.ok()) {
-             reactor->Finish(rpc::ToGrpc(first_tick.status()));
-             return;
-           }
-           reply->set_first_tick_unix_us(absl::ToUnixMicros(*first_tick));
-           reactor->Finish(grpc::Status::OK);
-         });
+  Detach(
+      silo->reminders().RegisterHere(*std::move(grain), request->name(),
+                                     absl::Microseconds(request->due_us()),
+                                     absl::Microseconds(request->period_us())),
+      [reactor, reply](absl::StatusOr<absl::StatusOr<absl::Time>> r) {
+        absl::StatusOr<absl::Time> first_tick = Flatten(std::move(r));
+        if (!first_tick.ok()) {
+          reactor->Finish(rpc::ToGrpc(first_tick.status()));
+          return;
+        }
+        reply->set_first_tick_unix_us(absl::ToUnixMicros(*first_tick));
+        reactor->Finish(grpc::Status::OK);
+      });
   return reactor;
 }
 
@@ -80,12 +80,12 @@ grpc::ServerUnaryReactor* ReminderPeerService::Unregister(
   if (!grain.ok()) return Refuse(context, grain.status());
   if (request->name().empty() ||
       request->name().size() > kMaxReminderNameBytes) {
-    return Refuse(context, absl::InvalidArgumentError(absl::StrCat(
-                               "a reminder name has 1 to ",
-                               kMaxReminderNameBytes, " bytes")));
+    return Refuse(context, absl::InvalidArgumentError(
+                               absl::StrCat("a reminder name has 1 to ",
+                                            kMaxReminderNameBytes, " bytes")));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  Detach(silo->reminders().Unregister(*std::move(grain), request->name()),
+  Detach(silo->reminders().UnregisterHere(*std::move(grain), request->name()),
          [reactor, reply](absl::StatusOr<absl::StatusOr<bool>> r) {
            absl::StatusOr<bool> existed = Flatten(std::move(r));
            if (!existed.ok()) {
@@ -111,6 +111,41 @@ grpc::ServerUnaryReactor* ReminderPeerService::List(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+absl::StatusOr<ReminderKeeper*> RangeReminders::To(const GrainId& grain) {
+  const std::string owner = owner_(grain);
+  if (owner.empty()) {
+    return absl::UnavailableError(absl::StrCat("no silo owns the reminders of ",
+                                               grain.ToString(), " yet"));
+  }
+  MutexLock lock(&mu_);
+  std::unique_ptr<ReminderKeeper>& peer = peers_[owner];
+  if (peer == nullptr) peer = std::make_unique<RemoteReminders>(owner);
+  return peer.get();
+}
+
+Task<absl::StatusOr<absl::Time>> RangeReminders::Register(
+    GrainId grain, std::string name, absl::Duration due,
+    absl::Duration period) {
+  absl::StatusOr<ReminderKeeper*> to = To(grain);
+  if (!to.ok()) co_return to.status();
+  co_return co_await (*to)->Register(std::move(grain), std::move(name), due,
+                                     period);
+}
+
+Task<absl::StatusOr<bool>> RangeReminders::Unregister(GrainId grain,
+                                                      std::string name) {
+  absl::StatusOr<ReminderKeeper*> to = To(grain);
+  if (!to.ok()) co_return to.status();
+  co_return co_await (*to)->Unregister(std::move(grain), std::move(name));
+}
+
+Task<absl::StatusOr<std::vector<ReminderTick>>> RangeReminders::List(
+    GrainId grain) {
+  absl::StatusOr<ReminderKeeper*> to = To(grain);
+  if (!to.ok()) co_return to.status();
+  co_return co_await (*to)->List(std::move(grain));
 }
 
 RemoteReminders::RemoteReminders(const std::string& primary,

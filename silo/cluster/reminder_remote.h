@@ -27,9 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/grain_id.h"
+#include "core/sync.h"
 #include "granary/v1/reminders.grpc.pb.h"
 #include "silo/runtime/reminder_service.h"
 
@@ -44,10 +46,9 @@ class ReminderPeerService final : public v1::Reminders::CallbackService {
   // answered UNAVAILABLE. Grain types are those the silo hosts.
   void Attach(Silo* silo) { silo_.store(silo, std::memory_order_release); }
 
-  grpc::ServerUnaryReactor* Register(
-      grpc::CallbackServerContext* context,
-      const v1::RegisterReminderRequest* request,
-      v1::RegisterReminderReply* reply) override;
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
+                                     const v1::RegisterReminderRequest* request,
+                                     v1::RegisterReminderReply* reply) override;
   grpc::ServerUnaryReactor* Unregister(
       grpc::CallbackServerContext* context,
       const v1::UnregisterReminderRequest* request,
@@ -63,6 +64,32 @@ class ReminderPeerService final : public v1::Reminders::CallbackService {
                                   const std::string& key, Silo** silo) const;
 
   std::atomic<Silo*> silo_{nullptr};
+};
+
+// A production cluster's keeper (--cluster=postgres): each request goes to
+// the silo that owns the grain's range, `owner(grain)` (its silo endpoint,
+// HOST:PORT; empty when no silo is Active), which runs it on its own
+// schedule. One RemoteReminders per owner, kept while the process runs
+// (a cluster has few silos).
+class RangeReminders final : public ReminderKeeper {
+ public:
+  explicit RangeReminders(std::function<std::string(const GrainId&)> owner)
+      : owner_(std::move(owner)) {}
+  Task<absl::StatusOr<absl::Time>> Register(GrainId grain, std::string name,
+                                            absl::Duration due,
+                                            absl::Duration period) override;
+  Task<absl::StatusOr<bool>> Unregister(GrainId grain,
+                                        std::string name) override;
+  Task<absl::StatusOr<std::vector<ReminderTick>>> List(GrainId grain) override;
+
+ private:
+  // The owner's keeper, or UNAVAILABLE when the range has none yet.
+  absl::StatusOr<ReminderKeeper*> To(const GrainId& grain);
+
+  const std::function<std::string(const GrainId&)> owner_;
+  Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<ReminderKeeper>> peers_
+      ABSL_GUARDED_BY(mu_);
 };
 
 class RemoteReminders final : public ReminderKeeper {

@@ -60,8 +60,8 @@ void Activation::Post(Message* m) {
 void Activation::DrainMailbox() {
   while (Message* m = mailbox_.Pop()) {
     ++popped_;
-    if (m->kind == MessageKind::kResponse || m->kind == MessageKind::kDeadline ||
-        m->kind == MessageKind::kResume) {
+    if (m->kind == MessageKind::kResponse ||
+        m->kind == MessageKind::kDeadline || m->kind == MessageKind::kResume) {
       responses_.push_back(m);
     } else {
       waiting_.push_back(m);
@@ -111,8 +111,8 @@ Message* Activation::NextMessage() {
     if (m == nullptr) return nullptr;
     ++popped_;
     if (m->kind == MessageKind::kResponse ||
-        m->kind == MessageKind::kDeadline ||
-        m->kind == MessageKind::kResume || Eligible(m)) {
+        m->kind == MessageKind::kDeadline || m->kind == MessageKind::kResume ||
+        Eligible(m)) {
       return m;
     }
     waiting_.push_back(m);
@@ -209,7 +209,8 @@ void Activation::Run() {
     Process(m);
     const int64_t end = MonoNanos();
     if (finished_ != nullptr) {  // a request finished in this turn
-      request_times.Add(finished_, static_cast<uint64_t>(end - finished_start_));
+      request_times.Add(finished_,
+                        static_cast<uint64_t>(end - finished_start_));
       finished_ = nullptr;
     }
     turn_times.Add(metrics.turn_duration,
@@ -240,9 +241,9 @@ void Activation::EndRun(bool served, int budget) {
   if (served) {
     // With the system clock the idle clock is the monotonic one, and the
     // turn's end (already read) stands in for "now": no extra clock read.
-    last_active_ns_.store(silo_->clock()->IsReal() ? turn_start_ns_
-                                                   : silo_->IdleClockNs(),
-                          std::memory_order_relaxed);
+    last_active_ns_.store(
+        silo_->clock()->IsReal() ? turn_start_ns_ : silo_->IdleClockNs(),
+        std::memory_order_relaxed);
   }
   pending_.fetch_sub(popped_, std::memory_order_seq_cst);
   popped_ = 0;
@@ -264,8 +265,7 @@ absl::Time Activation::TurnNow() {
   return now_;
 }
 
-void Activation::SlowTurn(MessageLabel label, uint32_t method,
-                          int64_t nanos) {
+void Activation::SlowTurn(MessageLabel label, uint32_t method, int64_t nanos) {
   const absl::Duration took = absl::Nanoseconds(nanos);
   silo_->metrics().slow_turns->Inc();
   const InterfaceInfo& iface = *type_->info->interface;
@@ -289,7 +289,8 @@ void Activation::SlowTurn(MessageLabel label, uint32_t method,
     default:
       what = "(lifecycle)";
   }
-  GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString()) << " method=" << what
+  GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString())
+                        << " method=" << what
                         << " turn_ms=" << absl::ToDoubleMilliseconds(took)
                         << " slow turn: held a worker longer than "
                         << absl::FormatDuration(
@@ -337,8 +338,8 @@ void Activation::StartRequest(CallBase* call) {
   if (call->deadline() != absl::InfiniteFuture() &&
       call->deadline() < TurnNow()) {
     CountFailure(call, absl::StatusCode::kDeadlineExceeded);
-    call->Fail(absl::DeadlineExceededError(absl::StrCat(
-        "request to ", id_.ToString(), " expired before it ran")));
+    call->Fail(absl::DeadlineExceededError(
+        absl::StrCat("request to ", id_.ToString(), " expired before it ran")));
     call->Release();
     return;
   }
@@ -348,8 +349,8 @@ void Activation::StartRequest(CallBase* call) {
   }
   const MethodInfo& method = type_->info->interface->methods[call->method()];
   running_.push_back(Running{call, /*is_timer=*/false,
-                             call->request_context().chain_id,
-                             method.read_only, turn_start_ns_});
+                             call->request_context().chain_id, method.read_only,
+                             turn_start_ns_});
   call->set_callee(this);
   turn_.request = call->request_context();
   try {
@@ -381,11 +382,20 @@ void Activation::StartReminderTick(CallBase* call) {
     current = silo_->reminders().IsCurrent(*tick);
   } else {
     auto noted = reminders_.find(tick->tick().name);
-    current = noted == reminders_.end() ||
-              noted->second == tick->tick().first_tick;
+    current =
+        noted == reminders_.end() || noted->second == tick->tick().first_tick;
   }
+  // Two silos may both send a due time while they disagree about who owns
+  // the reminder's range (reminder_service.h): it runs once.
+  auto last = last_ticks_.find(tick->tick().name);
+  if (current && last != last_ticks_.end() &&
+      tick->tick().current_tick <= last->second) {
+    current = false;
+  }
+  if (current) last_ticks_[tick->tick().name] = tick->tick().current_tick;
   if (!current) {
-    // Removed or replaced since it was sent: the tick is dropped.
+    // Removed or replaced since it was sent, or this due time ran already:
+    // the tick is dropped.
     if (call->TryClaim()) call->Deliver(absl::OkStatus());
     call->Release();
     return;

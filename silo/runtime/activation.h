@@ -5,7 +5,8 @@
 //
 // Lifecycle:
 //
-//   Creating --(1)--> Activating --(2)--> Active --(3)--> Deactivating --(4)--> Gone
+//   Creating --(1)--> Activating --(2)--> Active --(3)--> Deactivating --(4)-->
+//   Gone
 //                         |                                     ^
 //                         +-----------------(2')----------------+
 //
@@ -64,7 +65,12 @@ struct GrainTypeEntry {
   std::unique_ptr<TypeMetrics> metrics;
 };
 
-enum class DeactivationReason { kIdle, kRequested, kShutdown, kActivationFailed };
+enum class DeactivationReason {
+  kIdle,
+  kRequested,
+  kShutdown,
+  kActivationFailed
+};
 const char* DeactivationReasonName(DeactivationReason r);
 
 class Activation final : public Runnable, public MessageSink {
@@ -117,7 +123,7 @@ class Activation final : public Runnable, public MessageSink {
 
  private:
   struct Running {
-    Message* msg;  // the call or timer being served
+    Message* msg;   // the call or timer being served
     bool is_timer;  // msg->kind can change: a call whose deadline passed
                     // becomes a response while its method still runs
     uint64_t chain_id;
@@ -203,6 +209,8 @@ class Activation final : public Runnable, public MessageSink {
   absl::flat_hash_map<TimerId, GrainTimer*> timers_;
   TimerId next_timer_id_ = 1;
   absl::flat_hash_map<std::string, absl::Time> reminders_;  // NoteReminder
+  // The due time of the last tick of each reminder that ran here.
+  absl::flat_hash_map<std::string, absl::Time> last_ticks_;
 };
 
 }  // namespace granary::silo

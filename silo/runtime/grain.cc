@@ -77,7 +77,13 @@ Task<void> Grain::WriteState() {
       co_await StorageAwaiter<absl::StatusOr<std::string>>(
           activation_, activation_->silo()->metrics().storage_write,
           store.Write(GetGrainId(), std::move(bytes), state_etag_));
-  if (!etag.ok()) throw StatusError(etag.status());
+  if (!etag.ok()) {
+    // The state in memory is not what is stored (this write failed, or its
+    // outcome is unknown, or another writer moved the etag): the
+    // activation goes once idle, and the next call loads what is stored.
+    activation_->DeactivateOnIdle();
+    throw StatusError(etag.status());
+  }
   state_etag_ = *std::move(etag);
 }
 
@@ -89,9 +95,12 @@ Task<void> Grain::ClearState() {
   storage::GrainStorage& store = activation_->silo()->storage();
   absl::StatusOr<std::string> cleared =
       co_await StorageAwaiter<absl::StatusOr<std::string>>(
-      activation_, activation_->silo()->metrics().storage_clear,
-      store.Clear(GetGrainId(), state_etag_));
-  if (!cleared.ok()) throw StatusError(cleared.status());
+          activation_, activation_->silo()->metrics().storage_clear,
+          store.Clear(GetGrainId(), state_etag_));
+  if (!cleared.ok()) {
+    activation_->DeactivateOnIdle();  // as in WriteState
+    throw StatusError(cleared.status());
+  }
   state_->Clear();
   state_etag_ = *std::move(cleared);  // "" or the tombstone's etag
 }
@@ -109,9 +118,9 @@ Task<void> LoadGrainState(Grain* grain) {
           store.Read(id));
   if (!stored.ok()) throw StatusError(stored.status());
   if (stored->exists && !grain->state_->ParseFromString(stored->bytes)) {
-    throw StatusError(absl::DataLossError(absl::StrCat(
-        "stored state of ", id.ToString(), " does not parse as ",
-        grain->state_->GetTypeName())));
+    throw StatusError(absl::DataLossError(
+        absl::StrCat("stored state of ", id.ToString(), " does not parse as ",
+                     grain->state_->GetTypeName())));
   }
   grain->state_etag_ = stored->etag;
 }
@@ -130,9 +139,9 @@ TimerId Grain::RegisterTimer(std::function<Task<void>()> tick,
 void Grain::CancelTimer(TimerId id) { activation_->CancelTimer(id); }
 
 Task<void> Grain::ReceiveReminder(const ReminderTick& tick) {
-  throw StatusError(absl::FailedPreconditionError(absl::StrCat(
-      "grain type ", GetGrainId().type(), " registered reminder '", tick.name,
-      "' but does not override ReceiveReminder")));
+  throw StatusError(absl::FailedPreconditionError(
+      absl::StrCat("grain type ", GetGrainId().type(), " registered reminder '",
+                   tick.name, "' but does not override ReceiveReminder")));
   co_return;
 }
 

@@ -28,6 +28,20 @@ struct ReminderService::Local final : TimerEntry {
   bool in_flight = false;
   bool retired = false;
   bool failing = false;  // the last tick failed (logged once per streak)
+  uint64_t seq = 0;      // ReminderService::installs_ when installed
+};
+
+// Rebalance every `refresh_` while the service runs.
+struct ReminderService::RefreshTimer final : TimerEntry {
+  void OnTimer() override {
+    service->Rebalance();
+    MutexLock lock(&service->mu_);
+    if (service->running_) {
+      service->silo_->timers().Schedule(
+          this, service->silo_->clock()->Now() + service->refresh_);
+    }
+  }
+  ReminderService* service = nullptr;
 };
 
 void ToTickMessage(const ReminderTick& t, v1::ReminderTickMessage* m) {
@@ -82,6 +96,8 @@ ReminderService::ReminderService(Silo* silo, storage::ReminderTable* table,
     : silo_(silo), table_(table), min_period_(min_period) {}
 
 ReminderService::~ReminderService() {
+  if (refresh_timer_ != nullptr)
+    (void)silo_->timers().Cancel(refresh_timer_.get());
   MutexLock lock(&mu_);
   for (auto& [key, r] : live_) {
     (void)silo_->timers().Cancel(r);
@@ -118,8 +134,23 @@ absl::Status ReminderService::Validate(absl::string_view name,
   return absl::OkStatus();
 }
 
+void ReminderService::SetRanges(std::function<bool(const GrainId&)> owns,
+                                absl::Duration refresh) {
+  owns_ = std::move(owns);
+  refresh_ = refresh;
+  refresh_timer_ = std::make_unique<RefreshTimer>();
+  refresh_timer_->service = this;
+}
+
+bool ReminderService::Forwards(const GrainId& grain) const {
+  if (keeper_ == nullptr) return false;
+  if (!owns_) return true;
+  MutexLock lock(&mu_);
+  return !owns_(grain);
+}
+
 absl::Status ReminderService::Start() {
-  if (keeper_ != nullptr) {
+  if (keeper_ != nullptr && !owns_) {
     MutexLock lock(&mu_);
     running_ = true;
     GRANARY_LOG(kInfo) << "silo=" << silo_->name()
@@ -129,6 +160,10 @@ absl::Status ReminderService::Start() {
   // Silo::Start is synchronous (its caller's thread, never a worker's):
   // the edge where the load is awaited.
   absl::StatusOr<absl::Status> loaded = Load().Get();
+  if (loaded.ok() && loaded->ok() && refresh_timer_ != nullptr) {
+    silo_->timers().Schedule(refresh_timer_.get(),
+                             silo_->clock()->Now() + refresh_);
+  }
   return loaded.ok() ? *loaded : loaded.status();
 }
 
@@ -143,6 +178,7 @@ Task<absl::Status> ReminderService::Load() {
   MutexLock lock(&mu_);
   running_ = true;
   for (storage::ReminderRow& row : *rows) {
+    if (owns_ && !owns_(row.grain)) continue;  // another silo's range
     if (row.period <= absl::ZeroDuration()) {
       GRANARY_LOG(kError) << "grain=" << LogQuote(row.grain.ToString())
                           << " reminder=" << LogQuote(row.name)
@@ -164,6 +200,8 @@ Task<absl::Status> ReminderService::Load() {
 }
 
 void ReminderService::Stop() {
+  if (refresh_timer_ != nullptr)
+    (void)silo_->timers().Cancel(refresh_timer_.get());
   MutexLock lock(&mu_);
   running_ = false;
   for (auto& [key, r] : live_) (void)silo_->timers().Cancel(r);
@@ -187,6 +225,7 @@ void ReminderService::Install(std::unique_ptr<Local> r) {
     live_.erase(it);
   }
   Local* raw = r.release();
+  raw->seq = ++installs_;
   live_.emplace(std::move(key), raw);
   if (running_) {
     raw->due = NextDue(*raw, absl::InfinitePast());
@@ -211,9 +250,19 @@ Task<absl::StatusOr<absl::Time>> ReminderService::Register(
   if (absl::Status valid = Validate(name, due, period); !valid.ok()) {
     co_return valid;
   }
-  if (keeper_ != nullptr) {
+  if (Forwards(grain)) {
     co_return co_await keeper_->Register(std::move(grain), std::move(name), due,
                                          period);
+  }
+  co_return co_await RegisterHere(std::move(grain), std::move(name), due,
+                                  period);
+}
+
+Task<absl::StatusOr<absl::Time>> ReminderService::RegisterHere(
+    GrainId grain, std::string name, absl::Duration due,
+    absl::Duration period) {
+  if (absl::Status valid = Validate(name, due, period); !valid.ok()) {
+    co_return valid;
   }
   storage::ReminderRow row;
   row.grain = std::move(grain);
@@ -233,16 +282,23 @@ Task<absl::StatusOr<absl::Time>> ReminderService::Register(
     r->first_tick = row.start;
     r->period = row.period;
     MutexLock lock(&mu_);
-    Install(std::move(r));
+    // With ranges, the owner schedules it (a later Rebalance, if that is
+    // another silo by now).
+    if (!owns_ || owns_(r->grain)) Install(std::move(r));
   });
   co_return row.start;
 }
 
 Task<absl::StatusOr<bool>> ReminderService::Unregister(GrainId grain,
                                                        std::string name) {
-  if (keeper_ != nullptr) {
+  if (Forwards(grain)) {
     co_return co_await keeper_->Unregister(std::move(grain), std::move(name));
   }
+  co_return co_await UnregisterHere(std::move(grain), std::move(name));
+}
+
+Task<absl::StatusOr<bool>> ReminderService::UnregisterHere(GrainId grain,
+                                                           std::string name) {
   const std::shared_ptr<SiloGate> gate = silo_->gate();  // as in Register
   absl::Status removed = co_await table_->Remove(grain, name);
   if (!removed.ok()) co_return removed;
@@ -257,6 +313,75 @@ Task<absl::StatusOr<bool>> ReminderService::Unregister(GrainId grain,
     }
   });
   co_return existed;
+}
+
+void ReminderService::Rebalance() {
+  if (!owns_) return;
+  Detach(Reload(), [](absl::Status) {});
+}
+
+Task<void> ReminderService::Reload() {
+  uint64_t reload, installed_before;
+  {
+    MutexLock lock(&mu_);
+    if (!running_) co_return;
+    reload = ++reloads_;
+    installed_before = installs_;
+  }
+  // The table may answer after the silo stopped: as in Register.
+  const std::shared_ptr<SiloGate> gate = silo_->gate();
+  absl::StatusOr<std::vector<storage::ReminderRow>> rows =
+      co_await table_->ReadAll();
+  if (!rows.ok()) {
+    GRANARY_LOG(kWarning) << "silo=" << silo_->name()
+                          << " cannot read the reminders of its range: "
+                          << rows.status() << " (tried again on the next "
+                          << "view change or refresh)";
+    co_return;
+  }
+  gate->RunIfOpen([&] {
+    MutexLock lock(&mu_);
+    if (!running_ || reload != reloads_) return;  // a newer one applies
+    absl::flat_hash_set<Key> in_table;
+    int gained = 0, lost = 0;
+    for (storage::ReminderRow& row : *rows) {
+      if (!owns_(row.grain) || row.period <= absl::ZeroDuration()) continue;
+      Key key(row.grain, row.name);
+      in_table.insert(key);
+      auto it = live_.find(key);
+      if (it != live_.end() && it->second->first_tick == row.start &&
+          it->second->period == row.period) {
+        continue;  // scheduled already: its next tick stays as it is
+      }
+      auto r = std::make_unique<Local>();
+      r->service = this;
+      r->grain = std::move(row.grain);
+      r->name = std::move(row.name);
+      r->first_tick = row.start;
+      r->period = row.period;
+      Install(std::move(r));
+      ++gained;
+    }
+    for (auto it = live_.begin(); it != live_.end();) {
+      Local* r = it->second;
+      // Not ours any more, or removed from the table (unless installed
+      // after this reload read it).
+      if (!owns_(r->grain) ||
+          (!in_table.contains(it->first) && r->seq <= installed_before)) {
+        Retire(r);
+        live_.erase(it++);
+        ++lost;
+      } else {
+        ++it;
+      }
+    }
+    if (gained != 0 || lost != 0) {
+      GRANARY_LOG(kInfo) << "silo=" << silo_->name() << " reminders=+" << gained
+                         << "/-" << lost
+                         << " the range's reminders rebalanced; "
+                         << live_.size() << " scheduled here";
+    }
+  });
 }
 
 void ReminderService::Fire(Local* r) {
@@ -314,7 +439,7 @@ bool ReminderService::IsCurrent(const ReminderCall& tick) const {
 
 Task<absl::StatusOr<std::vector<ReminderTick>>> ReminderService::List(
     GrainId grain) const {
-  if (keeper_ != nullptr) co_return co_await keeper_->List(std::move(grain));
+  if (Forwards(grain)) co_return co_await keeper_->List(std::move(grain));
   co_return ListHere(grain);
 }
 

@@ -22,6 +22,18 @@
 // ticks go wherever the grain lives, like any call (as ReminderTickMessage
 // requests between silos). A silo's death therefore stops no reminder.
 //
+// In a production cluster (--cluster=postgres) the table is shared and no
+// silo is special: each silo schedules the reminders whose grain falls in
+// its range of the directory ring (SetRanges). Register, Unregister and
+// List of a grain whose range another silo owns go to that silo (the
+// keeper then forwards by range); when the view changes, Rebalance reads
+// the table again, retires what this silo no longer owns and schedules
+// what it gained, so a dead silo's reminders tick again from their new
+// owner once its death is in the view. Two silos may both believe they own
+// a range for the moment one learns a view before the other: the grain's
+// activation drops a tick whose due time is not after the last it ran
+// (silo/runtime/activation.cc), so no due time ticks twice.
+//
 // Register, Unregister and List are lazy Tasks like the table's (storage/
 // reminder_table.h): an awaiter resumes on the table's thread (or gRPC's,
 // or inline), so grain code reaches them only through the runtime, which
@@ -32,6 +44,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -122,6 +135,16 @@ class ReminderService {
   // outlive the service.
   void SetKeeper(ReminderKeeper* keeper) { keeper_ = keeper; }
   bool has_keeper() const { return keeper_ != nullptr; }
+  // Schedules only the reminders of grains `owns` says are this silo's;
+  // requests for other grains go to the keeper. `owns` is called with the
+  // service's lock held and must not call back into it. Before Start.
+  void SetRanges(std::function<bool(const GrainId&)> owns,
+                 absl::Duration refresh = absl::Seconds(30));
+  // With ranges: reads the table again (now, in the background) and
+  // schedules exactly the rows this silo owns. Called on every view
+  // change, and every `refresh` (a backstop for rows written while two
+  // silos disagreed about a range).
+  void Rebalance();
 
   // Reads every row from the table and schedules it (awaiting Load on the
   // caller's thread: never call it from a worker); fails when the table
@@ -145,6 +168,12 @@ class ReminderService {
   // Removes the reminder from the table and the schedule; whether there was
   // one.
   Task<absl::StatusOr<bool>> Unregister(GrainId grain, std::string name);
+  // The same on this silo's table and schedule, never handed to a keeper
+  // (what a silo serves to the others: silo/cluster/reminder_remote.h).
+  Task<absl::StatusOr<absl::Time>> RegisterHere(GrainId grain, std::string name,
+                                                absl::Duration due,
+                                                absl::Duration period);
+  Task<absl::StatusOr<bool>> UnregisterHere(GrainId grain, std::string name);
   // False when the reminder that sent `tick` was removed or replaced since:
   // the tick is then dropped instead of run.
   bool IsCurrent(const ReminderCall& tick) const;
@@ -164,6 +193,10 @@ class ReminderService {
   struct Local;
   using Key = std::pair<GrainId, std::string>;
 
+  struct RefreshTimer;
+  // Whether requests for `grain` go to the keeper.
+  bool Forwards(const GrainId& grain) const;
+  Task<void> Reload();
   void Fire(Local* r);
   static void TickDone(void* ctx, CallBase* call);
   // Puts `r` in the schedule, retiring the reminder it replaces.
@@ -178,12 +211,20 @@ class ReminderService {
   storage::ReminderTable* const table_;
   const absl::Duration min_period_;
   ReminderKeeper* keeper_ = nullptr;
+  std::function<bool(const GrainId&)> owns_;  // set before Start
+  absl::Duration refresh_ = absl::Seconds(30);
+  std::unique_ptr<RefreshTimer> refresh_timer_;
 
   mutable Mutex mu_;
   absl::flat_hash_map<Key, Local*> live_ ABSL_GUARDED_BY(mu_);
   // Replaced or removed while a tick was in flight; freed when it returns.
   absl::flat_hash_set<Local*> retired_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;
+  // Reloads started; only the latest one's rows are applied.
+  uint64_t reloads_ ABSL_GUARDED_BY(mu_) = 0;
+  // Installs so far; a reload retires a row missing from what it read only
+  // when it was installed before the reload began.
+  uint64_t installs_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ticks_sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ticks_ok_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ticks_failed_ ABSL_GUARDED_BY(mu_) = 0;

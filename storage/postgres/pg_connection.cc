@@ -1,7 +1,10 @@
 #include "storage/postgres/pg_connection.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -11,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 
 namespace granary::storage {
 namespace {
@@ -180,6 +184,9 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Connect(
   PQsetNoticeProcessor(
       c, [](void*, const char*) {}, nullptr);
   auto db = std::unique_ptr<PgConnection>(new PgConnection(c));
+  // The server cancels a statement at statement_timeout; the client stops
+  // waiting a little later, for a server (or link) that no longer answers.
+  db->answer_timeout_ = statement_timeout + absl::Seconds(2);
   absl::StatusOr<PgResult> set = db->Exec(absl::StrCat(
       "SET statement_timeout = ",
       std::max<int64_t>(1, absl::ToInt64Milliseconds(statement_timeout))));
@@ -189,7 +196,54 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Connect(
 
 PgConnection::~PgConnection() { PQfinish(c_); }
 
-bool PgConnection::broken() const { return PQstatus(c_) != CONNECTION_OK; }
+absl::Status PgConnection::LostError(absl::string_view what) {
+  return absl::UnavailableError(
+      absl::StrCat("PostgreSQL, ", what,
+                   ": the connection was dropped after a statement "
+                   "got no answer"));
+}
+
+bool PgConnection::broken() const {
+  return lost_ || PQstatus(c_) != CONNECTION_OK;
+}
+
+pg_result* PgConnection::AwaitResult(absl::string_view what,
+                                     absl::Status* error) {
+  const absl::Time deadline = absl::Now() + answer_timeout_;
+  pg_result* kept = nullptr;  // the first failed result, else the last
+  while (true) {
+    while (PQisBusy(c_)) {
+      const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (left <= 0) {
+        lost_ = true;  // the connection is replaced before its next use
+        if (kept != nullptr) PQclear(kept);
+        *error = absl::UnavailableError(
+            absl::StrCat("PostgreSQL, ", what, ": no answer within ",
+                         absl::FormatDuration(answer_timeout_),
+                         "; the connection is dropped"));
+        return nullptr;
+      }
+      pollfd p{PQsocket(c_), POLLIN, 0};
+      const int n =
+          poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+      if (n < 0 && errno != EINTR) break;
+      if (n > 0 && PQconsumeInput(c_) == 0) break;  // lost: the result says
+    }
+    pg_result* r = PQgetResult(c_);
+    if (r == nullptr) break;
+    const bool kept_failed = kept != nullptr &&
+                             PQresultStatus(kept) != PGRES_COMMAND_OK &&
+                             PQresultStatus(kept) != PGRES_TUPLES_OK;
+    if (kept_failed) {
+      PQclear(r);
+    } else {
+      if (kept != nullptr) PQclear(kept);
+      kept = r;
+    }
+    if (PQstatus(c_) != CONNECTION_OK) break;
+  }
+  return kept;
+}
 
 absl::Status PgConnection::ErrorOf(pg_result* r, absl::string_view what) {
   const char* state =
@@ -213,19 +267,31 @@ absl::StatusOr<PgResult> PgConnection::Exec(
     formats[i] = params[i].binary ? 1 : 0;
   }
   const std::string statement(sql);
-  pg_result* r =
-      PQexecParams(c_, statement.c_str(), static_cast<int>(params.size()),
-                   nullptr, values.data(), lengths.data(), formats.data(),
-                   /*resultFormat=*/0);
+  const std::string what = statement.substr(0, statement.find(' '));
+  if (lost_) return LostError(what);
+  pg_result* r = nullptr;
+  if (PQsendQueryParams(c_, statement.c_str(), static_cast<int>(params.size()),
+                        nullptr, values.data(), lengths.data(), formats.data(),
+                        /*resultFormat=*/0) != 0) {
+    absl::Status timed_out;
+    r = AwaitResult(what, &timed_out);
+    if (!timed_out.ok()) return timed_out;
+  }
   const ExecStatusType s = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-    return ErrorOf(r, statement.substr(0, statement.find(' ')));
+    return ErrorOf(r, what);
   }
   return PgResult(r);
 }
 
 absl::Status PgConnection::ExecScript(const std::string& sql) {
-  pg_result* r = PQexec(c_, sql.c_str());
+  if (lost_) return LostError("script");
+  pg_result* r = nullptr;
+  if (PQsendQuery(c_, sql.c_str()) != 0) {
+    absl::Status timed_out;
+    r = AwaitResult("script", &timed_out);
+    if (!timed_out.ok()) return timed_out;
+  }
   const ExecStatusType s = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
     return ErrorOf(r, "script");

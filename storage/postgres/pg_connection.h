@@ -15,6 +15,10 @@
 // gives the form that may be logged, and no error message of this file
 // includes the password.
 //
+// A statement that gets no answer within the statement timeout plus 2 s
+// (a server or link gone silent) fails UNAVAILABLE and marks the
+// connection broken, so no thread waits on a dead link for long.
+//
 // Status codes (SQLSTATE classes): connection failures and server shutdown
 // are UNAVAILABLE; bad credentials UNAUTHENTICATED; missing privileges
 // PERMISSION_DENIED; serialization failures, deadlocks and unique
@@ -114,14 +118,21 @@ class PgConnection {
   // Several statements, no parameters (a migration script).
   absl::Status ExecScript(const std::string& sql);
 
-  // True once the connection was lost; it must then be replaced.
+  // True once the connection was lost, or a statement got no answer in
+  // time; it must then be replaced.
   bool broken() const;
 
  private:
   explicit PgConnection(pg_conn* c) : c_(c) {}
   absl::Status ErrorOf(pg_result* r, absl::string_view what);
+  // The sent statement's result (the first failed one of a script), or
+  // nullptr with `error` set when none came within answer_timeout_.
+  pg_result* AwaitResult(absl::string_view what, absl::Status* error);
+  static absl::Status LostError(absl::string_view what);
 
   pg_conn* c_;
+  absl::Duration answer_timeout_ = absl::Seconds(12);
+  bool lost_ = false;
 };
 
 // Runs `body` between BEGIN (with `begin`, e.g. "BEGIN ISOLATION LEVEL

@@ -121,6 +121,49 @@ absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
   });
 }
 
+absl::Status PostgresMembershipTable::HeartbeatOn(PgConnection& db,
+                                                  const std::string& cluster,
+                                                  const v1::Member& member) {
+  const std::string generation = absl::StrCat(member.generation());
+  // InTransaction needs a value: `true` stands for done.
+  absl::StatusOr<bool> done =
+      InTransaction<bool>(db, [&]() -> absl::StatusOr<bool> {
+        // The row lock orders the heartbeat with a write of the same row: it
+        // reads the row as that write left it.
+        GRANARY_ASSIGN_OR_RETURN(
+            PgResult current,
+            db.Exec("SELECT member FROM granary_members WHERE cluster_id = $1 "
+                    "AND address = $2 AND generation = $3 FOR UPDATE",
+                    {cluster, member.address(), generation}));
+        if (current.rows() != 1) {
+          return absl::NotFoundError(
+              absl::StrCat("membership table of cluster '", cluster,
+                           "' has no row for ", MemberId(member)));
+        }
+        v1::Member stored;
+        if (!stored.ParseFromString(current.Bytes(0, 0))) {
+          return absl::DataLossError(absl::StrCat(
+              "the member row of ", MemberId(member), " does not decode"));
+        }
+        if (!IsLive(stored)) {
+          return absl::NotFoundError(absl::StrCat(
+              "the member row of ", MemberId(member), " is ",
+              v1::MemberStatus_Name(stored.status()), ", not live"));
+        }
+        stored.set_heartbeat_unix_ms(member.heartbeat_unix_ms());
+        stored.set_activations(member.activations());
+        GRANARY_RETURN_IF_ERROR(
+            db.Exec(
+                  "UPDATE granary_members SET member = $4, updated_at = now() "
+                  "WHERE cluster_id = $1 AND address = $2 AND generation = $3",
+                  {cluster, member.address(), generation,
+                   PgParam::Bytes(stored.SerializeAsString())})
+                .status());
+        return true;
+      });
+  return done.status();
+}
+
 // The jobs are named locals, not temporaries of the co_await expression
 // (the GCC 12 hazard in core/task.h: as a temporary, Read crashes).
 Task<absl::StatusOr<v1::MembershipView>> PostgresMembershipTable::Read() {
@@ -137,6 +180,18 @@ Task<absl::StatusOr<int64_t>> PostgresMembershipTable::Write(
         return WriteOn(db, cluster, member, expected_version, retention);
       };
   co_return co_await pool_->Run<int64_t>(std::move(job));
+}
+
+Task<absl::Status> PostgresMembershipTable::Heartbeat(v1::Member member) {
+  // Run needs a value: `true` stands for done.
+  std::function<absl::StatusOr<bool>(PgConnection&)> job =
+      [cluster = cluster_id_,
+       member = std::move(member)](PgConnection& db) -> absl::StatusOr<bool> {
+    GRANARY_RETURN_IF_ERROR(HeartbeatOn(db, cluster, member));
+    return true;
+  };
+  absl::StatusOr<bool> done = co_await pool_->Run<bool>(std::move(job));
+  co_return done.status();
 }
 
 }  // namespace granary::storage

@@ -19,6 +19,12 @@
 // Dead rows last changed longer than `dead_retention` ago, so the table
 // does not grow with every silo that ever ran.
 //
+// A heartbeat is a transaction of its own that locks the member's row
+// (SELECT ... FOR UPDATE), copies only heartbeat_unix_ms and activations
+// onto the stored member, and rewrites the row; the version row is not
+// touched. The lock orders it with a concurrent write of the same row, so
+// a heartbeat never undoes a status change or a suspicion vote.
+//
 // Threading: thread-safe; tasks resume on the pool's threads.
 #pragma once
 
@@ -49,6 +55,7 @@ class PostgresMembershipTable final : public MembershipTable {
   Task<absl::StatusOr<v1::MembershipView>> Read() override;
   Task<absl::StatusOr<int64_t>> Write(v1::Member member,
                                       int64_t expected_version) override;
+  Task<absl::Status> Heartbeat(v1::Member member) override;
 
   // The same on a connection of the caller's (tools and tests).
   static absl::StatusOr<v1::MembershipView> ReadOn(PgConnection& db,
@@ -57,6 +64,8 @@ class PostgresMembershipTable final : public MembershipTable {
       PgConnection& db, const std::string& cluster, const v1::Member& member,
       int64_t expected_version,
       absl::Duration dead_retention = kDefaultDeadRetention);
+  static absl::Status HeartbeatOn(PgConnection& db, const std::string& cluster,
+                                  const v1::Member& member);
 
  private:
   PgPool* const pool_;
