@@ -18,6 +18,7 @@
 // Threading: the fixture is used from the test's thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,6 +45,9 @@ struct SiloFixtureOptions {
   std::string gateway_address = "127.0.0.1:0";
   int max_message_bytes = silo::GatewayServer::kDefaultMaxMessageBytes;
   int max_in_flight = silo::GatewayServer::kDefaultMaxInFlight;
+  // Runs once the test grains are added, before the silo starts: for what
+  // must be set before Silo::Start (e.g. reminders().SetRanges). Unset: none.
+  std::function<void(silo::Silo&)> before_start;
 };
 
 class SiloFixture : public ::testing::Test {
@@ -55,6 +59,7 @@ class SiloFixture : public ::testing::Test {
   void StartSilo(SiloFixtureOptions options = {}) {
     silo_ = std::make_unique<silo::Silo>(options.silo);
     ASSERT_TRUE(AddTestGrains(*silo_, &state_).ok());
+    if (options.before_start) options.before_start(*silo_);
     ASSERT_TRUE(silo_->Start().ok());
     if (!options.gateway) return;
     gateway_ = std::make_unique<silo::GatewayServer>(

@@ -73,7 +73,7 @@ TEST(SiloProcessTest, BadFlagsFailClearly) {
            {{"--log_level=loud"}, "--log_level"},
            {{"--max_message_bytes=0"}, "--max_message_bytes"},
            {{"--max_in_flight=0"}, "--max_in_flight"},
-           {{"--storage=floppy"}, "--storage must be rocksdb or memory"},
+           {{"--storage=floppy"}, "--storage must be rocksdb, memory or postgres"},
            {{"--durability=maybe"}, "--durability must be sync or async"},
            {{"--workers=abc"}, "workers"},
            {{"--no_such_flag=1"}, "no_such_flag"},

@@ -28,7 +28,7 @@ struct ReminderService::Local final : TimerEntry {
   bool in_flight = false;
   bool retired = false;
   bool failing = false;  // the last tick failed (logged once per streak)
-  uint64_t seq = 0;      // ReminderService::installs_ when installed
+  uint64_t seq = 0;      // ReminderService::changes_ when installed
 };
 
 // Rebalance every `refresh_` while the service runs.
@@ -225,7 +225,7 @@ void ReminderService::Install(std::unique_ptr<Local> r) {
     live_.erase(it);
   }
   Local* raw = r.release();
-  raw->seq = ++installs_;
+  raw->seq = ++changes_;
   live_.emplace(std::move(key), raw);
   if (running_) {
     raw->due = NextDue(*raw, absl::InfinitePast());
@@ -305,6 +305,9 @@ Task<absl::StatusOr<bool>> ReminderService::UnregisterHere(GrainId grain,
   bool existed = false;
   gate->RunIfOpen([&] {
     MutexLock lock(&mu_);
+    // A reload that read the table before the removal must not bring it
+    // back (only reloads, with ranges, look at this).
+    if (owns_) removed_[Key(grain, name)] = ++changes_;
     auto it = live_.find(Key(grain, name));
     if (it != live_.end()) {
       existed = true;
@@ -326,7 +329,7 @@ Task<void> ReminderService::Reload() {
     MutexLock lock(&mu_);
     if (!running_) co_return;
     reload = ++reloads_;
-    installed_before = installs_;
+    installed_before = changes_;
   }
   // The table may answer after the silo stopped: as in Register.
   const std::shared_ptr<SiloGate> gate = silo_->gate();
@@ -349,9 +352,16 @@ Task<void> ReminderService::Reload() {
       Key key(row.grain, row.name);
       in_table.insert(key);
       auto it = live_.find(key);
-      if (it != live_.end() && it->second->first_tick == row.start &&
-          it->second->period == row.period) {
-        continue;  // scheduled already: its next tick stays as it is
+      if (it != live_.end() && (it->second->seq > installed_before ||
+                                (it->second->first_tick == row.start &&
+                                 it->second->period == row.period))) {
+        // Registered again after the read, or scheduled already as read:
+        // its next tick stays as it is.
+        continue;
+      }
+      auto gone = removed_.find(key);
+      if (gone != removed_.end() && gone->second > installed_before) {
+        continue;  // unregistered after the read
       }
       auto r = std::make_unique<Local>();
       r->service = this;
@@ -375,6 +385,7 @@ Task<void> ReminderService::Reload() {
         ++it;
       }
     }
+    removed_.clear();
     if (gained != 0 || lost != 0) {
       GRANARY_LOG(kInfo) << "silo=" << silo_->name() << " reminders=+" << gained
                          << "/-" << lost

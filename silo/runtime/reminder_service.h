@@ -222,9 +222,13 @@ class ReminderService {
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   // Reloads started; only the latest one's rows are applied.
   uint64_t reloads_ ABSL_GUARDED_BY(mu_) = 0;
-  // Installs so far; a reload retires a row missing from what it read only
-  // when it was installed before the reload began.
-  uint64_t installs_ ABSL_GUARDED_BY(mu_) = 0;
+  // Installs and removals so far (a logical clock). A reload applies what
+  // it read only to reminders that did not change after it began: it
+  // neither retires nor replaces one installed later, nor brings back one
+  // removed later (`removed_`: key -> when; cleared by each applied
+  // reload, since any later reload begins after every entry in it).
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<Key, uint64_t> removed_ ABSL_GUARDED_BY(mu_);
   uint64_t ticks_sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ticks_ok_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ticks_failed_ ABSL_GUARDED_BY(mu_) = 0;
