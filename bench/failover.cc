@@ -11,16 +11,21 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <random>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/postgres_db.h"
 #include "client/client.h"
+#include "core/status.h"
 #include "core/sync.h"
 #include "examples/bench.granary.h"
 #include "grpcpp/grpcpp.h"
@@ -31,21 +36,38 @@ extern char** environ;
 namespace granary::bench {
 namespace {
 
+// The last `n` lines of the file at `path` ("" when it cannot be read).
+std::string Tail(const std::string& path, int n) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const size_t from = lines.size() > static_cast<size_t>(n)
+                          ? lines.size() - static_cast<size_t>(n)
+                          : 0;
+  std::vector<std::string> tail(lines.begin() + static_cast<long>(from),
+                                lines.end());
+  return absl::StrJoin(tail, " | ");
+}
+
 // One granary-silo of the round's cluster. Its stdout gives the READY line;
-// stderr goes to /dev/null (the silos log at warning level only).
+// stderr goes to `log` (the silos log errors only), quoted when it does not
+// start.
 class Silo {
  public:
+  // `cluster_flags`: --cluster=... and what that cluster needs.
   static absl::StatusOr<std::unique_ptr<Silo>> Start(
       const std::string& binary, const std::string& data_dir,
-      const std::string& primary) {
+      const std::string& log, const std::vector<std::string>& cluster_flags) {
     int out[2];
     if (pipe(out) != 0) return absl::InternalError("pipe failed");
-    std::vector<std::string> args = {
-        binary,           "--cluster=dev",      "--gateway=127.0.0.1:0",
-        "--silo=127.0.0.1:0", "--http=127.0.0.1:0", "--storage=memory",
-        "--log_level=error", "--bench_grains",
-        absl::StrCat("--data_dir=", data_dir)};
-    if (!primary.empty()) args.push_back(absl::StrCat("--primary=", primary));
+    std::vector<std::string> args = {binary,
+                                     "--gateway=127.0.0.1:0",
+                                     "--silo=127.0.0.1:0",
+                                     "--http=127.0.0.1:0",
+                                     "--log_level=error",
+                                     "--bench_grains",
+                                     absl::StrCat("--data_dir=", data_dir)};
+    args.insert(args.end(), cluster_flags.begin(), cluster_flags.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -53,7 +75,8 @@ class Silo {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_addclose(&actions, out[0]);
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
     auto silo = std::unique_ptr<Silo>(new Silo);
     const int rc = posix_spawn(&silo->pid_, binary.c_str(), &actions, nullptr,
                                argv.data(), environ);
@@ -77,7 +100,8 @@ class Silo {
     }
     if (!absl::StartsWith(buf, "READY ")) {
       return absl::UnavailableError(
-          absl::StrCat(binary, " did not become ready: '", buf, "'"));
+          absl::StrCat(binary, " did not become ready: '", buf,
+                       "'; its log: ", Tail(log, 5)));
     }
     for (absl::string_view field :
          absl::StrSplit(buf.substr(0, buf.find('\n')), ' ')) {
@@ -162,17 +186,52 @@ bool SeenDead(v1::Gateway::Stub& stub, const std::string& silo_address) {
   return false;
 }
 
-absl::Status RunRound(const FailoverOptions& options, int round,
-                      ScenarioResult* result) {
+// What is the same for every round of a run.
+struct RunSetup {
+  const FailoverOptions* options;
+  // cluster == "postgres": the file holding the connection string.
+  std::string conninfo_file;
+  std::mt19937_64 rng;
+};
+
+// The flags of silo `i` of a round's cluster.
+std::vector<std::string> ClusterFlags(const RunSetup& setup,
+                                      const std::string& cluster_id, int i,
+                                      const std::string& primary) {
+  if (setup.options->cluster == "postgres") {
+    // Storage defaults to the same database.
+    return {"--cluster=postgres",
+            absl::StrCat("--postgres_file=", setup.conninfo_file),
+            absl::StrCat("--cluster_id=", cluster_id)};
+  }
+  std::vector<std::string> flags = {"--cluster=dev", "--storage=memory"};
+  if (i > 0) flags.push_back(absl::StrCat("--primary=", primary));
+  return flags;
+}
+
+absl::Status RunRound(RunSetup& setup, int round, ScenarioResult* result) {
+  const FailoverOptions& options = *setup.options;
+  const bool on_postgres = options.cluster == "postgres";
   const std::string base =
       (std::filesystem::temp_directory_path() /
        absl::StrCat("granary-failover-", getpid(), "-", round))
           .string();
+  const std::string cluster_id =
+      absl::StrCat("failover-", getpid(), "-", round);
+  // The victim: any silo of equal ones; in a dev cluster not the primary,
+  // whose death is the whole cluster's.
+  const int victim_index =
+      on_postgres
+          ? std::uniform_int_distribution<int>(0, options.silos - 1)(setup.rng)
+          : std::uniform_int_distribution<int>(1, options.silos - 1)(setup.rng);
+  std::error_code ec;
+  std::filesystem::create_directories(base, ec);
   std::vector<std::unique_ptr<Silo>> silos;
   for (int i = 0; i < options.silos; ++i) {
     absl::StatusOr<std::unique_ptr<Silo>> s = Silo::Start(
         options.silo_binary, absl::StrCat(base, "/silo-", i),
-        i == 0 ? "" : silos[0]->address());
+        absl::StrCat(base, "/silo-", i, ".log"),
+        ClusterFlags(setup, cluster_id, i, i == 0 ? "" : silos[0]->address()));
     if (!s.ok()) return s.status();
     silos.push_back(*std::move(s));
   }
@@ -233,7 +292,10 @@ absl::Status RunRound(const FailoverOptions& options, int round,
     return absl::UnavailableError(
         absl::StrCat(failed.load(), " grains could not be activated"));
   }
-  const std::string victim = silos.back()->address();
+  Silo& victim_silo = *silos[static_cast<size_t>(victim_index)];
+  const std::string victim = victim_silo.address();
+  const std::string& survivor_gateway =
+      silos[victim_index == 0 ? 1 : 0]->gateway();
   std::vector<int> victims;
   for (int g = 0; g < n; ++g) {
     if (OnSilo(home[static_cast<size_t>(g)], victim)) victims.push_back(g);
@@ -242,13 +304,13 @@ absl::Status RunRound(const FailoverOptions& options, int round,
   // Kill, then call each of the victim's grains until it answers from a
   // survivor; meanwhile watch for the table's verdict.
   const absl::Time killed = absl::Now();
-  silos.back()->Signal(SIGKILL);
-  silos.back()->Wait();
+  victim_silo.Signal(SIGKILL);
+  victim_silo.Wait();
   std::atomic<int64_t> detected_ns{0};
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
-        gateways.front(), grpc::InsecureChannelCredentials()));
+        survivor_gateway, grpc::InsecureChannelCredentials()));
     while (!done.load()) {
       if (SeenDead(*stub, victim)) {
         detected_ns = absl::ToInt64Nanoseconds(absl::Now() - killed);
@@ -293,8 +355,17 @@ absl::Status RunRound(const FailoverOptions& options, int round,
     if (!now.ok() || *now != was) ++disturbed;
   }
   (*client)->Close();
-  for (size_t i = 0; i + 1 < silos.size(); ++i) silos[i]->Stop();
+  // The primary of a dev cluster last: the others leave through its table.
+  for (size_t i = silos.size(); i-- > 0;) silos[i]->Stop();
   std::filesystem::remove_all(base);
+  if (on_postgres) {
+    if (absl::Status s = DeleteBenchCluster(options.conninfo, cluster_id);
+        !s.ok()) {
+      std::fprintf(stderr,
+                   "granary-bench: could not delete the rows of %s: %s\n",
+                   cluster_id.c_str(), s.ToString().c_str());
+    }
+  }
 
   int64_t unrecovered = 0;
   result->scenario = "failover";
@@ -326,10 +397,13 @@ absl::Status RunRound(const FailoverOptions& options, int round,
                                    " grains of surviving silos were disturbed");
   }
   std::printf(
-      "FAILOVER round=%d silos=%d grains=%d moved=%zu detection_ms=%.0f "
-      "all_recovered_ms=%.0f disturbed=%d unrecovered=%lld\n",
-      round, options.silos, n, victims.size(), detected_ns.load() / 1e6,
-      last / 1e6, disturbed, static_cast<long long>(unrecovered));
+      "FAILOVER round=%d cluster=%s seed=%llu victim=%d silos=%d grains=%d "
+      "moved=%zu detection_ms=%.0f all_recovered_ms=%.0f disturbed=%d "
+      "unrecovered=%lld\n",
+      round, options.cluster.c_str(),
+      static_cast<unsigned long long>(options.seed), victim_index,
+      options.silos, n, victims.size(), detected_ns.load() / 1e6, last / 1e6,
+      disturbed, static_cast<long long>(unrecovered));
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -348,13 +422,40 @@ absl::Status RunFailover(const FailoverOptions& options, int rounds,
     return absl::InvalidArgumentError(absl::StrCat(
         "no granary-silo at '", options.silo_binary, "' (--silo_binary)"));
   }
-  for (int r = 0; r < rounds; ++r) {
+  if (options.cluster != "dev" && options.cluster != "postgres") {
+    return absl::InvalidArgumentError("--cluster must be dev or postgres");
+  }
+  RunSetup setup{&options, "", std::mt19937_64(options.seed)};
+  std::string secret_dir;
+  if (options.cluster == "postgres") {
+    GRANARY_RETURN_IF_ERROR(MigrateBenchDatabase(options.conninfo));
+    secret_dir =
+        (std::filesystem::temp_directory_path() / "granary-failover-XXXXXX")
+            .string();
+    if (mkdtemp(secret_dir.data()) == nullptr) {
+      return absl::UnavailableError("mkdtemp failed");
+    }
+    setup.conninfo_file = secret_dir + "/conninfo";
+    if (absl::Status s = WriteSecretFile(setup.conninfo_file, options.conninfo);
+        !s.ok()) {
+      std::filesystem::remove_all(secret_dir);
+      return s;
+    }
+  }
+  absl::Status status;
+  for (int r = 0; r < rounds && status.ok(); ++r) {
     ScenarioResult result;
-    GRANARY_RETURN_IF_ERROR(RunRound(options, r, &result));
-    Report::PrintResult("cluster", result);
+    status = RunRound(setup, r, &result);
+    if (!status.ok()) break;
+    Report::PrintResult(FailoverMode(options), result);
     results->push_back(std::move(result));
   }
-  return absl::OkStatus();
+  if (!secret_dir.empty()) std::filesystem::remove_all(secret_dir);
+  return status;
+}
+
+std::string FailoverMode(const FailoverOptions& options) {
+  return options.cluster == "postgres" ? "cluster-postgres" : "cluster";
 }
 
 }  // namespace granary::bench

@@ -7,6 +7,10 @@
 //   granary-bench --target=127.0.0.1:30000 --scenarios=ask,raw_grpc --rounds=5
 //   granary-bench --target=127.0.0.1:30000 --scenarios=ask --concurrency=16
 //   granary-bench --target=HOST:PORT,HOST:PORT  # several gateways
+//   granary-bench --hosted --storage=postgres --postgres_file=FILE
+//                                               # storage scenarios on
+//                                               # PostgreSQL, and its floor
+//   granary-bench --failover --cluster=postgres --postgres_file=FILE
 //
 // Modes (exactly one): --hosted runs a silo in this process; --target runs
 // the same scenarios against granary-silo processes (which host BenchGrain)
@@ -25,6 +29,10 @@
 // `raw_grpc` (pooled p50s of the two summaries):
 //   RATIO remote_ask_p50_over_raw_grpc_p50=<x.xx> remote_ask_p50_us=<a>
 //         raw_grpc_p50_us=<b> ask_concurrency=<k>
+// and after a run with `durable-write` on --storage=postgres and
+// `postgres_floor` (pgbench's synced UPDATE on the same database):
+//   RATIO durable_write_p50_over_postgres_floor_p50=<x.xx>
+//         durable_write_p50_us=<a> postgres_floor_p50_us=<b>
 // Rounds are interleaved across scenarios after a warm-up. Exits 1 when any
 // round was not verified, 2 on bad flags or a gateway that cannot be used.
 #include <unistd.h>
@@ -46,22 +54,20 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "bench/lifecycle.h"
+#include "bench/arm.h"
+#include "bench/failover.h"
+#include "bench/hosted_arm.h"
 #include "bench/raw_echo.h"
 #include "bench/remote.h"
-#include "bench/failover.h"
 #include "bench/scenarios.h"
 #include "bench/stats.h"
 #include "core/log.h"
 #include "core/status.h"
-#include "examples/bench_grain.h"
-#include "silo/runtime/silo.h"
-#include "storage/memory_storage.h"
-#include "storage/rocksdb_storage.h"
+#include "storage/postgres/pg_connection.h"
 
 ABSL_FLAG(bool, failover, false,
-          "Mode: the failover scenario. Each round starts a dev cluster of "
-          "--failover_silos granary-silo processes, activates "
+          "Mode: the failover scenario. Each round starts a cluster "
+          "(--cluster) of --failover_silos granary-silo processes, activates "
           "--failover_grains grains, SIGKILLs one silo and measures how soon "
           "its grains answer again and whether any other grain was "
           "deactivated.");
@@ -70,6 +76,25 @@ ABSL_FLAG(std::string, silo_binary, "",
 ABSL_FLAG(int32_t, failover_silos, 3, "Silos per --failover round (2..16).");
 ABSL_FLAG(int32_t, failover_grains, 3000,
           "Grains per --failover round (1..1000000).");
+ABSL_FLAG(std::string, cluster, "dev",
+          "--failover: the cluster each round starts. dev: silo 0 is the "
+          "primary (it holds the table) and a random other silo is killed; "
+          "postgres: equal silos (--cluster=postgres) on the database of "
+          "--postgres, a fresh --cluster_id per round, and any silo may be "
+          "killed.");
+ABSL_FLAG(uint64_t, failover_seed, 0,
+          "Seed of the --failover victims (0: from the clock); printed in "
+          "every FAILOVER line.");
+ABSL_FLAG(std::string, postgres, "",
+          "With --failover --cluster=postgres or --hosted --storage=postgres: "
+          "the libpq connection string (\"host=... dbname=...\" or "
+          "postgresql://...). It may hold a password: prefer --postgres_file "
+          "or the GRANARY_POSTGRES environment variable.");
+ABSL_FLAG(std::string, postgres_file, "",
+          "A file holding the connection string of --postgres.");
+ABSL_FLAG(std::string, pgbench, "",
+          "pgbench for the postgres_floor scenario (default: the newest "
+          "/usr/lib/postgresql/*/bin/pgbench).");
 ABSL_FLAG(bool, hosted, false, "Run a silo inside the benchmark process.");
 ABSL_FLAG(std::string, target, "",
           "HOST:PORT[,...] of running gateways (granary-silo): run remotely "
@@ -105,7 +130,10 @@ ABSL_FLAG(int32_t, idle_spin, 200,
 ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error.");
 ABSL_FLAG(std::string, storage, "rocksdb",
           "--hosted: grain storage of the silo, rocksdb (sync writes, in a "
-          "fresh temporary directory removed afterwards) or memory.");
+          "fresh temporary directory removed afterwards), memory, or "
+          "postgres (the database of --postgres, migrated first, a cluster "
+          "id of the run's own whose rows are deleted afterwards; the "
+          "default scenarios are then the storage ones and postgres_floor).");
 ABSL_FLAG(std::string, json, "",
           "Also write every scenario summary to this file as JSON "
           "(bench/report.proto), for bench/make_results.py.");
@@ -119,6 +147,8 @@ constexpr char kHostedScenarios[] =
 constexpr char kRemoteScenarios[] =
     "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
     "create,wake,durable-write,warm-read,raw_grpc";
+constexpr char kPostgresScenarios[] =
+    "create,wake,durable-write,warm-read,postgres_floor";
 constexpr int kMaxConcurrency = 100000;
 
 int Fail(const std::string& message) {
@@ -126,10 +156,48 @@ int Fail(const std::string& message) {
   return 2;
 }
 
+// The connection string of --postgres, --postgres_file or GRANARY_POSTGRES
+// when `wanted` (a PostgreSQL mode was asked for); "" when not and neither
+// flag is set. INVALID_ARGUMENT naming the flag when it is given where
+// nothing uses it, or when it cannot be used.
+absl::StatusOr<std::string> ConninfoFromFlags(bool wanted) {
+  const std::string value = absl::GetFlag(FLAGS_postgres);
+  const std::string file = absl::GetFlag(FLAGS_postgres_file);
+  const char* flag = !value.empty()  ? "--postgres"
+                     : !file.empty() ? "--postgres_file"
+                                     : "GRANARY_POSTGRES";
+  if (!wanted) {
+    if (value.empty() && file.empty()) return std::string();
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag,
+                     " needs --cluster=postgres (with --failover) or "
+                     "--storage=postgres (with --hosted)"));
+  }
+  absl::StatusOr<std::string> conninfo = storage::ResolveConninfo(value, file);
+  if (!conninfo.ok()) {
+    std::string message(conninfo.status().message());
+    if (!absl::StrContains(message, "--postgres")) {
+      message = absl::StrCat(flag, ": ", message);
+    }
+    return absl::InvalidArgumentError(message);
+  }
+  return conninfo;
+}
+
 int RunFailoverMode() {
   const int rounds = absl::GetFlag(FLAGS_rounds);
   if (rounds < 1) return Fail("--rounds must be at least 1");
   FailoverOptions options;
+  options.cluster = absl::GetFlag(FLAGS_cluster);
+  absl::StatusOr<std::string> conninfo =
+      ConninfoFromFlags(options.cluster == "postgres");
+  if (!conninfo.ok()) return Fail(std::string(conninfo.status().message()));
+  options.conninfo = *conninfo;
+  options.seed = absl::GetFlag(FLAGS_failover_seed);
+  if (options.seed == 0) {
+    options.seed = static_cast<uint64_t>(absl::GetCurrentTimeNanos()) ^
+                   (static_cast<uint64_t>(getpid()) << 32);
+  }
   options.silos = absl::GetFlag(FLAGS_failover_silos);
   options.grains = absl::GetFlag(FLAGS_failover_grains);
   if (options.silos < 2 || options.silos > 16) {
@@ -150,13 +218,18 @@ int RunFailoverMode() {
     return Fail(s.ToString());
   }
   Report report("granary");
-  report.Summarize("cluster", "failover", results, "grain");
-  report.SetEnv("mode", "cluster");
+  const std::string mode = FailoverMode(options);
+  report.Summarize(mode, "failover", results, "grain");
+  report.SetEnv("mode", mode);
+  report.SetEnv("cluster", options.cluster);
+  report.SetEnv("seed", absl::StrCat(options.seed));
   report.SetEnv("silos", absl::StrCat(options.silos));
   report.SetEnv("grains", absl::StrCat(options.grains));
   report.SetEnv("rounds", absl::StrCat(rounds));
-  std::printf("ENV mode=cluster silos=%d grains=%d rounds=%d\n",
-              options.silos, options.grains, rounds);
+  std::printf("ENV mode=%s cluster=%s seed=%llu silos=%d grains=%d rounds=%d\n",
+              mode.c_str(), options.cluster.c_str(),
+              static_cast<unsigned long long>(options.seed), options.silos,
+              options.grains, rounds);
   std::fflush(stdout);
   if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
     if (absl::Status s = report.WriteJson(json); !s.ok()) {
@@ -168,19 +241,6 @@ int RunFailoverMode() {
   }
   return 0;
 }
-
-// What a hosted or remote run is asked for, from the flags.
-struct RunConfig {
-  bool hosted = false;
-  const char* mode = "remote";
-  std::string target;
-  int rounds = 0;
-  int warmup = 0;
-  double scale = 1;
-  int concurrency = 1;
-  std::vector<std::string> scenarios;
-  bool wants_raw = false;
-};
 
 absl::Status CheckRanges(const RunConfig& c) {
   if (c.rounds < 1) return absl::InvalidArgumentError("--rounds must be at least 1");
@@ -214,7 +274,11 @@ absl::Status CheckRanges(const RunConfig& c) {
 
 absl::Status ReadScenarios(RunConfig& c) {
   std::string flag = absl::GetFlag(FLAGS_scenarios);
-  if (flag.empty()) flag = c.hosted ? kHostedScenarios : kRemoteScenarios;
+  if (flag.empty()) {
+    flag = !c.hosted                 ? kRemoteScenarios
+           : c.storage == "postgres" ? kPostgresScenarios
+                                     : kHostedScenarios;
+  }
   c.scenarios = absl::StrSplit(flag, ',', absl::SkipEmpty());
   if (c.scenarios.empty()) {
     return absl::InvalidArgumentError("--scenarios is empty");
@@ -229,9 +293,18 @@ absl::Status ReadScenarios(RunConfig& c) {
       return absl::InvalidArgumentError(
           "raw_grpc compares with a remote silo: it needs --target");
     }
+    if (s == "postgres_floor" && (!c.hosted || c.storage != "postgres")) {
+      return absl::InvalidArgumentError(
+          "postgres_floor measures the database of the grain storage: it "
+          "needs --hosted --storage=postgres");
+    }
   }
-  c.wants_raw = std::find(c.scenarios.begin(), c.scenarios.end(),
-                          "raw_grpc") != c.scenarios.end();
+  auto wants = [&c](const char* s) {
+    return std::find(c.scenarios.begin(), c.scenarios.end(), s) !=
+           c.scenarios.end();
+  };
+  c.wants_raw = wants("raw_grpc");
+  c.wants_floor = wants("postgres_floor");
   return absl::OkStatus();
 }
 
@@ -253,7 +326,22 @@ absl::StatusOr<RunConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(
         "--one_hop=false routes between gateways: it needs --target");
   }
-  c.mode = c.hosted ? "hosted" : "remote";
+  c.storage = absl::GetFlag(FLAGS_storage);
+  if (c.hosted && c.storage != "rocksdb" && c.storage != "memory" &&
+      c.storage != "postgres") {
+    return absl::InvalidArgumentError(
+        "--storage must be rocksdb, memory or postgres");
+  }
+  GRANARY_ASSIGN_OR_RETURN(
+      c.conninfo, ConninfoFromFlags(c.hosted && c.storage == "postgres"));
+  // Rows on PostgreSQL are rows of their own in the report.
+  c.workers = absl::GetFlag(FLAGS_workers);
+  c.turn_budget = absl::GetFlag(FLAGS_turn_budget);
+  c.idle_spin = absl::GetFlag(FLAGS_idle_spin);
+  c.pgbench = absl::GetFlag(FLAGS_pgbench);
+  c.mode = !c.hosted                 ? "remote"
+           : c.storage == "postgres" ? "hosted-postgres"
+                                     : "hosted";
   c.rounds = absl::GetFlag(FLAGS_rounds);
   c.warmup = absl::GetFlag(FLAGS_warmup);
   c.scale = absl::GetFlag(FLAGS_scale);
@@ -262,82 +350,6 @@ absl::StatusOr<RunConfig> ConfigFromFlags() {
   GRANARY_RETURN_IF_ERROR(ReadScenarios(c));
   return c;
 }
-
-// What the scenarios run against, hosted or remote. Start fills the
-// context's invoker and lifecycle counters; Finish records the arm's
-// environment in the report and stops it.
-class Arm {
- public:
-  virtual ~Arm() = default;
-  virtual absl::Status Start(ScenarioContext* ctx) = 0;
-  virtual void Finish(const RunConfig& c, Report& report) = 0;
-};
-
-// A silo in this process.
-class HostedArm final : public Arm {
- public:
-  absl::Status Start(ScenarioContext* ctx) override {
-    options_.name = "bench-silo";
-    options_.workers = absl::GetFlag(FLAGS_workers);
-    options_.turn_budget = absl::GetFlag(FLAGS_turn_budget);
-    options_.idle_spin = absl::GetFlag(FLAGS_idle_spin);
-    GRANARY_RETURN_IF_ERROR(OpenStorage());
-    options_.storage = storage_.get();
-    silo_ = std::make_unique<silo::Silo>(options_);
-    GRANARY_RETURN_IF_ERROR(AddBenchGrains(*silo_, &stats_, &state_stats_));
-    GRANARY_RETURN_IF_ERROR(silo_->Start());
-    lifecycle_ = std::make_unique<HostedLifecycle>(&stats_);
-    state_lifecycle_ = std::make_unique<HostedLifecycle>(&state_stats_);
-    ctx->invoker = silo_.get();
-    ctx->lifecycle = lifecycle_.get();
-    ctx->state_lifecycle = state_lifecycle_.get();
-    return absl::OkStatus();
-  }
-
-  void Finish(const RunConfig& c, Report& report) override {
-    std::printf(
-        "ENV mode=hosted workers=%d turn_budget=%d idle_spin=%d "
-        "concurrency=%d scale=%g rounds=%d warmup=%d\n",
-        silo_->scheduler().workers(), options_.turn_budget, options_.idle_spin,
-        c.concurrency, c.scale, c.rounds, c.warmup);
-    report.SetEnv("workers", absl::StrCat(silo_->scheduler().workers()));
-    report.SetEnv("turn_budget", absl::StrCat(options_.turn_budget));
-    report.SetEnv("storage", absl::GetFlag(FLAGS_storage));
-    silo_->Stop();
-    silo_.reset();
-    storage_.reset();
-    if (!storage_dir_.empty()) std::filesystem::remove_all(storage_dir_);
-  }
-
- private:
-  absl::Status OpenStorage() {
-    const std::string kind = absl::GetFlag(FLAGS_storage);
-    if (kind == "memory") {
-      storage_ = std::make_unique<storage::MemoryStorage>();
-      return absl::OkStatus();
-    }
-    if (kind != "rocksdb") {
-      return absl::InvalidArgumentError("--storage must be rocksdb or memory");
-    }
-    storage_dir_ = (std::filesystem::temp_directory_path() /
-                    absl::StrCat("granary-bench-", getpid()))
-                       .string();
-    std::filesystem::remove_all(storage_dir_);
-    storage::RocksDbOptions storage_options;
-    storage_options.data_dir = storage_dir_;
-    auto opened = storage::RocksDbStorage::Open(storage_options);
-    if (!opened.ok()) return opened.status();
-    storage_ = *std::move(opened);
-    return absl::OkStatus();
-  }
-
-  silo::SiloOptions options_;
-  std::unique_ptr<silo::Silo> silo_;
-  BenchStats stats_, state_stats_;
-  std::string storage_dir_;
-  std::unique_ptr<storage::GrainStorage> storage_;
-  std::unique_ptr<HostedLifecycle> lifecycle_, state_lifecycle_;
-};
 
 // Clients of running gateways, and the raw gRPC helper when asked for.
 class RemoteArm final : public Arm {
@@ -438,6 +450,14 @@ void Summarize(const RunConfig& c,
   for (const std::string& s : c.scenarios) {
     p50s[s] = report.Summarize(c.mode, s, results[s], ScenarioUnit(s));
   }
+  if (p50s.contains("durable-write") && p50s.contains("postgres_floor")) {
+    const double write_us = p50s["durable-write"] / 1000.0;
+    const double floor_us = p50s["postgres_floor"] / 1000.0;
+    std::printf(
+        "RATIO durable_write_p50_over_postgres_floor_p50=%.2f "
+        "durable_write_p50_us=%.2f postgres_floor_p50_us=%.2f\n",
+        floor_us > 0 ? write_us / floor_us : 0, write_us, floor_us);
+  }
   if (!c.hosted && p50s.contains("ask") && p50s.contains("raw_grpc")) {
     const double ask_us = p50s["ask"] / 1000.0;
     const double raw_us = p50s["raw_grpc"] / 1000.0;
@@ -459,6 +479,15 @@ int Main() {
     return Fail("--log_level must be debug, info, warning or error");
   }
   SetLogLevel(level);
+  const std::string cluster = absl::GetFlag(FLAGS_cluster);
+  if (cluster != "dev" && cluster != "postgres") {
+    return Fail("--cluster must be dev or postgres");
+  }
+  if (cluster == "postgres" && !absl::GetFlag(FLAGS_failover)) {
+    return Fail(
+        "--cluster=postgres needs --failover (grain state on PostgreSQL: "
+        "--hosted --storage=postgres)");
+  }
   if (absl::GetFlag(FLAGS_failover)) {
     if (absl::GetFlag(FLAGS_hosted) || !absl::GetFlag(FLAGS_target).empty()) {
       return Fail("--failover, --hosted and --target are mutually exclusive");
@@ -475,7 +504,7 @@ int Main() {
   ctx.run_id = absl::StrCat(absl::Hex(absl::GetCurrentTimeNanos()));
   std::unique_ptr<Arm> arm;
   if (config->hosted) {
-    arm = std::make_unique<HostedArm>();
+    arm = MakeHostedArm(*config);
   } else {
     arm = std::make_unique<RemoteArm>(*config);
   }

@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """Writes bench/RESULTS.md (and a latency plot) from benchmark JSON reports.
 
-Every arm -- granary-bench --hosted, granary-bench --target, and the
-comparison arms under bench/compare/ -- writes a BenchReport
-(bench/report.proto) with --json=FILE. This script pairs their rows by
-scenario and writes one table per scenario, the environment, and the goals.
+Every arm -- granary-bench --hosted, granary-bench --target, granary-bench
+--failover, the PostgreSQL arms (--hosted --storage=postgres, --failover
+--cluster=postgres) and the comparison arms under bench/compare/ -- writes a
+BenchReport (bench/report.proto) with --json=FILE. This script pairs their
+rows by scenario and writes one table per scenario, the environment, and the
+goals.
 
 A row that is not verified is refused: its figures are not published, the
 table says why, and the script exits 1 (so `make bench` fails visibly).
@@ -22,6 +24,28 @@ import sys
 
 # Which arm a Granary row is compared with.
 REFERENCE = {"hosted": "caf", "remote": "grpc"}
+
+# Granary rows compared with another Granary row instead, by p50:
+# (mode, scenario) -> (arm key, scenario) of the reference.
+P50_REFERENCE = {
+    ("hosted-postgres", "durable-write"): ("granary:hosted-postgres", "postgres_floor"),
+    ("cluster-postgres", "failover"): ("granary:cluster", "failover"),
+}
+
+# Rows shown in another scenario's table: PostgreSQL's own floor beside the
+# durable write it is the floor of.
+TABLE_OF = {"postgres_floor": "durable-write"}
+
+# How a Granary mode reads in a table.
+MODE_LABEL = {
+    "hosted-postgres": "hosted, PostgreSQL storage",
+    "cluster": "dev cluster",
+    "cluster-postgres": "PostgreSQL cluster",
+}
+
+# The goal: a durable write to PostgreSQL costs at most this many times
+# PostgreSQL's own synced single-row UPDATE (p50).
+POSTGRES_FLOOR_GOAL = 1.5
 
 # Footnotes: how each arm's operation differs from Granary's. Keyed by arm.
 FOOTNOTES = {
@@ -53,6 +77,13 @@ SCENARIO_TEXT = {
     "wake": "call to a deactivated grain whose state is read back from storage",
     "durable-write": "one small state write of an active grain, synced before the reply",
     "warm-read": "a call reading an active grain's in-memory state",
+    "failover": ("SIGKILL of a random silo of a 3-silo cluster, per round: the time from the kill "
+                 "to each of its grains' first answer from a survivor (a row is verified only when "
+                 "every one of them answered again and no grain of a surviving silo was "
+                 "deactivated: disturbed = 0)"),
+    "postgres_floor": ("PostgreSQL's own synced single-row UPDATE (pgbench, one client, prepared, "
+                       "`UPDATE granary_bench_floor SET v = v + 1 WHERE id = 1`), latencies from "
+                       "pgbench's per-transaction log"),
 }
 
 
@@ -125,16 +156,30 @@ def fmt_rate(r):
 
 
 def fmt_us(us):
+    if us >= 1000000:
+        return "%.2f s" % (us / 1000000)
     if us >= 1000:
         return "%.2f ms" % (us / 1000)
     return "%.2f µs" % us
 
 
+def sentence(text):
+    """`text` with its first letter capitalized, unless its first word is a
+    name spelled with capitals (gRPC, PostgreSQL, SIGKILL)."""
+    first = text.split(" ", 1)[0]
+    if first != first.lower():
+        return text
+    return text[:1].upper() + text[1:]
+
+
 def label(row):
     if row["arm"] == "granary" and row["scenario"] == "raw_grpc":
         return "gRPC bidi ping-pong (granary-bench's own arm)"
+    if row["arm"] == "granary" and row["scenario"] == "postgres_floor":
+        return "PostgreSQL floor (pgbench)"
     if row["arm"] == "granary":
-        return "Granary (%s%s)" % (row["mode"], ", K=%d" % row["concurrency"]
+        return "Granary (%s%s)" % (MODE_LABEL.get(row["mode"], row["mode"]),
+                                   ", K=%d" % row["concurrency"]
                                    if row.get("concurrency", 0) > 1 else "")
     return {"caf": "CAF", "grpc": "gRPC"}.get(row["arm"], row["arm"])
 
@@ -143,9 +188,14 @@ def ratio_text(row, by_key):
     """Granary's figure against its reference arm's, same scenario."""
     if row["arm"] != "granary" or not row["verified"]:
         return ""
-    ref = by_key.get((REFERENCE.get(row["mode"]), row["scenario"]))
-    if row["scenario"] == "raw_grpc":
+    if row["scenario"] in ("raw_grpc", "postgres_floor"):
         return ""  # itself a comparison row
+    if (row["mode"], row["scenario"]) in P50_REFERENCE:
+        ref = by_key.get(P50_REFERENCE[(row["mode"], row["scenario"])])
+        if ref is None or not ref["verified"] or ref["p50_us"] <= 0:
+            return "–"
+        return "p50 ×%.2f of %s" % (row["p50_us"] / ref["p50_us"], label(ref))
+    ref = by_key.get((REFERENCE.get(row["mode"]), row["scenario"]))
     if ref is None or not ref["verified"]:
         return "–"
     if row["scenario"] in ("ask", "chain", "fanout", "raw_grpc"):
@@ -208,7 +258,48 @@ def goals(by_key):
          lambda a, b: a["p50_us"] <= 1.3 * b["p50_us"], p50)
     goal("remote one-way ≥ 10× gRPC one-message-per-write", get_mode("remote", "oneway"),
          get("grpc", "oneway"), lambda a, b: a["mean_rate"] >= 10 * b["mean_rate"], rate)
+    goal("durable-write on PostgreSQL p50 ≤ %g× PostgreSQL's synced UPDATE (pgbench) p50"
+         % POSTGRES_FLOOR_GOAL, get_mode("hosted-postgres", "durable-write"),
+         get_mode("hosted-postgres", "postgres_floor"),
+         lambda a, b: a["p50_us"] <= POSTGRES_FLOOR_GOAL * b["p50_us"], p50)
+    # Failover: disturbed grains, goal 0. An unverified row is a miss (its
+    # failure says what happened), not a row that was not measured.
+    for mode in ("cluster", "cluster-postgres"):
+        text = "failover (%s): 0 grains of surviving silos disturbed" % MODE_LABEL[mode]
+        r = by_key.get(("granary:" + mode, "failover"))
+        if r is None:
+            lines.append("| %s | not measured in this run | – |" % text)
+        elif r["verified"]:
+            lines.append("| %s | 0 in %d round(s); kill → first answer p50 %s, p99 %s | yes |" % (
+                text, int(r.get("rounds", 0)), fmt_us(r["p50_us"]), fmt_us(r["p99_us"])))
+        else:
+            why = "; ".join(r.get("failures", [])) or "not verified"
+            lines.append("| %s | %s | **no** |" % (text, why))
     return lines
+
+
+def postgres_notes(rows):
+    """What the PostgreSQL arms ran on, from their reports' environment."""
+    env = {}
+    for r in rows:
+        if r["arm"] == "granary" and r["mode"] in ("hosted-postgres", "cluster-postgres"):
+            env.update(r.get("env", {}))
+    if not env:
+        return []
+    server = "PostgreSQL %s" % env["postgres_version"] if "postgres_version" in env else "PostgreSQL"
+    settings = ""
+    if "fsync" in env:
+        settings = " with fsync=%s and synchronous_commit=%s" % (
+            env["fsync"], env.get("synchronous_commit", "?"))
+    return ["## Notes on the PostgreSQL arms", "",
+            "The PostgreSQL rows ran against %s on the same machine over loopback TCP%s: every "
+            "write is a synced commit. `durable-write` on PostgreSQL is one small state write of "
+            "an active grain (one conditional UPDATE, committed before the reply); the floor "
+            "beside it is PostgreSQL's own synced single-row UPDATE measured in the same run "
+            "(pgbench), so their ratio is what Granary adds to a commit. The failover rows on "
+            "PostgreSQL are clusters of equal silos (--cluster=postgres, a fresh cluster id per "
+            "round) losing a random silo, any of them; the dev cluster loses a random silo other "
+            "than the primary, which holds its table." % (server, settings), ""]
 
 
 def plot(rows, path):
@@ -279,14 +370,19 @@ def main():
     all_refused = []
     scenarios = []
     for r in rows:
-        if r["scenario"] not in scenarios:
-            scenarios.append(r["scenario"])
+        s = TABLE_OF.get(r["scenario"], r["scenario"])
+        if s not in scenarios:
+            scenarios.append(s)
     for s in scenarios:
-        srows = [r for r in rows if r["scenario"] == s]
-        srows.sort(key=lambda r: (r["arm"] != "granary", r["mode"], r.get("concurrency", 0)))
+        srows = [r for r in rows if TABLE_OF.get(r["scenario"], r["scenario"]) == s]
+        srows.sort(key=lambda r: (r["arm"] != "granary", r["mode"], r["scenario"] != s,
+                                  r.get("concurrency", 0)))
         md.append("## %s" % s)
         md.append("")
-        md.append("%s. One op = one %s." % (SCENARIO_TEXT.get(s, s).capitalize(), srows[0].get("unit", "op")))
+        md.append("%s. One op = one %s." % (sentence(SCENARIO_TEXT.get(s, s)), srows[0].get("unit", "op")))
+        for t in sorted({r["scenario"] for r in srows if r["scenario"] != s}):
+            md.append("The %s row: %s." % (label(next(r for r in srows if r["scenario"] == t)),
+                                           SCENARIO_TEXT.get(t, t)))
         md.append("")
         lines, refused = table(srows, by_key)
         md.extend(lines)
@@ -307,6 +403,7 @@ def main():
         except ImportError:
             md.append("(No plot: matplotlib is not installed.)")
             md.append("")
+    md.extend(postgres_notes(rows))
     md.append("## Notes on the comparison arms")
     md.append("")
     arms = sorted({r["arm"] for r in rows if r["arm"] != "granary"})

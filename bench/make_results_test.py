@@ -13,12 +13,12 @@ import unittest
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_results.py")
 
 
-def summary(scenario, mode, verified=True, rate=1000.0, p50=12.5, failures=()):
+def summary(scenario, mode, verified=True, rate=1000.0, p50=12.5, failures=(), unit="call"):
     return {"scenario": scenario, "mode": mode, "rounds": 2, "ops": "2000",
             "mean_rate": rate, "min_rate": rate, "max_rate": rate, "spread_pct": 1.5,
             "p50_us": p50, "p99_us": p50 * 4, "samples": "2000", "errors": "0",
             "rss_delta_kb": "12", "verified": verified, "failures": list(failures),
-            "concurrency": 0, "unit": "call"}
+            "concurrency": 0, "unit": unit}
 
 
 class MakeResultsTest(unittest.TestCase):
@@ -68,6 +68,70 @@ class MakeResultsTest(unittest.TestCase):
         self.assertNotIn("777", md)            # its figures are not published
         self.assertIn("| Granary (hosted) | 1.0 k/s", md)  # the good row is
         self.assertIn("refused 1 unverified row", err)
+
+    def postgres_reports(self, write_p50=6000.0, failover=None):
+        hosted = self.write("hosted-postgres.json", {
+            "arm": "granary",
+            "env": {"postgres_version": "15.18", "fsync": "on", "synchronous_commit": "on"},
+            "summaries": [summary("durable-write", "hosted-postgres", p50=write_p50, unit="write"),
+                          summary("postgres_floor", "hosted-postgres", p50=4000.0, unit="write")]})
+        dev = self.write("failover.json", {"arm": "granary", "summaries": [
+            summary("failover", "cluster", p50=1000000.0, unit="grain")]})
+        pg = self.write("failover-postgres.json", {"arm": "granary", "summaries": [
+            failover or summary("failover", "cluster-postgres", p50=1500000.0, unit="grain")]})
+        return hosted, dev, pg
+
+    def test_postgres_rows_are_published_beside_their_floor(self):
+        rc, md, err = self.run_script(*self.postgres_reports())
+        self.assertEqual(rc, 0, err)
+        # The floor is in the durable-write table, not a table of its own.
+        self.assertNotIn("## postgres_floor", md)
+        section = md.split("## durable-write", 1)[1].split("\n## ", 1)[0]
+        self.assertIn("| Granary (hosted, PostgreSQL storage) | 1.0 k/s", section)
+        self.assertIn("| PostgreSQL floor (pgbench) | 1.0 k/s", section)
+        self.assertIn("p50 ×1.50 of PostgreSQL floor (pgbench)", section)
+        self.assertIn("UPDATE granary_bench_floor SET v = v + 1 WHERE id = 1", section)
+        self.assertIn("durable-write on PostgreSQL p50 ≤ 1.5× PostgreSQL's synced UPDATE "
+                      "(pgbench) p50 | 6.00 ms vs 4.00 ms (×1.50) | yes |", md)
+        # Failover on both clusters, with the disturbed-grains goal met.
+        section = md.split("## failover", 1)[1].split("\n## ", 1)[0]
+        self.assertIn("| Granary (dev cluster) |", section)
+        self.assertIn("| Granary (PostgreSQL cluster) |", section)
+        self.assertIn("p50 ×1.50 of Granary (dev cluster)", section)
+        self.assertIn("SIGKILL of a random silo", section)  # not "Sigkill"
+        self.assertIn("| failover (PostgreSQL cluster): 0 grains of surviving silos disturbed | "
+                      "0 in 2 round(s); kill → first answer p50 1.50 s, p99 6.00 s | yes |",
+                      md)
+        self.assertIn("| failover (dev cluster): 0 grains of surviving silos disturbed | 0 in 2",
+                      md)
+        self.assertIn("## Notes on the PostgreSQL arms", md)
+        self.assertIn("PostgreSQL 15.18", md)
+        self.assertIn("fsync=on and synchronous_commit=on", md)
+
+    def test_a_slow_durable_write_misses_the_goal(self):
+        rc, md, err = self.run_script(*self.postgres_reports(write_p50=8000.0))
+        self.assertEqual(rc, 0, err)  # a missed goal is a measurement, not an error
+        self.assertIn("| 8.00 ms vs 4.00 ms (×2.00) | **no** |", md)
+
+    def test_a_failover_that_disturbed_grains_is_refused_and_misses_the_goal(self):
+        why = "0 grains never answered, 3 grains of surviving silos were disturbed"
+        bad = summary("failover", "cluster-postgres", verified=False, p50=1234567.0,
+                      failures=[why], unit="grain")
+        rc, md, err = self.run_script(*self.postgres_reports(failover=bad))
+        self.assertEqual(rc, 1)
+        self.assertIn("| Granary (PostgreSQL cluster) | **refused: not verified** (%s)" % why, md)
+        self.assertIn("| failover (PostgreSQL cluster): 0 grains of surviving silos disturbed | "
+                      "%s | **no** |" % why, md)
+        self.assertNotIn("1234", md)
+
+    def test_without_postgres_rows_their_goals_are_not_measured(self):
+        g = self.write("g.json", {"arm": "granary", "summaries": [summary("ask", "hosted")]})
+        rc, md, err = self.run_script(g)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("(pgbench) p50 | not measured in this run | – |", md)
+        self.assertIn("failover (PostgreSQL cluster): 0 grains of surviving silos disturbed | "
+                      "not measured in this run", md)
+        self.assertNotIn("Notes on the PostgreSQL arms", md)
 
     def test_unreadable_reports_are_an_error(self):
         bad = os.path.join(self.dir, "bad.json")

@@ -7,8 +7,13 @@
 #
 # Arms: granary-bench --hosted; a granary-silo started here on free ports and
 # granary-bench --target against it; the comparison arms granary-compare-caf
-# and granary-compare-grpc when built. Exits non-zero when an arm fails or a
-# row is not verified (the report then refuses that row).
+# and granary-compare-grpc when built; granary-bench --failover on a dev
+# cluster; and the PostgreSQL arms on a throwaway PostgreSQL server started
+# here (bench/postgres_server.sh; fsync and synchronous_commit on, since they
+# measure synced commits; stopped at exit): --failover --cluster=postgres,
+# and --hosted --storage=postgres (the storage scenarios and PostgreSQL's own
+# floor, pgbench's synced UPDATE). Exits non-zero when an arm fails or a row
+# is not verified (the report then refuses that row).
 set -uo pipefail
 
 build=${1:?usage: run_all.sh BUILD_DIR full|quick}
@@ -20,8 +25,10 @@ out_png="$here/results_latency.png"
 command="make bench"
 
 case "$size" in
-  full)  rounds=5; hosted_scale=5; remote_scale=1; arm_scale=1 ;;
+  full)  rounds=5; hosted_scale=5; remote_scale=1; arm_scale=1
+         failover_rounds=3; failover_grains=3000; pg_scale=1 ;;
   quick) rounds=2; hosted_scale=0.5; remote_scale=0.2; arm_scale=0.2
+         failover_rounds=1; failover_grains=300; pg_scale=0.1
          command="make bench-quick"
          out_md="$build/RESULTS-quick.md"; out_png="$build/results_latency-quick.png" ;;
   *) echo "run_all.sh: size must be full or quick" >&2; exit 2 ;;
@@ -29,11 +36,14 @@ esac
 
 work=$(mktemp -d)
 silo_pid=""
+# shellcheck source=bench/postgres_server.sh
+source "$here/postgres_server.sh"
 cleanup() {
   if [ -n "$silo_pid" ] && kill -0 "$silo_pid" 2>/dev/null; then
     kill -TERM "$silo_pid" 2>/dev/null
     wait "$silo_pid" 2>/dev/null
   fi
+  pg_server_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -41,7 +51,7 @@ trap cleanup EXIT
 status=0
 run() {  # run NAME COMMAND...: prints the command, keeps going on failure
   echo "== $1: ${*:2}"
-  "${@:2}" | grep -E '^(SUMMARY|RATIO|ENV)' || true
+  "${@:2}" | grep -E '^(SUMMARY|RATIO|ENV|FAILOVER)' || true
   local rc=${PIPESTATUS[0]}
   if [ "$rc" -ne 0 ]; then
     echo "== $1 exited $rc" >&2
@@ -101,7 +111,35 @@ for arm in caf grpc; do
   fi
 done
 
-# 4. The report, from whatever reports exist. The JSON reports are kept in
+# 4. Failover: SIGKILL a silo of a 3-silo dev cluster, per round.
+run failover "$bin/granary-bench" --failover --rounds="$failover_rounds" \
+    --failover_grains="$failover_grains" --json="$work/failover.json"
+reports+=("$work/failover.json")
+
+# 5. PostgreSQL: a throwaway server, migrated once; a cluster of equal silos
+# on it losing a random silo per round; grain state in it, measured against
+# its own synced single-row UPDATE (postgres_floor, pgbench).
+if pg_server_start; then
+  if [ -x "$bin/granary" ] &&
+     ! "$bin/granary" db migrate --postgres_file="$pg_conninfo_file"; then
+    echo "run_all.sh: granary db migrate failed" >&2
+    status=1
+  fi
+  run failover-postgres "$bin/granary-bench" --failover --cluster=postgres \
+      --postgres_file="$pg_conninfo_file" --rounds="$failover_rounds" \
+      --failover_grains="$failover_grains" --json="$work/failover-postgres.json"
+  reports+=("$work/failover-postgres.json")
+  run hosted-postgres "$bin/granary-bench" --hosted --storage=postgres \
+      --postgres_file="$pg_conninfo_file" --rounds="$rounds" --warmup=1 \
+      --scale="$pg_scale" --json="$work/hosted-postgres.json"
+  reports+=("$work/hosted-postgres.json")
+  pg_server_stop
+else
+  echo "== postgres: no server; the PostgreSQL rows are missing from the report" >&2
+  status=1
+fi
+
+# 6. The report, from whatever reports exist. The JSON reports are kept in
 # the build directory, so the report can be regenerated from them.
 kept="$build/bench-reports"
 mkdir -p "$kept"

@@ -81,5 +81,8 @@ void Create(const ScenarioContext& ctx, ScenarioResult& r);
 void Wake(const ScenarioContext& ctx, ScenarioResult& r);
 void DurableWrite(const ScenarioContext& ctx, ScenarioResult& r);
 void WarmRead(const ScenarioContext& ctx, ScenarioResult& r);
+// PostgreSQL's own synced single-row UPDATE, as many as durable-write's
+// writes (bench/postgres_floor.h).
+void PostgresFloorRound(const ScenarioContext& ctx, ScenarioResult& r);
 
 }  // namespace granary::bench

@@ -442,9 +442,9 @@ void PingPong(const ScenarioContext& ctx, ScenarioResult& r) {
 
 const std::vector<std::string>& ScenarioNames() {
   static const auto* names = new std::vector<std::string>{
-      "activation",  "activation_one", "oneway", "oneway_spread", "ask",
-      "chain",       "pingpong",       "fanout", "create",
-      "wake",        "durable-write",  "warm-read", "raw_grpc"};
+      "activation",    "activation_one", "oneway",   "oneway_spread", "ask",
+      "chain",         "pingpong",       "fanout",   "create",        "wake",
+      "durable-write", "warm-read",      "raw_grpc", "postgres_floor"};
   return *names;
 }
 
@@ -456,7 +456,7 @@ std::string ScenarioUnit(absl::string_view name) {
   if (name == "fanout") return "fan-out";
   if (name == "create") return "create";
   if (name == "wake") return "wake";
-  if (name == "durable-write") return "write";
+  if (name == "durable-write" || name == "postgres_floor") return "write";
   if (name == "warm-read") return "read";
   return "call";
 }
@@ -490,6 +490,7 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   else if (name == "chain") Chain(ctx, r);
   else if (name == "pingpong") PingPong(ctx, r);
   else if (name == "raw_grpc") RawGrpc(ctx, r);
+  else if (name == "postgres_floor") PostgresFloorRound(ctx, r);
   else Fail(r, "unknown scenario");
   r.rss_delta_bytes = resident() - rss0;
   if (!r.latencies_ns.empty()) {

@@ -25,6 +25,7 @@
 namespace granary::bench {
 
 class LifecycleCounter;  // bench/lifecycle.h
+class PostgresFloor;     // bench/postgres_floor.h
 class RawEchoArm;        // bench/raw_echo.h
 
 struct ScenarioContext {
@@ -57,12 +58,16 @@ struct ScenarioContext {
   std::function<int64_t()> silo_resident_bytes;
   // The raw gRPC arm; required by `raw_grpc` (remote mode only).
   RawEchoArm* raw_echo = nullptr;
+  // pgbench on the storage's database; required by `postgres_floor`
+  // (--hosted --storage=postgres only).
+  PostgresFloor* postgres_floor = nullptr;
 };
 
 // "activation" (batches of 100 fresh grains), "activation_one" (one at a
 // time), "oneway" (into one grain), "oneway_spread" (over 1,000 grains),
 // "ask", "chain", "pingpong", "fanout", the storage scenarios "create",
-// "wake", "durable-write", "warm-read", or "raw_grpc" (remote only).
+// "wake", "durable-write", "warm-read", "raw_grpc" (remote only), or
+// "postgres_floor" (pgbench's synced UPDATE: PostgreSQL storage only).
 const std::vector<std::string>& ScenarioNames();
 bool IsScenario(absl::string_view name);
 // What one op of the scenario is: "call", "message", "activation"...

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/lifecycle.h"
+#include "bench/postgres_floor.h"
 #include "bench/scenario_util.h"
 #include "core/detach.h"
 
@@ -116,6 +117,16 @@ void DurableWrite(const ScenarioContext& ctx, ScenarioResult& r) {
     Fail(r, "the grain does not hold the last value written");
   }
   if (r.errors > 0) Fail(r, absl::StrCat(r.errors, " writes failed"));
+}
+
+// pgbench's synced single-row UPDATE, one client: as many as DurableWrite's
+// writes, so the two rows compare sample for sample.
+void PostgresFloorRound(const ScenarioContext& ctx, ScenarioResult& r) {
+  if (ctx.postgres_floor == nullptr) {
+    Fail(r, "postgres_floor needs --storage=postgres");
+    return;
+  }
+  ctx.postgres_floor->Run(Scaled(2000, ctx.scale, 10), r);
 }
 
 // Sequential reads of an active grain's in-memory state through a call.

@@ -1,0 +1,60 @@
+// File: bench/arm.h
+// -----------------------------------------------------------------------------
+// What granary-bench's hosted and remote modes share: the run the flags ask
+// for (RunConfig) and what the scenarios run against (Arm). main.cc turns
+// the flags into a RunConfig and picks the arm; bench/hosted_arm.h is the
+// silo in this process, main.cc's RemoteArm the clients of running
+// gateways.
+//
+//   std::unique_ptr<Arm> arm = MakeHostedArm(config);
+//   GRANARY_RETURN_IF_ERROR(arm->Start(&ctx));
+//   ... RunScenario(name, ctx) ...
+//   arm->Finish(config, report);
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "bench/report.h"
+#include "bench/scenarios.h"
+
+namespace granary::bench {
+
+// What a hosted or remote run is asked for, from the flags.
+struct RunConfig {
+  bool hosted = false;
+  // What its rows are reported under: "hosted", "hosted-postgres" (grain
+  // state in PostgreSQL) or "remote".
+  const char* mode = "remote";
+  std::string target;
+  int rounds = 0;
+  int warmup = 0;
+  double scale = 1;
+  int concurrency = 1;
+  std::vector<std::string> scenarios;
+  bool wants_raw = false;
+  // --hosted: the silo's worker threads (0: hardware threads), messages
+  // per activation per scheduling, and idle spin.
+  int workers = 0;
+  int turn_budget = 64;
+  int idle_spin = 200;
+  // --hosted: rocksdb, memory or postgres; for postgres, its database, and
+  // whether `postgres_floor` runs on it with `pgbench` ("" finds it).
+  std::string storage = "rocksdb";
+  std::string conninfo;
+  bool wants_floor = false;
+  std::string pgbench;
+};
+
+// What the scenarios run against, hosted or remote. Start fills the
+// context's invoker and lifecycle counters; Finish records the arm's
+// environment in the report and stops it.
+class Arm {
+ public:
+  virtual ~Arm() = default;
+  virtual absl::Status Start(ScenarioContext* ctx) = 0;
+  virtual void Finish(const RunConfig& c, Report& report) = 0;
+};
+
+}  // namespace granary::bench

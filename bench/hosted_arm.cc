@@ -1,0 +1,138 @@
+#include "bench/hosted_arm.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "bench/lifecycle.h"
+#include "bench/postgres_db.h"
+#include "bench/postgres_floor.h"
+#include "core/status.h"
+#include "examples/bench_grain.h"
+#include "silo/runtime/silo.h"
+#include "storage/memory_storage.h"
+#include "storage/rocksdb_storage.h"
+
+namespace granary::bench {
+namespace {
+
+// A silo in this process.
+class HostedArm final : public Arm {
+ public:
+  explicit HostedArm(const RunConfig& c) : config_(c) {}
+  // After a Start that failed half-way: the silo stops before its storage.
+  ~HostedArm() override {
+    if (silo_ != nullptr) silo_->Stop();
+  }
+
+  absl::Status Start(ScenarioContext* ctx) override {
+    if (config_.wants_floor) {
+      const std::string pgbench =
+          config_.pgbench.empty() ? FindPgbench() : config_.pgbench;
+      absl::StatusOr<std::unique_ptr<PostgresFloor>> floor =
+          PostgresFloor::Prepare(config_.conninfo, pgbench);
+      if (!floor.ok()) return floor.status();
+      floor_ = *std::move(floor);
+      ctx->postgres_floor = floor_.get();
+    }
+    options_.name = "bench-silo";
+    options_.workers = config_.workers;
+    options_.turn_budget = config_.turn_budget;
+    options_.idle_spin = config_.idle_spin;
+    GRANARY_RETURN_IF_ERROR(OpenStorage());
+    if (storage_ != nullptr) options_.storage = storage_.get();
+    silo_ = std::make_unique<silo::Silo>(options_);
+    GRANARY_RETURN_IF_ERROR(AddBenchGrains(*silo_, &stats_, &state_stats_));
+    GRANARY_RETURN_IF_ERROR(silo_->Start());
+    lifecycle_ = std::make_unique<HostedLifecycle>(&stats_);
+    state_lifecycle_ = std::make_unique<HostedLifecycle>(&state_stats_);
+    ctx->invoker = silo_.get();
+    ctx->lifecycle = lifecycle_.get();
+    ctx->state_lifecycle = state_lifecycle_.get();
+    return absl::OkStatus();
+  }
+
+  void Finish(const RunConfig& c, Report& report) override {
+    std::printf(
+        "ENV mode=%s workers=%d turn_budget=%d idle_spin=%d "
+        "concurrency=%d scale=%g rounds=%d warmup=%d\n",
+        c.mode, silo_->scheduler().workers(), options_.turn_budget,
+        options_.idle_spin, c.concurrency, c.scale, c.rounds, c.warmup);
+    report.SetEnv("workers", absl::StrCat(silo_->scheduler().workers()));
+    report.SetEnv("turn_budget", absl::StrCat(options_.turn_budget));
+    report.SetEnv("storage", c.storage);
+    if (pg_storage_ != nullptr) {
+      std::printf("ENV storage=postgres cluster_id=%s\n",
+                  pg_storage_->cluster_id().c_str());
+      report.SetEnv("cluster_id", pg_storage_->cluster_id());
+    }
+    if (floor_ != nullptr) {
+      std::printf("ENV postgres_version=%s fsync=%s synchronous_commit=%s\n",
+                  floor_->server_version().c_str(), floor_->fsync().c_str(),
+                  floor_->synchronous_commit().c_str());
+      report.SetEnv("postgres_version", floor_->server_version());
+      report.SetEnv("fsync", floor_->fsync());
+      report.SetEnv("synchronous_commit", floor_->synchronous_commit());
+    }
+    silo_->Stop();
+    silo_.reset();
+    storage_.reset();
+    if (pg_storage_ != nullptr) pg_storage_->Close();
+    floor_.reset();
+    if (!storage_dir_.empty()) std::filesystem::remove_all(storage_dir_);
+  }
+
+ private:
+  absl::Status OpenStorage() {
+    const std::string& kind = config_.storage;
+    if (kind == "memory") {
+      storage_ = std::make_unique<storage::MemoryStorage>();
+      return absl::OkStatus();
+    }
+    if (kind == "postgres") {
+      GRANARY_RETURN_IF_ERROR(MigrateBenchDatabase(config_.conninfo));
+      // A cluster of this run's own: no row of another run is read.
+      GRANARY_ASSIGN_OR_RETURN(
+          pg_storage_,
+          BenchPostgresStorage::Open(
+              config_.conninfo,
+              absl::StrCat("bench-", getpid(), "-",
+                           absl::Hex(absl::GetCurrentTimeNanos()))));
+      options_.storage = pg_storage_->storage();
+      return absl::OkStatus();
+    }
+    storage_dir_ = (std::filesystem::temp_directory_path() /
+                    absl::StrCat("granary-bench-", getpid()))
+                       .string();
+    std::filesystem::remove_all(storage_dir_);
+    storage::RocksDbOptions storage_options;
+    storage_options.data_dir = storage_dir_;
+    auto opened = storage::RocksDbStorage::Open(storage_options);
+    if (!opened.ok()) return opened.status();
+    storage_ = *std::move(opened);
+    return absl::OkStatus();
+  }
+
+  const RunConfig& config_;
+  silo::SiloOptions options_;
+  std::unique_ptr<silo::Silo> silo_;
+  BenchStats stats_, state_stats_;
+  std::string storage_dir_;
+  std::unique_ptr<storage::GrainStorage> storage_;
+  std::unique_ptr<BenchPostgresStorage> pg_storage_;
+  std::unique_ptr<PostgresFloor> floor_;
+  std::unique_ptr<HostedLifecycle> lifecycle_, state_lifecycle_;
+};
+
+}  // namespace
+
+std::unique_ptr<Arm> MakeHostedArm(const RunConfig& config) {
+  return std::make_unique<HostedArm>(config);
+}
+
+}  // namespace granary::bench
