@@ -269,10 +269,41 @@ absl::StatusOr<PgResult> PgConnection::Exec(
   const std::string statement(sql);
   const std::string what = statement.substr(0, statement.find(' '));
   if (lost_) return LostError(what);
+  // Statements with parameters are the stores' hot path: each is parsed
+  // and planned once per connection (a prepared statement), then only
+  // executed.
+  const std::string* prepared = nullptr;
+  if (!params.empty()) {
+    auto it = prepared_.find(statement);
+    if (it == prepared_.end() && prepared_.size() < kMaxPrepared) {
+      const std::string name = absl::StrCat("granary_", prepared_.size());
+      if (PQsendPrepare(c_, name.c_str(), statement.c_str(),
+                        static_cast<int>(params.size()), nullptr) == 0) {
+        return ErrorOf(nullptr, what);
+      }
+      absl::Status timed_out;
+      pg_result* p = AwaitResult(what, &timed_out);
+      if (!timed_out.ok()) return timed_out;
+      if (p == nullptr || PQresultStatus(p) != PGRES_COMMAND_OK) {
+        return ErrorOf(p, what);
+      }
+      PQclear(p);
+      it = prepared_.emplace(statement, name).first;
+    }
+    if (it != prepared_.end()) prepared = &it->second;
+  }
   pg_result* r = nullptr;
-  if (PQsendQueryParams(c_, statement.c_str(), static_cast<int>(params.size()),
-                        nullptr, values.data(), lengths.data(), formats.data(),
-                        /*resultFormat=*/0) != 0) {
+  const int sent =
+      prepared != nullptr
+          ? PQsendQueryPrepared(c_, prepared->c_str(),
+                                static_cast<int>(params.size()), values.data(),
+                                lengths.data(), formats.data(),
+                                /*resultFormat=*/0)
+          : PQsendQueryParams(c_, statement.c_str(),
+                              static_cast<int>(params.size()), nullptr,
+                              values.data(), lengths.data(), formats.data(),
+                              /*resultFormat=*/0);
+  if (sent != 0) {
     absl::Status timed_out;
     r = AwaitResult(what, &timed_out);
     if (!timed_out.ok()) return timed_out;

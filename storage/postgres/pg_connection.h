@@ -18,6 +18,8 @@
 // A statement that gets no answer within the statement timeout plus 2 s
 // (a server or link gone silent) fails UNAVAILABLE and marks the
 // connection broken, so no thread waits on a dead link for long.
+// Statements with parameters are prepared on first use and then only
+// executed (up to 64 per connection).
 //
 // Status codes (SQLSTATE classes): connection failures and server shutdown
 // are UNAVAILABLE; bad credentials UNAUTHENTICATED; missing privileges
@@ -36,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -130,6 +133,9 @@ class PgConnection {
   pg_result* AwaitResult(absl::string_view what, absl::Status* error);
   static absl::Status LostError(absl::string_view what);
 
+  // Prepared statements of this connection: SQL text -> name.
+  static constexpr size_t kMaxPrepared = 64;
+  absl::flat_hash_map<std::string, std::string> prepared_;
   pg_conn* c_;
   absl::Duration answer_timeout_ = absl::Seconds(12);
   bool lost_ = false;
