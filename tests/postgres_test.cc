@@ -216,6 +216,16 @@ TEST_F(PostgresTest, BadConnectionStringsWrongPasswordsAndDeadServersAreTold) {
   EXPECT_THAT(
       PgConnection::Connect("postgresql://[::1", absl::Seconds(5)).status(),
       StatusIs(absl::StatusCode::kInvalidArgument));
+  // An unquoted space in a password: libpq's complaint quotes the part
+  // after it, which the message leaves out.
+  absl::Status spaced =
+      PgConnection::Connect("host=127.0.0.1 password=first secondhalf",
+                            absl::Seconds(5))
+          .status();
+  EXPECT_THAT(spaced, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("does not parse")));
+  EXPECT_THAT(spaced.message(), Not(HasSubstr("secondhalf")));
+  EXPECT_THAT(spaced.message(), Not(HasSubstr("first")));
   const std::string wrong =
       absl::StrCat("host=127.0.0.1 port=", server()->port(),
                    " dbname=postgres user=postgres password=not-it");

@@ -25,6 +25,27 @@ std::string Trimmed(const char* message) {
       absl::StripTrailingAsciiWhitespace(message != nullptr ? message : ""));
 }
 
+// libpq's parse errors quote pieces of the string, which may be pieces of
+// a password ("missing "=" after "secret""): each quoted piece but "=" is
+// replaced by "...".
+std::string WithoutQuotedText(const std::string& message) {
+  std::string out;
+  size_t at = 0;
+  while (true) {
+    const size_t open = message.find('"', at);
+    const size_t close =
+        open == std::string::npos ? open : message.find('"', open + 1);
+    if (close == std::string::npos) {
+      out += message.substr(at);
+      return out;
+    }
+    const std::string quoted = message.substr(open, close - open + 1);
+    out += message.substr(at, open - at);
+    out += quoted == "\"=\"" ? quoted : "\"...\"";
+    at = close + 1;
+  }
+}
+
 absl::StatusCode CodeOfSqlState(absl::string_view state) {
   if (state.size() != 5) return absl::StatusCode::kUnavailable;  // no answer
   const absl::string_view cls = state.substr(0, 2);
@@ -125,7 +146,9 @@ absl::Status ValidateConninfo(const std::string& conninfo) {
     std::string why = error != nullptr ? Trimmed(error) : "out of memory";
     if (error != nullptr) PQfreemem(error);
     return absl::InvalidArgumentError(
-        absl::StrCat("the PostgreSQL connection string does not parse: ", why));
+        absl::StrCat("the PostgreSQL connection string does not parse: ",
+                     WithoutQuotedText(why),
+                     " (quote a value with spaces: password='a b')"));
   }
   PQconninfoFree(options);
   return absl::OkStatus();
