@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/address.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "directory/directory_client.h"
 #include "directory/directory_service.h"
@@ -207,6 +208,14 @@ absl::Status SiloHost::StartRuntime() {
   options.min_reminder_period = options_.min_reminder_period;
   options.slow_turn_threshold = options_.slow_turn_threshold;
   p.silo = std::make_unique<Silo>(options);
+  // A silo whose lease lapsed runs no grain code: probes see it unhealthy,
+  // so a silo cut off from the membership table alone is declared dead.
+  p.control.set_health([silo = p.silo.get()]() -> absl::Status {
+    if (MonoNanos() <= silo->lease_until_ns()) return absl::OkStatus();
+    return absl::UnavailableError(
+        "this silo's membership lease has lapsed (it cannot confirm its "
+        "membership in the table)");
+  });
   for (const auto& add : grain_adders_) GRANARY_RETURN_IF_ERROR(add(*p.silo));
   p.partition.set_self_id(p.id);
   // A silo declared dead may run grain code until its lease ends: its

@@ -225,7 +225,11 @@ Task<void> MembershipAgent::LeaseRounds() {
       }
       // The table showed this silo alive at some moment after `sent`
       // (renewed before the view's listeners run, which take their time).
-      if (alive) on_lease_(sent + absl::ToInt64Nanoseconds(options_.lease));
+      if (alive) {
+        const int64_t until = sent + absl::ToInt64Nanoseconds(options_.lease);
+        lease_until_ns_.store(until);
+        on_lease_(until);
+      }
       OnView(*view);
     }
     if (!co_await lease_sleeper_.Until(Now() + period)) co_return;
@@ -342,6 +346,13 @@ Task<bool> MembershipAgent::Round() {
 }
 
 Task<void> MembershipAgent::ProbeRound() {
+  if (MonoNanos() > lease_until_ns_.load()) {
+    // Without a lease this silo cannot tell a dead peer from its own lost
+    // table (every peer looks unhealthy while the table is unreachable):
+    // it neither probes nor votes, and starts counting afresh.
+    misses_.clear();
+    co_return;
+  }
   std::vector<v1::Member> live;
   {
     MutexLock lock(&mu_);

@@ -179,6 +179,8 @@ class MembershipAgent {
   // answers UNIMPLEMENTED).
   bool heartbeat_write_ = true;
 
+  // Until when (MonoNanos) the lease holds; no lease: forever.
+  std::atomic<int64_t> lease_until_ns_{INT64_MAX};
   std::atomic<uint64_t> probes_missed_{0};
   std::atomic<uint64_t> votes_cast_{0};
   std::atomic<uint64_t> rounds_{0};

@@ -122,6 +122,12 @@ grpc::ServerUnaryReactor* SiloControlService::Probe(
     reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting"));
     return reactor;
   }
+  if (health_) {
+    if (absl::Status healthy = health_(); !healthy.ok()) {
+      reactor->Finish(rpc::ToGrpc(healthy));
+      return reactor;
+    }
+  }
   reply->set_id(id_);
   reactor->Finish(grpc::Status::OK);
   return reactor;

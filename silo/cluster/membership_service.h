@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/sync.h"
 #include "core/timer_queue.h"
@@ -59,6 +60,13 @@ class SiloControlService final : public v1::SiloControl::CallbackService {
     MutexLock lock(&mu_);
     id_ = std::move(id);
   }
+  // While `health` answers an error, probes are answered with it (the
+  // probers count a miss): a silo that cannot run grain code (its lease
+  // lapsed: it cannot reach the membership table) is not a live silo.
+  void set_health(std::function<absl::Status()> health) {
+    MutexLock lock(&mu_);
+    health_ = std::move(health);
+  }
   grpc::ServerUnaryReactor* Probe(grpc::CallbackServerContext* context,
                                   const v1::ProbeRequest* request,
                                   v1::ProbeReply* reply) override;
@@ -66,6 +74,7 @@ class SiloControlService final : public v1::SiloControl::CallbackService {
  private:
   Mutex mu_;
   std::string id_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::Status()> health_ ABSL_GUARDED_BY(mu_);
 };
 
 class RemoteMembershipTable final : public storage::MembershipTable {
