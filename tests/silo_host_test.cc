@@ -114,6 +114,17 @@ TEST(SiloHostTest, TwoHostsOfADevClusterShareTheirGrains) {
   primary.Stop();
 }
 
+// `set` applied to options of a --cluster=postgres silo.
+std::function<void(silo::SiloHostOptions&)> Pg(
+    std::function<void(silo::SiloHostOptions&)> set) {
+  return [set](silo::SiloHostOptions& o) {
+    o.cluster = "postgres";
+    o.postgres = "host=127.0.0.1 port=1";
+    o.storage = "";
+    set(o);
+  };
+}
+
 TEST(SiloHostTest, BadOptionsAreRefusedNamingTheFlag) {
   struct Case {
     std::function<void(silo::SiloHostOptions&)> set;
@@ -133,66 +144,25 @@ TEST(SiloHostTest, BadOptionsAreRefusedNamingTheFlag) {
       {[](auto& o) { o.silo_advertise = "host:0"; }, "--silo_advertise"},
       {[](auto& o) { o.min_reminder_period = absl::ZeroDuration(); },
        "--min_reminder_period"},
-      // The production cluster's options, checked before any connection.
-      {[](auto& o) {
-         o.cluster = "postgres";
-         o.postgres = "host=127.0.0.1 port=1";
-         o.storage = "rocksdb";
-       },
+      // The production cluster's options, checked before any connection
+      // (Pg: --cluster=postgres on a CONNINFO, the storage its default).
+      {Pg([](auto& o) { o.storage = "rocksdb"; }),
        "--storage=rocksdb keeps grain state"},
-      {[](auto& o) {
-         o.cluster = "postgres";
-         o.postgres = "host=127.0.0.1 port=1";
-         o.storage = "memory";
-       },
-       "use --storage=postgres"},
-      {[](auto& o) {
-         o.cluster = "postgres";
-         o.postgres = "host=127.0.0.1 port=1";
-         o.storage = "";
-         o.primary = "127.0.0.1:2";
-       },
+      {Pg([](auto& o) { o.storage = "memory"; }), "use --storage=postgres"},
+      {Pg([](auto& o) { o.primary = "127.0.0.1:2"; }),
        "--primary is for --cluster=dev"},
-      {[](auto& o) {
-         o.cluster = "postgres";
-         o.postgres = "host=127.0.0.1 port=1";
-         o.storage = "";
-         o.cluster_id = "a b";
-       },
-       "--cluster_id"},
-      {[](auto& o) {
-         o.cluster = "postgres";
-         o.postgres = "host=127.0.0.1 port=1";
-         o.storage = "";
-         o.postgres_connections = 0;
-       },
+      {Pg([](auto& o) { o.cluster_id = "a b"; }), "--cluster_id"},
+      {Pg([](auto& o) { o.postgres_connections = 0; }),
        "--postgres_connections"},
-      {[](auto& o) {
-         o.cluster = "postgres";
-         o.postgres = "host=127.0.0.1 port=1";
-         o.storage = "";
-         o.dead_retention = absl::Seconds(1);
-       },
+      {Pg([](auto& o) { o.dead_retention = absl::Seconds(1); }),
        "--dead_retention"},
-      {[](auto& o) {
-         o.cluster = "postgres";
-         o.storage = "";
-         o.postgres = "host='unterminated";
-       },
-       "PostgreSQL"},
-      {[](auto& o) {
-         o.cluster = "postgres";
-         o.storage = "";
+      {Pg([](auto& o) { o.postgres = "host='unterminated"; }), "PostgreSQL"},
+      {Pg([](auto& o) {
+         o.postgres.clear();
          o.postgres_file = "/nonexistent/granary-conninfo";
-       },
+       }),
        "--postgres_file"},
-      {[](auto& o) {
-         o.cluster = "postgres";
-         o.storage = "";
-         o.postgres = "host=127.0.0.1";
-         o.postgres_file = "/etc/hostname";
-       },
-       "not both"},
+      {Pg([](auto& o) { o.postgres_file = "/etc/hostname"; }), "not both"},
       {[](auto& o) { o.postgres = "host=127.0.0.1"; },
        "--postgres and --postgres_file need"},
   };

@@ -186,13 +186,7 @@ Task<absl::Status> ReminderService::Load() {
                           << absl::FormatDuration(row.period);
       continue;
     }
-    auto r = std::make_unique<Local>();
-    r->service = this;
-    r->grain = std::move(row.grain);
-    r->name = std::move(row.name);
-    r->first_tick = row.start;
-    r->period = row.period;
-    Install(std::move(r));
+    Install(NewLocal(std::move(row)));
   }
   GRANARY_LOG(kInfo) << "silo=" << silo_->name()
                      << " reminders=" << live_.size() << " reminders loaded";
@@ -215,6 +209,17 @@ absl::Time ReminderService::NextDue(const Local& r, absl::Time after) const {
   absl::Time next = r.first_tick + r.period * k;
   if (next <= after || next < from) next += r.period;
   return next;
+}
+
+std::unique_ptr<ReminderService::Local> ReminderService::NewLocal(
+    storage::ReminderRow row) {
+  auto r = std::make_unique<Local>();
+  r->service = this;
+  r->grain = std::move(row.grain);
+  r->name = std::move(row.name);
+  r->first_tick = row.start;
+  r->period = row.period;
+  return r;
 }
 
 void ReminderService::Install(std::unique_ptr<Local> r) {
@@ -275,16 +280,10 @@ Task<absl::StatusOr<absl::Time>> ReminderService::RegisterHere(
   absl::Status stored = co_await table_->Upsert(row);
   if (!stored.ok()) co_return stored;
   gate->RunIfOpen([&] {
-    auto r = std::make_unique<Local>();
-    r->service = this;
-    r->grain = row.grain;
-    r->name = row.name;
-    r->first_tick = row.start;
-    r->period = row.period;
     MutexLock lock(&mu_);
     // With ranges, the owner schedules it (a later Rebalance, if that is
     // another silo by now).
-    if (!owns_ || owns_(r->grain)) Install(std::move(r));
+    if (!owns_ || owns_(row.grain)) Install(NewLocal(row));
   });
   co_return row.start;
 }
@@ -363,13 +362,7 @@ Task<void> ReminderService::Reload() {
       if (gone != removed_.end() && gone->second > installed_before) {
         continue;  // unregistered after the read
       }
-      auto r = std::make_unique<Local>();
-      r->service = this;
-      r->grain = std::move(row.grain);
-      r->name = std::move(row.name);
-      r->first_tick = row.start;
-      r->period = row.period;
-      Install(std::move(r));
+      Install(NewLocal(std::move(row)));
       ++gained;
     }
     for (auto it = live_.begin(); it != live_.end();) {

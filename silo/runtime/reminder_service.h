@@ -199,6 +199,8 @@ class ReminderService {
   Task<void> Reload();
   void Fire(Local* r);
   static void TickDone(void* ctx, CallBase* call);
+  // A schedule entry for `row` (not yet installed).
+  std::unique_ptr<Local> NewLocal(storage::ReminderRow row);
   // Puts `r` in the schedule, retiring the reminder it replaces.
   void Install(std::unique_ptr<Local> r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `r` out of the schedule: freed now when queued, else by whoever
