@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/cluster_fixture.h"
+#include "tests/cluster_load.h"
 
 namespace granary::testing {
 namespace {
@@ -44,100 +45,6 @@ std::string CaseName(const ::testing::TestParamInfo<PartitionCase>& p) {
       p.param.protection_off ? "WithoutLease" : "");
 }
 
-// One answer of a victim grain: when its call was sent and answered, and
-// where from.
-struct Answer {
-  absl::Time sent;
-  absl::Time received;
-  Where where;
-};
-
-// Calls the victim grains through every client until stopped, recording
-// every answer.
-class VictimCallers {
- public:
-  VictimCallers(std::vector<std::unique_ptr<Client>>& clients,
-                const std::vector<int>& victims) {
-    for (size_t c = 0; c < clients.size(); ++c) {
-      for (size_t t = 0; t < 2; ++t) {
-        threads_.emplace_back([this, &clients, &victims, c, t] {
-          while (!stop_.load()) {
-            for (size_t i = t; i < victims.size() && !stop_.load(); i += 2) {
-              const absl::Time sent = absl::Now();
-              absl::StatusOr<Where> w =
-                  AskWhere(*clients[c], Key(victims[i]), absl::Seconds(3));
-              if (!w.ok()) {
-                // A backoff, not a wait: once silo 2 (client 2's only
-                // gateway) is gone, the others need the CPU to recover.
-                absl::SleepFor(absl::Milliseconds(20));
-                continue;
-              }
-              Record(victims[i], Answer{sent, absl::Now(), *w});
-            }
-          }
-        });
-      }
-    }
-  }
-  ~VictimCallers() { Stop(); }
-  void Record(int g, Answer a) {
-    MutexLock lock(&mu_);
-    answers_[g].push_back(std::move(a));
-    ++count_;
-  }
-  int64_t count() {
-    MutexLock lock(&mu_);
-    return count_;
-  }
-  void Stop() {
-    stop_.store(true);
-    for (std::thread& t : threads_) t.join();
-    threads_.clear();
-  }
-  std::map<int, std::vector<Answer>> answers() {
-    MutexLock lock(&mu_);
-    return answers_;
-  }
-
- private:
-  Mutex mu_;
-  std::map<int, std::vector<Answer>> answers_ ABSL_GUARDED_BY(mu_);
-  int64_t count_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<bool> stop_{false};
-  std::vector<std::thread> threads_;
-};
-
-// What the answers of the victim grains show.
-struct Verdict {
-  int split = 0;       // grains with more than one new activation
-  int stale = 0;       // old answers to calls sent after a new one answered
-  size_t old_answers = 0, new_answers = 0;
-};
-
-Verdict Judge(const std::map<int, std::vector<Answer>>& answers,
-              const std::vector<int>& victims, const std::string& victim_prefix) {
-  Verdict v;
-  for (int g : victims) {
-    auto it = answers.find(g);
-    if (it == answers.end()) continue;
-    absl::Time first_new = absl::InfiniteFuture();
-    std::set<Where> homes;
-    for (const Answer& a : it->second) {
-      if (a.where.rfind(victim_prefix, 0) == 0) continue;
-      first_new = std::min(first_new, a.received);
-      homes.insert(a.where);
-      ++v.new_answers;
-    }
-    if (homes.size() > 1) ++v.split;
-    for (const Answer& a : it->second) {
-      if (a.where.rfind(victim_prefix, 0) != 0) continue;
-      ++v.old_answers;
-      if (a.sent >= first_new) ++v.stale;
-    }
-  }
-  return v;
-}
-
 class ClusterPartitionTest
     : public ClusterRoutingTest,
       public ::testing::WithParamInterface<PartitionCase> {
@@ -159,26 +66,6 @@ class ClusterPartitionTest
       table_proxy_->Cut();
     }
   }
-
-  // Until every victim answers from the others (each answer recorded).
-  bool VictimsMoved(VictimCallers& callers, const std::vector<int>& victims,
-                    const std::string& victim_prefix, std::string* last) {
-    return Eventually(
-        [&] {
-          for (int g : victims) {
-            const absl::Time sent = absl::Now();
-            absl::StatusOr<Where> w =
-                AskWhere(*clients_[g % 2], Key(g), absl::Seconds(2));
-            if (w.ok()) callers.Record(g, Answer{sent, absl::Now(), *w});
-            if (!w.ok() || w->rfind(victim_prefix, 0) == 0) {
-              *last = w.ok() ? *w : w.status().ToString();
-              return false;
-            }
-          }
-          return true;
-        },
-        absl::Seconds(60));
-  }
 };
 
 // Partition through a fault-injecting transport: the other silos reach
@@ -190,7 +77,8 @@ class ClusterPartitionTest
 // time: no call sent after a grain's new activation answered is answered by
 // the old one. With the lease switched off, kIsolated must see some call
 // answered by the old activation after the new one answered.
-TEST_P(ClusterPartitionTest, ACutOffSiloIsDeclaredDeadAndNoGrainAnswersFromTwoActivations) {
+TEST_P(ClusterPartitionTest,
+       ACutOffSiloIsDeclaredDeadAndNoGrainAnswersFromTwoActivations) {
   const int kCutGrains = Scaled(1500);
   const std::vector<std::vector<Where>> before = AskAll(kCutGrains);
   const std::string victim_prefix = silo_addresses_[2] + "@";
@@ -207,7 +95,10 @@ TEST_P(ClusterPartitionTest, ACutOffSiloIsDeclaredDeadAndNoGrainAnswersFromTwoAc
   }
   // Its grains answer from the others.
   std::string last;
-  EXPECT_TRUE(VictimsMoved(callers, victims, victim_prefix, &last)) << last;
+  EXPECT_TRUE(VictimsMoved(callers, victims,
+                           {clients_[0].get(), clients_[1].get()},
+                           victim_prefix, &last))
+      << last;
   if (!slow_table) {
     // It reads the table again: it must exit, without answering from an
     // old activation meanwhile.
@@ -251,36 +142,8 @@ INSTANTIATE_TEST_SUITE_P(
                       PartitionCase{Partition::kIsolated, true}),
     CaseName);
 
-absl::StatusOr<examples::AlarmState> GetAlarm(Client& client,
-                                              const std::string& key) {
-  return client.Get<examples::AlarmRef>(key)
-      .Get(examples::GetAlarmRequest())
-      .Get();
-}
-
-// Ticks of alarm `name` of grain `key` so far, -1 when the grain does not
-// answer.
-int64_t Ticks(Client& client, const std::string& key,
-              const std::string& name = "beat") {
-  absl::StatusOr<examples::AlarmState> s = GetAlarm(client, key);
-  if (!s.ok()) return -1;
-  for (const examples::AlarmInfo& a : s->alarms()) {
-    if (a.name() == name) return a.ticks();
-  }
-  return 0;
-}
-
-absl::StatusOr<examples::AlarmState> SetAlarm(Client& client,
-                                              const std::string& key,
-                                              const std::string& name) {
-  examples::SetAlarmRequest set;
-  set.set_name(name);
-  set.set_due_ms(100);
-  set.set_period_ms(1000);
-  return client.Get<examples::AlarmRef>(key).Set(set).Get();
-}
-
-TEST_F(ClusterRoutingTest, RemindersTickWhereverTheirGrainLivesAndOutliveItsSilo) {
+TEST_F(ClusterRoutingTest,
+       RemindersTickWhereverTheirGrainLivesAndOutliveItsSilo) {
   auto key = [](int a) { return absl::StrCat("alarm", a); };
   const std::string victim_prefix = silo_addresses_[2] + "@";
   // Registered through a gateway other than the primary's; the grains live
@@ -291,7 +154,8 @@ TEST_F(ClusterRoutingTest, RemindersTickWhereverTheirGrainLivesAndOutliveItsSilo
   std::vector<int> on_victim;
   int alarms = 0;
   while (alarms < 12 || (on_victim.empty() && alarms < 200)) {
-    absl::StatusOr<examples::AlarmState> s = SetAlarm(client, key(alarms), "beat");
+    absl::StatusOr<examples::AlarmState> s =
+        SetAlarm(client, key(alarms), "beat");
     ASSERT_TRUE(s.ok()) << s.status();
     homes.insert(s->silo());
     if (s->silo().rfind(victim_prefix, 0) == 0) on_victim.push_back(alarms);
@@ -320,7 +184,8 @@ TEST_F(ClusterRoutingTest, RemindersTickWhereverTheirGrainLivesAndOutliveItsSilo
     ASSERT_TRUE(Eventually([&] {
       after_kill[a] = Ticks(client, key(a));
       return after_kill[a] >= 2;
-    })) << key(a) << " does not answer after the kill";
+    })) << key(a)
+        << " does not answer after the kill";
   }
   for (int a : on_victim) {
     absl::StatusOr<examples::AlarmState> s = GetAlarm(client, key(a));
@@ -331,7 +196,8 @@ TEST_F(ClusterRoutingTest, RemindersTickWhereverTheirGrainLivesAndOutliveItsSilo
   for (int a = 0; a < alarms; ++a) {
     EXPECT_TRUE(Eventually([&] {
       return Ticks(client, key(a)) >= after_kill[a] + 2;
-    })) << key(a) << " stopped ticking when silo 2 died";
+    })) << key(a)
+        << " stopped ticking when silo 2 died";
   }
 
   // Cancelled: no tick after. A second reminder set on the same grain after
@@ -353,7 +219,8 @@ TEST_F(ClusterRoutingTest, RemindersTickWhereverTheirGrainLivesAndOutliveItsSilo
   for (int a = 0; a < alarms; ++a) {
     EXPECT_TRUE(Eventually([&] { return Ticks(client, key(a), "after") >= 2; }))
         << key(a) << ": the reminder set after the cancel does not tick";
-    EXPECT_EQ(Ticks(client, key(a)), cancelled[a]) << key(a) << " ticked after Cancel";
+    EXPECT_EQ(Ticks(client, key(a)), cancelled[a])
+        << key(a) << " ticked after Cancel";
   }
 }
 

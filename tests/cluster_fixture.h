@@ -1,9 +1,20 @@
 // File: tests/cluster_fixture.h
 // -----------------------------------------------------------------------------
 // The fixture of the cluster tests (cluster_routing_test.cc,
-// cluster_failure_test.cc): a dev cluster of three granary-silo processes on
-// 127.0.0.1 and a client per gateway, with helpers that ask grains where
-// they live. GRANARY_CLUSTER_TEST_SCALE shrinks the grain counts.
+// cluster_failure_test.cc, postgres_cluster_test.cc): three granary-silo
+// processes on 127.0.0.1 and a client per gateway, with helpers that ask
+// grains where they live. The silos form a dev cluster (silo 0 the
+// primary), or, with postgres_ set before SetUp, a production cluster on a
+// PostgreSQL database (--cluster=postgres, every silo equal), where a test
+// may kill any silo and start others (AddSilo).
+// GRANARY_CLUSTER_TEST_SCALE shrinks the grain counts.
+//
+//   class MyTest : public ClusterRoutingTest {
+//     void SetUp() override {
+//       postgres_ = Postgres{conninfo, "127.0.0.1:5432", "my-cluster"};
+//       ClusterRoutingTest::SetUp();
+//     }
+//   };
 #pragma once
 
 #include <signal.h>
@@ -11,8 +22,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -50,12 +64,37 @@ inline const int kGrains = Scaled(10000);
 inline constexpr int kThreadsPerClient = 4;
 
 inline std::vector<std::string> DevArgs(const std::string& dir,
-                                 const std::string& primary) {
+                                        const std::string& primary) {
   std::vector<std::string> args = AnyPorts(dir);
   args.push_back("--cluster=dev");
   args.push_back("--storage=memory");
   if (!primary.empty()) args.push_back("--primary=" + primary);
   return args;
+}
+
+// A silo of production cluster `cluster_id` on the PostgreSQL database of
+// `conninfo` (grain state and reminders there too). The connection string
+// goes in a file in `dir` (--postgres_file), so its password is not on the
+// command line.
+inline std::vector<std::string> PostgresArgs(const std::string& dir,
+                                             const std::string& conninfo,
+                                             const std::string& cluster_id) {
+  std::vector<std::string> args = AnyPorts(dir);
+  const std::string file = dir + "/postgres.conninfo";
+  std::ofstream(file) << conninfo << "\n";
+  args.push_back("--cluster=postgres");
+  args.push_back("--postgres_file=" + file);
+  args.push_back("--cluster_id=" + cluster_id);
+  return args;
+}
+
+// `conninfo` with its server replaced by `address` (HOST:PORT; libpq
+// takes the last of a repeated keyword).
+inline std::string ConninfoVia(const std::string& conninfo,
+                               const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return absl::StrCat(conninfo, " host=", address.substr(0, colon),
+                      " port=", address.substr(colon + 1));
 }
 
 // "silo/activation id" of one answer.
@@ -72,8 +111,9 @@ inline std::unique_ptr<Client> Connect(const std::string& gateway) {
   return c.ok() ? *std::move(c) : nullptr;
 }
 
-inline absl::StatusOr<Where> AskWhere(Client& client, const std::string& key,
-                               absl::Duration timeout = absl::Seconds(30)) {
+inline absl::StatusOr<Where> AskWhere(
+    Client& client, const std::string& key,
+    absl::Duration timeout = absl::Seconds(30)) {
   CallOptions options;
   options.timeout = timeout;
   absl::StatusOr<bench::WhereReply> r =
@@ -88,58 +128,92 @@ inline std::string SiloOf(const Where& w) {
   return std::string(w.substr(0, w.find('/')));
 }
 
+// The value of metric `name` (no labels) in a silo's /metrics; -1 when
+// absent.
+inline int64_t Metric(const std::string& http, const std::string& name) {
+  const std::string metrics = HttpGet(http, "/metrics");
+  const std::string line = "\n" + name + " ";
+  const size_t at = metrics.find(line);
+  if (at == std::string::npos) return -1;
+  return std::atoll(metrics.c_str() + at + line.size());
+}
+
+// `granary db migrate` on `conninfo`: the schema a --cluster=postgres silo
+// needs.
+inline ToolRun MigrateDatabase(const std::string& conninfo) {
+  return RunTool(GRANARY_CLI_BINARY,
+                 {"--postgres=" + conninfo, "db", "migrate"});
+}
+
+// The membership table as `granary cluster` through `gateway` prints it:
+// each silo's status (active, dead, ...) by address (its newest
+// generation's); empty when the gateway does not answer.
+inline std::map<std::string, std::string> Membership(
+    const std::string& gateway) {
+  std::map<std::string, std::string> status;
+  for (absl::string_view line :
+       absl::StrSplit(Cli(gateway, {"cluster"}).out, '\n')) {
+    std::vector<absl::string_view> cols =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (cols.size() < 3 || cols[0] == "SILO") continue;
+    status[std::string(cols[0])] = std::string(cols[2]);
+  }
+  return status;
+}
+
+// Silos with `status` in `granary cluster` through `gateway`.
+inline int CountStatus(const std::string& gateway, const std::string& status) {
+  int n = 0;
+  for (const auto& [silo, s] : Membership(gateway)) n += s == status ? 1 : 0;
+  return n;
+}
+
+inline absl::StatusOr<examples::AlarmState> GetAlarm(Client& client,
+                                                     const std::string& key) {
+  return client.Get<examples::AlarmRef>(key)
+      .Get(examples::GetAlarmRequest())
+      .Get();
+}
+
+// Ticks of alarm `name` of grain `key` so far, -1 when the grain does not
+// answer.
+inline int64_t Ticks(Client& client, const std::string& key,
+                     const std::string& name = "beat") {
+  absl::StatusOr<examples::AlarmState> s = GetAlarm(client, key);
+  if (!s.ok()) return -1;
+  for (const examples::AlarmInfo& a : s->alarms()) {
+    if (a.name() == name) return a.ticks();
+  }
+  return 0;
+}
+
+// Sets alarm `name` of grain `key`: first tick in 100 ms, then every second.
+inline absl::StatusOr<examples::AlarmState> SetAlarm(Client& client,
+                                                     const std::string& key,
+                                                     const std::string& name) {
+  examples::SetAlarmRequest set;
+  set.set_name(name);
+  set.set_due_ms(100);
+  set.set_period_ms(1000);
+  return client.Get<examples::AlarmRef>(key).Set(set).Get();
+}
+
 class ClusterRoutingTest : public ::testing::Test {
  protected:
+  // A production cluster's database (see postgres_).
+  struct Postgres {
+    std::string conninfo;  // of a database migrated to this build's schema
+    std::string server;    // HOST:PORT the server listens on
+    std::string cluster_id = "test";
+  };
+
   void SetUp() override {
-    std::vector<std::string> primary_args = DevArgs(TempDir("route-primary"), "");
-    primary_args.insert(primary_args.end(), extra_args_.begin(),
-                        extra_args_.end());
-    silos_.push_back(std::make_unique<SiloProcess>(std::move(primary_args)));
-    const std::string p = silos_[0]->ReadyLine();
-    ASSERT_THAT(p, HasSubstr("READY"));
-    gateways_.push_back(Field(p, "gateway"));
-    silo_addresses_.push_back(Field(p, "silo"));
-    https_.push_back(Field(p, "http"));
-    for (int i = 1; i < 3; ++i) {
-      std::string primary = Field(p, "silo");
-      if (i == 2 && partitionable_) {
-        // Silo 2 reaches the primary's table (and the state and reminders
-        // it serves) only through table_proxy_.
-        table_proxy_ = std::make_unique<FaultProxy>(primary);
-        ASSERT_TRUE(table_proxy_->Start().ok());
-        primary = table_proxy_->address();
-      }
-      std::vector<std::string> args =
-          DevArgs(TempDir(absl::StrCat("route-", i)), primary);
-      args.insert(args.end(), extra_args_.begin(), extra_args_.end());
-      if (i == 2 && partitionable_) {
-        // The others reach silo 2 only through proxy_.
-        const int port = FreePort();
-        ASSERT_NE(port, 0);
-        proxy_ = std::make_unique<FaultProxy>(absl::StrCat("127.0.0.1:", port));
-        ASSERT_TRUE(proxy_->Start().ok());
-        args.push_back(absl::StrCat("--silo=127.0.0.1:", port));
-        args.push_back("--silo_advertise=" + proxy_->address());
-      }
-      silos_.push_back(std::make_unique<SiloProcess>(std::move(args)));
-      const std::string ready = silos_.back()->ReadyLine();
-      ASSERT_THAT(ready, HasSubstr("READY"));
-      gateways_.push_back(Field(ready, "gateway"));
-      silo_addresses_.push_back(Field(ready, "silo"));
-      https_.push_back(Field(ready, "http"));
+    for (int i = 0; i < 3; ++i) {
+      StartSilo();
+      if (HasFatalFailure()) return;
     }
     // Every gateway sees three active silos.
-    for (const std::string& gw : gateways_) {
-      ASSERT_TRUE(Eventually([&] {
-        const std::string table = Cli(gw, {"cluster"}).out;
-        size_t n = 0, at = 0;
-        while ((at = table.find(" active ", at)) != std::string::npos) {
-          ++n;
-          ++at;
-        }
-        return n == 3;
-      }));
-    }
+    WaitForActive(3);
     for (const std::string& gw : gateways_) clients_.push_back(Connect(gw));
   }
 
@@ -147,8 +221,92 @@ class ClusterRoutingTest : public ::testing::Test {
     for (auto& c : clients_) {
       if (c != nullptr) c->Close();
     }
-    for (auto& s : silos_) s->Signal(SIGTERM);
-    for (auto& s : silos_) s->Wait();
+    for (auto& s : silos_) {
+      if (!s->exited()) s->Signal(SIGTERM);
+    }
+    for (size_t i = 0; i < silos_.size(); ++i) {
+      if (silos_[i]->exited()) continue;
+      if (silos_[i]->Wait(absl::Seconds(60)) == -1) {
+        ADD_FAILURE() << "silo " << i << " (" << silo_addresses_[i]
+                      << ") still runs 60 s after SIGTERM";
+        silos_[i]->Signal(SIGKILL);
+        silos_[i]->Wait();
+      }
+    }
+  }
+
+  // Starts silo number silos_.size() and records its addresses (not its
+  // client). With partitionable_, silo 2 is started behind the proxies.
+  void StartSilo() {
+    const size_t i = silos_.size();
+    const bool behind_proxies = partitionable_ && i == 2;
+    if (behind_proxies) {
+      // Silo 2 reaches the membership table (the primary's, with the state
+      // and reminders it serves; or the PostgreSQL server) only through
+      // table_proxy_.
+      table_proxy_ = std::make_unique<FaultProxy>(
+          postgres_ ? postgres_->server : silo_addresses_[0]);
+      ASSERT_TRUE(table_proxy_->Start().ok());
+    }
+    const std::string dir = TempDir(absl::StrCat("route-", i));
+    std::vector<std::string> args;
+    if (postgres_) {
+      args = PostgresArgs(dir,
+                          behind_proxies ? ConninfoVia(postgres_->conninfo,
+                                                       table_proxy_->address())
+                                         : postgres_->conninfo,
+                          postgres_->cluster_id);
+    } else {
+      args = DevArgs(dir, i == 0           ? ""
+                          : behind_proxies ? table_proxy_->address()
+                                           : silo_addresses_[0]);
+    }
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    if (behind_proxies) {
+      // The others reach silo 2 only through proxy_.
+      const int port = FreePort();
+      ASSERT_NE(port, 0);
+      proxy_ = std::make_unique<FaultProxy>(absl::StrCat("127.0.0.1:", port));
+      ASSERT_TRUE(proxy_->Start().ok());
+      args.push_back(absl::StrCat("--silo=127.0.0.1:", port));
+      args.push_back("--silo_advertise=" + proxy_->address());
+    }
+    silos_.push_back(std::make_unique<SiloProcess>(std::move(args)));
+    const std::string ready = silos_.back()->ReadyLine();
+    ASSERT_THAT(ready, HasSubstr("READY")) << silos_.back()->Stderr();
+    gateways_.push_back(Field(ready, "gateway"));
+    silo_addresses_.push_back(Field(ready, "silo"));
+    https_.push_back(Field(ready, "http"));
+  }
+
+  // Starts one more silo, waits until every live gateway sees `active`
+  // active silos, and connects a client to its gateway.
+  void AddSilo(int active) {
+    ASSERT_NO_FATAL_FAILURE(StartSilo());
+    WaitForActive(active);
+    clients_.push_back(Connect(gateways_.back()));
+  }
+
+  // Every gateway with a client (all of them before the clients connect)
+  // sees `n` active silos.
+  void WaitForActive(int n) {
+    for (size_t i = 0; i < gateways_.size(); ++i) {
+      if (i < clients_.size() && clients_[i] == nullptr) continue;
+      ASSERT_TRUE(Eventually([&] {
+        return CountStatus(gateways_[i], "active") == n;
+      })) << "gateway "
+          << gateways_[i] << " does not see " << n << " active silos:\n"
+          << Cli(gateways_[i], {"cluster"}).out;
+    }
+  }
+
+  // The clients not closed (of the silos that still run).
+  std::vector<Client*> LiveClients() const {
+    std::vector<Client*> live;
+    for (const auto& c : clients_) {
+      if (c != nullptr) live.push_back(c.get());
+    }
+    return live;
   }
 
   // The grains whose answer in `where` (one client's row of AskAll) starts
@@ -163,12 +321,14 @@ class ClusterRoutingTest : public ::testing::Test {
   }
 
   // Asks every grain where it lives through every client at once;
-  // answers[c][g] is client c's answer for grain g ("" when it failed).
+  // answers[c][g] is client c's answer for grain g ("" when it failed, and
+  // for every grain when client c was closed).
   std::vector<std::vector<Where>> AskAll(int grains) {
     std::vector<std::vector<Where>> answers(
         clients_.size(), std::vector<Where>(static_cast<size_t>(grains)));
     std::vector<std::thread> threads;
     for (size_t c = 0; c < clients_.size(); ++c) {
+      if (clients_[c] == nullptr) continue;
       for (int t = 0; t < kThreadsPerClient; ++t) {
         threads.emplace_back([&, c, t] {
           for (int g = t; g < grains; g += kThreadsPerClient) {
@@ -176,8 +336,8 @@ class ClusterRoutingTest : public ::testing::Test {
             if (w.ok()) {
               answers[c][static_cast<size_t>(g)] = *w;
             } else {
-              ADD_FAILURE() << Key(g) << " via " << gateways_[c] << ": "
-                            << w.status();
+              ADD_FAILURE()
+                  << Key(g) << " via " << gateways_[c] << ": " << w.status();
             }
           }
         });
@@ -188,12 +348,17 @@ class ClusterRoutingTest : public ::testing::Test {
   }
 
   // Set before SetUp: silo 2 is reached by the others through proxy_, and
-  // reaches the primary's table through table_proxy_.
+  // reaches the membership table through table_proxy_.
   bool partitionable_ = false;
   // Set before SetUp: more flags for every silo.
   std::vector<std::string> extra_args_;
+  // Set before SetUp: the silos form a --cluster=postgres cluster on this
+  // database instead of a dev cluster.
+  std::optional<Postgres> postgres_;
   std::unique_ptr<FaultProxy> proxy_;
   std::unique_ptr<FaultProxy> table_proxy_;
+  // Index i of each is silo i, in the order they started (killed ones
+  // stay; their client is closed and null).
   std::vector<std::unique_ptr<SiloProcess>> silos_;
   std::vector<std::string> gateways_;
   std::vector<std::string> silo_addresses_;
@@ -205,13 +370,87 @@ class ClusterRoutingTest : public ::testing::Test {
 inline int64_t Forwarded(const std::vector<std::string>& https) {
   int64_t total = 0;
   for (const std::string& http : https) {
-    const std::string metrics = HttpGet(http, "/metrics");
-    const std::string name = "\ngranary_calls_forwarded_total ";
-    const size_t at = metrics.find(name);
-    if (at == std::string::npos) return -1;
-    total += std::atoll(metrics.c_str() + at + name.size());
+    const int64_t n = Metric(http, "granary_calls_forwarded_total");
+    if (n < 0) return -1;
+    total += n;
   }
   return total;
+}
+
+// The answers of AskAll agree: every grain answered every client from one
+// activation. Returns the grains each silo hosts.
+inline std::map<std::string, int> ExpectOneActivationPerGrain(
+    const std::vector<std::vector<Where>>& answers) {
+  std::map<std::string, int> per_silo;
+  int disagreements = 0;
+  for (size_t g = 0; !answers.empty() && g < answers[0].size(); ++g) {
+    const Where& first = answers[0][g];
+    for (size_t c = 1; c < answers.size(); ++c) {
+      if (answers[c][g] != first && ++disagreements <= 5) {
+        ADD_FAILURE() << Key(static_cast<int>(g)) << ": " << first << " vs "
+                      << answers[c][g];
+      }
+    }
+    ++per_silo[SiloOf(first)];
+  }
+  EXPECT_EQ(disagreements, 0);
+  return per_silo;
+}
+
+// Asks every grain of `after` that has no answer yet, or one from `victim`
+// (a silo id, SiloOf), through `clients` (grain g through client g % n)
+// until each answers from a live silo.
+inline bool EveryGrainAnswersOffTheVictim(const std::vector<Client*>& clients,
+                                          const std::string& victim,
+                                          std::vector<Where>* after) {
+  return Eventually(
+      [&] {
+        bool all = true;
+        for (size_t g = 0; g < after->size(); ++g) {
+          if (!(*after)[g].empty() && SiloOf((*after)[g]) != victim) continue;
+          absl::StatusOr<Where> w =
+              AskWhere(*clients[g % clients.size()], Key(static_cast<int>(g)),
+                       absl::Seconds(2));
+          if (!w.ok() || SiloOf(*w) == victim) {
+            all = false;
+            continue;
+          }
+          (*after)[g] = *w;
+        }
+        return all;
+      },
+      absl::Seconds(90));
+}
+
+// The victim's grains moved; every other grain kept its activation; and at
+// no time did two live activations answer: after the kill a grain answered
+// from its old activation (on the victim, before detection) and at most one
+// new one.
+inline void ExpectOnlyTheVictimsGrainsMoved(
+    const std::vector<Where>& home, const std::vector<Where>& after,
+    const std::map<int, std::set<Where>>& seen, const std::string& victim) {
+  int moved = 0, kept = 0;
+  for (size_t g = 0; g < home.size(); ++g) {
+    if (SiloOf(home[g]) == victim) {
+      ++moved;
+      EXPECT_NE(SiloOf(after[g]), victim);
+    } else {
+      ++kept;
+      EXPECT_EQ(after[g], home[g])
+          << Key(static_cast<int>(g)) << " lived on a surviving silo";
+    }
+    std::set<Where> live = {after[g]};
+    if (auto it = seen.find(static_cast<int>(g)); it != seen.end()) {
+      for (const Where& w : it->second) {
+        if (SiloOf(w) != victim) live.insert(w);
+      }
+    }
+    EXPECT_EQ(live.size(), 1u) << Key(static_cast<int>(g)) << " answered from "
+                               << live.size() << " live activations";
+  }
+  EXPECT_GT(moved, 0);
+  EXPECT_GT(kept, 0);
+  std::cout << "grains moved: " << moved << ", kept: " << kept << "\n";
 }
 
 }  // namespace granary::testing

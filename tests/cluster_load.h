@@ -11,20 +11,29 @@
 //   where.Stop(); deposits.Stop();
 //   deposits.ExpectBalances(*client);  // no acknowledged deposit lost
 //
+// VictimCallers (with Judge) is the load of the partition tests: it calls a
+// set of grains through every client and keeps when each answer was sent
+// and received, to tell whether a grain ever answered from two activations
+// at once.
+//
 // Threading: the loads run threads of their own; their readers are
 // thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "core/sync.h"
@@ -33,6 +42,9 @@
 #include "tests/cluster_fixture.h"
 
 namespace granary::testing {
+
+// Failed calls by status code.
+using CodeCounts = std::map<absl::StatusCode, int>;
 
 // One thread per caller asks grain pick(c, i) where it lives (AskWhere),
 // again and again, recording every answer by grain and every failure.
@@ -51,6 +63,7 @@ class WhereLoad {
           if (w.ok()) {
             seen_[g].insert(*w);
           } else {
+            ++codes_[w.status().code()];
             errors_.push_back(
                 absl::StrCat(Key(g), ": ", w.status().ToString()));
           }
@@ -75,6 +88,10 @@ class WhereLoad {
     MutexLock lock(&mu_);
     return errors_;
   }
+  CodeCounts codes() const {
+    MutexLock lock(&mu_);
+    return codes_;
+  }
   // Answers so far that came from the silo whose ids start with `prefix`.
   int AnswersFrom(const std::string& prefix) const {
     MutexLock lock(&mu_);
@@ -91,40 +108,59 @@ class WhereLoad {
   mutable Mutex mu_;
   std::map<int, std::set<Where>> seen_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
+  CodeCounts codes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };
 
 // Deposits of 1 into `accounts` BankAccount grains from one thread per
-// caller, counting per account the deposits acknowledged and those whose
-// outcome is unknown (the call failed: it may or may not have happened).
+// caller; with `transfer_every` n > 0, every nth operation of a caller is
+// instead a transfer of 1 from an account to the next one. Per account it
+// keeps the least and the most balance the calls allow: an acknowledged
+// call happened, a declined transfer (the balance did not cover it) did
+// not, and a failed call may have happened, or part of it (a transfer's
+// withdrawal without its deposit, or its deposit without the withdrawal
+// when the deposit's reply was lost and the amount was put back).
 class DepositLoad {
  public:
-  DepositLoad(std::vector<Client*> callers, int accounts)
-      : callers_(std::move(callers)), acked_(accounts), unknown_(accounts) {}
+  DepositLoad(std::vector<Client*> callers, int accounts,
+              int transfer_every = 0)
+      : callers_(std::move(callers)),
+        transfer_every_(transfer_every),
+        least_(accounts),
+        most_(accounts) {}
   ~DepositLoad() { Stop(); }
 
   static std::string Account(int a) { return absl::StrCat("acct", a); }
 
   // Deposits `amount` into every account (acknowledged, or the error).
   absl::Status Seed(int64_t amount) {
-    for (size_t a = 0; a < acked_.size(); ++a) {
+    for (size_t a = 0; a < least_.size(); ++a) {
       absl::Status s =
           Deposit(*callers_[a % callers_.size()], static_cast<int>(a), amount);
       if (!s.ok()) return s;
-      acked_[a] += amount;
+      least_[a] += amount;
+      most_[a] += amount;
     }
     return absl::OkStatus();
   }
   void Start() {
-    const int n = static_cast<int>(acked_.size());
+    const int n = static_cast<int>(least_.size());
     for (size_t c = 0; c < callers_.size(); ++c) {
       threads_.emplace_back([this, c, n] {
         for (int i = 0; !stop_.load(); ++i) {
           const int a = (i * 3 + static_cast<int>(c)) % n;
-          if (Deposit(*callers_[c], a, 1).ok()) {
-            acked_[static_cast<size_t>(a)].fetch_add(1);
+          if (transfer_every_ > 0 &&
+              i % transfer_every_ == transfer_every_ - 1) {
+            Transfer(*callers_[c], a, (a + 1) % n);
           } else {
-            unknown_[static_cast<size_t>(a)].fetch_add(1);
+            absl::Status s = Deposit(*callers_[c], a, 1);
+            if (s.ok()) {
+              Add(a, 1, 1);
+              deposits_.fetch_add(1);
+            } else {
+              Add(a, 0, 1);
+              Failed(s);
+            }
           }
         }
       });
@@ -137,24 +173,44 @@ class DepositLoad {
     }
   }
 
-  // Every account holds at least what was acknowledged and at most that
-  // plus the deposits of unknown outcome. Prints the totals.
+  // Acknowledged deposits and transfers so far.
+  int64_t acknowledged() const { return deposits_.load() + transfers_.load(); }
+  // Calls of unknown outcome (they failed), by code.
+  int64_t failed() const {
+    MutexLock lock(&mu_);
+    int64_t n = 0;
+    for (const auto& [code, count] : codes_) n += count;
+    return n;
+  }
+  CodeCounts codes() const {
+    MutexLock lock(&mu_);
+    return codes_;
+  }
+
+  // Every account holds at least what the acknowledged calls put there and
+  // at most what the calls of unknown outcome may have added (so with no
+  // failed call, exactly what they put there; and the total, which the
+  // transfers do not change, is exactly the deposits). Prints the totals.
   void ExpectBalances(Client& client) {
-    int64_t total_acked = 0, total_unknown = 0;
-    for (size_t a = 0; a < acked_.size(); ++a) {
+    int64_t total = 0, least = 0, most = 0;
+    for (size_t a = 0; a < least_.size(); ++a) {
       absl::StatusOr<examples::Balance> b =
           client.Get<examples::BankAccountRef>(Account(static_cast<int>(a)))
               .GetBalance(examples::GetBalanceRequest())
               .Get();
-      ASSERT_TRUE(b.ok()) << b.status();
-      EXPECT_GE(b->balance(), acked_[a].load()) << Account(static_cast<int>(a));
-      EXPECT_LE(b->balance(), acked_[a].load() + unknown_[a].load())
-          << Account(static_cast<int>(a));
-      total_acked += acked_[a].load();
-      total_unknown += unknown_[a].load();
+      ASSERT_TRUE(b.ok()) << Account(static_cast<int>(a)) << ": " << b.status();
+      EXPECT_GE(b->balance(), least_[a].load()) << Account(static_cast<int>(a));
+      EXPECT_LE(b->balance(), most_[a].load()) << Account(static_cast<int>(a));
+      total += b->balance();
+      least += least_[a].load();
+      most += most_[a].load();
     }
-    std::cout << "deposits acknowledged: " << total_acked
-              << ", outcome unknown: " << total_unknown << "\n";
+    std::cout << "deposits acknowledged: " << deposits_.load()
+              << ", transfers acknowledged: " << transfers_.load()
+              << ", declined: " << declined_.load()
+              << ", calls of unknown outcome: " << failed()
+              << "; total balance " << total << " (allowed " << least << " to "
+              << most << ")\n";
   }
 
  private:
@@ -166,11 +222,164 @@ class DepositLoad {
         .Get()
         .status();
   }
+  void Transfer(Client& c, int from, int to) {
+    examples::TransferRequest req;
+    req.set_to(Account(to));
+    req.set_amount(1);
+    absl::Status s = c.Get<examples::BankAccountRef>(Account(from))
+                         .Transfer(req)
+                         .Get()
+                         .status();
+    if (s.ok()) {
+      Add(from, -1, -1);
+      Add(to, 1, 1);
+      transfers_.fetch_add(1);
+    } else if (s.code() == absl::StatusCode::kFailedPrecondition &&
+               absl::StrContains(s.message(), "does not cover")) {
+      declined_.fetch_add(1);  // refused before anything was written
+    } else {
+      Add(from, -1, 0);
+      Add(to, 0, 1);
+      Failed(s);
+    }
+  }
+  void Add(int a, int64_t least, int64_t most) {
+    least_[static_cast<size_t>(a)].fetch_add(least);
+    most_[static_cast<size_t>(a)].fetch_add(most);
+  }
+  void Failed(const absl::Status& s) {
+    MutexLock lock(&mu_);
+    ++codes_[s.code()];
+  }
 
   const std::vector<Client*> callers_;
-  std::vector<std::atomic<int64_t>> acked_, unknown_;
+  const int transfer_every_;
+  std::vector<std::atomic<int64_t>> least_, most_;
+  std::atomic<int64_t> deposits_{0}, transfers_{0}, declined_{0};
+  mutable Mutex mu_;
+  CodeCounts codes_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };
+
+// One answer of a victim grain: when its call was sent and answered, and
+// where from.
+struct Answer {
+  absl::Time sent;
+  absl::Time received;
+  Where where;
+};
+
+// Calls the victim grains through every client until stopped (two threads
+// per client), recording every answer.
+class VictimCallers {
+ public:
+  VictimCallers(std::vector<std::unique_ptr<Client>>& clients,
+                const std::vector<int>& victims) {
+    for (size_t c = 0; c < clients.size(); ++c) {
+      for (size_t t = 0; t < 2; ++t) {
+        threads_.emplace_back([this, &clients, &victims, c, t] {
+          while (!stop_.load()) {
+            for (size_t i = t; i < victims.size() && !stop_.load(); i += 2) {
+              const absl::Time sent = absl::Now();
+              absl::StatusOr<Where> w =
+                  AskWhere(*clients[c], Key(victims[i]), absl::Seconds(3));
+              if (!w.ok()) {
+                // A backoff, not a wait: once the victim (its client's only
+                // gateway) is gone, the others need the CPU to recover.
+                absl::SleepFor(absl::Milliseconds(20));
+                continue;
+              }
+              Record(victims[i], Answer{sent, absl::Now(), *w});
+            }
+          }
+        });
+      }
+    }
+  }
+  ~VictimCallers() { Stop(); }
+  void Record(int g, Answer a) {
+    MutexLock lock(&mu_);
+    answers_[g].push_back(std::move(a));
+    ++count_;
+  }
+  int64_t count() {
+    MutexLock lock(&mu_);
+    return count_;
+  }
+  void Stop() {
+    stop_.store(true);
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+  std::map<int, std::vector<Answer>> answers() {
+    MutexLock lock(&mu_);
+    return answers_;
+  }
+
+ private:
+  Mutex mu_;
+  std::map<int, std::vector<Answer>> answers_ ABSL_GUARDED_BY(mu_);
+  int64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+// Until every victim answers from a silo other than the one whose ids
+// start with `victim_prefix`, asked through `others` (each answer
+// recorded); `last` says what the last one that did not answered.
+inline bool VictimsMoved(VictimCallers& callers,
+                         const std::vector<int>& victims,
+                         const std::vector<Client*>& others,
+                         const std::string& victim_prefix, std::string* last) {
+  return Eventually(
+      [&] {
+        for (int g : victims) {
+          const absl::Time sent = absl::Now();
+          absl::StatusOr<Where> w =
+              AskWhere(*others[static_cast<size_t>(g) % others.size()], Key(g),
+                       absl::Seconds(2));
+          if (w.ok()) callers.Record(g, Answer{sent, absl::Now(), *w});
+          if (!w.ok() || w->rfind(victim_prefix, 0) == 0) {
+            *last = w.ok() ? *w : w.status().ToString();
+            return false;
+          }
+        }
+        return true;
+      },
+      absl::Seconds(60));
+}
+
+// What the answers of the victim grains show.
+struct Verdict {
+  int split = 0;  // grains with more than one new activation
+  int stale = 0;  // old answers to calls sent after a new one answered
+  size_t old_answers = 0, new_answers = 0;
+};
+
+inline Verdict Judge(const std::map<int, std::vector<Answer>>& answers,
+                     const std::vector<int>& victims,
+                     const std::string& victim_prefix) {
+  Verdict v;
+  for (int g : victims) {
+    auto it = answers.find(g);
+    if (it == answers.end()) continue;
+    absl::Time first_new = absl::InfiniteFuture();
+    std::set<Where> homes;
+    for (const Answer& a : it->second) {
+      if (a.where.rfind(victim_prefix, 0) == 0) continue;
+      first_new = std::min(first_new, a.received);
+      homes.insert(a.where);
+      ++v.new_answers;
+    }
+    if (homes.size() > 1) ++v.split;
+    for (const Answer& a : it->second) {
+      if (a.where.rfind(victim_prefix, 0) != 0) continue;
+      ++v.old_answers;
+      if (a.sent >= first_new) ++v.stale;
+    }
+  }
+  return v;
+}
 
 }  // namespace granary::testing

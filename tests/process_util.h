@@ -41,6 +41,8 @@ class ChildProcess {
   void Signal(int sig);
   // Every thread of it is stopped (SIGSTOP takes effect asynchronously).
   bool Stopped() const;
+  // Wait() saw it exit (its pid may belong to another process now).
+  bool exited() const { return exited_; }
   pid_t pid() const { return pid_; }
 
  private:

@@ -112,7 +112,7 @@ absl::Status OpenPostgres(const std::string& conninfo, absl::Duration wait) {
     if (db.status().code() != absl::StatusCode::kUnavailable) {
       return db.status();
     }
-    if (absl::Now() + pause >= give_up) {
+    if (absl::Now() >= give_up) {
       return absl::UnavailableError(absl::StrCat(
           "cannot reach PostgreSQL (", storage::RedactConninfo(conninfo),
           ") within --join_timeout=", absl::FormatDuration(wait), ": ",
@@ -124,7 +124,8 @@ absl::Status OpenPostgres(const std::string& conninfo, absl::Duration wait) {
           << "waiting for PostgreSQL (" << storage::RedactConninfo(conninfo)
           << "): " << db.status().message();
     }
-    absl::SleepFor(pause);
+    // The last attempt is made at the deadline.
+    absl::SleepFor(std::min(pause, give_up - absl::Now()));
     pause = std::min(pause * 2, absl::Seconds(2));
   }
 }

@@ -272,8 +272,11 @@ Task<absl::StatusOr<absl::Time>> ReminderService::RegisterHere(
   storage::ReminderRow row;
   row.grain = std::move(grain);
   row.name = std::move(name);
-  row.start = silo_->clock()->Now() + due;
-  row.period = period;
+  // In whole microseconds, as the wire and the stores keep it: a tick of
+  // this reminder is matched by its first tick wherever it is sent from.
+  row.start =
+      absl::FromUnixMicros(absl::ToUnixMicros(silo_->clock()->Now() + due));
+  row.period = absl::Microseconds(absl::ToInt64Microseconds(period));
   // The table may finish after the silo (and this service) stopped: past
   // the await, `this` is touched only while the gate is open.
   const std::shared_ptr<SiloGate> gate = silo_->gate();
