@@ -81,6 +81,28 @@ TEST_F(PostgresTest, GrainStateWritesAreConditionalOnTheEtag) {
   EXPECT_FALSE(other->exists);
 }
 
+// libpq takes parameters as C strings: a key with a NUL byte would name
+// another grain ("alice\0x" would be "alice"), so it is refused instead.
+TEST_F(PostgresTest, AGrainKeyWithANulByteIsRefusedNotTruncated) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  using S = PostgresGrainStorage;
+  const GrainId alice("granary.examples.Counter", "alice");
+  const GrainId nul("granary.examples.Counter", std::string("alice\0x", 7));
+  const std::string bytes = "alice's";
+  ASSERT_THAT(S::WriteOn(*db, "c", alice, &bytes, "").status(), IsOk());
+  EXPECT_THAT(S::ReadOn(*db, "c", nul).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("NUL")));
+  const std::string other = "overwritten";
+  EXPECT_THAT(S::WriteOn(*db, "c", nul, &other, "").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(S::WriteOn(*db, "c", nul, nullptr, "").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  absl::StatusOr<StoredState> read = S::ReadOn(*db, "c", alice);
+  ASSERT_THAT(read.status(), IsOk());
+  EXPECT_EQ(read->bytes, bytes);  // alice's state is untouched
+}
+
 // A writer that read "absent" must not succeed after another wrote and
 // cleared the state: the clear leaves a tombstone with its own etag.
 TEST_F(PostgresTest, AClearKeepsATombstoneSoAStaleAbsentReadCannotWrite) {

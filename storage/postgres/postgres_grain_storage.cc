@@ -8,9 +8,25 @@
 #include "core/status.h"
 
 namespace granary::storage {
+namespace {
+
+// Statement parameters go to libpq as C strings: a NUL byte would cut the
+// key short and name another grain's state, so such a key is refused.
+absl::Status CheckStorable(const GrainId& id) {
+  if (id.key().find('\0') == std::string::npos &&
+      id.type().find('\0') == absl::string_view::npos) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "PostgreSQL grain storage: a grain key with a NUL byte cannot be "
+      "stored");
+}
+
+}  // namespace
 
 absl::StatusOr<StoredState> PostgresGrainStorage::ReadOn(
     PgConnection& db, const std::string& cluster, const GrainId& id) {
+  GRANARY_RETURN_IF_ERROR(CheckStorable(id));
   GRANARY_ASSIGN_OR_RETURN(
       PgResult r,
       db.Exec("SELECT version, state FROM granary_grain_state "
@@ -29,6 +45,7 @@ absl::StatusOr<StoredState> PostgresGrainStorage::ReadOn(
 absl::StatusOr<std::string> PostgresGrainStorage::WriteOn(
     PgConnection& db, const std::string& cluster, const GrainId& id,
     const std::string* bytes, const std::string& expected_etag) {
+  GRANARY_RETURN_IF_ERROR(CheckStorable(id));
   const std::string type(id.type());
   const PgParam state =
       bytes != nullptr ? PgParam::Bytes(*bytes) : PgParam::Null();

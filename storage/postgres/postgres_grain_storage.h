@@ -18,6 +18,9 @@
 // statement commits on its own (synchronous commit as the server is set
 // up): a write is acknowledged once PostgreSQL made it durable.
 //
+// A key with a NUL byte cannot be a statement parameter: its reads and
+// writes are INVALID_ARGUMENT (never another grain's state).
+//
 // Concurrent grains' operations run at once, one per pooled connection.
 // Threading: thread-safe; tasks resume on the pool's threads.
 #pragma once
