@@ -323,6 +323,11 @@ class ClusterRoutingTest : public ::testing::Test {
   // Asks every grain where it lives through every client at once;
   // answers[c][g] is client c's answer for grain g ("" when it failed, and
   // for every grain when client c was closed).
+  // kGrains hash-placed grains asked through every gateway at once answer
+  // from one activation each, spread over all three silos, and from the
+  // same activation when asked again.
+  void ExpectEveryGrainOnOneActivation();
+
   std::vector<std::vector<Where>> AskAll(int grains) {
     std::vector<std::vector<Where>> answers(
         clients_.size(), std::vector<Where>(static_cast<size_t>(grains)));
@@ -395,6 +400,25 @@ inline std::map<std::string, int> ExpectOneActivationPerGrain(
   }
   EXPECT_EQ(disagreements, 0);
   return per_silo;
+}
+
+inline void ClusterRoutingTest::ExpectEveryGrainOnOneActivation() {
+  const std::vector<std::vector<Where>> answers = AskAll(kGrains);
+  const std::map<std::string, int> per_silo =
+      ExpectOneActivationPerGrain(answers);
+  // BenchGrain is placed by hash: the grains spread over all three silos,
+  // and every gateway sends a new grain to the same one.
+  EXPECT_EQ(per_silo.size(), 3u);
+  for (const auto& [silo, n] : per_silo) {
+    std::cout << silo << " hosts " << n << " grains\n";
+    EXPECT_GT(n, kGrains / 10) << silo;
+  }
+  // Asked again, every grain answers from the same activation.
+  for (int g = 0; g < kGrains; g += 97) {
+    absl::StatusOr<Where> again = AskWhere(*clients_[g % 3], Key(g));
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(*again, answers[0][static_cast<size_t>(g)]);
+  }
 }
 
 // Asks every grain of `after` that has no answer yet, or one from `victim`

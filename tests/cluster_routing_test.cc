@@ -22,22 +22,7 @@ namespace granary::testing {
 namespace {
 
 TEST_F(ClusterRoutingTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
-  const std::vector<std::vector<Where>> answers = AskAll(kGrains);
-  const std::map<std::string, int> per_silo =
-      ExpectOneActivationPerGrain(answers);
-  // BenchGrain is placed by hash: the grains spread over all three silos,
-  // and every gateway sends a new grain to the same one.
-  EXPECT_EQ(per_silo.size(), 3u);
-  for (const auto& [silo, n] : per_silo) {
-    std::cout << silo << " hosts " << n << " grains\n";
-    EXPECT_GT(n, kGrains / 10) << silo;
-  }
-  // Asked again, every grain answers from the same activation.
-  for (int g = 0; g < kGrains; g += 97) {
-    absl::StatusOr<Where> again = AskWhere(*clients_[g % 3], Key(g));
-    ASSERT_TRUE(again.ok()) << again.status();
-    EXPECT_EQ(*again, answers[0][static_cast<size_t>(g)]);
-  }
+  ExpectEveryGrainOnOneActivation();
 }
 
 // Alarm is placed at random: each gateway that receives the first call for

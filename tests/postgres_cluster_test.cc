@@ -158,21 +158,7 @@ std::string CodesString(const CodeCounts& codes) {
 }
 
 TEST_F(PostgresClusterTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
-  const std::vector<std::vector<Where>> answers = AskAll(kGrains);
-  const std::map<std::string, int> per_silo =
-      ExpectOneActivationPerGrain(answers);
-  // BenchGrain is placed by hash over the three silos.
-  EXPECT_EQ(per_silo.size(), 3u);
-  for (const auto& [silo, n] : per_silo) {
-    std::cout << silo << " hosts " << n << " grains\n";
-    EXPECT_GT(n, kGrains / 10) << silo;
-  }
-  // Asked again, every grain answers from the same activation.
-  for (int g = 0; g < kGrains; g += 97) {
-    absl::StatusOr<Where> again = AskWhere(*clients_[g % 3], Key(g));
-    ASSERT_TRUE(again.ok()) << again.status();
-    EXPECT_EQ(*again, answers[0][static_cast<size_t>(g)]);
-  }
+  ExpectEveryGrainOnOneActivation();
 }
 
 // Each of the three first silos is killed in turn, the first-started one
