@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench_postgres_smoke: the PostgreSQL arms of granary-bench run, on a
-# throwaway server this script starts (bench/postgres_server.sh: fsync and
+# throwaway server this script starts (scripts/throwaway-postgres.sh: fsync and
 # synchronous_commit on):
 #   1. --failover --cluster=postgres, one round of a few grains: a verified
 #      failover row, and a FAILOVER line naming the seed and the victim;
@@ -14,8 +14,8 @@ set -u
 bench=$1
 silo=$2
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=bench/postgres_server.sh
-source "$here/postgres_server.sh"
+# shellcheck source=scripts/throwaway-postgres.sh
+source "$here/../scripts/throwaway-postgres.sh"
 trap pg_server_stop EXIT
 fail() {
   echo "FAIL: $*" >&2

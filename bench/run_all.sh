@@ -9,7 +9,7 @@
 # granary-bench --target against it; the comparison arms granary-compare-caf
 # and granary-compare-grpc when built; granary-bench --failover on a dev
 # cluster; and the PostgreSQL arms on a throwaway PostgreSQL server started
-# here (bench/postgres_server.sh; fsync and synchronous_commit on, since they
+# here (scripts/throwaway-postgres.sh; fsync and synchronous_commit on, since they
 # measure synced commits; stopped at exit): --failover --cluster=postgres,
 # and --hosted --storage=postgres (the storage scenarios and PostgreSQL's own
 # floor, pgbench's synced UPDATE). Exits non-zero when an arm fails or a row
@@ -36,8 +36,8 @@ esac
 
 work=$(mktemp -d)
 silo_pid=""
-# shellcheck source=bench/postgres_server.sh
-source "$here/postgres_server.sh"
+# shellcheck source=scripts/throwaway-postgres.sh
+source "$here/../scripts/throwaway-postgres.sh"
 cleanup() {
   if [ -n "$silo_pid" ] && kill -0 "$silo_pid" 2>/dev/null; then
     kill -TERM "$silo_pid" 2>/dev/null

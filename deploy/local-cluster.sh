@@ -9,10 +9,11 @@
 # --primary.
 # With --postgres: N equal silos (--cluster=postgres) on the PostgreSQL
 # database CONNINFO, migrated first (granary db migrate). With no CONNINFO
-# the script starts a throwaway PostgreSQL server of its own: initdb in the
-# cluster's folder (under /tmp when run as root and the `postgres` user
-# cannot reach that folder), loopback only, a free port, a random password;
-# Ctrl-C stops it after the silos.
+# the script starts a throwaway PostgreSQL server of its own
+# (scripts/throwaway-postgres.sh): initdb in the cluster's folder (under /tmp
+# when run as root and the `postgres` user cannot reach that folder),
+# loopback only, a free port, a random password; Ctrl-C stops it after the
+# silos.
 #
 #   deploy/local-cluster.sh 3
 #   deploy/local-cluster.sh 3 --postgres
@@ -52,22 +53,27 @@ dir=${GRANARY_CLUSTER_DIR:-./granary-cluster}
 mkdir -p "$dir"
 work=$(mktemp -d)
 pids=()
-pg_dir=""        # the throwaway server's directory, when it is ours
-pg_bin=""
+here=$(cd "$(dirname "$0")" && pwd)
+started_postgres=""  # yes once the throwaway server is up
 
 stop_all() {
-  trap - INT TERM EXIT
-  # The primary last: the others leave through its table, so it gets its
-  # SIGTERM once they are gone. A graceful stop takes seconds; a silo that
-  # has not gone after 30 s (one stuck before it handles signals) is killed.
+  # A second signal must not cut the stop short (it would leave silos and
+  # the throwaway server running): signals are ignored from here on.
+  trap '' INT TERM
+  trap - EXIT
+  # A dev cluster's primary last: the others leave through its table, so it
+  # gets its SIGTERM once they are gone (equal silos all get theirs at
+  # once). A graceful stop takes seconds; a silo that has not gone after
+  # 30 s (one stuck before it handles signals) is killed.
   local deadline=$((SECONDS + 30))
-  local i
-  for ((i = ${#pids[@]} - 1; i >= 1; i--)); do
+  local i first=1
+  [ -z "$postgres" ] || first=0
+  for ((i = ${#pids[@]} - 1; i >= first; i--)); do
     kill -TERM "${pids[$i]}" 2>/dev/null || true
   done
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
     local pid=${pids[$i]}
-    if [ "$i" -eq 0 ] && [ -z "$postgres" ]; then
+    if [ "$i" -eq 0 ] && [ "$first" -eq 1 ]; then
       kill -TERM "$pid" 2>/dev/null || true
       deadline=$((SECONDS + 30))
     fi
@@ -77,9 +83,7 @@ stop_all() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
-  if [ -n "$pg_dir" ]; then
-    as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop > /dev/null 2>&1 || true
-  fi
+  [ -z "$started_postgres" ] || pg_server_stop
   rm -rf "$work"
 }
 trap 'stop_all; exit 0' INT TERM
@@ -108,51 +112,26 @@ start() {
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<< " $2"; }
 
-# as_pg CMD...: runs CMD as the server's user (PostgreSQL refuses root).
-as_pg() {
-  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
-# Starts the throwaway server; sets conninfo.
+# Starts the throwaway server (scripts/throwaway-postgres.sh, in the
+# cluster's folder when the server's user can reach it); sets conninfo.
 start_postgres() {
-  pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-  if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/initdb" ]; then
-    echo "local-cluster.sh: no PostgreSQL server (scripts/install-deps.sh installs it)" >&2
-    exit 1
-  fi
-  pg_dir=$(cd "$dir" && pwd)/postgres
-  if [ "$(id -u)" -eq 0 ]; then
-    mkdir -p "$pg_dir"
-    chown postgres: "$pg_dir"
-    if ! runuser -u postgres -- test -w "$pg_dir"; then
-      rmdir "$pg_dir" 2>/dev/null || true
-      pg_dir=$(mktemp -d /tmp/granary-local-pg-XXXXXX)
-      chown postgres: "$pg_dir"
-    fi
-  fi
-  rm -rf "$pg_dir/data"
-  mkdir -p "$pg_dir"
-  local password
-  password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
-  (umask 077; echo "$password" > "$pg_dir/pwfile")
-  [ "$(id -u)" -ne 0 ] || chown postgres: "$pg_dir" "$pg_dir/pwfile"
-  as_pg "$pg_bin/initdb" -D "$pg_dir/data" -U granary --pwfile="$pg_dir/pwfile" \
-      --auth-local=scram-sha-256 --auth-host=scram-sha-256 -E UTF8 > "$pg_dir/initdb.log" 2>&1 \
-    || { echo "local-cluster.sh: initdb failed:" >&2; tail -n 20 "$pg_dir/initdb.log" >&2; exit 1; }
-  rm -f "$pg_dir/pwfile"
-  local port
-  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$pg_dir" start > /dev/null \
-    || { echo "local-cluster.sh: PostgreSQL did not start:" >&2; tail -n 20 "$pg_dir/server.log" >&2; exit 1; }
-  conninfo="host=127.0.0.1 port=$port dbname=postgres user=granary password=$password"
-  echo "PostgreSQL: 127.0.0.1:$port (data and log in $pg_dir; stopped with the cluster)"
+  # shellcheck source=scripts/throwaway-postgres.sh
+  source "$here/../scripts/throwaway-postgres.sh"
+  pg_server_start "$dir/postgres" > /dev/null \
+    || { echo "local-cluster.sh: could not start PostgreSQL" >&2; exit 1; }
+  conninfo=$(cat "$pg_conninfo_file")
+  local fate="stopped with the cluster"
+  [ -z "$pg_dir_is_ours" ] || fate="stopped and removed with the cluster"
+  echo "PostgreSQL: 127.0.0.1:$pg_port (data and log in $pg_dir; $fate)"
 }
 
 ready=""
 lines=()
 if [ -n "$postgres" ]; then
-  [ -n "$conninfo" ] || start_postgres
+  if [ -z "$conninfo" ]; then
+    started_postgres=yes
+    start_postgres
+  fi
   # The silos and the migration read the connection string from a file
   # only this user can read: it may hold a password.
   (umask 077; printf '%s\n' "$conninfo" > "$dir/postgres.conninfo")

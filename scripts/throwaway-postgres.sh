@@ -1,23 +1,28 @@
 # shellcheck shell=bash
-# bench/postgres_server.sh: a throwaway PostgreSQL server for the benchmark's
-# PostgreSQL arms (bench/run_all.sh, bench/postgres_smoke_test.sh). Source it,
-# then:
+# scripts/throwaway-postgres.sh: a throwaway PostgreSQL server, for the
+# benchmark's PostgreSQL arms (bench/run_all.sh, bench/postgres_smoke_test.sh)
+# and deploy/local-cluster.sh --postgres. Source it, then:
 #
-#   pg_server_start            # sets pg_conninfo_file; exits 1 on failure
+#   pg_server_start [DIR]      # sets pg_conninfo_file; returns 1 on failure
 #   build/bin/granary-bench ... --postgres_file="$pg_conninfo_file"
 #   pg_server_stop             # idempotent; call it from the EXIT trap
 #
-# The server: initdb in a fresh directory under /tmp (as root it runs as the
-# `postgres` system user, which owns that directory: PostgreSQL refuses
-# root), listening on 127.0.0.1 only at a free port, scram-sha-256 password
+# The server: initdb in DIR, or in a fresh directory under /tmp (also when
+# run as root and the `postgres` system user, which the server runs as
+# because PostgreSQL refuses root, cannot reach DIR), listening on 127.0.0.1
+# only at a free port, scram-sha-256 password
 # authentication with a random password, and fsync and synchronous_commit
 # left on: the PostgreSQL arms measure synced commits. The connection string
 # is in "$pg_conninfo_file", mode 0600, never on a command line.
 #
+# pg_server_stop removes a fresh directory, and leaves DIR (with the
+# server's log) where it was.
+#
 # Needs bash. Sets these globals (and touches no other of the caller's):
-# pg_dir, pg_bin, pg_port, pg_conninfo_file.
+# pg_dir, pg_bin, pg_port, pg_conninfo_file, pg_dir_is_ours.
 
 pg_dir=""
+pg_dir_is_ours=""
 pg_bin=""
 pg_port=""
 pg_conninfo_file=""
@@ -43,18 +48,31 @@ pg_find_bin() {
 pg_server_start() {
   pg_bin=$(pg_find_bin)
   if [ -z "$pg_bin" ]; then
-    echo "postgres_server.sh: no PostgreSQL server under /usr/lib/postgresql" \
+    echo "throwaway-postgres.sh: no PostgreSQL server under /usr/lib/postgresql" \
          "(scripts/install-deps.sh installs it)" >&2
     return 1
   fi
-  pg_dir=$(mktemp -d /tmp/granary-bench-pg-XXXXXX) || return 1
+  pg_dir=""
+  if [ -n "${1:-}" ] && mkdir -p "$1"; then
+    pg_dir=$(cd "$1" && pwd)
+    if [ "$(id -u)" -eq 0 ]; then
+      chown postgres: "$pg_dir" 2> /dev/null || true
+      runuser -u postgres -- test -w "$pg_dir" 2> /dev/null || pg_dir=""
+    fi
+    pg_dir_is_ours=""
+  fi
+  if [ -z "$pg_dir" ]; then
+    pg_dir=$(mktemp -d /tmp/granary-pg-XXXXXX) || return 1
+    pg_dir_is_ours=yes
+  fi
+  rm -rf "$pg_dir/data"
   chmod 700 "$pg_dir"
   local password
   password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
   (umask 077; printf '%s\n' "$password" > "$pg_dir/pwfile")
   if [ "$(id -u)" -eq 0 ]; then
     if ! id postgres > /dev/null 2>&1; then
-      echo "postgres_server.sh: no \`postgres\` system user (the postgresql" \
+      echo "throwaway-postgres.sh: no \`postgres\` system user (the postgresql" \
            "package creates it)" >&2
       return 1
     fi
@@ -63,7 +81,7 @@ pg_server_start() {
   if ! pg_as_server_user "$pg_bin/initdb" -D "$pg_dir/data" -U granary \
       --pwfile="$pg_dir/pwfile" --auth-local=scram-sha-256 \
       --auth-host=scram-sha-256 -E UTF8 > "$pg_dir/initdb.log" 2>&1; then
-    echo "postgres_server.sh: initdb failed:" >&2
+    echo "throwaway-postgres.sh: initdb failed:" >&2
     tail -n 20 "$pg_dir/initdb.log" >&2
     return 1
   fi
@@ -75,7 +93,7 @@ pg_server_start() {
       -l "$pg_dir/server.log" -w -t 60 \
       -o "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$pg_dir -c fsync=on -c synchronous_commit=on -c max_connections=200" \
       start > /dev/null; then
-    echo "postgres_server.sh: PostgreSQL did not start:" >&2
+    echo "throwaway-postgres.sh: PostgreSQL did not start:" >&2
     tail -n 20 "$pg_dir/server.log" >&2
     return 1
   fi
@@ -92,6 +110,6 @@ pg_server_stop() {
     pg_as_server_user "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w -t 60 stop \
         > /dev/null 2>&1 || true
   fi
-  rm -rf "$pg_dir"
+  [ -z "$pg_dir_is_ours" ] || rm -rf "$pg_dir"
   pg_dir=""
 }
