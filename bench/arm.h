@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "bench/report.h"
+#include "rpc/security.h"
 #include "bench/scenarios.h"
 
 namespace granary::bench {
@@ -28,6 +29,9 @@ struct RunConfig {
   // state in PostgreSQL) or "remote".
   const char* mode = "remote";
   std::string target;
+  // --target: TLS and the token the gateways want (--tls_ca, --tls_cert,
+  // --tls_key, --token_file); with TLS the rows are "remote-tls".
+  rpc::ClientSecurity security;
   int rounds = 0;
   int warmup = 0;
   double scale = 1;

@@ -59,6 +59,7 @@
 #include "bench/hosted_arm.h"
 #include "bench/raw_echo.h"
 #include "bench/remote.h"
+#include "client/security_flags.h"
 #include "bench/scenarios.h"
 #include "bench/stats.h"
 #include "core/log.h"
@@ -339,7 +340,13 @@ absl::StatusOr<RunConfig> ConfigFromFlags() {
   c.turn_budget = absl::GetFlag(FLAGS_turn_budget);
   c.idle_spin = absl::GetFlag(FLAGS_idle_spin);
   c.pgbench = absl::GetFlag(FLAGS_pgbench);
-  c.mode = !c.hosted                 ? "remote"
+  GRANARY_ASSIGN_OR_RETURN(c.security, client::ClientSecurityFromFlags());
+  if (c.hosted && (c.security.tls() || !c.security.token.empty())) {
+    return absl::InvalidArgumentError(
+        "--tls_ca and --token_file are for --target");
+  }
+  c.mode = !c.hosted                 ? (c.security.tls() ? "remote-tls"
+                                                         : "remote")
            : c.storage == "postgres" ? "hosted-postgres"
                                      : "hosted";
   c.rounds = absl::GetFlag(FLAGS_rounds);
@@ -362,7 +369,8 @@ class RemoteArm final : public Arm {
     if (!gateways.ok()) return gateways.status();
     absl::StatusOr<std::unique_ptr<RemoteTarget>> connected =
         RemoteTarget::Connect(*gateways, config_.concurrency,
-                              absl::GetFlag(FLAGS_one_hop));
+                              absl::GetFlag(FLAGS_one_hop), absl::Seconds(5),
+                              config_.security);
     if (!connected.ok()) return connected.status();
     remote_ = *std::move(connected);
     ctx->invoker = remote_->invoker();

@@ -11,6 +11,7 @@
 #include "examples/bench_grain.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/credentials.h"
 
 namespace granary::bench {
 namespace {
@@ -19,11 +20,13 @@ constexpr absl::string_view kBenchGrainType = "granary.bench.BenchGrain";
 
 // Asks `gateway` for its silo's status; fails fast when nothing listens.
 absl::StatusOr<v1::SiloStatus> AskStatus(const std::string& gateway,
-                                         absl::Duration timeout) {
+                                         absl::Duration timeout,
+                                         const rpc::ClientSecurity& security) {
   std::unique_ptr<v1::Gateway::Stub> stub = v1::Gateway::NewStub(
-      grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(gateway, rpc::MakeChannelCredentials(security)));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  rpc::AddCallToken(&context, security);
   v1::SiloStatus status;
   grpc::Status s = stub->Status(&context, v1::StatusRequest(), &status);
   if (!s.ok()) {
@@ -35,9 +38,11 @@ absl::StatusOr<v1::SiloStatus> AskStatus(const std::string& gateway,
 
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
     std::vector<std::string> gateways, int concurrency,
-    absl::Duration timeout, bool only_these = false, bool one_hop = true) {
+    absl::Duration timeout, const rpc::ClientSecurity& security,
+    bool only_these = false, bool one_hop = true) {
   ClientOptions options;
   options.gateways = std::move(gateways);
+  options.security = security;
   if (only_these) options.gateway_refresh_period = absl::ZeroDuration();
   if (!one_hop) options.location_cache_size = 0;
   // `ask` keeps `concurrency` awaited calls in flight and makes the next one
@@ -59,7 +64,7 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
 int64_t RemoteTarget::SiloResidentBytes() {
   int64_t total = 0;
   for (const std::string& gateway : gateways_) {
-    absl::StatusOr<v1::SiloStatus> status = AskStatus(gateway, absl::Seconds(5));
+    absl::StatusOr<v1::SiloStatus> status = AskStatus(gateway, absl::Seconds(5), security_);
     if (!status.ok()) return 0;
     total += status->resident_bytes();
   }
@@ -91,11 +96,12 @@ absl::StatusOr<std::vector<std::string>> ParseTargets(absl::string_view flag) {
 
 absl::StatusOr<std::unique_ptr<RemoteTarget>> RemoteTarget::Connect(
     const std::vector<std::string>& gateways, int concurrency, bool one_hop,
-    absl::Duration timeout) {
+    absl::Duration timeout, const rpc::ClientSecurity& security) {
   std::unique_ptr<RemoteTarget> target(new RemoteTarget());
+  target->security_ = security;
   for (const std::string& gateway : gateways) {
     GRANARY_ASSIGN_OR_RETURN(v1::SiloStatus status,
-                             AskStatus(gateway, timeout));
+                             AskStatus(gateway, timeout, security));
     const bool hosts_bench =
         std::any_of(status.grain_types().begin(), status.grain_types().end(),
                     [](const v1::GrainTypeDescription& t) {
@@ -118,13 +124,15 @@ absl::StatusOr<std::unique_ptr<RemoteTarget>> RemoteTarget::Connect(
   }
   GRANARY_ASSIGN_OR_RETURN(target->client_,
                            ConnectClient(gateways, concurrency, timeout,
-                                         /*only_these=*/false, one_hop));
+                                         security, /*only_these=*/false,
+                                         one_hop));
   // Each silo's counts come from its own SiloStats grain, reached through
   // its own gateway only.
   std::vector<CallInvoker*> silos;
   for (const std::string& gateway : gateways) {
     GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Client> one,
-                             ConnectClient({gateway}, concurrency, timeout, true));
+                             ConnectClient({gateway}, concurrency, timeout,
+                                           security, true));
     silos.push_back(one.get());
     target->per_silo_.push_back(std::move(one));
   }

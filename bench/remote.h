@@ -48,9 +48,11 @@ class RemoteTarget {
   // once it learned where that is (ClientOptions::location_cache_size);
   // false: to a gateway chosen by the grain's hash, which passes the call on
   // when the grain lives elsewhere.
+  // `security`: TLS and the token the gateways want (default plaintext).
   static absl::StatusOr<std::unique_ptr<RemoteTarget>> Connect(
       const std::vector<std::string>& gateways, int concurrency,
-      bool one_hop = true, absl::Duration timeout = absl::Seconds(5));
+      bool one_hop = true, absl::Duration timeout = absl::Seconds(5),
+      const rpc::ClientSecurity& security = {});
 
   ~RemoteTarget();  // Close()
 
@@ -75,6 +77,7 @@ class RemoteTarget {
   RemoteTarget() = default;
 
   std::vector<std::string> gateways_;
+  rpc::ClientSecurity security_;
   std::vector<v1::SiloStatus> silos_;
   std::unique_ptr<Client> client_;
   // With several gateways, one client per gateway, so lifecycle counts are

@@ -43,6 +43,8 @@
 #include "google/protobuf/dynamic_message.h"
 #include "google/protobuf/util/json_util.h"
 #include "granary/v1/gateway.grpc.pb.h"
+#include "client/security_flags.h"
+#include "rpc/credentials.h"
 #include "rpc/status.h"
 #include "storage/postgres/pg_connection.h"
 #include "storage/postgres/schema.h"
@@ -69,7 +71,9 @@ using grpc::reflection::v1alpha::ServerReflectionRequest;
 using grpc::reflection::v1alpha::ServerReflectionResponse;
 
 constexpr char kUsage[] =
-    "granary [--gateway=HOST:PORT] [--timeout=DURATION] COMMAND\n"
+    "granary [--gateway=HOST:PORT] [--timeout=DURATION]\n"
+    "        [--tls_ca=FILE [--tls_cert=FILE --tls_key=FILE]] "
+    "[--token_file=FILE] COMMAND\n"
     "\n"
     "Commands:\n"
     "  call TYPE/KEY METHOD [JSON]  call a grain; prints the reply as JSON\n"
@@ -91,11 +95,13 @@ constexpr char kUsage[] =
 
 class Cli {
  public:
-  Cli(std::string gateway, absl::Duration timeout)
+  Cli(std::string gateway, absl::Duration timeout,
+      rpc::ClientSecurity security)
       : gateway_(std::move(gateway)),
         timeout_(timeout),
-        channel_(grpc::CreateChannel(gateway_,
-                                     grpc::InsecureChannelCredentials())) {}
+        security_(std::move(security)),
+        channel_(grpc::CreateChannel(
+            gateway_, rpc::MakeChannelCredentials(security_))) {}
 
   absl::StatusOr<v1::SiloStatus> Status() {
     auto stub = v1::Gateway::NewStub(channel_);
@@ -273,8 +279,10 @@ class Cli {
   }
 
  private:
+  // The deadline and the bearer token of every request.
   void SetDeadline(grpc::ClientContext* ctx) const {
     ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+    rpc::AddCallToken(ctx, security_);
   }
 
   // `name` is the full type name or an unambiguous last component.
@@ -350,6 +358,7 @@ class Cli {
 
   const std::string gateway_;
   const absl::Duration timeout_;
+  const rpc::ClientSecurity security_;
   std::shared_ptr<grpc::Channel> channel_;
   std::set<std::string> loaded_;
   pb::SimpleDescriptorDatabase database_;
@@ -405,7 +414,11 @@ int Main(int argc, char** argv) {
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Usage("no command given");
   const std::string command = args[1];
-  Cli cli(absl::GetFlag(FLAGS_gateway), absl::GetFlag(FLAGS_timeout));
+  absl::StatusOr<rpc::ClientSecurity> security =
+      client::ClientSecurityFromFlags();
+  if (!security.ok()) return Usage(std::string(security.status().message()));
+  Cli cli(absl::GetFlag(FLAGS_gateway), absl::GetFlag(FLAGS_timeout),
+          *std::move(security));
   absl::Status status;
   if (command == "call") {
     if (args.size() < 4 || args.size() > 5) {

@@ -14,4 +14,7 @@ namespace granary {
 // False when malformed.
 bool SplitHostPort(const std::string& address, std::string* host, int* port);
 
+// True when `host` is a loopback address (127.0.0.0/8, ::1, localhost).
+bool IsLoopbackHost(const std::string& host);
+
 }  // namespace granary

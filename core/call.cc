@@ -25,8 +25,8 @@ absl::Status NoInvokerError(const GrainId& id) {
 void CallAwaiter::await_suspend(std::coroutine_handle<> h) {
   TurnContext* turn = CurrentTurn();
   call_->SetWaiter(h, turn != nullptr ? turn->activation : nullptr, invoker_);
-  call_->set_request_context(turn != nullptr ? turn->request
-                                             : RequestContext{NewChainId()});
+  call_->set_request_context(
+      turn != nullptr ? turn->request : RequestContext{NewChainId(), nullptr});
   call_->AddRef();  // the invoker's
   CallInvoker* invoker = invoker_;
   CallBase* call = call_;
@@ -163,7 +163,7 @@ absl::StatusOr<CallBase*> NewCallFromWire(
     return error;
   }
   call->set_timeout(timeout);
-  call->set_request_context(RequestContext{NewChainId()});
+  call->set_request_context(RequestContext{NewChainId(), nullptr});
   return call;
 }
 

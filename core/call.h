@@ -27,7 +27,9 @@
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -100,6 +102,10 @@ class MessageSink {
 // chain id, which lets A -> B -> A re-enter A (call-chain reentrancy).
 struct RequestContext {
   uint64_t chain_id = 0;
+  // The identity the client that started the chain was accepted with (its
+  // bearer token's name or its certificate's subject); null: anonymous,
+  // or the chain started in the runtime (a timer, a reminder).
+  std::shared_ptr<const std::string> caller;
 };
 
 // Thread-local state of the turn that runs on this thread, if any.
@@ -115,6 +121,16 @@ TurnContext*& CurrentTurnSlot();
 
 // The turn running on this thread, or nullptr outside grain code.
 inline TurnContext* CurrentTurn() { return internal::CurrentTurnSlot(); }
+
+// The identity of the client whose call the running turn serves (through
+// any chain of grain calls), as the gateway accepted it: the bearer token's
+// name or the client certificate's subject. Empty outside grain code, for
+// anonymous clients, and in timer and reminder turns.
+inline std::string_view CallerIdentity() {
+  TurnContext* turn = CurrentTurn();
+  if (turn == nullptr || turn->request.caller == nullptr) return {};
+  return *turn->request.caller;
+}
 
 // Installs `ctx` as the current turn for its lifetime, restoring the previous
 // one after.
@@ -395,8 +411,8 @@ void Tell(CallInvoker* invoker, GrainId id, uint32_t method, Req&& request) {
   auto* call = new Call<Req, google::protobuf::Empty>(
       std::move(id), method, /*one_way=*/true, std::move(request));
   TurnContext* turn = CurrentTurn();
-  call->set_request_context(turn != nullptr ? turn->request
-                                            : RequestContext{NewChainId()});
+  call->set_request_context(
+      turn != nullptr ? turn->request : RequestContext{NewChainId(), nullptr});
   if (invoker == nullptr) {
     call->Fail(NoInvokerError(call->target()));
     call->Release();

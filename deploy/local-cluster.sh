@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# deploy/local-cluster.sh N [--postgres[=CONNINFO]]: a cluster of N
-# granary-silo processes on 127.0.0.1 with free ports. Waits for every READY
-# line, prints the gateway list and one line per silo, then runs until
-# Ctrl-C (or SIGTERM), which stops every silo gracefully.
+# deploy/local-cluster.sh N [--postgres[=CONNINFO]] [--tls=DIR]
+#     [--tls_ca=CA --tls_cert=CERT --tls_key=KEY] [--token_file=FILE]:
+# a cluster of N granary-silo processes on 127.0.0.1 with free ports. Waits
+# for every READY line, prints the gateway list, the flags clients need
+# (with TLS or a token), one line per silo and a `granary` command that
+# reaches the cluster, then runs until Ctrl-C (or SIGTERM), which stops
+# every silo gracefully.
 #
 # Without --postgres: a dev cluster. The first silo is the primary (it holds
 # the membership table, grain state and reminders); the others join it with
@@ -15,34 +18,82 @@
 # loopback only, a free port, a random password; Ctrl-C stops it after the
 # silos.
 #
+# With --tls=DIR: TLS on every port but the admin HTTP one, with development
+# certificates in DIR (made by scripts/dev-certs.sh DIR when DIR has no
+# ca.pem yet; re-run that script to rotate them while the cluster runs).
+# The gateways serve DIR/gateway.pem, which clients check with
+# --tls_ca=DIR/ca.pem; the silos talk to each other over mutual TLS with
+# DIR/silo.pem, of the cluster CA DIR/cluster-ca.pem.
+# With --tls_ca=CA --tls_cert=CERT --tls_key=KEY (all three or none): the
+# gateways serve CERT and KEY instead, and require client certificates that
+# chain to CA (mutual TLS). CA is also what clients check the gateways
+# against, so it must have issued CERT too (as DIR/ca.pem issued
+# DIR/gateway.pem and DIR/client.pem). Without --tls=DIR the silo ports then
+# stay plaintext, on loopback.
+# With --token_file=FILE: every gateway call needs the bearer token FILE
+# holds (the silos get a tokens file, read at start, that names its holder
+# dev-client); clients pass the same --token_file.
+# CLIENT_FLAGS=... lists the client flags (granary, granary-bench, the
+# client SDK's ClientOptions::security); CLIENT.pem and CLIENT.key there
+# stand for a client certificate of CA, unless CA is DIR/ca.pem, whose
+# DIR/client.pem the script names.
+#
 #   deploy/local-cluster.sh 3
 #   deploy/local-cluster.sh 3 --postgres
 #   GATEWAYS=127.0.0.1:41231,127.0.0.1:35117,127.0.0.1:44381
 #   build/bin/granary --gateway=127.0.0.1:41231 cluster
+#
+#   deploy/local-cluster.sh 3 --tls=certs --token_file=certs/token
+#   CLIENT_FLAGS=--tls_ca=certs/ca.pem --token_file=certs/token
+#   build/bin/granary --gateway=127.0.0.1:41231 --tls_ca=certs/ca.pem \
+#       --token_file=certs/token cluster
 #
 # Environment: GRANARY_BIN (default build/bin), GRANARY_CLUSTER_DIR (the
 # silos' data directories, default ./granary-cluster), extra granary-silo
 # flags in GRANARY_SILO_FLAGS.
 set -euo pipefail
 
+# usage [WHAT IS WRONG]
 usage() {
-  echo "usage: local-cluster.sh N [--postgres[=CONNINFO]]   (1 <= N <= 32 silos)" >&2
+  [ $# -eq 0 ] || echo "local-cluster.sh: $*" >&2
+  echo "usage: local-cluster.sh N [--postgres[=CONNINFO]] [--tls=DIR]" \
+       "[--tls_ca=CA --tls_cert=CERT --tls_key=KEY] [--token_file=FILE]" \
+       "  (1 <= N <= 32 silos)" >&2
   exit 2
 }
 n=""
 postgres=""      # "yes" with --postgres
 conninfo=""      # its CONNINFO, when given
+tls_dir=""       # --tls=DIR
+tls_ca=""        # --tls_ca, --tls_cert, --tls_key: the gateways' client
+tls_cert=""      # CA, certificate and key
+tls_key=""
+token_file=""    # --token_file
 for arg in "$@"; do
   case "$arg" in
     --postgres) postgres=yes ;;
     --postgres=*) postgres=yes; conninfo=${arg#--postgres=}
                   [ -n "$conninfo" ] || usage ;;
+    --tls=*|--tls_ca=*|--tls_cert=*|--tls_key=*|--token_file=*)
+      [ -n "${arg#*=}" ] || usage "${arg%%=*} needs a value"
+      case "$arg" in
+        --tls=*) tls_dir=${arg#*=} ;;
+        --tls_ca=*) tls_ca=${arg#*=} ;;
+        --tls_cert=*) tls_cert=${arg#*=} ;;
+        --tls_key=*) tls_key=${arg#*=} ;;
+        --token_file=*) token_file=${arg#*=} ;;
+      esac ;;
     *) [ -z "$n" ] || usage; n=$arg ;;
   esac
 done
 n=${n:-3}
 if ! [[ "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 32 ]; then
   usage
+fi
+if [ -n "$tls_ca$tls_cert$tls_key" ] \
+    && { [ -z "$tls_ca" ] || [ -z "$tls_cert" ] || [ -z "$tls_key" ]; }; then
+  usage "--tls_ca, --tls_cert and --tls_key go together (the gateways'" \
+        "client CA, certificate and key)"
 fi
 bin=${GRANARY_BIN:-build/bin}
 if [ ! -x "$bin/granary-silo" ]; then
@@ -55,6 +106,8 @@ work=$(mktemp -d)
 pids=()
 here=$(cd "$(dirname "$0")" && pwd)
 started_postgres=""  # yes once the throwaway server is up
+silo_security=()     # the silos' TLS and token flags
+client_flags=()      # what clients need to reach them
 
 stop_all() {
   # A second signal must not cut the stop short (it would leave silos and
@@ -99,7 +152,8 @@ start() {
   # shellcheck disable=SC2086
   setsid "$bin/granary-silo" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
       --http=127.0.0.1:0 --data_dir="$dir/silo-$i" --log_level=warning --bench_grains \
-      ${GRANARY_SILO_FLAGS:-} "$@" > "$work/ready-$i" 2> "$dir/silo-$i.log" &
+      "${silo_security[@]}" ${GRANARY_SILO_FLAGS:-} "$@" \
+      > "$work/ready-$i" 2> "$dir/silo-$i.log" &
   pids+=($!)
   local line=""
   if ! read -r -t 60 line < "$work/ready-$i" || [[ "$line" != READY* ]]; then
@@ -125,6 +179,54 @@ start_postgres() {
   echo "PostgreSQL: 127.0.0.1:$pg_port (data and log in $pg_dir; $fate)"
 }
 
+# Sets silo_security and client_flags from --tls, --tls_ca/--tls_cert/
+# --tls_key and --token_file, making DIR's certificates first if need be.
+security() {
+  if [ -n "$tls_dir" ] && [ ! -e "$tls_dir/ca.pem" ]; then
+    "$here/../scripts/dev-certs.sh" "$tls_dir" > /dev/null \
+      || { echo "local-cluster.sh: scripts/dev-certs.sh $tls_dir failed" >&2; exit 1; }
+    echo "TLS: development certificates made in $tls_dir (scripts/dev-certs.sh)"
+  fi
+  local file needed=("$tls_ca" "$tls_cert" "$tls_key")
+  [ -z "$tls_dir" ] \
+    || needed+=("$tls_dir"/{gateway.pem,gateway.key,cluster-ca.pem,silo.pem,silo.key})
+  for file in "${needed[@]}"; do
+    [ -z "$file" ] || [ -r "$file" ] || usage "cannot read $file"
+  done
+  if [ -n "$tls_cert" ]; then
+    silo_security+=(--tls_cert="$tls_cert" --tls_key="$tls_key" --tls_client_ca="$tls_ca")
+    client_flags+=(--tls_ca="$tls_ca")
+    if [ -n "$tls_dir" ] && [ "$tls_ca" -ef "$tls_dir/ca.pem" ]; then
+      client_flags+=(--tls_cert="$tls_dir/client.pem" --tls_key="$tls_dir/client.key")
+    else
+      client_flags+=(--tls_cert=CLIENT.pem --tls_key=CLIENT.key)
+    fi
+  elif [ -n "$tls_dir" ]; then
+    silo_security+=(--tls_cert="$tls_dir/gateway.pem" --tls_key="$tls_dir/gateway.key")
+    client_flags+=(--tls_ca="$tls_dir/ca.pem")
+  fi
+  if [ -n "$tls_dir" ]; then
+    silo_security+=(--cluster_ca="$tls_dir/cluster-ca.pem"
+                    --cluster_tls_cert="$tls_dir/silo.pem"
+                    --cluster_tls_key="$tls_dir/silo.key")
+  fi
+  if [ -n "$token_file" ]; then
+    # The token without surrounding whitespace, as clients send it.
+    local token
+    token=$(cat "$token_file" 2>/dev/null) || usage "cannot read $token_file"
+    token=${token#"${token%%[![:space:]]*}"}
+    token=${token%"${token##*[![:space:]]}"}
+    if [ "${#token}" -lt 16 ] || [[ "$token" =~ [[:space:][:cntrl:]] ]]; then
+      usage "$token_file must hold one token of at least 16 characters"
+    fi
+    (umask 077; printf '# NAME TOKEN (local-cluster.sh --token_file)\ndev-client %s\n' \
+       "$token" > "$dir/auth-tokens")
+    silo_security+=(--auth_tokens="$dir/auth-tokens")
+    client_flags+=(--token_file="$token_file")
+  fi
+}
+
+security
 ready=""
 lines=()
 if [ -n "$postgres" ]; then
@@ -155,9 +257,12 @@ fi
 gateways=()
 for line in "${lines[@]}"; do gateways+=("$(field gateway "$line")"); done
 (IFS=,; echo "GATEWAYS=${gateways[*]}")
+[ ${#client_flags[@]} -eq 0 ] || echo "CLIENT_FLAGS=${client_flags[*]}"
 for i in "${!lines[@]}"; do
   echo "silo $i: ${lines[$i]#READY } log=$dir/silo-$i.log"
 done
+flags=${client_flags[*]:+${client_flags[*]} }
+echo "granary: $bin/granary --gateway=${gateways[0]} ${flags}cluster"
 echo "Ctrl-C stops the cluster."
 
 # Runs until a signal, or until every silo has exited.

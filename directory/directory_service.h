@@ -4,12 +4,25 @@
 // lookup, unregister and rebuild requests, answered by this silo's
 // partition (directory/partition.h).
 //
-//   DirectoryService service(&partition);
+//   DirectoryService service(&partition, [](absl::string_view type) {
+//     return type == "granary.examples.Counter";    // the types hosted
+//   });
 //   builder.RegisterService(&service);
+//
+// Even an authenticated silo is trusted only for what is its own: it
+// registers, replaces and unregisters entries of activations it hosts and
+// reports (Rebuild) only its own (rpc::AuthorityOf names the hosts a peer
+// speaks for). Requests for a grain type no silo hosts are refused before
+// the type is interned. Refusals are PERMISSION_DENIED.
 //
 // Threading: thread-safe; answers inline on gRPC's threads.
 #pragma once
 
+#include <functional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "directory/partition.h"
 #include "granary/v1/cluster.grpc.pb.h"
 
@@ -17,7 +30,12 @@ namespace granary::directory {
 
 class DirectoryService final : public v1::Directory::CallbackService {
  public:
-  explicit DirectoryService(DirectoryPartition* owner) : owner_(owner) {}
+  // `hosted` says whether a grain type is hosted in the cluster (every
+  // silo of a cluster hosts the same types); null: any type.
+  explicit DirectoryService(
+      DirectoryPartition* owner,
+      std::function<bool(absl::string_view type)> hosted = nullptr)
+      : owner_(owner), hosted_(std::move(hosted)) {}
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::DirectoryRequest* request,
                                      v1::DirectoryReply* reply) override;
@@ -32,7 +50,12 @@ class DirectoryService final : public v1::Directory::CallbackService {
                                     v1::RebuildReply* reply) override;
 
  private:
+  absl::Status Authorize(const grpc::CallbackServerContext& context,
+                         const v1::DirectoryEntry& entry,
+                         bool own_entry) const;
+
   DirectoryPartition* const owner_;
+  const std::function<bool(absl::string_view)> hosted_;
 };
 
 }  // namespace granary::directory

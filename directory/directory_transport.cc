@@ -7,11 +7,13 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
+#include "rpc/credentials.h"
 
 namespace granary::directory {
 
-GrpcDirectoryTransport::GrpcDirectoryTransport(absl::Duration timeout)
-    : timeout_(timeout) {
+GrpcDirectoryTransport::GrpcDirectoryTransport(absl::Duration timeout,
+                                               rpc::ClientSecurity security)
+    : timeout_(timeout), security_(std::move(security)) {
   rpc::HoldGrpcCallbackQueue();
 }
 
@@ -38,7 +40,7 @@ std::shared_ptr<v1::Directory::Stub> GrpcDirectoryTransport::StubFor(
   std::shared_ptr<v1::Directory::Stub>& stub = stubs_[silo_id];
   if (stub == nullptr) {
     stub = v1::Directory::NewStub(grpc::CreateChannel(
-        address->second, grpc::InsecureChannelCredentials()));
+        address->second, rpc::MakeChannelCredentials(security_)));
   }
   return stub;
 }

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "core/sync.h"
 #include "granary/v1/cluster.grpc.pb.h"
+#include "rpc/security.h"
 
 namespace granary::directory {
 
@@ -44,7 +45,9 @@ class DirectoryTransport {
 // Directory requests over each silo's granary.v1.Directory service.
 class GrpcDirectoryTransport final : public DirectoryTransport {
  public:
-  explicit GrpcDirectoryTransport(absl::Duration timeout = absl::Seconds(5));
+  // `security`: what this silo presents to the others and trusts in them.
+  explicit GrpcDirectoryTransport(absl::Duration timeout = absl::Seconds(5),
+                                  rpc::ClientSecurity security = {});
 
   // Learns the silos' endpoints (ids -> addresses) of `view`.
   void OnView(const v1::MembershipView& view);
@@ -58,6 +61,7 @@ class GrpcDirectoryTransport final : public DirectoryTransport {
   std::shared_ptr<v1::Directory::Stub> StubFor(const std::string& silo_id);
 
   const absl::Duration timeout_;
+  const rpc::ClientSecurity security_;
   Mutex mu_;
   absl::flat_hash_map<std::string, std::string> addresses_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<v1::Directory::Stub>> stubs_

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/log.h"
+#include "rpc/credentials.h"
 #include "rpc/gateway_set.h"
 #include "rpc/status.h"
 
@@ -20,8 +21,8 @@ GatewayConnection::GatewayConnection(GatewaySet* set, std::string address,
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // A channel of its own per client, so two clients never share a stream.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  channel_ = grpc::CreateCustomChannel(address_,
-                                       grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(
+      address_, MakeChannelCredentials(options.security), args);
   stub_ = v1::Gateway::NewStub(channel_);
 }
 
@@ -134,6 +135,7 @@ absl::StatusOr<v1::MembershipView> GatewayConnection::FetchCluster(
     absl::Duration timeout) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  AddCallToken(&context, options_.security);
   v1::MembershipView view;
   grpc::Status s = stub_->Cluster(&context, v1::ClusterRequest(), &view);
   if (!s.ok()) {

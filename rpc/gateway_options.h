@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "rpc/security.h"
 
 namespace granary {
 class Clock;
@@ -47,6 +48,8 @@ struct GatewayOptions {
   // gateway. Emptied when full; 0 turns it off; negative is
   // INVALID_ARGUMENT.
   int location_cache_size = 100000;
+  // TLS and the bearer token (rpc/security.h); default plaintext.
+  ClientSecurity security;
 };
 
 struct GatewaySetOptions : GatewayOptions {

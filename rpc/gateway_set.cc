@@ -37,7 +37,7 @@ absl::Status ValidateGatewaySetOptions(const GatewaySetOptions& options) {
   if (options.reconnect_period <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("reconnect_period must be positive");
   }
-  return absl::OkStatus();
+  return ValidateClientSecurity(options.security, "security");
 }
 
 absl::StatusOr<std::unique_ptr<GatewaySet>> GatewaySet::Connect(
@@ -92,6 +92,9 @@ void GatewaySet::Invoke(CallBase* call) {
   }
   request.set_hops(call->hops());
   request.set_chain_id(call->request_context().chain_id);
+  if (call->request_context().caller != nullptr) {
+    request.set_caller(*call->request_context().caller);
+  }
   // A call a silo forwards already has its deadline running there: the
   // next silo gets what is left of it, and no second timer is armed.
   const bool armed = call->deadline_armed();

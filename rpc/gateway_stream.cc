@@ -185,9 +185,17 @@ void GatewayStream::OnDone(const grpc::Status& status) {
       absl::StrContains(status.error_message(),
                         "failed to connect to all addresses");
   const bool resend = (stopping || never_connected) && !link_->closed();
+  // A gateway that refused the client's credentials refuses them again:
+  // the calls fail with its answer, not as if it were unreachable.
+  const bool refused =
+      status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+      status.error_code() == grpc::StatusCode::PERMISSION_DENIED;
   if (!resend) {
     for (auto& [id, call] : waiting) {
-      call->Fail(absl::UnavailableError(why));
+      call->Fail(refused ? absl::Status(static_cast<absl::StatusCode>(
+                                            status.error_code()),
+                                        status.error_message())
+                         : absl::UnavailableError(why));
       call->Release();
     }
   }

@@ -24,6 +24,7 @@
 #include "core/sync.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/credentials.h"
 #include "rpc/gateway_options.h"
 
 namespace granary::rpc {
@@ -69,7 +70,9 @@ class GatewayStream final
         max_in_flight_(options.max_in_flight),
         overflow_(options.overflow),
         max_batch_bytes_(std::min<size_t>(
-            kMaxBatchBytes, static_cast<size_t>(options.max_message_bytes) / 2)) {}
+            kMaxBatchBytes, static_cast<size_t>(options.max_message_bytes) / 2)) {
+    AddCallToken(&context_, options.security);
+  }
 
   void Start(v1::Gateway::Stub* stub) {
     stub->async()->Connect(&context_, this);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/address.h"
 #include "directory/hash_ring.h"
+#include "rpc/credentials.h"
 #include "silo/admin/http_server.h"
 #include "silo/cluster/cluster_provider.h"
 #include "silo/cluster/dev_cluster.h"
@@ -99,7 +100,8 @@ absl::StatusOr<std::unique_ptr<ClusterProvider>> PostgresClusterFactory(
 
 absl::StatusOr<std::unique_ptr<ClusterProvider>> DevCluster(
     const SiloHostOptions& o) {
-  return MakeDevClusterProvider(o.cluster, o.primary);
+  return MakeDevClusterProvider(o.cluster, o.primary,
+                                ClusterClientSecurity(o));
 }
 
 bool IsHostPort(const std::string& value) {
@@ -124,6 +126,35 @@ Providers DefaultProviders() {
 std::string EffectiveStorage(const SiloHostOptions& o) {
   if (!o.storage.empty()) return o.storage;
   return o.cluster == "postgres" ? "postgres" : "rocksdb";
+}
+
+rpc::ServerSecurity GatewaySecurity(const SiloHostOptions& o) {
+  rpc::ServerSecurity s;
+  s.cert_file = o.tls_cert;
+  s.key_file = o.tls_key;
+  s.client_ca_file = o.tls_client_ca;
+  s.tokens_file = o.auth_tokens;
+  s.reload = o.tls_reload;
+  return s;
+}
+
+rpc::ServerSecurity ClusterServerSecurity(const SiloHostOptions& o) {
+  rpc::ServerSecurity s;
+  s.cert_file = o.cluster_tls_cert;
+  s.key_file = o.cluster_tls_key;
+  s.client_ca_file = o.cluster_ca;
+  s.reload = o.tls_reload;
+  return s;
+}
+
+rpc::ClientSecurity ClusterClientSecurity(const SiloHostOptions& o) {
+  rpc::ClientSecurity s;
+  s.ca_file = o.cluster_ca;
+  s.cert_file = o.cluster_tls_cert;
+  s.key_file = o.cluster_tls_key;
+  s.check_hostname = false;
+  s.reload = o.tls_reload;
+  return s;
 }
 
 absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
@@ -161,12 +192,40 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
   std::string host;
   int port = 0;
   SplitHostPort(o.http, &host, &port);
-  if (!IsLoopbackHost(host) && !o.http_allow_remote) {
+  if (!IsLoopbackHost(host) && o.http_token_file.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--http='", o.http,
         "' is not a loopback address; the endpoint serves metrics and the "
-        "dashboard without authentication, so pass --http_allow_remote to "
-        "expose it"));
+        "dashboard, so off loopback it needs --http_token_file"));
+  }
+  if (!o.http_token_file.empty()) {
+    absl::StatusOr<std::string> token = rpc::ReadTokenFile(o.http_token_file);
+    if (!token.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--http_token_file: ", token.status().message()));
+    }
+  }
+  GRANARY_RETURN_IF_ERROR(
+      rpc::ValidateServerSecurity(GatewaySecurity(o), "--tls_cert"));
+  if (!o.auth_tokens.empty()) {
+    if (absl::StatusOr<rpc::TokenTable> table =
+            rpc::ReadTokenTable(o.auth_tokens);
+        !table.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth_tokens: ", table.status().message()));
+    }
+  }
+  const int cluster_files = !o.cluster_ca.empty() +
+                            !o.cluster_tls_cert.empty() +
+                            !o.cluster_tls_key.empty();
+  if (cluster_files != 0 && cluster_files != 3) {
+    return absl::InvalidArgumentError(
+        "--cluster_ca, --cluster_tls_cert and --cluster_tls_key go together "
+        "(mutual TLS between silos needs all three)");
+  }
+  if (cluster_files == 3) {
+    GRANARY_RETURN_IF_ERROR(rpc::ValidateServerSecurity(
+        ClusterServerSecurity(o), "--cluster_tls_cert"));
   }
   const std::string storage = EffectiveStorage(o);
   if (!o.providers.storage.contains(storage)) {
@@ -228,6 +287,35 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
   }
   if (o.join_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--join_timeout must be positive");
+  }
+  // Off loopback every port speaks TLS, unless told otherwise.
+  SplitHostPort(o.gateway, &host, &port);
+  const bool gateway_remote = !IsLoopbackHost(host);
+  if (gateway_remote && o.tls_cert.empty() && !o.allow_plaintext) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gateway='", o.gateway,
+        "' is not a loopback address: serve TLS there (--tls_cert, "
+        "--tls_key) or pass --allow_plaintext"));
+  }
+  if (gateway_remote && o.tls_cert.empty() && !o.auth_tokens.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--auth_tokens on --gateway='", o.gateway,
+        "' without TLS would send the tokens across the network in the "
+        "clear: add --tls_cert and --tls_key"));
+  }
+  for (const auto& [flag, value] :
+       {std::pair{"--silo", &o.silo},
+        std::pair{"--silo_advertise", &o.silo_advertise}}) {
+    if (value->empty() || !SplitHostPort(*value, &host, &port) ||
+        IsLoopbackHost(host) || cluster_files != 0 || o.allow_plaintext) {
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, "='", *value,
+        "' is not a loopback address: silos off loopback use mutual TLS "
+        "(--cluster_ca, --cluster_tls_cert, --cluster_tls_key) or need "
+        "--allow_plaintext, since anything that reaches a plaintext silo "
+        "port can act as a silo"));
   }
   return absl::OkStatus();
 }

@@ -33,9 +33,39 @@ ABSL_FLAG(std::string, log_format, "text",
 ABSL_FLAG(absl::Duration, slow_turn_threshold, absl::Milliseconds(100),
           "A turn holding a worker longer than this is logged (with its grain "
           "and method) and counted in granary_slow_turns_total.");
-ABSL_FLAG(bool, http_allow_remote, false,
-          "Allow --http on a non-loopback address (it serves metrics and the "
-          "dashboard without authentication).");
+ABSL_FLAG(std::string, http_token_file, "",
+          "A file holding a bearer token that every HTTP path but /healthz "
+          "then requires (Authorization: Bearer TOKEN). Needed for --http "
+          "off loopback.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the gateway: with --tls_key, the gateway "
+          "serves TLS only. Reloaded when the file changes.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "With --tls_cert: clients must present a certificate that chains "
+          "to this PEM CA (mutual TLS); its subject is the caller's identity.");
+ABSL_FLAG(std::string, auth_tokens, "",
+          "A file of NAME TOKEN lines (# comments): every gateway call but "
+          "health checks then needs metadata authorization: Bearer TOKEN, "
+          "and NAME is the caller's identity. Reloaded when the file "
+          "changes.");
+ABSL_FLAG(std::string, cluster_ca, "",
+          "PEM CA of the cluster: with --cluster_tls_cert and "
+          "--cluster_tls_key, the silo-to-silo port and every connection to "
+          "other silos use mutual TLS, and only certificates of this CA are "
+          "accepted there.");
+ABSL_FLAG(std::string, cluster_tls_cert, "",
+          "PEM certificate chain this silo presents to other silos (as "
+          "server and as client), issued by --cluster_ca.");
+ABSL_FLAG(std::string, cluster_tls_key, "",
+          "PEM private key of --cluster_tls_cert.");
+ABSL_FLAG(absl::Duration, tls_reload, absl::Seconds(10),
+          "How often certificate, key and token files are checked for "
+          "changes.");
+ABSL_FLAG(bool, allow_plaintext, false,
+          "Allow --gateway or --silo on a non-loopback address without TLS "
+          "(logged as a warning). Anything that reaches a plaintext silo "
+          "port can act as a silo.");
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20,
           "Largest message the gateway accepts or sends.");
 ABSL_FLAG(int32_t, max_in_flight, 16384,
@@ -146,7 +176,16 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.silo = absl::GetFlag(FLAGS_silo);
   o.silo_advertise = absl::GetFlag(FLAGS_silo_advertise);
   o.http = absl::GetFlag(FLAGS_http);
-  o.http_allow_remote = absl::GetFlag(FLAGS_http_allow_remote);
+  o.http_token_file = absl::GetFlag(FLAGS_http_token_file);
+  o.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  o.tls_key = absl::GetFlag(FLAGS_tls_key);
+  o.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  o.auth_tokens = absl::GetFlag(FLAGS_auth_tokens);
+  o.cluster_ca = absl::GetFlag(FLAGS_cluster_ca);
+  o.cluster_tls_cert = absl::GetFlag(FLAGS_cluster_tls_cert);
+  o.cluster_tls_key = absl::GetFlag(FLAGS_cluster_tls_key);
+  o.tls_reload = absl::GetFlag(FLAGS_tls_reload);
+  o.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.workers = absl::GetFlag(FLAGS_workers);
   o.turn_budget = absl::GetFlag(FLAGS_turn_budget);

@@ -16,6 +16,7 @@
 #include "directory/partition.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/callback_queue.h"
+#include "rpc/credentials.h"
 #include "silo/admin/admin_http.h"
 #include "silo/admin/http_server.h"
 #include "silo/cluster/cluster_provider.h"
@@ -31,8 +32,63 @@
 
 namespace granary::silo {
 
+namespace {
+
+// granary_auth_refused_total{port,reason}: requests refused for their
+// credentials that reached Granary's code (TLS handshakes gRPC refuses
+// never do; gRPC logs them).
+void AddAuthMetrics(metrics::Registry* registry,
+                    const rpc::AuthCounters* gateway, const HttpServer* http) {
+  registry->AddCallback(
+      "granary_auth_refused_total",
+      "Requests refused for a missing or wrong bearer token, by port and "
+      "reason.",
+      metrics::Type::kCounter, {"port", "reason"}, [gateway, http] {
+        return metrics::Samples{
+            {{"gateway", "missing_token"},
+             static_cast<double>(gateway->missing_token.load())},
+            {{"gateway", "wrong_token"},
+             static_cast<double>(gateway->wrong_token.load())},
+            {{"http", "missing_or_wrong_token"},
+             static_cast<double>(http->refused())}};
+      });
+  registry->AddCallback(
+      "granary_tls_handshake_failures_total",
+      "TLS handshakes refused in this process, as server or client (no or "
+      "an untrusted or expired certificate, plaintext against TLS): gRPC "
+      "refuses them before any call, and logs each.",
+      metrics::Type::kCounter, {},
+      [] {
+        return metrics::Samples{
+            {{}, static_cast<double>(rpc::TlsHandshakeFailures())}};
+      });
+}
+
+void WarnOfPlaintext(const SiloHostOptions& o) {
+  std::string host;
+  int port = 0;
+  if (SplitHostPort(o.gateway, &host, &port) && !IsLoopbackHost(host) &&
+      o.tls_cert.empty()) {
+    GRANARY_LOG(kWarning) << "gateway=" << o.gateway
+                          << " serves plaintext off loopback "
+                             "(--allow_plaintext): anyone on the network can "
+                             "read and make its calls";
+  }
+  if (SplitHostPort(o.silo, &host, &port) && !IsLoopbackHost(host) &&
+      o.cluster_ca.empty()) {
+    GRANARY_LOG(kWarning) << "silo_endpoint=" << o.silo
+                          << " serves plaintext off loopback "
+                             "(--allow_plaintext): anything that reaches it "
+                             "can act as a silo of the cluster";
+  }
+}
+
+}  // namespace
+
 // Declared in the order they are made; each outlives what uses it.
 struct SiloHost::Parts {
+  // Calls the gateway refused for their bearer token.
+  rpc::AuthCounters gateway_refused;
   StorageStores stores;
   std::unique_ptr<ClusterProvider> cluster;
   MembershipOptions membership;
@@ -48,6 +104,7 @@ struct SiloHost::Parts {
   std::string id;
   // The runtime, and the cluster's parts of it.
   std::unique_ptr<Silo> silo;
+  std::atomic<Silo*> silo_ptr{nullptr};  // once its grain types are added
   std::unique_ptr<GrpcTransport> transport;
   std::unique_ptr<directory::DirectoryClient> directory;
   std::unique_ptr<ClusterRouter> router;
@@ -108,6 +165,7 @@ Silo* SiloHost::silo() { return parts_->silo.get(); }
 absl::Status SiloHost::Start() {
   if (started_) return absl::FailedPreconditionError("the host was started");
   started_ = true;
+  rpc::RouteGrpcLogs();
   GRANARY_RETURN_IF_ERROR(ValidateSiloHostOptions(options_));
   GRANARY_RETURN_IF_ERROR(StartStores());
   GRANARY_RETURN_IF_ERROR(StartSiloEndpoint());
@@ -165,15 +223,21 @@ absl::Status SiloHost::StartSiloEndpoint() {
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // see gateway
-  builder.AddListeningPort(options_.silo, grpc::InsecureServerCredentials(),
-                           &port);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      rpc::MakeServerCredentials(ClusterServerSecurity(options_), nullptr);
+  if (!credentials.ok()) return credentials.status();
+  builder.AddListeningPort(options_.silo, *credentials, &port);
   builder.RegisterService(&p.control);
   builder.RegisterService(p.peer_gateway->grpc_service());
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   if (p.cluster->clustered()) {
-    p.directory_service =
-        std::make_unique<directory::DirectoryService>(&p.partition);
+    // Every silo of a cluster hosts the same grain types: this one's.
+    p.directory_service = std::make_unique<directory::DirectoryService>(
+        &p.partition, [&p](absl::string_view type) {
+          Silo* silo = p.silo_ptr.load();
+          return silo != nullptr && silo->HostsType(type);
+        });
     builder.RegisterService(p.directory_service.get());
   }
   p.cluster->AddServices(&builder, p.stores.grain_state.get());
@@ -217,6 +281,7 @@ absl::Status SiloHost::StartRuntime() {
         "membership in the table)");
   });
   for (const auto& add : grain_adders_) GRANARY_RETURN_IF_ERROR(add(*p.silo));
+  p.silo_ptr.store(p.silo.get());
   p.partition.set_self_id(p.id);
   // A silo declared dead may run grain code until its lease ends: its
   // grains are not activated elsewhere before that. (The other silos'
@@ -230,7 +295,9 @@ absl::Status SiloHost::StartRuntime() {
     for (const GrainClassInfo* t : p.silo->GrainTypes()) {
       interfaces.push_back(t->interface);
     }
-    p.transport = std::make_unique<GrpcTransport>(p.id, std::move(interfaces));
+    p.transport = std::make_unique<GrpcTransport>(
+        p.id, std::move(interfaces), absl::Seconds(2),
+        ClusterClientSecurity(options_));
     GRANARY_RETURN_IF_ERROR(p.transport->Start());
     p.directory = std::make_unique<directory::DirectoryClient>(
         &p.partition, p.transport.get());
@@ -244,11 +311,12 @@ absl::Status SiloHost::StartRuntime() {
   }
   if (p.cluster->reminders_by_range()) {
     // Each silo schedules the reminders of its range of the ring.
-    p.range_reminders =
-        std::make_unique<RangeReminders>([&p](const GrainId& grain) {
+    p.range_reminders = std::make_unique<RangeReminders>(
+        [&p](const GrainId& grain) {
           const std::string owner = p.partition.OwnerOf(grain);
           return owner.substr(0, owner.rfind('@'));  // its silo endpoint
-        });
+        },
+        ClusterClientSecurity(options_));
     p.silo->reminders().SetKeeper(p.range_reminders.get());
     p.silo->reminders().SetRanges([&p](const GrainId& grain) {
       return p.partition.OwnerOf(grain) == p.id;
@@ -270,8 +338,18 @@ absl::Status SiloHost::StartListeners() {
   p.gateway->set_cluster_view([&p](v1::MembershipView* out) {
     if (MembershipAgent* a = p.agent_ptr.load()) *out = a->view();
   });
+  p.gateway->set_security(GatewaySecurity(options_), &p.gateway_refused);
   GRANARY_RETURN_IF_ERROR(p.gateway->Start());
   p.http = std::make_unique<HttpServer>(options_.http);
+  if (!options_.http_token_file.empty()) {
+    absl::StatusOr<std::string> token =
+        rpc::ReadTokenFile(options_.http_token_file);
+    if (!token.ok()) return token.status();
+    p.http->RequireToken(*std::move(token));
+  }
+  AddAuthMetrics(&p.silo->metrics_registry(), &p.gateway_refused,
+                 p.http.get());
+  WarnOfPlaintext(options_);
   p.admin = std::make_unique<AdminHttp>(p.silo.get(), p.gateway->address());
   p.admin->Register(p.http.get());  // /metrics, /api/overview, the dashboard
   GRANARY_RETURN_IF_ERROR(p.http->Start());

@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/security.h"
 #include "storage/grain_storage.h"
 #include "storage/reminder_table.h"
 
@@ -62,9 +63,24 @@ struct SiloHostOptions {
   // proxy, NAT or a port mapping); it names the silo in the membership table.
   std::string silo_advertise;
   std::string http = "127.0.0.1:8080";
-  // Allow `http` off loopback (it serves metrics and the dashboard without
-  // authentication).
-  bool http_allow_remote = false;
+  // A file holding the bearer token every HTTP path but /healthz needs;
+  // required for `http` off loopback.
+  std::string http_token_file;
+  // The gateway's TLS (certificate and key), client certificates (CA) and
+  // bearer tokens (a NAME TOKEN file): rpc/security.h, GatewaySecurity().
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::string auth_tokens;
+  // Mutual TLS between silos: the cluster CA, and this silo's certificate
+  // and key (ClusterServerSecurity(), ClusterClientSecurity()).
+  std::string cluster_ca;
+  std::string cluster_tls_cert;
+  std::string cluster_tls_key;
+  // How often certificate and token files are checked for changes.
+  absl::Duration tls_reload = absl::Seconds(10);
+  // Allow `gateway` or `silo` off loopback without TLS.
+  bool allow_plaintext = false;
   // This silo's data (RocksDB); created if missing.
   std::string data_dir = "./granary-data";
   // Worker threads (0: hardware threads) and messages per scheduling.
@@ -121,6 +137,12 @@ struct SiloHostOptions {
 
   Providers providers = DefaultProviders();
 };
+
+// What the gateway serves and the silo port serves and dials with, from
+// the tls_* / cluster_* fields.
+rpc::ServerSecurity GatewaySecurity(const SiloHostOptions& options);
+rpc::ServerSecurity ClusterServerSecurity(const SiloHostOptions& options);
+rpc::ClientSecurity ClusterClientSecurity(const SiloHostOptions& options);
 
 // OK, or INVALID_ARGUMENT naming the flag that is wrong.
 absl::Status ValidateSiloHostOptions(const SiloHostOptions& options);

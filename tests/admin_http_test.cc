@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/address.h"
 #include "examples/counter_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -92,16 +93,16 @@ TEST(AdminHttpTest, ScrapesDuringCallsAddUp) {
 }
 
 TEST(AdminHttpTest, LoopbackHostsAreRecognized) {
-  EXPECT_TRUE(silo::IsLoopbackHost("127.0.0.1"));
-  EXPECT_TRUE(silo::IsLoopbackHost("127.1.2.3"));
-  EXPECT_TRUE(silo::IsLoopbackHost("localhost"));
-  EXPECT_TRUE(silo::IsLoopbackHost("::1"));
-  EXPECT_TRUE(silo::IsLoopbackHost("[::1]"));
-  EXPECT_FALSE(silo::IsLoopbackHost("0.0.0.0"));
-  EXPECT_FALSE(silo::IsLoopbackHost("10.0.0.1"));
-  EXPECT_FALSE(silo::IsLoopbackHost("::"));
-  EXPECT_FALSE(silo::IsLoopbackHost("example.com"));
-  EXPECT_FALSE(silo::IsLoopbackHost(""));
+  EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackHost("127.1.2.3"));
+  EXPECT_TRUE(IsLoopbackHost("localhost"));
+  EXPECT_TRUE(IsLoopbackHost("::1"));
+  EXPECT_TRUE(IsLoopbackHost("[::1]"));
+  EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
+  EXPECT_FALSE(IsLoopbackHost("10.0.0.1"));
+  EXPECT_FALSE(IsLoopbackHost("::"));
+  EXPECT_FALSE(IsLoopbackHost("example.com"));
+  EXPECT_FALSE(IsLoopbackHost(""));
 }
 
 }  // namespace

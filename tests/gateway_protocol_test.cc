@@ -17,6 +17,7 @@
 #include "silo/runtime/silo.h"
 #include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
+#include "tests/test_grains.pb.h"
 
 using ::granary::matchers::StatusIs;
 
@@ -165,6 +166,42 @@ TEST_F(GatewayProtocolTest, StatusDescribesTheSiloAndItsGrainTypes) {
     EXPECT_TRUE(type.methods(2).one_way());
   }
   EXPECT_TRUE(found);
+}
+
+TEST_F(GatewayProtocolTest, NonUtf8KeysAndMethodsGetCleanErrorsAndTheStreamLives) {
+  grpc::ClientContext context;
+  auto stream = stub_->Connect(&context);
+  const std::string bad_key = std::string("bad\xff\xfe\xc3", 6);
+  v1::RequestBatch batch;
+  // An activation that fails, quoting the key in its error.
+  v1::Request* faulty = batch.add_requests();
+  faulty->set_id(1);
+  faulty->set_method("/granary.testing.Faulty/Echo");
+  faulty->set_key(bad_key);
+  faulty->set_payload(Text().SerializeAsString());
+  // A method name that is not UTF-8.
+  v1::Request* unknown = batch.add_requests();
+  unknown->set_id(2);
+  unknown->set_method(std::string("/granary.testing.Probe/\xff\x80", 24));
+  unknown->set_key("k");
+  // And a good one in the same batch.
+  *batch.add_requests() = Add(3, bad_key.substr(3), 4);
+  ASSERT_TRUE(stream->Write(batch));
+  std::map<uint64_t, v1::Reply> replies = ReadReplies(stream.get(), 3);
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_NE(replies[1].code(), 0);
+  EXPECT_THAT(replies[1].message(), HasSubstr(bad_key));
+  EXPECT_EQ(replies[2].code(), static_cast<int>(absl::StatusCode::kUnimplemented));
+  EXPECT_EQ(replies[3].code(), 0);
+  // The stream still carries calls.
+  v1::RequestBatch next;
+  *next.add_requests() = Add(4, "after", 1);
+  ASSERT_TRUE(stream->Write(next));
+  replies = ReadReplies(stream.get(), 1);
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[4].code(), 0);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 TEST_F(GatewayProtocolTest, UndecodableBatchesEndOnlyThatStream) {

@@ -10,7 +10,7 @@
 - --log_format=json writes one JSON object per line naming the silo, and a
   slow turn is logged with its grain and method;
 - bad flags (--log_format, --slow_turn_threshold, a non-loopback --http
-  without --http_allow_remote) are refused at start.
+  without --http_token_file) are refused at start.
 
 Usage: observability_test.py GRANARY_SILO GRANARY_CLI
 """
@@ -225,7 +225,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # Bad flags: refused before serving, with a message naming the flag.
     for flags, needle in [(["--log_format=xml"], "--log_format"),
                           (["--slow_turn_threshold=0s"], "--slow_turn_threshold"),
-                          (["--http=0.0.0.0:0"], "--http_allow_remote")]:
+                          (["--http=0.0.0.0:0"], "--http_token_file")]:
         r = subprocess.run(
             [silo_bin, "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0",
              "--data_dir=" + os.path.join(tmp, "bad")] +

@@ -168,7 +168,8 @@ std::string Field(const std::string& ready, const std::string& name) {
   return "";
 }
 
-std::string HttpGet(const std::string& address, const std::string& path) {
+std::string HttpGet(const std::string& address, const std::string& path,
+                    const std::string& headers) {
   std::vector<std::string> hp = absl::StrSplit(address, ':');
   int port = 0;
   if (hp.size() != 2 || !absl::SimpleAtoi(hp[1], &port)) return "";
@@ -181,7 +182,8 @@ std::string HttpGet(const std::string& address, const std::string& path) {
     close(fd);
     return "";
   }
-  std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\n\r\n");
+  std::string req =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\n", headers, "\r\n");
   (void)!write(fd, req.data(), req.size());
   std::string resp;
   char buf[1024];

@@ -62,7 +62,8 @@ std::vector<std::string> AnyPorts(const std::string& data_dir);
 std::string Field(const std::string& ready, const std::string& name);
 
 // A bare HTTP/1.0 GET; returns the whole response ("" if none).
-std::string HttpGet(const std::string& address, const std::string& path);
+std::string HttpGet(const std::string& address, const std::string& path,
+                    const std::string& headers = "");
 
 struct ToolRun {
   int exit_code = -1;

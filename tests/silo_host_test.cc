@@ -207,7 +207,7 @@ TEST(SiloHostTest, BadOptionsAreRefusedNamingTheFlag) {
       {[](auto& o) { o.primary = "127.0.0.1:1"; }, "--primary needs"},
       {[](auto& o) { o.workers = -1; }, "--workers"},
       {[](auto& o) { o.turn_budget = 0; }, "--turn_budget"},
-      {[](auto& o) { o.http = "10.1.2.3:0"; }, "--http_allow_remote"},
+      {[](auto& o) { o.http = "10.1.2.3:0"; }, "--http_token_file"},
       {[](auto& o) { o.durability = "maybe"; }, "--durability"},
       {[](auto& o) { o.join_timeout = absl::ZeroDuration(); },
        "--join_timeout"},

@@ -18,6 +18,12 @@ class ProbeGrain final : public ProbeGrainBase {
  public:
   explicit ProbeGrain(TestState* state) : state_(state) {}
   Task<Text> Echo(const Text& r) override { co_return MakeText(r.text()); }
+  Task<Text> Whoami(const Text& r) override {
+    if (!r.text().empty()) {
+      co_return co_await GetGrain<ProbeRef>(r.text()).Whoami(Text());
+    }
+    co_return MakeText(std::string(CallerIdentity()));
+  }
   Task<Text> Hang(const Text& r) override {
     state_->Record("hang-start:" + GetGrainId().key());
     co_await never_;

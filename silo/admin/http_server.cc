@@ -1,9 +1,10 @@
 #include "silo/admin/http_server.h"
 
-#include <arpa/inet.h>
+#include <strings.h>
 
 #include <cstring>
 #include <exception>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,10 +19,30 @@ void Send(mg_connection* conn, const HttpResponse& r, bool head) {
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
             "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
-            "%sConnection: close\r\n\r\n",
+            "%s%sConnection: close\r\n\r\n",
             r.status, reason, r.content_type.c_str(), r.body.size(),
-            r.status == 405 ? "Allow: GET, HEAD\r\n" : "");
+            r.status == 405 ? "Allow: GET, HEAD\r\n" : "",
+            r.status == 401 ? "WWW-Authenticate: Bearer\r\n" : "");
   if (!head && !r.body.empty()) mg_write(conn, r.body.data(), r.body.size());
+}
+
+// Whether `header` is "Bearer <token>", compared in time that does not
+// depend on where a wrong token differs.
+bool BearerMatches(const char* header, const std::string& token) {
+  if (header == nullptr) return false;
+  std::string_view value(header);
+  constexpr std::string_view kScheme = "Bearer ";
+  if (value.size() < kScheme.size() ||
+      strncasecmp(value.data(), kScheme.data(), kScheme.size()) != 0) {
+    return false;
+  }
+  value.remove_prefix(kScheme.size());
+  unsigned char diff = value.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < value.size(); ++i) {
+    diff |= static_cast<unsigned char>(value[i]) ^
+            static_cast<unsigned char>(token[i % token.size()]);
+  }
+  return diff == 0;
 }
 
 }  // namespace
@@ -53,6 +74,15 @@ int HttpServer::Dispatch(mg_connection* conn, void* self_ptr) {
   } else if (method != "GET" && !head) {
     response = {405, "text/plain; charset=utf-8",
                 absl::StrCat("method ", method, " is not allowed; use GET\n")};
+  } else if (!self->token_.empty() &&
+             std::strcmp(info->local_uri != nullptr ? info->local_uri : "",
+                         "/healthz") != 0 &&
+             !BearerMatches(mg_get_header(conn, "Authorization"),
+                            self->token_)) {
+    self->refused_.fetch_add(1, std::memory_order_relaxed);
+    response = {401, "text/plain; charset=utf-8",
+                "a valid bearer token is required "
+                "(Authorization: Bearer TOKEN)\n"};
   } else {
     HttpRequest request;
     request.path = info->local_uri != nullptr ? info->local_uri : "";
@@ -110,23 +140,6 @@ void HttpServer::Stop() {
   if (ctx_ == nullptr) return;
   mg_stop(ctx_);
   ctx_ = nullptr;
-}
-
-bool IsLoopbackHost(const std::string& host) {
-  if (host == "localhost") return true;
-  in_addr v4;
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  }
-  std::string h = host;
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
-    h = h.substr(1, h.size() - 2);
-  }
-  in6_addr v6;
-  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
-    return IN6_IS_ADDR_LOOPBACK(&v6);
-  }
-  return false;
 }
 
 }  // namespace granary::silo

@@ -17,6 +17,8 @@
 // handlers run on civetweb's threads, concurrently.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -55,6 +57,12 @@ class HttpServer {
   // Serves `path` (exact match) with `handler`. Before Start.
   void Handle(std::string path, HttpHandler handler);
 
+  // Every path but /healthz then needs `Authorization: Bearer TOKEN`;
+  // without it (or with another) the answer is 401 and counted in
+  // refused(). Before Start.
+  void RequireToken(std::string token) { token_ = std::move(token); }
+  int64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+
   // INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it cannot bind.
   absl::Status Start();
   // Idempotent; waits for requests in progress.
@@ -68,10 +76,9 @@ class HttpServer {
   const std::string requested_address_;
   std::string bound_address_;
   std::map<std::string, HttpHandler> routes_;
+  std::string token_;
+  std::atomic<int64_t> refused_{0};
   mg_context* ctx_ = nullptr;
 };
-
-// True when `host` is a loopback address (127.0.0.0/8, ::1, localhost).
-bool IsLoopbackHost(const std::string& host);
 
 }  // namespace granary::silo

@@ -64,8 +64,11 @@ class InMemoryCluster final : public ClusterProvider {
 // A member of a `dev` cluster other than its primary.
 class RemoteCluster final : public ClusterProvider {
  public:
-  explicit RemoteCluster(const std::string& primary)
-      : table_(primary), storage_(primary), reminders_(primary) {}
+  RemoteCluster(const std::string& primary,
+                const rpc::ClientSecurity& security)
+      : table_(primary, absl::Seconds(2), security),
+        storage_(primary, absl::Seconds(10), security),
+        reminders_(primary, absl::Seconds(10), security) {}
   ~RemoteCluster() override { StopWatch(); }
 
   bool clustered() const override { return true; }
@@ -89,7 +92,8 @@ class RemoteCluster final : public ClusterProvider {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ClusterProvider>> MakeDevClusterProvider(
-    const std::string& kind, const std::string& primary) {
+    const std::string& kind, const std::string& primary,
+    const rpc::ClientSecurity& security) {
   if (kind != "local" && kind != "dev") {
     return absl::InvalidArgumentError(
         absl::StrCat("cluster provider '", kind, "' is not local or dev"));
@@ -108,7 +112,7 @@ absl::StatusOr<std::unique_ptr<ClusterProvider>> MakeDevClusterProvider(
         std::make_unique<InMemoryCluster>(/*serve=*/kind == "dev"));
   }
   return std::unique_ptr<ClusterProvider>(
-      std::make_unique<RemoteCluster>(primary));
+      std::make_unique<RemoteCluster>(primary, security));
 }
 
 }  // namespace granary::silo

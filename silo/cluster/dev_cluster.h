@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "rpc/security.h"
 #include "silo/cluster/cluster_provider.h"
 
 namespace granary::silo {
@@ -28,8 +29,10 @@ class DevClusterProvider;
 // `kind` is "local" or "dev"; `primary` the primary's silo endpoint
 // (HOST:PORT), empty on the primary and with "local". INVALID_ARGUMENT for
 // an unknown kind, a primary with "local" or a primary that is not
-// HOST:PORT.
+// HOST:PORT. `security`: what a silo presents to the primary and trusts in
+// it.
 absl::StatusOr<std::unique_ptr<ClusterProvider>> MakeDevClusterProvider(
-    const std::string& kind, const std::string& primary);
+    const std::string& kind, const std::string& primary,
+    const rpc::ClientSecurity& security = {});
 
 }  // namespace granary::silo

@@ -8,6 +8,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
+#include "rpc/credentials.h"
 #include "rpc/gateway_set.h"
 #include "storage/membership_table.h"
 
@@ -15,10 +16,13 @@ namespace granary::silo {
 
 GrpcTransport::GrpcTransport(std::string self_id,
                              std::vector<const InterfaceInfo*> interfaces,
-                             absl::Duration connect_timeout)
+                             absl::Duration connect_timeout,
+                             rpc::ClientSecurity security)
     : self_id_(std::move(self_id)),
       interfaces_(std::move(interfaces)),
-      connect_timeout_(connect_timeout) {}
+      connect_timeout_(connect_timeout),
+      security_(std::move(security)),
+      directory_(absl::Seconds(5), security_) {}
 
 absl::Status GrpcTransport::Start() {
   MutexLock lock(&mu_);
@@ -104,6 +108,7 @@ void GrpcTransport::ConnectLoop() {
       rpc::GatewaySetOptions options;
       options.gateways = {address};
       options.connect_timeout = connect_timeout_;
+      options.security = security_;
       options.overflow = rpc::GatewaySetOptions::Overflow::kFail;  // never block a worker
       options.max_in_flight = 1 << 16;
       options.closed_code = absl::StatusCode::kUnavailable;
@@ -201,7 +206,7 @@ std::shared_ptr<v1::SiloControl::Stub> GrpcTransport::ControlStub(
   std::shared_ptr<v1::SiloControl::Stub>& stub = probe_stubs_[address];
   if (stub == nullptr) {
     stub = v1::SiloControl::NewStub(
-        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+        grpc::CreateChannel(address, rpc::MakeChannelCredentials(security_)));
   }
   return stub;
 }

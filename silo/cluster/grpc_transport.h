@@ -50,9 +50,11 @@ class GrpcTransport final : public Transport {
  public:
   // `interfaces`: every grain type calls may be sent for. No thread runs
   // before Start.
+  // `security`: what this silo presents to the others and trusts in them.
   GrpcTransport(std::string self_id,
                 std::vector<const InterfaceInfo*> interfaces,
-                absl::Duration connect_timeout = absl::Seconds(2));
+                absl::Duration connect_timeout = absl::Seconds(2),
+                rpc::ClientSecurity security = {});
   ~GrpcTransport() override;
   GrpcTransport(const GrpcTransport&) = delete;
   GrpcTransport& operator=(const GrpcTransport&) = delete;
@@ -86,6 +88,7 @@ class GrpcTransport final : public Transport {
   void ConnectLoop();
   std::shared_ptr<v1::SiloControl::Stub> ControlStub(const std::string& address);
 
+  const rpc::ClientSecurity security_;
   directory::GrpcDirectoryTransport directory_;
   mutable Mutex mu_;
   CondVar cv_;

@@ -9,6 +9,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
+#include "rpc/credentials.h"
 #include "rpc/status.h"
 
 namespace granary::silo {
@@ -87,6 +88,64 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::MembershipView> {
 
 }  // namespace
 
+absl::Status AuthorizeMemberWrite(const rpc::PeerAuthority& peer,
+                                  const v1::MembershipView& view,
+                                  const v1::Member& next) {
+  const v1::Member* current = nullptr;
+  for (const v1::Member& m : view.members()) {
+    if (m.address() == next.address() &&
+        m.generation() == next.generation()) {
+      current = &m;
+    }
+  }
+  if (peer.Covers(next.address())) {
+    if (current == nullptr && next.status() != v1::MEMBER_JOINING) {
+      return absl::PermissionDeniedError(
+          "a silo's new membership row starts as Joining");
+    }
+    return absl::OkStatus();
+  }
+  if (current == nullptr) {
+    return absl::PermissionDeniedError(
+        "a silo adds only its own membership row (its certificate does not "
+        "name the row's host)");
+  }
+  // Another silo's row: the same but for votes of the writer's and Dead.
+  v1::Member same = next;
+  same.clear_suspicions();
+  same.set_status(current->status());
+  v1::Member was = *current;
+  was.clear_suspicions();
+  if (same.SerializeAsString() != was.SerializeAsString()) {
+    return absl::PermissionDeniedError(
+        "a silo changes nothing of another silo's membership row but its own "
+        "suspicion vote");
+  }
+  if (next.status() != current->status() &&
+      next.status() != v1::MEMBER_DEAD) {
+    return absl::PermissionDeniedError(
+        "a silo may declare another dead, and no other status of it");
+  }
+  bool voted = false;
+  for (const v1::Suspicion& v : next.suspicions()) {
+    bool kept = false;
+    for (const v1::Suspicion& c : current->suspicions()) {
+      kept = kept || (c.by() == v.by() && c.at_unix_ms() == v.at_unix_ms());
+    }
+    if (kept) continue;
+    if (!peer.Covers(v.by())) {
+      return absl::PermissionDeniedError(
+          "a silo votes only in its own name");
+    }
+    voted = true;
+  }
+  if (next.status() != current->status() && !voted) {
+    return absl::PermissionDeniedError(
+        "a silo declares another dead only with its own vote");
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* MembershipService::Read(
     grpc::CallbackServerContext* context, const v1::ReadMembershipRequest*,
     v1::MembershipView* reply) {
@@ -99,9 +158,23 @@ grpc::ServerUnaryReactor* MembershipService::Read(
 grpc::ServerUnaryReactor* MembershipService::Write(
     grpc::CallbackServerContext* context, const v1::WriteMemberRequest* request,
     v1::WriteMemberReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Checked against the version the write expects: if the table moved on,
+  // the write fails its compare-and-swap anyway.
+  const v1::MembershipView view = table_->Snapshot();
+  if (view.version() == request->expected_version()) {
+    if (absl::Status allowed = AuthorizeMemberWrite(rpc::AuthorityOf(*context),
+                                                    view, request->member());
+        !allowed.ok()) {
+      GRANARY_LOG(kWarning) << "peer=" << LogQuote(context->peer())
+                            << " membership write refused: "
+                            << allowed.message();
+      reactor->Finish(rpc::ToGrpc(allowed));
+      return reactor;
+    }
+  }
   absl::StatusOr<int64_t> version =
       table_->WriteNow(request->member(), request->expected_version());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (version.ok()) reply->set_version(*version);
   reactor->Finish(version.ok() ? grpc::Status::OK
                                : rpc::ToGrpc(version.status()));
@@ -133,11 +206,12 @@ grpc::ServerUnaryReactor* SiloControlService::Probe(
   return reactor;
 }
 
-RemoteMembershipTable::RemoteMembershipTable(const std::string& primary,
-                                             absl::Duration timeout)
+RemoteMembershipTable::RemoteMembershipTable(
+    const std::string& primary, absl::Duration timeout,
+    const rpc::ClientSecurity& security)
     : timeout_((rpc::HoldGrpcCallbackQueue(), timeout)),
-      channel_(
-          grpc::CreateChannel(primary, grpc::InsecureChannelCredentials())),
+      channel_(grpc::CreateChannel(primary,
+                                   rpc::MakeChannelCredentials(security))),
       stub_(v1::Membership::NewStub(channel_)) {}
 
 RemoteMembershipTable::~RemoteMembershipTable() { StopWatch(); }

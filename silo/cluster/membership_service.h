@@ -28,11 +28,22 @@
 #include "absl/time/time.h"
 #include "core/sync.h"
 #include "core/timer_queue.h"
+#include "rpc/credentials.h"
+#include "rpc/security.h"
 #include "granary/v1/cluster.grpc.pb.h"
 #include "storage/membership_table.h"
 
 namespace granary::silo {
 
+// Whether a silo speaking for `peer` may write `next` into `view`: its own
+// rows (a new one only as Joining), and on another silo's row nothing but
+// its own suspicion votes (dropping expired ones) and, with them, the
+// status Dead. PERMISSION_DENIED saying what was refused otherwise.
+absl::Status AuthorizeMemberWrite(const rpc::PeerAuthority& peer,
+                                  const v1::MembershipView& view,
+                                  const v1::Member& next);
+
+// Serves the table to the other silos; writes pass AuthorizeMemberWrite.
 class MembershipService final : public v1::Membership::CallbackService {
  public:
   explicit MembershipService(storage::InMemoryMembershipTable* table)
@@ -80,8 +91,10 @@ class SiloControlService final : public v1::SiloControl::CallbackService {
 class RemoteMembershipTable final : public storage::MembershipTable {
  public:
   // `primary` is the primary silo's endpoint, HOST:PORT.
+  // `security`: what this silo presents to the primary and trusts in it.
   explicit RemoteMembershipTable(const std::string& primary,
-                                 absl::Duration timeout = absl::Seconds(2));
+                                 absl::Duration timeout = absl::Seconds(2),
+                                 const rpc::ClientSecurity& security = {});
   ~RemoteMembershipTable() override;
 
   Task<absl::StatusOr<v1::MembershipView>> Read() override;

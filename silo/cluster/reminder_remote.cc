@@ -8,6 +8,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
+#include "rpc/credentials.h"
 #include "rpc/status.h"
 #include "silo/runtime/silo.h"
 
@@ -121,7 +122,10 @@ absl::StatusOr<ReminderKeeper*> RangeReminders::To(const GrainId& grain) {
   }
   MutexLock lock(&mu_);
   std::unique_ptr<ReminderKeeper>& peer = peers_[owner];
-  if (peer == nullptr) peer = std::make_unique<RemoteReminders>(owner);
+  if (peer == nullptr) {
+    peer = std::make_unique<RemoteReminders>(owner, absl::Seconds(10),
+                                             security_);
+  }
   return peer.get();
 }
 
@@ -149,11 +153,12 @@ Task<absl::StatusOr<std::vector<ReminderTick>>> RangeReminders::List(
 }
 
 RemoteReminders::RemoteReminders(const std::string& primary,
-                                 absl::Duration timeout)
+                                 absl::Duration timeout,
+                                 const rpc::ClientSecurity& security)
     : timeout_(timeout) {
   rpc::HoldGrpcCallbackQueue();
   stub_ = v1::Reminders::NewStub(
-      grpc::CreateChannel(primary, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(primary, rpc::MakeChannelCredentials(security)));
 }
 
 Task<absl::StatusOr<absl::Time>> RemoteReminders::Register(

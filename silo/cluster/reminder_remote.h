@@ -33,6 +33,7 @@
 #include "core/grain_id.h"
 #include "core/sync.h"
 #include "granary/v1/reminders.grpc.pb.h"
+#include "rpc/security.h"
 #include "silo/runtime/reminder_service.h"
 
 namespace granary::silo {
@@ -73,8 +74,10 @@ class ReminderPeerService final : public v1::Reminders::CallbackService {
 // (a cluster has few silos).
 class RangeReminders final : public ReminderKeeper {
  public:
-  explicit RangeReminders(std::function<std::string(const GrainId&)> owner)
-      : owner_(std::move(owner)) {}
+  // `security`: what this silo presents to the owners and trusts in them.
+  explicit RangeReminders(std::function<std::string(const GrainId&)> owner,
+                          rpc::ClientSecurity security = {})
+      : owner_(std::move(owner)), security_(std::move(security)) {}
   Task<absl::StatusOr<absl::Time>> Register(GrainId grain, std::string name,
                                             absl::Duration due,
                                             absl::Duration period) override;
@@ -87,6 +90,7 @@ class RangeReminders final : public ReminderKeeper {
   absl::StatusOr<ReminderKeeper*> To(const GrainId& grain);
 
   const std::function<std::string(const GrainId&)> owner_;
+  const rpc::ClientSecurity security_;
   Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<ReminderKeeper>> peers_
       ABSL_GUARDED_BY(mu_);
@@ -95,8 +99,10 @@ class RangeReminders final : public ReminderKeeper {
 class RemoteReminders final : public ReminderKeeper {
  public:
   // `primary`: the primary silo's endpoint, HOST:PORT.
+  // `security`: what this silo presents to the primary and trusts in it.
   explicit RemoteReminders(const std::string& primary,
-                           absl::Duration timeout = absl::Seconds(10));
+                           absl::Duration timeout = absl::Seconds(10),
+                           const rpc::ClientSecurity& security = {});
   // Each task resumes its awaiter on the gRPC thread that completes the
   // call.
   Task<absl::StatusOr<absl::Time>> Register(GrainId grain, std::string name,

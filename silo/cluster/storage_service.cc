@@ -9,6 +9,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
+#include "rpc/credentials.h"
 #include "rpc/status.h"
 
 namespace granary::silo {
@@ -111,11 +112,12 @@ grpc::ServerUnaryReactor* StorageService::Clear(
 }
 
 RemoteGrainStorage::RemoteGrainStorage(const std::string& primary,
-                                       absl::Duration timeout)
+                                       absl::Duration timeout,
+                                       const rpc::ClientSecurity& security)
     : timeout_(timeout) {
   rpc::HoldGrpcCallbackQueue();
   stub_ = v1::GrainState::NewStub(
-      grpc::CreateChannel(primary, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(primary, rpc::MakeChannelCredentials(security)));
 }
 
 Task<absl::StatusOr<storage::StoredState>> RemoteGrainStorage::Read(

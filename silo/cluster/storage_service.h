@@ -30,6 +30,7 @@
 
 #include "absl/time/time.h"
 #include "granary/v1/cluster.grpc.pb.h"
+#include "rpc/security.h"
 #include "storage/grain_storage.h"
 
 namespace granary::silo {
@@ -67,8 +68,10 @@ class StorageService final : public v1::GrainState::CallbackService {
 class RemoteGrainStorage final : public storage::GrainStorage {
  public:
   // `primary`: the primary silo's endpoint, HOST:PORT.
+  // `security`: what this silo presents to the primary and trusts in it.
   explicit RemoteGrainStorage(const std::string& primary,
-                              absl::Duration timeout = absl::Seconds(10));
+                              absl::Duration timeout = absl::Seconds(10),
+                              const rpc::ClientSecurity& security = {});
   // Each task resumes its awaiter on the gRPC thread that completes the
   // call.
   Task<absl::StatusOr<storage::StoredState>> Read(GrainId id) override;

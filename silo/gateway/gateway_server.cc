@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/address.h"
 #include "core/log.h"
+#include "rpc/credentials.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -62,8 +63,10 @@ absl::Status GatewayServer::Start() {
   builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, 1);
   builder.SetMaxReceiveMessageSize(max_message_bytes_);
   builder.SetMaxSendMessageSize(max_message_bytes_);
-  builder.AddListeningPort(requested_address_, grpc::InsecureServerCredentials(),
-                           &port_);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      rpc::MakeServerCredentials(security_, refused_);
+  if (!credentials.ok()) return credentials.status();
+  builder.AddListeningPort(requested_address_, *credentials, &port_);
   GatewayServiceOptions gateway_options;
   gateway_options.max_in_flight = max_in_flight_;
   gateway_options.max_message_bytes = max_message_bytes_;
@@ -86,7 +89,13 @@ absl::Status GatewayServer::Start() {
   bound_address_ = absl::StrCat(host, ":", port_);
   gateway_->set_address(bound_address_);
   GRANARY_LOG(kInfo) << "silo=" << silo_->name()
-                     << " gateway=" << bound_address_ << " gateway listening";
+                     << " gateway=" << bound_address_
+                     << " tls=" << (security_.tls() ? "on" : "off")
+                     << " client_certs="
+                     << (security_.client_ca_file.empty() ? "off" : "required")
+                     << " tokens="
+                     << (security_.tokens_file.empty() ? "off" : "required")
+                     << " gateway listening";
   return absl::OkStatus();
 }
 

@@ -28,11 +28,16 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "rpc/security.h"
 
 namespace grpc {
 class Server;
 class Service;
 }  // namespace grpc
+
+namespace granary::rpc {
+struct AuthCounters;
+}  // namespace granary::rpc
 
 namespace granary::v1 {
 class MembershipView;
@@ -67,6 +72,14 @@ class GatewayServer {
     cluster_view_ = std::move(fn);
   }
 
+  // TLS, client certificates and bearer tokens (set before Start; default
+  // plaintext, anonymous). `refused` (may be null, must outlive the
+  // server) counts calls refused for their token.
+  void set_security(rpc::ServerSecurity security, rpc::AuthCounters* refused) {
+    security_ = std::move(security);
+    refused_ = refused;
+  }
+
   // Binds and starts serving. INVALID_ARGUMENT for an address gRPC cannot
   // parse, UNAVAILABLE when it cannot bind.
   absl::Status Start();
@@ -86,6 +99,8 @@ class GatewayServer {
   const int max_in_flight_;
   std::unique_ptr<GatewayService> gateway_;
   std::function<void(v1::MembershipView*)> cluster_view_;
+  rpc::ServerSecurity security_;
+  rpc::AuthCounters* refused_ = nullptr;
   std::string bound_address_;
   int port_ = 0;
   std::vector<std::unique_ptr<grpc::Service>> services_;

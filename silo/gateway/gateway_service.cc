@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/sync.h"
 #include "core/version.h"
+#include "rpc/credentials.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "granary/v1/gateway.grpc.pb.h"
@@ -30,6 +31,17 @@
 #include "silo/runtime/silo.h"
 
 namespace granary::silo {
+namespace {
+
+// The identity a client stream was accepted with; null when anonymous.
+std::shared_ptr<const std::string> CallerOf(
+    const grpc::CallbackServerContext& context) {
+  std::string identity = rpc::CallerIdentity(context);
+  if (identity.empty()) return nullptr;
+  return std::make_shared<const std::string>(std::move(identity));
+}
+
+}  // namespace
 
 // One client connection. References: one held by gRPC until OnDone, one per
 // call accepted and not yet finished; the last one deletes the stream.
@@ -51,13 +63,26 @@ class GatewayStream final
         silo_(service->silo()),
         context_(context),
         peer_(context->peer()),
+        caller_(CallerOf(*context)),
         max_in_flight_(service->options().max_in_flight),
         max_message_bytes_(service->options().max_message_bytes),
         max_batch_bytes_(service->options().max_batch_bytes),
         from_silos_(service->options().from_silos),
         stopping_(stopping) {}
 
-  void Begin() { Advance(); }
+  void Begin() {
+    if (caller_ != nullptr) {
+      GRANARY_LOG(kDebug) << "peer=" << LogQuote(peer_) << Identity()
+                          << " gateway: client stream accepted";
+    }
+    Advance();
+  }
+
+  // " identity=..." for log lines about this stream's client, or nothing.
+  std::string Identity() const {
+    return caller_ == nullptr ? std::string()
+                              : " identity=" + LogQuote(*caller_);
+  }
 
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Unref() {
@@ -99,7 +124,7 @@ class GatewayStream final
     const bool parsed = batch_.ParseFromZeroCopyStream(&reader);
     incoming_.Clear();
     if (!parsed) {
-      GRANARY_LOG(kWarning) << "peer=" << LogQuote(peer_)
+      GRANARY_LOG(kWarning) << "peer=" << LogQuote(peer_) << Identity()
                             << " gateway: undecodable batch; ending its stream";
       {
         MutexLock lock(&mu_);
@@ -235,7 +260,7 @@ class GatewayStream final
         reply.set_code(static_cast<int>(error.code()));
         reply.set_message(std::string(error.message()));
       } else {
-        GRANARY_LOG(kWarning) << "peer=" << LogQuote(peer_)
+        GRANARY_LOG(kWarning) << "peer=" << LogQuote(peer_) << Identity()
                               << " gateway: one-way request refused: " << error;
       }
     }
@@ -294,9 +319,20 @@ class GatewayStream final
     call->set_caller_tag(request.id());
     if (from_silos_) {
       call->set_hops(request.hops());
-      if (request.chain_id() != 0) {
-        call->set_request_context(RequestContext{request.chain_id()});
+      if (request.chain_id() != 0 || !request.caller().empty()) {
+        RequestContext context{request.chain_id() != 0
+                                   ? request.chain_id()
+                                   : call->request_context().chain_id,
+                               nullptr};
+        if (!request.caller().empty()) {
+          context.caller = std::make_shared<const std::string>(
+              std::move(*request.mutable_caller()));
+        }
+        call->set_request_context(context);
       }
+    } else if (caller_ != nullptr) {
+      call->set_request_context(
+          RequestContext{call->request_context().chain_id, caller_});
     }
     Ref();  // the call's
     call->SetDoneCallback(&GatewayStream::CallDone, this);
@@ -379,6 +415,8 @@ class GatewayStream final
   Silo* const silo_;
   grpc::CallbackServerContext* const context_;  // valid until OnDone
   const std::string peer_;
+  // The identity the client was accepted with (null: anonymous).
+  const std::shared_ptr<const std::string> caller_;
   const int max_in_flight_;
   const int max_message_bytes_;
   const int max_batch_bytes_;

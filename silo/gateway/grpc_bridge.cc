@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "rpc/credentials.h"
 #include "rpc/status.h"
 
 namespace granary::silo {
@@ -84,6 +85,11 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
     return reactor;
   }
   CallBase* call = *made;
+  if (std::string caller = rpc::CallerIdentity(*context); !caller.empty()) {
+    call->set_request_context(RequestContext{
+        call->request_context().chain_id,
+        std::make_shared<const std::string>(std::move(caller))});
+  }
   if (info.one_way) {
     invoker->Invoke(call);
     SetBytes(std::string(), response);  // google.protobuf.Empty

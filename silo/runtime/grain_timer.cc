@@ -48,7 +48,7 @@ void Activation::StartTick(GrainTimer* timer) {
   const uint64_t chain = NewChainId();
   running_.push_back(
       Running{timer, /*is_timer=*/true, chain, false, turn_start_ns_});
-  turn_.request = RequestContext{chain};
+  turn_.request = RequestContext{chain, nullptr};
   timer->owner = this;
   Task<void> task;
   try {

@@ -204,6 +204,10 @@ class Silo final : public CallInvoker {
 
   // The grain types registered with this silo.
   std::vector<const GrainClassInfo*> GrainTypes() const;
+  // Whether `type` is one of them. Thread-safe once the silo started.
+  bool HostsType(absl::string_view type) const {
+    return FindType(type) != nullptr;
+  }
 
   size_t ActivationCount() const { return catalog_.size(); }
   // Since Start: activations whose OnActivate succeeded, and activations

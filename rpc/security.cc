@@ -1,0 +1,131 @@
+#include "rpc/security.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "core/status.h"
+
+namespace granary::rpc {
+namespace {
+
+// The file's contents, or INVALID_ARGUMENT naming `flag`.
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "='", path, "' cannot be read"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "='", path, "' cannot be read"));
+  }
+  return text.str();
+}
+
+absl::Status ExpectPem(const std::string& path, const std::string& flag,
+                       bool key) {
+  absl::StatusOr<std::string> text = ReadFile(path, flag);
+  if (!text.ok()) return text.status();
+  const bool ok = key ? absl::StrContains(*text, "PRIVATE KEY-----")
+                      : absl::StrContains(*text, "-----BEGIN CERTIFICATE-----");
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "='", path, "' holds no PEM ",
+                     key ? "private key" : "certificate"));
+  }
+  return absl::OkStatus();
+}
+
+// A certificate and its key, both PEM.
+absl::Status ExpectPair(const std::string& cert, const std::string& key,
+                        const std::string& what) {
+  GRANARY_RETURN_IF_ERROR(ExpectPem(cert, what + " certificate", false));
+  return ExpectPem(key, what + " key", true);
+}
+
+bool HasSpaceOrControl(absl::string_view text) {
+  for (unsigned char c : text) {
+    if (c <= 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+absl::Status ValidateReload(absl::Duration reload, const std::string& what) {
+  if (reload < absl::Seconds(1) || reload == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what,
+        ": the certificate reload interval must be at least 1s and "
+        "finite"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateServerSecurity(const ServerSecurity& s,
+                                    const std::string& what) {
+  if (s.cert_file.empty() != s.key_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": a TLS certificate needs its key and a key its certificate"));
+  }
+  if (!s.tls() && !s.client_ca_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": client certificates need TLS (a certificate and key)"));
+  }
+  if (s.tls())
+    GRANARY_RETURN_IF_ERROR(ExpectPair(s.cert_file, s.key_file, what));
+  if (!s.client_ca_file.empty()) {
+    GRANARY_RETURN_IF_ERROR(
+        ExpectPem(s.client_ca_file, what + " client CA", false));
+  }
+  return ValidateReload(s.reload, what);
+}
+
+absl::Status ValidateClientSecurity(const ClientSecurity& s,
+                                    const std::string& what) {
+  if (s.cert_file.empty() != s.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what,
+                     ": a client certificate needs its key and a key its "
+                     "certificate"));
+  }
+  if (!s.tls() && !s.cert_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": a client certificate needs TLS (the CA to trust)"));
+  }
+  if (s.tls())
+    GRANARY_RETURN_IF_ERROR(ExpectPem(s.ca_file, what + " CA", false));
+  if (!s.cert_file.empty()) {
+    GRANARY_RETURN_IF_ERROR(ExpectPair(s.cert_file, s.key_file, what));
+  }
+  if (HasSpaceOrControl(s.token)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": a bearer token holds no whitespace or control characters"));
+  }
+  return ValidateReload(s.reload, what);
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path, "token file");
+  if (!text.ok()) return text.status();
+  std::string token(absl::StripAsciiWhitespace(*text));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file '", path, "' is empty"));
+  }
+  if (HasSpaceOrControl(token)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "token file '", path,
+        "' holds whitespace or control characters inside the token"));
+  }
+  return token;
+}
+
+}  // namespace granary::rpc

@@ -1,0 +1,379 @@
+// TLS, client certificates and bearer tokens on a real silo (SiloHost in
+// this process, the test grains): the gateway and HTTP ports with the wrong
+// or missing credential are refused with the right status and counted, the
+// accepted identity reaches grain code, off-loopback plaintext is refused
+// at start, and certificates rotate under load without a failed call. The
+// silo port is silo_authorization_test's.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "grpc/grpc_security_constants.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "rpc/credentials.h"
+#include "silo/silo_host.h"
+#include "tests/process_util.h"
+#include "tests/test_grains.granary.h"
+#include "tests/test_grains.h"
+#include "tests/tls_fixture.h"
+
+namespace granary::testing {
+namespace {
+
+using ::granary::matchers::IsOk;
+using ::granary::matchers::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(TokenTableTest, ParsesNamesTokensAndComments) {
+  absl::StatusOr<rpc::TokenTable> table = rpc::TokenTable::Parse(
+      "# NAME TOKEN\n"
+      "\n"
+      "alice 0123456789abcdef0123  # trailing comment\n"
+      "  bob\tfedcba9876543210fedc\r\n");
+  ASSERT_THAT(table.status(), IsOk());
+  EXPECT_EQ(table->size(), 2u);
+  ASSERT_NE(table->Find("0123456789abcdef0123"), nullptr);
+  EXPECT_EQ(*table->Find("0123456789abcdef0123"), "alice");
+  EXPECT_EQ(*table->Find("fedcba9876543210fedc"), "bob");
+  EXPECT_EQ(table->Find("0123456789abcdef012"), nullptr);    // a prefix
+  EXPECT_EQ(table->Find("0123456789abcdef01234"), nullptr);  // longer
+  EXPECT_EQ(table->Find(""), nullptr);
+  EXPECT_EQ(table->Find("0123456789abcdef0124"), nullptr);
+}
+
+TEST(TokenTableTest, RefusesBadFilesNamingTheLineNotTheToken) {
+  const std::string secret = "s3cr3t-s3cr3t-s3cr3t";
+  for (const auto& [text, why] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"", "holds no NAME TOKEN line"},
+           {"# only a comment\n", "holds no NAME TOKEN line"},
+           {"alice\n", "line 1: expected NAME TOKEN"},
+           {"alice " + secret + " extra\n", "line 1: expected NAME TOKEN"},
+           {"alice short\n", "line 1: a token has at least 16"},
+           {"al/ice " + secret + "\n", "line 1: a name is"},
+           {"a " + secret + "\nb " + secret + "\n",
+            "line 2: the token of an earlier line"},
+           {"a " + secret + "\x01" + "\n", "line 1: a token holds no control"},
+       }) {
+    absl::StatusOr<rpc::TokenTable> table = rpc::TokenTable::Parse(text);
+    EXPECT_THAT(table.status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(why)))
+        << text;
+    EXPECT_THAT(std::string(table.status().message()),
+                ::testing::Not(HasSubstr(secret)));
+  }
+}
+
+TEST(ClientSecurityTest, RefusesHalfConfigurationsAndUnreadableFiles) {
+  const Certs& c = Certs::Get();
+  rpc::ClientSecurity s;
+  s.cert_file = c.a("client.pem");
+  EXPECT_THAT(rpc::ValidateClientSecurity(s, "client"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("key")));
+  s.key_file = c.a("client.key");
+  EXPECT_THAT(rpc::ValidateClientSecurity(s, "client"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("TLS")));
+  s.ca_file = c.dir() + "/missing.pem";
+  EXPECT_THAT(rpc::ValidateClientSecurity(s, "client"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cannot be read")));
+  s.ca_file = c.a("client.key");  // a key where a certificate belongs
+  EXPECT_THAT(rpc::ValidateClientSecurity(s, "client"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("no PEM certificate")));
+  s.ca_file = c.a("ca.pem");
+  EXPECT_THAT(rpc::ValidateClientSecurity(s, "client"), IsOk());
+  s.token = "has space";
+  EXPECT_THAT(rpc::ValidateClientSecurity(s, "client"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(rpc::ReadTokenFile(c.dir() + "/missing").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(rpc::ReadTokenFile(c.a("token")), IsOk());
+}
+
+TEST(SecureByDefaultTest, OffLoopbackWithoutTlsIsRefusedAtStart) {
+  const Certs& c = Certs::Get();
+  struct Case {
+    std::function<void(silo::SiloHostOptions&)> set;
+    std::string why;
+  };
+  for (const Case& k : std::vector<Case>{
+           {[](auto& o) { o.gateway = "0.0.0.0:0"; }, "--allow_plaintext"},
+           {[](auto& o) { o.silo = "0.0.0.0:0"; }, "--cluster_ca"},
+           {[](auto& o) { o.silo_advertise = "10.1.2.3:5000"; },
+            "--cluster_ca"},
+           {[&c](auto& o) {
+              o.gateway = "0.0.0.0:0";
+              o.allow_plaintext = true;
+              o.auth_tokens = c.a("tokens");
+            },
+            "in the clear"},
+           {[](auto& o) { o.http = "0.0.0.0:0"; }, "--http_token_file"},
+           {[&c](auto& o) { o.cluster_ca = c.a("cluster-ca.pem"); },
+            "go together"},
+           {[&c](auto& o) { o.tls_cert = c.a("gateway.pem"); }, "key"},
+           {[&c](auto& o) { o.tls_client_ca = c.a("ca.pem"); }, "need TLS"},
+           {[&c](auto& o) { o.auth_tokens = c.a("ca.pem"); },
+            "expected NAME TOKEN"},
+           {[&c](auto& o) {
+              o = WithGatewayTls(o);
+              o.tls_reload = absl::Milliseconds(10);
+            },
+            "at least 1s"},
+       }) {
+    silo::SiloHostOptions o = AnyPorts();
+    k.set(o);
+    EXPECT_THAT(silo::ValidateSiloHostOptions(o),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(k.why)));
+  }
+  // Told so, plaintext off loopback starts (and is logged as a warning).
+  silo::SiloHostOptions o = AnyPorts();
+  o.gateway = "0.0.0.0:0";
+  o.allow_plaintext = true;
+  EXPECT_THAT(silo::ValidateSiloHostOptions(o), IsOk());
+  // TLS needs no such permission.
+  o = WithClusterTls(WithGatewayTls(AnyPorts()));
+  o.gateway = "0.0.0.0:0";
+  o.silo = "0.0.0.0:0";
+  EXPECT_THAT(silo::ValidateSiloHostOptions(o), IsOk());
+}
+
+TEST(GatewayTlsTest, TlsClientsAreServedAndOthersRefused) {
+  std::unique_ptr<Host> h = StartHost(WithGatewayTls(AnyPorts()));
+  ASSERT_NE(h, nullptr);
+  const std::string gateway = h->host->gateway_address();
+  EXPECT_THAT(WhoamiByGrpc(gateway, TrustA()), IsOk());
+  const std::string failures_before =
+      MetricLine(*h, "granary_tls_handshake_failures_total");
+  // Plaintext against TLS.
+  EXPECT_THAT(WhoamiByGrpc(gateway, rpc::ClientSecurity()).status(),
+              StatusIs(absl::StatusCode::kUnavailable));
+  // A client that trusts another CA.
+  rpc::ClientSecurity other;
+  other.ca_file = Certs::Get().b("ca.pem");
+  EXPECT_THAT(WhoamiByGrpc(gateway, other).status(),
+              StatusIs(absl::StatusCode::kUnavailable));
+  // Both counted (process-wide: as server and as client).
+  EXPECT_GE(std::stoi(MetricLine(*h, "granary_tls_handshake_failures_total")),
+            std::stoi(failures_before) + 2);
+  // The SDK over TLS.
+  ClientOptions options;
+  options.gateways = {gateway};
+  options.security = TrustA();
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_THAT(client.status(), IsOk());
+  Text text;
+  text.set_text("hello");
+  EXPECT_EQ((*client)->Get<ProbeRef>("p").Echo(text).Get()->text(), "hello");
+}
+
+TEST(GatewayTlsTest, ClientCertificatesAreRequiredAndNameTheCaller) {
+  const Certs& c = Certs::Get();
+  silo::SiloHostOptions o = WithGatewayTls(AnyPorts());
+  o.tls_client_ca = c.a("ca.pem");
+  std::unique_ptr<Host> h = StartHost(o);
+  ASSERT_NE(h, nullptr);
+  const std::string gateway = h->host->gateway_address();
+  // No client certificate, one of another CA, an expired one.
+  EXPECT_THAT(WhoamiByGrpc(gateway, TrustA()).status(),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(
+      WhoamiByGrpc(gateway, ClientCert(c.b("client"), c.a("ca.pem"))).status(),
+      StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(
+      WhoamiByGrpc(gateway, ClientCert(c.a("expired-client"), c.a("ca.pem")))
+          .status(),
+      StatusIs(absl::StatusCode::kUnavailable));
+  // A silo certificate is of the cluster CA, not the gateway's.
+  EXPECT_THAT(
+      WhoamiByGrpc(gateway, ClientCert(c.a("silo"), c.a("ca.pem"))).status(),
+      StatusIs(absl::StatusCode::kUnavailable));
+  absl::StatusOr<std::string> who =
+      WhoamiByGrpc(gateway, ClientCert(c.a("client"), c.a("ca.pem")));
+  ASSERT_THAT(who.status(), IsOk());
+  EXPECT_THAT(*who, HasSubstr("CN=dev-client"));
+}
+
+TEST(GatewayTokenTest, TokensAreRequiredComparedAndCounted) {
+  const Certs& c = Certs::Get();
+  silo::SiloHostOptions o = AnyPorts();  // plaintext on loopback
+  o.auth_tokens = c.a("tokens");
+  std::unique_ptr<Host> h = StartHost(o);
+  ASSERT_NE(h, nullptr);
+  const std::string gateway = h->host->gateway_address();
+  rpc::ClientSecurity none;
+  rpc::ClientSecurity wrong;
+  wrong.token = "0000000000000000000000000000000000";
+  rpc::ClientSecurity right;
+  right.token = FirstToken(c.a("tokens"));
+  ASSERT_FALSE(right.token.empty());
+  absl::Status missing = WhoamiByGrpc(gateway, none).status();
+  absl::Status wrong_status = WhoamiByGrpc(gateway, wrong).status();
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(wrong_status, StatusIs(absl::StatusCode::kUnauthenticated));
+  // Neither answer says which it was.
+  EXPECT_EQ(missing.message(), wrong_status.message());
+  // Counted, by reason.
+  EXPECT_EQ(MetricLine(*h,
+                       "granary_auth_refused_total{port=\"gateway\","
+                       "reason=\"missing_token\"}"),
+            "1");
+  EXPECT_EQ(MetricLine(*h,
+                       "granary_auth_refused_total{port=\"gateway\","
+                       "reason=\"wrong_token\"}"),
+            "1");
+  absl::StatusOr<std::string> who = WhoamiByGrpc(gateway, right);
+  ASSERT_THAT(who.status(), IsOk());
+  EXPECT_EQ(*who, "dev-client");
+  // Through a grain-to-grain call too.
+  EXPECT_EQ(*WhoamiByGrpc(gateway, right, "p"), "dev-client");
+  // The SDK: the token on its stream; a wrong one is UNAUTHENTICATED.
+  {
+    ClientOptions options;
+    options.gateways = {gateway};
+    options.security = right;
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+    ASSERT_THAT(client.status(), IsOk());
+    Text ask;
+    ask.set_text("q");  // p asks q: the identity follows the chain
+    EXPECT_EQ((*client)->Get<ProbeRef>("p").Whoami(ask).Get()->text(),
+              "dev-client");
+  }
+  {
+    ClientOptions options;
+    options.gateways = {gateway};
+    options.security = wrong;
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+    ASSERT_THAT(client.status(), IsOk());
+    absl::StatusOr<Text> reply =
+        (*client)->Get<ProbeRef>("p").Whoami(Text()).Get();
+    EXPECT_THAT(reply.status(), StatusIs(absl::StatusCode::kUnauthenticated));
+  }
+  // Health checks need no token.
+  EXPECT_THAT(HealthCheck(gateway, none), IsOk());
+}
+
+TEST(GatewayTokenTest, TokensAndClientCertificatesTogether) {
+  const Certs& c = Certs::Get();
+  silo::SiloHostOptions o = WithGatewayTls(AnyPorts());
+  o.tls_client_ca = c.a("ca.pem");
+  o.auth_tokens = c.a("tokens");
+  std::unique_ptr<Host> h = StartHost(o);
+  ASSERT_NE(h, nullptr);
+  rpc::ClientSecurity s = ClientCert(c.a("client"), c.a("ca.pem"));
+  EXPECT_THAT(WhoamiByGrpc(h->host->gateway_address(), s).status(),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  s.token = FirstToken(c.a("tokens"));
+  // The token's name is the identity.
+  EXPECT_EQ(*WhoamiByGrpc(h->host->gateway_address(), s), "dev-client");
+}
+
+TEST(RotationTest, CertificatesRotateUnderLoadWithoutAFailedCall) {
+  const Certs& c = Certs::Get();
+  // A copy of set a that this test re-issues.
+  const std::string dir = c.dir() + "/rotate";
+  std::filesystem::create_directories(dir);
+  for (const char* f :
+       {"ca.pem", "ca.key", "cluster-ca.pem", "cluster-ca.key", "gateway.pem",
+        "gateway.key", "client.pem", "client.key", "silo.pem", "silo.key",
+        "token", "tokens"}) {
+    std::filesystem::copy_file(
+        c.a(f), dir + "/" + f,
+        std::filesystem::copy_options::overwrite_existing);
+  }
+  silo::SiloHostOptions o = AnyPorts();
+  o.tls_cert = dir + "/gateway.pem";
+  o.tls_key = dir + "/gateway.key";
+  o.tls_client_ca = dir + "/ca.pem";
+  o.tls_reload = absl::Seconds(1);
+  std::unique_ptr<Host> h = StartHost(o);
+  ASSERT_NE(h, nullptr);
+  const std::string gateway = h->host->gateway_address();
+  ClientOptions options;
+  options.gateways = {gateway};
+  options.security = ClientCert(dir + "/client", dir + "/ca.pem");
+  options.security.reload = absl::Seconds(1);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_THAT(client.status(), IsOk());
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  std::thread load([&] {
+    int i = 0;
+    while (!stop.load()) {
+      Text t;
+      t.set_text("x");
+      absl::StatusOr<Text> r =
+          (*client)->Get<ProbeRef>(absl::StrCat("r", i++ % 50)).Echo(t).Get();
+      (r.ok() ? ok : failed).fetch_add(1);
+    }
+  });
+  const std::string old_cert = ReadAll(dir + "/gateway.pem");
+  const std::string command =
+      absl::StrCat("bash ", GRANARY_SOURCE_DIR, "/scripts/dev-certs.sh ", dir,
+                   " > /dev/null");
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  const std::string new_cert = ReadAll(dir + "/gateway.pem");
+  ASSERT_NE(old_cert, new_cert);
+  // New connections get the new certificate once the gateway reloaded it.
+  std::string served;
+  for (int i = 0; i < 100 && served != new_cert; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    rpc::ClientSecurity fresh = ClientCert(dir + "/client", dir + "/ca.pem");
+    fresh.reload = absl::Seconds(2);  // separate credentials: a new watcher
+    grpc::ClientContext context;
+    if (!HealthCheck(gateway, fresh, &context).ok()) continue;
+    std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+    std::vector<grpc::string_ref> pem =
+        auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+    if (!pem.empty()) served.assign(pem.front().data(), pem.front().size());
+  }
+  EXPECT_EQ(served, new_cert);
+  // The client's own certificate rotated too; calls go on.
+  absl::SleepFor(absl::Seconds(2));
+  stop = true;
+  load.join();
+  EXPECT_GT(ok.load(), 0);
+  EXPECT_EQ(failed.load(), 0);
+}
+
+TEST(HttpTokenTest, EveryPathButHealthzNeedsTheToken) {
+  const Certs& c = Certs::Get();
+  silo::SiloHostOptions o = AnyPorts();
+  o.http_token_file = c.a("token");
+  std::unique_ptr<Host> h = StartHost(o);
+  ASSERT_NE(h, nullptr);
+  const std::string token = ReadAll(c.a("token")).substr(0, 64);
+  // The status code of the answer.
+  auto get = [&h](const std::string& path, const std::string& headers) {
+    const std::string r = HttpGet(h->host->http_address(), path, headers);
+    return r.size() > 12 ? r.substr(9, 3) : r;
+  };
+  EXPECT_EQ(get("/healthz", ""), "200");
+  EXPECT_EQ(get("/metrics", ""), "401");
+  EXPECT_EQ(get("/metrics", "Authorization: Bearer nope\r\n"), "401");
+  EXPECT_EQ(get("/metrics", "Authorization: Bearer " + token + "\r\n"), "200");
+  EXPECT_EQ(MetricLine(*h,
+                       "granary_auth_refused_total{port=\"http\","
+                       "reason=\"missing_or_wrong_token\"}"),
+            "2");
+}
+
+}  // namespace
+}  // namespace granary::testing

@@ -1,0 +1,276 @@
+// The silo-to-silo port: mutual TLS against the cluster CA only, a dev
+// cluster on mutual TLS that forwards the caller's identity and errors
+// quoting non-UTF-8 keys, and authorization between silos: an
+// authenticated silo writes only its own membership row and votes, and
+// touches only its own directory entries; forged requests change nothing.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "granary/v1/cluster.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "rpc/credentials.h"
+#include "silo/cluster/membership_service.h"
+#include "silo/silo_host.h"
+#include "tests/test_grains.granary.h"
+#include "tests/tls_fixture.h"
+
+namespace granary::testing {
+namespace {
+
+using ::granary::matchers::IsOk;
+using ::granary::matchers::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(ClusterTlsTest, TheSiloPortAcceptsOnlyTheClusterCa) {
+  const Certs& c = Certs::Get();
+  std::unique_ptr<Host> h = StartHost(WithClusterTls(AnyPorts()));
+  ASSERT_NE(h, nullptr);
+  const std::string silo = h->host->silo_address();
+  // The silo port serves the gateway protocol to silos: a Status call.
+  auto status_of = [&silo](const rpc::ClientSecurity& s) {
+    return UnaryBytes(silo, s, "/granary.v1.Gateway/Status", "")
+        .status()
+        .code();
+  };
+  auto silo_client = [&c](const std::string& prefix, const std::string& ca) {
+    rpc::ClientSecurity s = ClientCert(prefix, ca);
+    s.check_hostname = false;
+    return s;
+  };
+  EXPECT_EQ(status_of(rpc::ClientSecurity()), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(status_of(silo_client(c.a("client"), c.a("cluster-ca.pem"))),
+            absl::StatusCode::kUnavailable);  // the gateway CA's client cert
+  EXPECT_EQ(status_of(silo_client(c.b("silo"), c.a("cluster-ca.pem"))),
+            absl::StatusCode::kUnavailable);  // another cluster's
+  EXPECT_EQ(status_of(silo_client(c.a("expired-silo"), c.a("cluster-ca.pem"))),
+            absl::StatusCode::kUnavailable);
+  rpc::ClientSecurity no_cert;
+  no_cert.ca_file = c.a("cluster-ca.pem");
+  no_cert.check_hostname = false;
+  EXPECT_EQ(status_of(no_cert), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(status_of(silo_client(c.a("silo"), c.a("cluster-ca.pem"))),
+            absl::StatusCode::kOk);
+}
+
+TEST(ClusterTlsTest, ADevClusterRunsOnMutualTlsAndForwardsTheIdentity) {
+  const Certs& c = Certs::Get();
+  silo::SiloHostOptions primary_options = WithClusterTls(AnyPorts());
+  primary_options.cluster = "dev";
+  primary_options.auth_tokens = c.a("tokens");
+  std::unique_ptr<Host> primary = StartHost(primary_options);
+  ASSERT_NE(primary, nullptr);
+  silo::SiloHostOptions second_options = primary_options;
+  second_options.primary = primary->host->silo_address();
+  std::unique_ptr<Host> second = StartHost(second_options);
+  ASSERT_NE(second, nullptr);
+  ClientOptions options;
+  options.gateways = {primary->host->gateway_address()};
+  options.gateway_refresh_period = absl::ZeroDuration();  // this one only
+  options.location_cache_size = 0;                        // always forwarded
+  options.security.token = FirstToken(c.a("tokens"));
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_THAT(client.status(), IsOk());
+  // Grains land on both silos; every one sees the caller, directly or
+  // through a chain that crosses silos.
+  auto every_grain_sees_the_caller = [&client](int grains) {
+    for (int i = 0; i < grains; ++i) {
+      Text ask;
+      ask.set_text(absl::StrCat("far-", i));
+      absl::StatusOr<Text> who =
+          (*client)->Get<ProbeRef>(absl::StrCat("near-", i)).Whoami(ask).Get();
+      ASSERT_THAT(who.status(), IsOk());
+      EXPECT_EQ(who->text(), "dev-client");
+    }
+  };
+  every_grain_sees_the_caller(40);
+  EXPECT_GT(second->host->silo()->ActivationCount(), 0u);
+  EXPECT_GT(primary->host->silo()->ActivationCount(), 0u);
+  // Errors quoting non-UTF-8 keys cross the silo-to-silo stream cleanly,
+  // and it goes on carrying calls.
+  for (int i = 0; i < 20; ++i) {
+    const std::string key = absl::StrCat("bad\xff\xfe", i);
+    absl::StatusOr<Text> r = (*client)->Get<FaultyRef>(key).Echo(Text()).Get();
+    EXPECT_FALSE(r.ok());
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(key));
+  }
+  every_grain_sees_the_caller(10);
+}
+
+TEST(SiloAuthorizationTest, AMemberWritesItsOwnRowAndItsOwnVotesOnly) {
+  rpc::PeerAuthority me;
+  me.hosts = {"10.0.0.1"};
+  v1::MembershipView view;
+  view.set_version(7);
+  v1::Member* mine = view.add_members();
+  mine->set_address("10.0.0.1:11111");
+  mine->set_generation(1);
+  mine->set_status(v1::MEMBER_ACTIVE);
+  v1::Member* other = view.add_members();
+  other->set_address("10.0.0.2:11111");
+  other->set_generation(2);
+  other->set_status(v1::MEMBER_ACTIVE);
+  v1::Suspicion* old_vote = other->add_suspicions();
+  old_vote->set_by("10.0.0.3:11111@3");
+  old_vote->set_at_unix_ms(1000);
+
+  // Its own row: any change; a new row only as Joining.
+  v1::Member next = *mine;
+  next.set_status(v1::MEMBER_SHUTTING_DOWN);
+  EXPECT_THAT(silo::AuthorizeMemberWrite(me, view, next), IsOk());
+  next.set_generation(9);
+  EXPECT_THAT(silo::AuthorizeMemberWrite(me, view, next),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("starts as Joining")));
+  next.set_status(v1::MEMBER_JOINING);
+  EXPECT_THAT(silo::AuthorizeMemberWrite(me, view, next), IsOk());
+  // Another's row: its vote, and with it Dead.
+  next = *other;
+  v1::Suspicion* vote = next.add_suspicions();
+  vote->set_by("10.0.0.1:11111@1");
+  vote->set_at_unix_ms(2000);
+  EXPECT_THAT(silo::AuthorizeMemberWrite(me, view, next), IsOk());
+  next.set_status(v1::MEMBER_DEAD);
+  EXPECT_THAT(silo::AuthorizeMemberWrite(me, view, next), IsOk());
+  // Expired votes may go.
+  next.mutable_suspicions()->DeleteSubrange(0, 1);
+  EXPECT_THAT(silo::AuthorizeMemberWrite(me, view, next), IsOk());
+  // But not Dead without a vote, nor a vote in another's name, nor any
+  // other change, nor a new row for another host.
+  next = *other;
+  next.set_status(v1::MEMBER_DEAD);
+  EXPECT_THAT(silo::AuthorizeMemberWrite(me, view, next),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  next = *other;
+  v1::Suspicion* forged = next.add_suspicions();
+  forged->set_by("10.0.0.4:11111@4");
+  forged->set_at_unix_ms(2000);
+  EXPECT_THAT(
+      silo::AuthorizeMemberWrite(me, view, next),
+      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("own name")));
+  next = *other;
+  next.set_gateway("10.0.0.1:30000");  // calls to the attacker
+  EXPECT_THAT(silo::AuthorizeMemberWrite(me, view, next),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  next = *other;
+  next.set_status(v1::MEMBER_SHUTTING_DOWN);
+  vote = next.add_suspicions();
+  vote->set_by("10.0.0.1:11111@1");
+  EXPECT_THAT(silo::AuthorizeMemberWrite(me, view, next),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  next = *other;
+  next.set_generation(5);
+  next.set_status(v1::MEMBER_JOINING);
+  EXPECT_THAT(
+      silo::AuthorizeMemberWrite(me, view, next),
+      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("only its own")));
+  // A plaintext loopback peer speaks for loopback hosts only.
+  rpc::PeerAuthority loopback;
+  loopback.hosts = {"127.0.0.1"};
+  loopback.any_loopback = true;
+  EXPECT_TRUE(loopback.Covers("127.0.0.2:5@1"));
+  EXPECT_TRUE(loopback.Covers("[::1]:5"));
+  EXPECT_FALSE(loopback.Covers("10.0.0.1:5"));
+  EXPECT_FALSE(loopback.Covers("not an address"));
+}
+
+TEST(SiloAuthorizationTest, ForgedRequestsOfAnAuthenticatedSiloChangeNothing) {
+  const Certs& c = Certs::Get();
+  // The primary on 127.0.0.2, which the certificate of the forger (a
+  // genuine silo certificate of the cluster CA, for 127.0.0.1) does not
+  // name.
+  silo::SiloHostOptions o = WithClusterTls(AnyPorts());
+  o.cluster = "dev";
+  o.silo = "127.0.0.2:0";
+  std::unique_ptr<Host> h = StartHost(o);
+  ASSERT_NE(h, nullptr);
+  rpc::ClientSecurity forger = ClientCert(c.a("silo"), c.a("cluster-ca.pem"));
+  forger.check_hostname = false;
+  auto channel = grpc::CreateChannel(h->host->silo_address(),
+                                     rpc::MakeChannelCredentials(forger));
+  auto membership = v1::Membership::NewStub(channel);
+  auto directory = v1::Directory::NewStub(channel);
+  auto read = [&membership] {
+    grpc::ClientContext context;
+    v1::MembershipView view;
+    EXPECT_TRUE(
+        membership->Read(&context, v1::ReadMembershipRequest(), &view).ok());
+    return view;
+  };
+  auto write = [&membership](const v1::Member& m, int64_t version) {
+    grpc::ClientContext context;
+    v1::WriteMemberRequest request;
+    *request.mutable_member() = m;
+    request.set_expected_version(version);
+    v1::WriteMemberReply reply;
+    return membership->Write(&context, request, &reply).error_code();
+  };
+  const v1::MembershipView before = read();
+  ASSERT_EQ(before.members_size(), 1);
+  const v1::Member& primary = before.members(0);
+  // Declare the primary dead.
+  v1::Member dead = primary;
+  dead.set_status(v1::MEMBER_DEAD);
+  EXPECT_EQ(write(dead, before.version()), grpc::StatusCode::PERMISSION_DENIED);
+  // The same with a vote in the primary's own name.
+  v1::Suspicion* vote = dead.add_suspicions();
+  vote->set_by(h->host->id());
+  vote->set_at_unix_ms(absl::ToUnixMillis(absl::Now()));
+  EXPECT_EQ(write(dead, before.version()), grpc::StatusCode::PERMISSION_DENIED);
+  // Point its gateway elsewhere.
+  v1::Member moved = primary;
+  moved.set_gateway("127.0.0.1:1");
+  EXPECT_EQ(write(moved, before.version()),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // Add an Active member of its own host without joining.
+  v1::Member fake;
+  fake.set_address("127.0.0.1:1");
+  fake.set_generation(1);
+  fake.set_status(v1::MEMBER_ACTIVE);
+  EXPECT_EQ(write(fake, before.version()), grpc::StatusCode::PERMISSION_DENIED);
+  // Directory: unregister the primary's entry; an unhosted type.
+  v1::DirectoryRequest request;
+  request.mutable_entry()->set_type("granary.testing.Probe");
+  request.mutable_entry()->set_key("p");
+  request.mutable_entry()->set_silo(h->host->id());
+  request.mutable_entry()->set_activation_id(1);
+  v1::DirectoryReply reply;
+  {
+    grpc::ClientContext context;
+    EXPECT_EQ(directory->Unregister(&context, request, &reply).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    grpc::ClientContext context;
+    EXPECT_EQ(directory->Register(&context, request, &reply).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  request.mutable_entry()->set_type("no.such.Type");
+  request.mutable_entry()->set_silo("127.0.0.1:1@1");
+  {
+    grpc::ClientContext context;
+    grpc::Status s = directory->Lookup(&context, request, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_THAT(s.error_message(), HasSubstr("no.such.Type"));
+  }
+  v1::RebuildRequest rebuild;
+  rebuild.set_from(h->host->id());
+  {
+    grpc::ClientContext context;
+    v1::RebuildReply rebuilt;
+    EXPECT_EQ(directory->Rebuild(&context, rebuild, &rebuilt).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // Nothing changed.
+  const v1::MembershipView after = read();
+  EXPECT_EQ(after.version(), before.version());
+  EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
+}
+
+}  // namespace
+}  // namespace granary::testing
