@@ -397,13 +397,14 @@ class RemoteArm final : public Arm {
     for (const v1::SiloStatus& s : remote_->silos()) names.push_back(s.name());
     const char* one_hop = absl::GetFlag(FLAGS_one_hop) ? "true" : "false";
     std::printf(
-        "ENV mode=remote target=%s silos=%s version=%s concurrency=%d "
+        "ENV mode=%s target=%s silos=%s version=%s concurrency=%d "
         "scale=%g rounds=%d warmup=%d one_hop=%s\n",
-        c.target.c_str(), absl::StrJoin(names, ",").c_str(),
+        c.mode, c.target.c_str(), absl::StrJoin(names, ",").c_str(),
         remote_->silos().front().version().c_str(), c.concurrency, c.scale,
         c.rounds, c.warmup, one_hop);
     report.SetEnv("target", c.target);
     report.SetEnv("one_hop", one_hop);
+    report.SetEnv("tls", c.security.tls() ? "on" : "off");
     report.SetEnv("silos", absl::StrJoin(names, ","));
     if (raw_echo_ != nullptr) {
       if (absl::Status s = raw_echo_->Stop(); !s.ok()) {

@@ -30,6 +30,12 @@ REFERENCE = {"hosted": "caf", "remote": "grpc"}
 P50_REFERENCE = {
     ("hosted-postgres", "durable-write"): ("granary:hosted-postgres", "postgres_floor"),
     ("cluster-postgres", "failover"): ("granary:cluster", "failover"),
+    ("remote-tls", "ask"): ("granary:remote", "ask"),
+}
+
+# The same by throughput.
+RATE_REFERENCE = {
+    ("remote-tls", "oneway"): ("granary:remote", "oneway"),
 }
 
 # Rows shown in another scenario's table: PostgreSQL's own floor beside the
@@ -41,6 +47,7 @@ MODE_LABEL = {
     "hosted-postgres": "hosted, PostgreSQL storage",
     "cluster": "dev cluster",
     "cluster-postgres": "PostgreSQL cluster",
+    "remote-tls": "remote, TLS",
 }
 
 # The goal: a durable write to PostgreSQL costs at most this many times
@@ -195,6 +202,11 @@ def ratio_text(row, by_key):
         if ref is None or not ref["verified"] or ref["p50_us"] <= 0:
             return "–"
         return "p50 ×%.2f of %s" % (row["p50_us"] / ref["p50_us"], label(ref))
+    if (row["mode"], row["scenario"]) in RATE_REFERENCE:
+        ref = by_key.get(RATE_REFERENCE[(row["mode"], row["scenario"])])
+        if ref is None or not ref["verified"] or ref["mean_rate"] <= 0:
+            return "–"
+        return "rate ×%.2f of %s" % (row["mean_rate"] / ref["mean_rate"], label(ref))
     ref = by_key.get((REFERENCE.get(row["mode"]), row["scenario"]))
     if ref is None or not ref["verified"]:
         return "–"
@@ -276,6 +288,29 @@ def goals(by_key):
             why = "; ".join(r.get("failures", [])) or "not verified"
             lines.append("| %s | %s | **no** |" % (text, why))
     return lines
+
+
+def tls_notes(by_key):
+    """Remote calls with and without TLS, measured in the same run."""
+    plain_ask = by_key.get(("granary:remote", "ask"))
+    tls_ask = by_key.get(("granary:remote-tls", "ask"))
+    plain_one = by_key.get(("granary:remote", "oneway"))
+    tls_one = by_key.get(("granary:remote-tls", "oneway"))
+    if not all(r is not None and r["verified"] for r in (plain_ask, tls_ask, plain_one, tls_one)):
+        return []
+    return ["## TLS", "",
+            "The same remote scenarios against a second granary-silo that serves its gateway "
+            "with TLS (`--tls_cert`, certificates of scripts/dev-certs.sh; granary-bench "
+            "`--tls_ca`), started right after the plaintext one in the same run:", "",
+            "| | plaintext | TLS | TLS / plaintext |", "|---|---|---|---|",
+            "| ask p50 | %s | %s | ×%.2f |" % (fmt_us(plain_ask["p50_us"]), fmt_us(tls_ask["p50_us"]),
+                                              tls_ask["p50_us"] / plain_ask["p50_us"]),
+            "| ask p99 | %s | %s | ×%.2f |" % (fmt_us(plain_ask["p99_us"]), fmt_us(tls_ask["p99_us"]),
+                                              tls_ask["p99_us"] / plain_ask["p99_us"]),
+            "| one-way rate | %s | %s | ×%.2f |" % (
+                fmt_rate(plain_one["mean_rate"]), fmt_rate(tls_one["mean_rate"]),
+                tls_one["mean_rate"] / plain_one["mean_rate"]),
+            ""]
 
 
 def postgres_notes(rows):
@@ -403,6 +438,7 @@ def main():
         except ImportError:
             md.append("(No plot: matplotlib is not installed.)")
             md.append("")
+    md.extend(tls_notes(by_key))
     md.extend(postgres_notes(rows))
     md.append("## Notes on the comparison arms")
     md.append("")

@@ -56,6 +56,25 @@ class MakeResultsTest(unittest.TestCase):
         self.assertNotIn("refused: not verified", md)
         self.assertNotIn("## Refused rows", md)
 
+    def test_tls_rows_are_compared_with_plaintext_of_the_same_run(self):
+        plain = self.write("remote.json", {"arm": "granary", "summaries": [
+            summary("ask", "remote", p50=100.0), summary("oneway", "remote", rate=200000.0)]})
+        tls = self.write("remote-tls.json", {"arm": "granary", "summaries": [
+            summary("ask", "remote-tls", p50=125.0),
+            summary("oneway", "remote-tls", rate=150000.0)]})
+        rc, md, err = self.run_script(plain, tls)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| Granary (remote, TLS) |", md)
+        self.assertIn("p50 ×1.25 of Granary (remote)", md)
+        self.assertIn("rate ×0.75 of Granary (remote)", md)
+        self.assertIn("## TLS", md)
+        self.assertIn("| ask p50 | 100.00 µs | 125.00 µs | ×1.25 |", md)
+        self.assertIn("| one-way rate | 200.0 k/s | 150.0 k/s | ×0.75 |", md)
+        # Without the plaintext rows there is nothing to compare with.
+        rc, md, err = self.run_script(tls)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("## TLS", md)
+
     def test_an_unverified_row_is_refused(self):
         g = self.write("g.json", {"arm": "granary", "summaries": [
             summary("ask", "hosted", verified=False, p50=777.0,

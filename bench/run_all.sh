@@ -6,7 +6,8 @@
 #   bench/run_all.sh BUILD_DIR quick    # make bench-quick: about 1 minute
 #
 # Arms: granary-bench --hosted; a granary-silo started here on free ports and
-# granary-bench --target against it; the comparison arms granary-compare-caf
+# granary-bench --target against it, then the same (ask, oneway) against a
+# granary-silo serving TLS; the comparison arms granary-compare-caf
 # and granary-compare-grpc when built; granary-bench --failover on a dev
 # cluster; and the PostgreSQL arms on a throwaway PostgreSQL server started
 # here (scripts/throwaway-postgres.sh; fsync and synchronous_commit on, since they
@@ -95,6 +96,36 @@ else
   kill -TERM "$silo_pid"
   if ! wait "$silo_pid"; then
     echo "run_all.sh: granary-silo did not exit cleanly" >&2
+    status=1
+  fi
+  silo_pid=""
+fi
+
+# 2b. The same remote ask and one-way against a granary-silo whose gateway
+# serves TLS (development certificates of scripts/dev-certs.sh).
+bash "$here/../scripts/dev-certs.sh" "$work/certs" > /dev/null
+mkfifo "$work/ready-tls"
+"$bin/granary-silo" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
+    --http=127.0.0.1:0 --data_dir="$work/silo-tls-data" --log_level=warning --bench_grains \
+    --tls_cert="$work/certs/gateway.pem" --tls_key="$work/certs/gateway.key" \
+    > "$work/ready-tls" 2> "$work/silo-tls.log" &
+silo_pid=$!
+gateway=""
+if read -r -t 60 line < "$work/ready-tls"; then
+  gateway=$(sed -n 's/^READY gateway=\([^ ]*\).*/\1/p' <<< "$line")
+fi
+if [ -z "$gateway" ]; then
+  echo "run_all.sh: granary-silo with TLS did not become ready:" >&2
+  cat "$work/silo-tls.log" >&2
+  status=1
+else
+  run remote-tls "$bin/granary-bench" --target="$gateway" \
+      --tls_ca="$work/certs/ca.pem" --rounds="$rounds" --warmup=1 \
+      --scale="$remote_scale" --scenarios=ask,oneway --json="$work/remote-tls.json"
+  reports+=("$work/remote-tls.json")
+  kill -TERM "$silo_pid"
+  if ! wait "$silo_pid"; then
+    echo "run_all.sh: granary-silo with TLS did not exit cleanly" >&2
     status=1
   fi
   silo_pid=""
