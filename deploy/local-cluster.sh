@@ -28,11 +28,11 @@
 # gateways serve CERT and KEY instead, and require client certificates that
 # chain to CA (mutual TLS). CA is also what clients check the gateways
 # against, so it must have issued CERT too (as DIR/ca.pem issued
-# DIR/gateway.pem and DIR/client.pem). Without --tls=DIR the silo ports then
-# stay plaintext, on loopback.
-# With --token_file=FILE: every gateway call needs the bearer token FILE
-# holds (the silos get a tokens file, read at start, that names its holder
-# dev-client); clients pass the same --token_file.
+# DIR/gateway.pem and DIR/client.pem). It needs --tls=DIR, whose cluster
+# certificates the silos still use between them.
+# With --token_file=FILE (and --tls=DIR): every gateway call needs the
+# bearer token FILE holds (the silos get a tokens file, read at start, that
+# names its holder dev-client); clients pass the same --token_file.
 # CLIENT_FLAGS=... lists the client flags (granary, granary-bench, the
 # client SDK's ClientOptions::security); CLIENT.pem and CLIENT.key there
 # stand for a client certificate of CA, unless CA is DIR/ca.pem, whose
@@ -94,6 +94,12 @@ if [ -n "$tls_ca$tls_cert$tls_key" ] \
     && { [ -z "$tls_ca" ] || [ -z "$tls_cert" ] || [ -z "$tls_key" ]; }; then
   usage "--tls_ca, --tls_cert and --tls_key go together (the gateways'" \
         "client CA, certificate and key)"
+fi
+if [ -n "$tls_ca$token_file" ] && [ -z "$tls_dir" ]; then
+  # The silo ports take grain calls from silos with the caller's identity:
+  # while the gateways authenticate clients, they must authenticate silos.
+  usage "--token_file and --tls_ca need --tls=DIR (mutual TLS between the" \
+        "silos, whose ports would otherwise take calls as anyone)"
 fi
 bin=${GRANARY_BIN:-build/bin}
 if [ ! -x "$bin/granary-silo" ]; then

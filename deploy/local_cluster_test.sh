@@ -49,6 +49,9 @@ grep -q "usage" "$work/bad.err" || fail "--bogus: no usage message"
 GRANARY_BIN=$bin bash "$script" 3 --tls_cert=x.pem > "$work/bad.out" 2> "$work/bad.err" \
   && fail "--tls_cert without --tls_key and --tls_ca accepted"
 grep -q "usage" "$work/bad.err" || fail "--tls_cert alone: no usage message"
+GRANARY_BIN=$bin bash "$script" 3 --token_file=x > "$work/bad.out" 2> "$work/bad.err" \
+  && fail "--token_file without --tls accepted"
+grep -q "need --tls=DIR" "$work/bad.err" || fail "--token_file alone: $(cat "$work/bad.err")"
 
 GRANARY_BIN=$bin GRANARY_CLUSTER_DIR=$work/data GRANARY_SILO_FLAGS=$silo_flags \
   bash "$script" 3 "${flags[@]}" > "$work/out" 2> "$work/err" &

@@ -1,8 +1,7 @@
 #include "directory/directory_service.h"
 
-#include "absl/strings/escaping.h"
-#include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "core/status.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/credentials.h"
 #include "rpc/status.h"
@@ -38,11 +37,7 @@ grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context,
 absl::Status DirectoryService::Authorize(
     const grpc::CallbackServerContext& context,
     const v1::DirectoryEntry& entry, bool own_entry) const {
-  if (hosted_ && !hosted_(entry.type())) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("no silo of this cluster hosts grain type '",
-                     absl::CHexEscape(entry.type().substr(0, 256)), "'"));
-  }
+  if (check_type_) GRANARY_RETURN_IF_ERROR(check_type_(entry.type()));
   if (own_entry && !rpc::AuthorityOf(context).Covers(entry.silo())) {
     return absl::PermissionDeniedError(
         "a silo registers, replaces and unregisters only directory entries "

@@ -5,7 +5,9 @@
 // partition (directory/partition.h).
 //
 //   DirectoryService service(&partition, [](absl::string_view type) {
-//     return type == "granary.examples.Counter";    // the types hosted
+//     return type == "granary.examples.Counter"     // the types hosted
+//                ? absl::OkStatus()
+//                : absl::PermissionDeniedError("not hosted");
 //   });
 //   builder.RegisterService(&service);
 //
@@ -30,12 +32,14 @@ namespace granary::directory {
 
 class DirectoryService final : public v1::Directory::CallbackService {
  public:
-  // `hosted` says whether a grain type is hosted in the cluster (every
-  // silo of a cluster hosts the same types); null: any type.
+  // `check_type` answers OK for a grain type some live silo of the
+  // cluster hosts (PERMISSION_DENIED otherwise, UNAVAILABLE while it cannot
+  // tell yet); null: any type.
   explicit DirectoryService(
       DirectoryPartition* owner,
-      std::function<bool(absl::string_view type)> hosted = nullptr)
-      : owner_(owner), hosted_(std::move(hosted)) {}
+      std::function<absl::Status(absl::string_view type)> check_type =
+          nullptr)
+      : owner_(owner), check_type_(std::move(check_type)) {}
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::DirectoryRequest* request,
                                      v1::DirectoryReply* reply) override;
@@ -55,7 +59,7 @@ class DirectoryService final : public v1::Directory::CallbackService {
                          bool own_entry) const;
 
   DirectoryPartition* const owner_;
-  const std::function<bool(absl::string_view)> hosted_;
+  const std::function<absl::Status(absl::string_view)> check_type_;
 };
 
 }  // namespace granary::directory

@@ -1,5 +1,7 @@
 #include "rpc/credentials.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -106,11 +108,14 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
   }
 
  private:
-  static int64_t ModificationTime(const std::string& path) {
+  // What changes when the file does: its modification and change times,
+  // size and inode (a rename puts another file in place).
+  static std::string ModificationTime(const std::string& path) {
     struct stat st;
-    if (stat(path.c_str(), &st) != 0) return -1;
-    return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-           st.st_mtim.tv_nsec;
+    if (stat(path.c_str(), &st) != 0) return "";
+    return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/",
+                        st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, "/",
+                        st.st_size, "/", st.st_ino);
   }
 
   std::atomic<int64_t>& refused_missing() {
@@ -135,7 +140,7 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
     const absl::Time now = absl::Now();
     if (now < next_check_) return table_;
     next_check_ = now + reload_;
-    const int64_t mtime = ModificationTime(path_);
+    const std::string mtime = ModificationTime(path_);
     if (mtime == mtime_) return table_;
     mtime_ = mtime;
     absl::StatusOr<TokenTable> table = ReadTokenTable(path_);
@@ -157,7 +162,7 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
   std::atomic<int64_t> unused_{0};
   Mutex mu_;
   std::shared_ptr<const TokenTable> table_ ABSL_GUARDED_BY(mu_);
-  int64_t mtime_ ABSL_GUARDED_BY(mu_);
+  std::string mtime_ ABSL_GUARDED_BY(mu_);
   absl::Time next_check_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -355,14 +360,26 @@ void OnGrpcLog(gpr_log_func_args* args) {
   }
 }
 
-std::string NormalHost(absl::string_view host) {
+}  // namespace
+
+std::string CanonicalHost(absl::string_view host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  return absl::AsciiStrToLower(host);
+  std::string text = absl::AsciiStrToLower(host);
+  char buf[INET6_ADDRSTRLEN];
+  in_addr v4;
+  in6_addr v6;
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1 &&
+      inet_ntop(AF_INET, &v4, buf, sizeof(buf)) != nullptr) {
+    return buf;
+  }
+  if (inet_pton(AF_INET6, text.c_str(), &v6) == 1 &&
+      inet_ntop(AF_INET6, &v6, buf, sizeof(buf)) != nullptr) {
+    return buf;
+  }
+  return text;
 }
-
-}  // namespace
 
 void RouteGrpcLogs() {
   static const bool routed = [] {
@@ -377,14 +394,14 @@ int64_t TlsHandshakeFailures() {
 }
 
 bool PeerAuthority::Covers(absl::string_view silo) const {
+  if (any) return true;
   if (size_t at = silo.rfind('@'); at != absl::string_view::npos) {
     silo = silo.substr(0, at);
   }
   std::string host;
   int port = 0;
   if (!SplitHostPort(std::string(silo), &host, &port)) return false;
-  host = NormalHost(host);
-  if (any_loopback && IsLoopbackHost(host)) return true;
+  host = CanonicalHost(host);
   for (const std::string& h : hosts) {
     if (h == host) return true;
   }
@@ -394,27 +411,27 @@ bool PeerAuthority::Covers(absl::string_view silo) const {
 PeerAuthority AuthorityOf(const grpc::ServerContextBase& context) {
   PeerAuthority authority;
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth != nullptr && auth->IsPeerAuthenticated()) {
-    for (const char* property :
-         {GRPC_X509_SAN_PROPERTY_NAME, GRPC_PEER_DNS_PROPERTY_NAME,
-          GRPC_PEER_IP_PROPERTY_NAME}) {
-      for (const grpc::string_ref& v : auth->FindPropertyValues(property)) {
-        authority.hosts.push_back(
-            NormalHost(absl::string_view(v.data(), v.size())));
-      }
+  bool tls = false;
+  if (auth != nullptr) {
+    for (const grpc::string_ref& type : auth->FindPropertyValues(
+             GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME)) {
+      // "ssl" (SSL credentials) or "tls" (TLS credentials, used here).
+      tls = tls || type == GRPC_SSL_TRANSPORT_SECURITY_TYPE ||
+            type == GRPC_TLS_TRANSPORT_SECURITY_TYPE;
     }
+  }
+  if (!tls) {
+    authority.any = true;
     return authority;
   }
-  // "ipv4:127.0.0.1:5555", "ipv6:[::1]:5555".
-  const std::string peer = context.peer();
-  const size_t colon = peer.find(':');
-  std::string host;
-  int port = 0;
-  if (colon != std::string::npos &&
-      SplitHostPort(peer.substr(colon + 1), &host, &port)) {
-    host = NormalHost(host);
-    authority.hosts.push_back(host);
-    authority.any_loopback = IsLoopbackHost(host);
+  if (!auth->IsPeerAuthenticated()) return authority;  // no certificate
+  for (const char* property :
+       {GRPC_X509_SAN_PROPERTY_NAME, GRPC_PEER_DNS_PROPERTY_NAME,
+        GRPC_PEER_IP_PROPERTY_NAME}) {
+    for (const grpc::string_ref& v : auth->FindPropertyValues(property)) {
+      authority.hosts.push_back(
+          CanonicalHost(absl::string_view(v.data(), v.size())));
+    }
   }
   return authority;
 }

@@ -100,19 +100,22 @@ void RouteGrpcLogs();
 // client.
 int64_t TlsHandshakeFailures();
 
-// The hosts the peer of a call on the silo port speaks for. With mutual
-// TLS, the DNS names and IP addresses its certificate names: a silo's
-// certificate names the hosts it runs on. Without TLS there is no more than
-// the connection's source address; a loopback peer then speaks for every
-// loopback host (silos of one machine share it).
+// The hosts the peer of a call on the silo port speaks for. Over TLS, the
+// DNS names and IP addresses its certificate names (a silo's certificate
+// names the hosts it runs on), and nothing if it presented none. Without
+// TLS nothing identifies a peer, so there is nothing to hold it to: it
+// speaks for every host.
 struct PeerAuthority {
-  std::vector<std::string> hosts;  // lower case, IPv6 without brackets
-  bool any_loopback = false;
+  std::vector<std::string> hosts;  // lower case; IP addresses canonical
+  bool any = false;
 
   // Whether the peer speaks for the silo `silo` names: "HOST:PORT" or a
   // silo id "HOST:PORT@generation".
   bool Covers(absl::string_view silo) const;
 };
 PeerAuthority AuthorityOf(const grpc::ServerContextBase& context);
+
+// `host` lower case, an IP address in its canonical text (no brackets).
+std::string CanonicalHost(absl::string_view host);
 
 }  // namespace granary::rpc

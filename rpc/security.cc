@@ -1,5 +1,10 @@
 #include "rpc/security.h"
 
+#include <openssl/bio.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -110,6 +115,31 @@ absl::Status ValidateClientSecurity(const ClientSecurity& s,
         what, ": a bearer token holds no whitespace or control characters"));
   }
   return ValidateReload(s.reload, what);
+}
+
+absl::Status CertificateNames(const std::string& cert_file,
+                              const std::string& host) {
+  BIO* bio = BIO_new_file(cert_file.c_str(), "r");
+  if (bio == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", cert_file, "' cannot be read"));
+  }
+  X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  if (cert == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", cert_file, "' holds no PEM certificate"));
+  }
+  const bool named =
+      X509_check_ip_asc(cert, host.c_str(), 0) == 1 ||
+      X509_check_host(cert, host.data(), host.size(), 0, nullptr) == 1;
+  X509_free(cert);
+  if (!named) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the certificate '", cert_file, "' does not name the host '", host,
+        "'"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {

@@ -57,9 +57,8 @@ struct ClientSecurity {
   std::string key_file;
   // Sent as `authorization: Bearer TOKEN` on every call.
   std::string token;
-  // The server's certificate must name the host dialled. Silos dialling
-  // silos turn this off: a certificate of the cluster CA is what makes a
-  // peer a silo, wherever it runs.
+  // The server's certificate must name the host dialled (silos dialling
+  // silos check it too: a silo's certificate names its own host).
   bool check_hostname = true;
   absl::Duration reload = absl::Seconds(10);
 
@@ -74,6 +73,13 @@ absl::Status ValidateServerSecurity(const ServerSecurity& s,
                                     const std::string& what);
 absl::Status ValidateClientSecurity(const ClientSecurity& s,
                                     const std::string& what);
+
+// OK when the PEM certificate (the first) in `cert_file` names `host`: an
+// IP address SAN for an address, else a DNS name SAN (OpenSSL's
+// X509_check_ip_asc and X509_check_host). INVALID_ARGUMENT saying which
+// otherwise.
+absl::Status CertificateNames(const std::string& cert_file,
+                              const std::string& host);
 
 // A bearer token from a file: its contents without surrounding whitespace.
 // INVALID_ARGUMENT if it cannot be read, is empty, or holds whitespace or

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/dev-certs.sh: development certificates for a TLS Granary deployment.
 #
-#   scripts/dev-certs.sh DIR [HOST...]
+#   scripts/dev-certs.sh [--silo=HOST...] DIR [HOST...]
 #
 # Makes DIR (if missing) and writes into it, with EC P-256 keys (PEM, private
 # keys and the token files mode 0600):
@@ -17,17 +17,33 @@
 #                                  clientAuth (mutual TLS to the gateway).
 #   cluster-ca.pem, cluster-ca.key a separate CA for silo-to-silo mutual TLS
 #                                  ("Granary development cluster CA").
-#   silo.pem, silo.key             the silos' certificate, CN=granary-silo,
-#                                  serverAuth and clientAuth: every silo both
-#                                  serves and calls the others with it.
+#   silo.pem, silo.key             a silo certificate, CN=granary-silo,
+#                                  serverAuth and clientAuth (a silo both
+#                                  serves and calls the others with it), for
+#                                  development on one machine: it names
+#                                  localhost and every HOST (below), so each
+#                                  silo holding it may act for all of them.
+#   silo-HOST.pem, silo-HOST.key   for each --silo=HOST, a certificate of the
+#                                  cluster CA for the silo on HOST only:
+#                                  CN=granary-silo-HOST, serverAuth and
+#                                  clientAuth, its one subject alternative
+#                                  name HOST (IP:... or DNS:...). A silo acts
+#                                  only for the hosts its certificate names,
+#                                  and must be the one silo holding it. In the
+#                                  file name every character of HOST other
+#                                  than [A-Za-z0-9._-] becomes "_"
+#                                  (silo-10.0.0.5.pem, silo-__1.pem for ::1).
 #   token                          a random bearer token (openssl rand -hex 32),
 #                                  for a client's --token_file.
 #   tokens                         the silo's --auth_tokens file: lines of
 #                                  "NAME TOKEN"; here "dev-client <token>".
 #
-# Leaf certificates last 825 days. Those of the gateway and the silos name
+# Leaf certificates last 825 days. Those of the gateway and silo.pem name
 # DNS:localhost, IP:127.0.0.1, IP:::1 and each HOST (an IP address if HOST
-# parses as IPv4 or IPv6, else a DNS name).
+# parses as IPv4 or IPv6, else a DNS name; [::1] style brackets allowed). A
+# --silo=HOST takes the same forms, but not a wildcard. Options may come
+# anywhere before a "--"; a bad HOST, bad option or missing DIR exits 2 with
+# the usage before anything is written.
 #
 # Re-running reuses the CAs (and keeps token and tokens) and issues new leaf
 # keys and certificates, with new random serials, from the same CAs: that is
@@ -44,14 +60,23 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: scripts/dev-certs.sh DIR [HOST...]
+usage: scripts/dev-certs.sh [--silo=HOST...] DIR [HOST...]
 
 Writes development TLS certificates, keys and a bearer token into DIR
 (created if missing): ca.pem/ca.key, gateway.pem/gateway.key,
 client.pem/client.key, cluster-ca.pem/cluster-ca.key, silo.pem/silo.key,
-token, tokens. The gateway and silo certificates name localhost, 127.0.0.1,
-::1 and each HOST (an IP address or a DNS name). Re-running keeps the CAs
-and the token and issues new leaf certificates.
+token, tokens. The gateway certificate and silo.pem name localhost,
+127.0.0.1, ::1 and each HOST (an IP address or a DNS name); silo.pem is
+for silos on one machine.
+
+  --silo=HOST   (repeatable) also issue silo-HOST.pem/silo-HOST.key from
+                the cluster CA, naming HOST only (an IP address or a DNS
+                name): the certificate of the silo on HOST when silos run
+                on several hosts. Characters of HOST other than
+                [A-Za-z0-9._-] become "_" in the file name (::1:
+                silo-__1.pem).
+
+Re-running keeps the CAs and the token and issues new leaf certificates.
 EOF
 }
 
@@ -60,8 +85,16 @@ die() {
   exit 1
 }
 
+# bad_usage MESSAGE: the usage error MESSAGE, then the usage; exits 2.
+bad_usage() {
+  echo "dev-certs.sh: $*" >&2
+  usage >&2
+  exit 2
+}
+
 dir=""
 hosts=()
+silo_args=()
 end_of_options=""
 for arg in "$@"; do
   if [[ -z $end_of_options && $arg == -- ]]; then
@@ -69,10 +102,12 @@ for arg in "$@"; do
   elif [[ -z $end_of_options && ($arg == -h || $arg == --help) ]]; then
     usage
     exit 0
+  elif [[ -z $end_of_options && $arg == --silo=* ]]; then
+    silo_args+=("${arg#--silo=}")
+  elif [[ -z $end_of_options && $arg == --silo ]]; then
+    bad_usage "--silo needs a host: --silo=HOST"
   elif [[ -z $end_of_options && $arg == -* ]]; then
-    echo "dev-certs.sh: unknown option: $arg" >&2
-    usage >&2
-    exit 2
+    bad_usage "unknown option: $arg"
   elif [[ -z $dir ]]; then
     dir=$arg
   else
@@ -80,14 +115,91 @@ for arg in "$@"; do
   fi
 done
 if [[ -z $dir ]]; then
-  echo "dev-certs.sh: no DIR given: say where to write the certificates" >&2
-  usage >&2
-  exit 2
+  bad_usage "no DIR given: say where to write the certificates"
 fi
 
-command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
+# is_ipv4 ADDRESS: whether ADDRESS is a dotted-quad IPv4 address.
+is_ipv4() {
+  local octet o1 o2 o3 o4
+  [[ $1 =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || return 1
+  IFS=. read -r o1 o2 o3 o4 <<<"$1"
+  for octet in "$o1" "$o2" "$o3" "$o4"; do
+    ((${#octet} <= 3 && 10#$octet <= 255)) || return 1
+  done
+}
 
-# The subject alternative names of the gateway and silo certificates.
+# hex_groups PART: prints how many colon-separated groups of 1-4 hex digits
+# PART (a side of an IPv6 "::", or a whole address) has; fails if it is
+# anything else. An empty PART has none.
+hex_groups() {
+  local part=$1 group groups=()
+  if [[ -z $part ]]; then
+    echo 0
+    return 0
+  fi
+  [[ $part != :* && $part != *: ]] || return 1
+  IFS=: read -r -a groups <<<"$part"
+  for group in "${groups[@]}"; do
+    [[ $group =~ ^[0-9A-Fa-f]{1,4}$ ]] || return 1
+  done
+  echo "${#groups[@]}"
+}
+
+# is_ipv6 ADDRESS: whether ADDRESS is an IPv6 address (RFC 4291 text form,
+# with at most one "::" and optionally a dotted-quad IPv4 last 32 bits).
+is_ipv6() {
+  local a=$1 head tail n m
+  [[ $a == *:* ]] || return 1
+  if [[ $a =~ ^(.*:)([0-9]+\.[0-9]+\.[0-9]+\.[0-9]+)$ ]]; then
+    head=${BASH_REMATCH[1]}
+    tail=${BASH_REMATCH[2]}
+    is_ipv4 "$tail" || return 1
+    a=${head}0:0 # the IPv4 part is two groups
+  fi
+  [[ $a =~ ^[0-9A-Fa-f:]+$ ]] || return 1
+  if [[ $a == *::* ]]; then
+    head=${a%%::*}
+    tail=${a#*::}
+    [[ $tail != *::* ]] || return 1
+    n=$(hex_groups "$head") || return 1
+    m=$(hex_groups "$tail") || return 1
+    ((n + m <= 7))
+  else
+    n=$(hex_groups "$a") || return 1
+    ((n == 8))
+  fi
+}
+
+# parse_host HOST WHAT: sets host (HOST without [] brackets) and host_san
+# (IP:... or DNS:...), or exits 2 with a message naming WHAT and the usage.
+host=""
+host_san=""
+parse_host() {
+  host=$1
+  local what=$2
+  # [::1] style brackets, as in a URL, are allowed.
+  if [[ $host == \[*\] ]]; then
+    host=${host#[}
+    host=${host%]}
+  fi
+  if [[ -z $host ]]; then
+    bad_usage "$what: no host given"
+  elif is_ipv4 "$host" || is_ipv6 "$host"; then
+    host_san="IP:$host"
+  elif [[ $host =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+    bad_usage "$what: not an IPv4 address: $host"
+  elif [[ $host =~ ^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$ ]]; then
+    host_san="DNS:$host"
+  elif [[ $host =~ ^(\[.*\]|[^:]*):[0-9]*$ ]]; then
+    bad_usage "$what: give a host without a port: $host"
+  elif [[ $host == *:* ]]; then
+    bad_usage "$what: not an IPv6 address: $host"
+  else
+    bad_usage "$what: not a host name or IP address: $host"
+  fi
+}
+
+# The subject alternative names of the gateway certificate and silo.pem.
 sans=(DNS:localhost IP:127.0.0.1 IP:::1)
 add_san() {
   local san=$1 have
@@ -96,35 +208,36 @@ add_san() {
   done
   sans+=("$san")
 }
-for host in "${hosts[@]}"; do
-  # [::1] style brackets, as in a URL, are allowed.
-  if [[ $host == \[*\] ]]; then
-    host=${host#[}
-    host=${host%]}
-  fi
-  if [[ $host =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
-    IFS=. read -r o1 o2 o3 o4 <<<"$host"
-    for octet in "$o1" "$o2" "$o3" "$o4"; do
-      if ((${#octet} > 3 || 10#$octet > 255)); then
-        echo "dev-certs.sh: not an IPv4 address: $host" >&2
-        exit 2
-      fi
-    done
-    add_san "IP:$host"
-  elif [[ $host == *:* ]]; then
-    if [[ ! $host =~ ^[0-9A-Fa-f:.]+$ ]]; then
-      echo "dev-certs.sh: not an IPv6 address: $host" >&2
-      exit 2
-    fi
-    add_san "IP:$host"
-  elif [[ $host =~ ^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$ ]]; then
-    add_san "DNS:$host"
-  else
-    echo "dev-certs.sh: not a host name or IP address: $host" >&2
-    exit 2
-  fi
+for arg in "${hosts[@]}"; do
+  parse_host "$arg" "HOST $arg"
+  add_san "$host_san"
 done
 san_list=$(IFS=,; echo "${sans[*]}")
+
+# The --silo hosts, each once: silo_hosts[i] is the host, silo_sans[i] its
+# one subject alternative name and silo_names[i] the files' name (without
+# .pem or .key).
+silo_hosts=()
+silo_sans=()
+silo_names=()
+for arg in "${silo_args[@]}"; do
+  parse_host "$arg" "--silo=$arg"
+  [[ $host_san != DNS:\** ]] ||
+    bad_usage "--silo=$arg: a silo's certificate names its one host, not a wildcard"
+  name=silo-${host//[^A-Za-z0-9._-]/_}
+  duplicate=""
+  for i in "${!silo_hosts[@]}"; do
+    if [[ ${silo_hosts[i]} == "$host" ]]; then
+      duplicate=1
+    elif [[ ${silo_names[i]} == "$name" ]]; then
+      bad_usage "--silo=${silo_hosts[i]} and --silo=$host would both write $name.pem"
+    fi
+  done
+  [[ -n $duplicate ]] && continue
+  silo_hosts+=("$host")
+  silo_sans+=("$host_san")
+  silo_names+=("$name")
+done
 
 # Scratch files that hold nothing secret (configuration, requests) go to a
 # directory of our own; new keys and certificates go to temporary files in
@@ -171,18 +284,37 @@ subjectAltName = $san_list
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid, issuer
 EOF
+# silo_host_ext_I: silo_ext for --silo=silo_hosts[I], naming that host only.
+for i in "${!silo_hosts[@]}"; do
+  cat >>"$work/openssl.cnf" <<EOF
+[silo_host_ext_$i]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth, clientAuth
+subjectAltName = ${silo_sans[i]}
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid, issuer
+EOF
+done
 
 # Whether openssl takes the names (it knows IPv6 syntax better than the
 # checks above), before anything is written to DIR.
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 \
   -out "$work/check.key" 2>"$work/err" ||
   { cat "$work/err" >&2; die "openssl cannot make a P-256 key"; }
-if ! openssl req -x509 -new -config "$work/openssl.cnf" -extensions silo_ext \
-  -key "$work/check.key" -subj /CN=check -out /dev/null 2>"$work/err"; then
+# takes_names EXTENSIONS: whether openssl makes a certificate with them.
+takes_names() {
+  openssl req -x509 -new -config "$work/openssl.cnf" -extensions "$1" \
+    -key "$work/check.key" -subj /CN=check -out /dev/null 2>"$work/err" && return 0
   grep -o 'value=.*' "$work/err" >&2 || cat "$work/err" >&2
-  echo "dev-certs.sh: openssl refuses the subject alternative names $san_list" >&2
-  exit 2
-fi
+  return 1
+}
+takes_names silo_ext ||
+  bad_usage "openssl refuses the subject alternative names $san_list"
+for i in "${!silo_hosts[@]}"; do
+  takes_names "silo_host_ext_$i" ||
+    bad_usage "--silo=${silo_hosts[i]}: openssl refuses the subject alternative name ${silo_sans[i]}"
+done
 
 mkdir -p -- "$dir" || die "cannot create $dir"
 [[ -d $dir && -w $dir ]] || die "$dir is not a writable directory"
@@ -271,6 +403,14 @@ make_ca cluster-ca "Granary development cluster CA"
 make_leaf gateway granary-gateway gateway_ext ca
 make_leaf client dev-client client_ext ca
 make_leaf silo granary-silo silo_ext cluster-ca
+silo_status=""
+silo_flags=""
+for i in "${!silo_hosts[@]}"; do
+  name=${silo_names[i]}
+  make_leaf "$name" "granary-silo-${silo_hosts[i]}" "silo_host_ext_$i" cluster-ca
+  silo_status+="  $name.pem, $name.key: new (CN=granary-silo-${silo_hosts[i]}; ${silo_sans[i]})"$'\n'
+  silo_flags+="  on ${silo_hosts[i]}, instead: --cluster_tls_cert=$dir/$name.pem --cluster_tls_key=$dir/$name.key"$'\n'
+done
 
 # The bearer token and the tokens file, kept when they exist.
 token_status="kept"
@@ -299,14 +439,14 @@ Development certificates in $dir:
 ${ca_status}  gateway.pem, gateway.key: new (CN=granary-gateway; $san_list)
   client.pem, client.key: new (CN=dev-client)
   silo.pem, silo.key: new (CN=granary-silo; $san_list)
-  token: $token_status; tokens: $tokens_status
+${silo_status}  token: $token_status; tokens: $tokens_status
 
 granary-silo:
   --tls_cert=$dir/gateway.pem --tls_key=$dir/gateway.key
   [--tls_client_ca=$dir/ca.pem]  (require client certificates)
   [--auth_tokens=$dir/tokens]    (require a bearer token)
   --cluster_ca=$dir/cluster-ca.pem --cluster_tls_cert=$dir/silo.pem --cluster_tls_key=$dir/silo.key
-
+${silo_flags}
 clients (granary, the client SDK):
   --tls_ca=$dir/ca.pem --tls_cert=$dir/client.pem --tls_key=$dir/client.key --token_file=$dir/token
 EOF

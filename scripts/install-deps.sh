@@ -7,6 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libprotoc-dev
   libabsl-dev librocksdb-dev civetweb libcivetweb-dev
+  openssl libssl-dev
   postgresql libpq-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libjemalloc-dev

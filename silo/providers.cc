@@ -152,7 +152,7 @@ rpc::ClientSecurity ClusterClientSecurity(const SiloHostOptions& o) {
   s.ca_file = o.cluster_ca;
   s.cert_file = o.cluster_tls_cert;
   s.key_file = o.cluster_tls_key;
-  s.check_hostname = false;
+  s.check_hostname = true;  // a silo's certificate names its host
   s.reload = o.tls_reload;
   return s;
 }
@@ -226,6 +226,35 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
   if (cluster_files == 3) {
     GRANARY_RETURN_IF_ERROR(rpc::ValidateServerSecurity(
         ClusterServerSecurity(o), "--cluster_tls_cert"));
+    // The other silos check that this silo's certificate names the host
+    // they dial, and let it act for the hosts it names only.
+    const std::string& advertised =
+        o.silo_advertise.empty() ? o.silo : o.silo_advertise;
+    if (SplitHostPort(advertised, &host, &port)) {
+      host = rpc::CanonicalHost(host);
+      if (host == "0.0.0.0" || host == "::") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--silo='", o.silo,
+            "' listens on every address: name the one the other silos "
+            "reach, which its certificate names, with --silo_advertise"));
+      }
+      if (absl::Status named = rpc::CertificateNames(o.cluster_tls_cert, host);
+          !named.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--cluster_tls_cert: ", named.message(), " of ",
+            o.silo_advertise.empty() ? "--silo" : "--silo_advertise",
+            "; the other silos check it, so issue this silo a certificate "
+            "for its own host"));
+      }
+    }
+  }
+  if ((!o.auth_tokens.empty() || !o.tls_client_ca.empty()) &&
+      cluster_files == 0 && o.cluster != "local") {
+    return absl::InvalidArgumentError(
+        "--auth_tokens and --tls_client_ca authenticate the gateway's "
+        "clients, but a cluster's silo port (--silo) takes grain calls too, "
+        "from silos and with the caller's identity: authenticate the silos "
+        "as well (--cluster_ca, --cluster_tls_cert, --cluster_tls_key)");
   }
   const std::string storage = EffectiveStorage(o);
   if (!o.providers.storage.contains(storage)) {
@@ -296,6 +325,15 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         "--gateway='", o.gateway,
         "' is not a loopback address: serve TLS there (--tls_cert, "
         "--tls_key) or pass --allow_plaintext"));
+  }
+  if (!gateway_remote && o.tls_cert.empty() && !o.auth_tokens.empty() &&
+      rpc::CanonicalHost(host) != "127.0.0.1" &&
+      rpc::CanonicalHost(host) != "::1" &&
+      rpc::CanonicalHost(host) != "localhost") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--auth_tokens without TLS serves a gateway on 127.0.0.1, ::1 or "
+        "localhost only, not --gateway='", o.gateway,
+        "': add --tls_cert and --tls_key"));
   }
   if (gateway_remote && o.tls_cert.empty() && !o.auth_tokens.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

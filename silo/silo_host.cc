@@ -6,11 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/address.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/member.h"
+#include "core/sync.h"
 #include "directory/directory_client.h"
 #include "directory/directory_service.h"
 #include "directory/partition.h"
@@ -38,7 +42,8 @@ namespace {
 // credentials that reached Granary's code (TLS handshakes gRPC refuses
 // never do; gRPC logs them).
 void AddAuthMetrics(metrics::Registry* registry,
-                    const rpc::AuthCounters* gateway, const HttpServer* http) {
+                    const rpc::AuthCounters* gateway,
+                    const std::atomic<int64_t>* http) {
   registry->AddCallback(
       "granary_auth_refused_total",
       "Requests refused for a missing or wrong bearer token, by port and "
@@ -50,7 +55,7 @@ void AddAuthMetrics(metrics::Registry* registry,
             {{"gateway", "wrong_token"},
              static_cast<double>(gateway->wrong_token.load())},
             {{"http", "missing_or_wrong_token"},
-             static_cast<double>(http->refused())}};
+             static_cast<double>(http->load())}};
       });
   registry->AddCallback(
       "granary_tls_handshake_failures_total",
@@ -85,10 +90,37 @@ void WarnOfPlaintext(const SiloHostOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// The grain types the live members of the latest view host.
+class HostedTypes {
+ public:
+  void OnView(const v1::MembershipView& view) {
+    absl::flat_hash_set<std::string> types;
+    for (const v1::Member& m : view.members()) {
+      if (!IsLive(m)) continue;
+      types.insert(m.grain_types().begin(), m.grain_types().end());
+    }
+    MutexLock lock(&mu_);
+    types_ = std::move(types);
+  }
+  bool Contains(absl::string_view type) const {
+    MutexLock lock(&mu_);
+    return types_.contains(type);
+  }
+
+ private:
+  mutable Mutex mu_;
+  absl::flat_hash_set<std::string> types_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
 // Declared in the order they are made; each outlives what uses it.
 struct SiloHost::Parts {
-  // Calls the gateway refused for their bearer token.
+  // Calls the gateway and HTTP requests refused for their bearer token.
   rpc::AuthCounters gateway_refused;
+  std::atomic<int64_t> http_refused{0};
   StorageStores stores;
   std::unique_ptr<ClusterProvider> cluster;
   MembershipOptions membership;
@@ -105,6 +137,7 @@ struct SiloHost::Parts {
   // The runtime, and the cluster's parts of it.
   std::unique_ptr<Silo> silo;
   std::atomic<Silo*> silo_ptr{nullptr};  // once its grain types are added
+  HostedTypes hosted_types;              // by the live members of the view
   std::unique_ptr<GrpcTransport> transport;
   std::unique_ptr<directory::DirectoryClient> directory;
   std::unique_ptr<ClusterRouter> router;
@@ -228,15 +261,26 @@ absl::Status SiloHost::StartSiloEndpoint() {
   if (!credentials.ok()) return credentials.status();
   builder.AddListeningPort(options_.silo, *credentials, &port);
   builder.RegisterService(&p.control);
-  builder.RegisterService(p.peer_gateway->grpc_service());
+  // Calls from other silos: a silo alone has none to take.
+  if (p.cluster->clustered()) {
+    builder.RegisterService(p.peer_gateway->grpc_service());
+  }
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   if (p.cluster->clustered()) {
-    // Every silo of a cluster hosts the same grain types: this one's.
+    // Types this silo or a live member of its view hosts.
     p.directory_service = std::make_unique<directory::DirectoryService>(
-        &p.partition, [&p](absl::string_view type) {
+        &p.partition, [&p](absl::string_view type) -> absl::Status {
           Silo* silo = p.silo_ptr.load();
-          return silo != nullptr && silo->HostsType(type);
+          if (silo == nullptr) {
+            return absl::UnavailableError("this silo is starting");
+          }
+          if (silo->HostsType(type) || p.hosted_types.Contains(type)) {
+            return absl::OkStatus();
+          }
+          return absl::PermissionDeniedError(
+              absl::StrCat("no silo of this cluster hosts grain type '",
+                           absl::CHexEscape(type.substr(0, 256)), "'"));
         });
     builder.RegisterService(p.directory_service.get());
   }
@@ -345,10 +389,10 @@ absl::Status SiloHost::StartListeners() {
     absl::StatusOr<std::string> token =
         rpc::ReadTokenFile(options_.http_token_file);
     if (!token.ok()) return token.status();
-    p.http->RequireToken(*std::move(token));
+    p.http->RequireToken(*std::move(token), &p.http_refused);
   }
   AddAuthMetrics(&p.silo->metrics_registry(), &p.gateway_refused,
-                 p.http.get());
+                 &p.http_refused);
   WarnOfPlaintext(options_);
   p.admin = std::make_unique<AdminHttp>(p.silo.get(), p.gateway->address());
   p.admin->Register(p.http.get());  // /metrics, /api/overview, the dashboard
@@ -366,6 +410,9 @@ absl::Status SiloHost::JoinCluster() {
   self.set_gateway(p.gateway->address());
   self.set_http(p.http->address());
   Silo* silo = p.silo.get();
+  for (const GrainClassInfo* t : silo->GrainTypes()) {
+    self.add_grain_types(std::string(t->interface->type_name));
+  }
   p.agent = std::make_unique<MembershipAgent>(
       p.cluster->table(), p.transport.get(), self, p.membership,
       [silo] { return static_cast<int64_t>(silo->ActivationCount()); });
@@ -401,6 +448,7 @@ void SiloHost::WireCluster() {
   Parts& p = *parts_;
   const bool by_range = p.cluster->reminders_by_range();
   p.agent->SetViewListener([&p, by_range](const v1::MembershipView& v) {
+    p.hosted_types.OnView(v);
     p.partition.OnView(v);
     p.transport->OnView(v);
     p.router->OnView(v);

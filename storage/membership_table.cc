@@ -36,6 +36,16 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
       !v1::MemberStatus_IsValid(m.status())) {
     return absl::InvalidArgumentError("member status is missing or unknown");
   }
+  if (m.grain_types_size() > kMaxGrainTypes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a member hosts at most ", kMaxGrainTypes, " grain types"));
+  }
+  for (const std::string& t : m.grain_types()) {
+    if (t.empty() || t.size() > 256) {
+      return absl::InvalidArgumentError(
+          "a member's grain type name is empty or over 256 bytes");
+    }
+  }
   if (m.suspicions_size() > 64) {
     return absl::InvalidArgumentError("too many suspicions on one member");
   }

@@ -55,6 +55,8 @@ class MembershipTable {
 // Limits that keep a view small enough for every silo to read (a Dead row
 // is dropped to make room for a new member).
 inline constexpr size_t kMaxAddressBytes = 256;
+// Grain types one member may list.
+inline constexpr int kMaxGrainTypes = 1024;
 inline constexpr int kMaxMembers = 1000;
 
 // OK, or INVALID_ARGUMENT saying what is wrong with `m` as a new version of

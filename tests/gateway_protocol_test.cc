@@ -182,7 +182,7 @@ TEST_F(GatewayProtocolTest, NonUtf8KeysAndMethodsGetCleanErrorsAndTheStreamLives
   // A method name that is not UTF-8.
   v1::Request* unknown = batch.add_requests();
   unknown->set_id(2);
-  unknown->set_method(std::string("/granary.testing.Probe/\xff\x80", 24));
+  unknown->set_method("/granary.testing.Probe/\xff\x80");
   unknown->set_key("k");
   // And a good one in the same batch.
   *batch.add_requests() = Add(3, bad_key.substr(3), 4);

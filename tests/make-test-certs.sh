@@ -6,6 +6,12 @@
 #                  do not trust, so DIR/b/silo.pem is "a silo certificate from
 #                  another cluster CA" and DIR/b/client.pem "a client
 #                  certificate from another CA".
+#   DIR/a/silo-127.0.0.2.pem, .key, DIR/a/silo-127.0.0.3.pem, .key
+#                  per-host silo certificates (scripts/dev-certs.sh
+#                  --silo=HOST) from DIR/a/cluster-ca, each naming only its
+#                  own host (IP:127.0.0.2, IP:127.0.0.3), for silos that run
+#                  on distinct loopback addresses and may act only for their
+#                  own.
 #   DIR/a/expired-client.pem, .key
 #                  a client certificate (CN=dev-client, clientAuth) from
 #                  DIR/a/ca whose validity ended in the past
@@ -39,10 +45,10 @@ dev_certs=$here/../scripts/dev-certs.sh
 [[ -f $dev_certs ]] || die "cannot find $dev_certs"
 
 mkdir -p -- "$dir" || die "cannot create $dir"
-for set in a b; do
-  bash "$dev_certs" "$dir/$set" >/dev/null ||
-    die "scripts/dev-certs.sh $dir/$set failed"
-done
+bash "$dev_certs" --silo=127.0.0.2 --silo=127.0.0.3 "$dir/a" >/dev/null ||
+  die "scripts/dev-certs.sh --silo=127.0.0.2 --silo=127.0.0.3 $dir/a failed"
+bash "$dev_certs" "$dir/b" >/dev/null ||
+  die "scripts/dev-certs.sh $dir/b failed"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/make-test-certs.XXXXXX")
 trap 'rm -rf -- "$work"' EXIT

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -153,6 +154,56 @@ std::string PostgresServer::CreateDatabase(const std::string& name) {
     EXPECT_TRUE(r.ok()) << r.status();
   }
   return Conninfo(name);
+}
+
+absl::Status PostgresServer::Install(const std::string& from,
+                                     const std::string& name) {
+  const std::string to = absl::StrCat(dir_, "/data/", name);
+  std::error_code ec;
+  std::filesystem::copy_file(
+      from, to, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return absl::InternalError(absl::StrCat("copy ", from, ": ", ec.message()));
+  if (geteuid() == 0) {
+    const passwd* user = getpwnam("postgres");
+    if (user == nullptr || chown(to.c_str(), user->pw_uid, user->pw_gid) != 0) {
+      return absl::InternalError(absl::StrCat("chown ", to));
+    }
+  }
+  std::filesystem::permissions(to, std::filesystem::perms::owner_read |
+                                       std::filesystem::perms::owner_write,
+                               ec);
+  return ec ? absl::InternalError(absl::StrCat("chmod ", to)) : absl::OkStatus();
+}
+
+absl::Status PostgresServer::EnableTls(const std::string& cert_file,
+                                       const std::string& key_file,
+                                       const std::string& client_ca_file,
+                                       const std::string& cert_user) {
+  for (const auto& [from, name] :
+       {std::pair{cert_file, "server.crt"}, std::pair{key_file, "server.key"},
+        std::pair{client_ca_file, "root.crt"}}) {
+    if (absl::Status s = Install(from, name); !s.ok()) return s;
+  }
+  {
+    absl::StatusOr<std::unique_ptr<storage::PgConnection>> db =
+        storage::PgConnection::Connect(Conninfo(), absl::Seconds(10));
+    if (!db.ok()) return db.status();
+    absl::StatusOr<storage::PgResult> r = (*db)->Exec(absl::StrCat(
+        "CREATE ROLE \"", cert_user, "\" LOGIN SUPERUSER"));
+    if (!r.ok()) return r.status();
+  }
+  std::ofstream(dir_ + "/data/postgresql.conf", std::ios::app)
+      << "ssl = on\nssl_cert_file = 'server.crt'\n"
+         "ssl_key_file = 'server.key'\nssl_ca_file = 'root.crt'\n";
+  // Read first to last: the certificate user by certificate, over TLS.
+  const std::string hba_path = dir_ + "/data/pg_hba.conf";
+  std::ifstream in(hba_path);
+  std::stringstream hba;
+  hba << "hostssl all \"" << cert_user << "\" 127.0.0.1/32 cert\n"
+      << in.rdbuf();
+  in.close();
+  std::ofstream(hba_path, std::ios::trunc) << hba.str();
+  return Restart();
 }
 
 std::string PostgresServer::Log() const {

@@ -45,9 +45,21 @@ class PostgresServer {
   // The server's log so far.
   std::string Log() const;
 
+  // Turns TLS on (a restart): the server presents `cert_file` with
+  // `key_file` and trusts client certificates of `client_ca_file`;
+  // `cert_user` (a role created here, named as the client certificate's
+  // CN) may log in with its certificate alone, over TLS only.
+  absl::Status EnableTls(const std::string& cert_file,
+                         const std::string& key_file,
+                         const std::string& client_ca_file,
+                         const std::string& cert_user);
+
  private:
   PostgresServer() = default;
   absl::Status PgCtl(const std::string& args);
+  // Copies `from` into the data directory as `name`, owned by the server's
+  // user with mode 0600.
+  absl::Status Install(const std::string& from, const std::string& name);
 
   std::string dir_;
   std::string bin_;

@@ -32,9 +32,9 @@ TEST(ClusterTlsTest, TheSiloPortAcceptsOnlyTheClusterCa) {
   std::unique_ptr<Host> h = StartHost(WithClusterTls(AnyPorts()));
   ASSERT_NE(h, nullptr);
   const std::string silo = h->host->silo_address();
-  // The silo port serves the gateway protocol to silos: a Status call.
+  // Every silo port answers probes.
   auto status_of = [&silo](const rpc::ClientSecurity& s) {
-    return UnaryBytes(silo, s, "/granary.v1.Gateway/Status", "")
+    return UnaryBytes(silo, s, "/granary.v1.SiloControl/Probe", "")
         .status()
         .code();
   };
@@ -100,6 +100,41 @@ TEST(ClusterTlsTest, ADevClusterRunsOnMutualTlsAndForwardsTheIdentity) {
     EXPECT_THAT(std::string(r.status().message()), HasSubstr(key));
   }
   every_grain_sees_the_caller(10);
+}
+
+TEST(ClusterTlsTest, SilosOnHostsOfTheirOwnCheckEachOthersCertificates) {
+  const Certs& c = Certs::Get();
+  // Two silos on 127.0.0.2 and 127.0.0.3, each with a certificate for its
+  // own host only: each dials the other and checks the name.
+  auto on = [&c](const std::string& host) {
+    silo::SiloHostOptions o = WithClusterTls(AnyPorts());
+    o.cluster = "dev";
+    o.silo = host + ":0";
+    o.cluster_tls_cert = c.a("silo-" + host + ".pem");
+    o.cluster_tls_key = c.a("silo-" + host + ".key");
+    return o;
+  };
+  std::unique_ptr<Host> primary = StartHost(on("127.0.0.2"));
+  ASSERT_NE(primary, nullptr);
+  silo::SiloHostOptions second_options = on("127.0.0.3");
+  second_options.primary = primary->host->silo_address();
+  std::unique_ptr<Host> second = StartHost(second_options);
+  ASSERT_NE(second, nullptr);
+  ClientOptions options;
+  options.gateways = {primary->host->gateway_address()};
+  options.gateway_refresh_period = absl::ZeroDuration();
+  options.location_cache_size = 0;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_THAT(client.status(), IsOk());
+  for (int i = 0; i < 30; ++i) {
+    Text ask;
+    ask.set_text(absl::StrCat("far-", i));
+    EXPECT_THAT(
+        (*client)->Get<ProbeRef>(absl::StrCat("near-", i)).Whoami(ask).Get(),
+        IsOk());
+  }
+  EXPECT_GT(second->host->silo()->ActivationCount(), 0u);
+  EXPECT_GT(primary->host->silo()->ActivationCount(), 0u);
 }
 
 TEST(SiloAuthorizationTest, AMemberWritesItsOwnRowAndItsOwnVotesOnly) {
@@ -169,24 +204,31 @@ TEST(SiloAuthorizationTest, AMemberWritesItsOwnRowAndItsOwnVotesOnly) {
   EXPECT_THAT(
       silo::AuthorizeMemberWrite(me, view, next),
       StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("only its own")));
-  // A plaintext loopback peer speaks for loopback hosts only.
-  rpc::PeerAuthority loopback;
-  loopback.hosts = {"127.0.0.1"};
-  loopback.any_loopback = true;
-  EXPECT_TRUE(loopback.Covers("127.0.0.2:5@1"));
-  EXPECT_TRUE(loopback.Covers("[::1]:5"));
-  EXPECT_FALSE(loopback.Covers("10.0.0.1:5"));
-  EXPECT_FALSE(loopback.Covers("not an address"));
+  // Addresses compare in canonical form; names by case-insensitive text.
+  rpc::PeerAuthority certified;
+  certified.hosts = {rpc::CanonicalHost("::1"), rpc::CanonicalHost("Silo-1")};
+  EXPECT_TRUE(certified.Covers("[0:0::1]:5@1"));
+  EXPECT_TRUE(certified.Covers("silo-1:11111"));
+  EXPECT_FALSE(certified.Covers("silo-2:11111"));
+  EXPECT_FALSE(certified.Covers("not an address"));
+  // A certificate without names speaks for nothing; a plaintext peer, with
+  // no identity to hold it to, for everything.
+  EXPECT_FALSE(rpc::PeerAuthority().Covers("127.0.0.1:5"));
+  rpc::PeerAuthority plaintext;
+  plaintext.any = true;
+  EXPECT_TRUE(plaintext.Covers("10.0.0.1:5@1"));
 }
 
 TEST(SiloAuthorizationTest, ForgedRequestsOfAnAuthenticatedSiloChangeNothing) {
   const Certs& c = Certs::Get();
-  // The primary on 127.0.0.2, which the certificate of the forger (a
-  // genuine silo certificate of the cluster CA, for 127.0.0.1) does not
-  // name.
+  // The primary on 127.0.0.2 with a certificate for that host alone, which
+  // the certificate of the forger (a genuine silo certificate of the
+  // cluster CA, for 127.0.0.1) does not name.
   silo::SiloHostOptions o = WithClusterTls(AnyPorts());
   o.cluster = "dev";
   o.silo = "127.0.0.2:0";
+  o.cluster_tls_cert = c.a("silo-127.0.0.2.pem");
+  o.cluster_tls_key = c.a("silo-127.0.0.2.key");
   std::unique_ptr<Host> h = StartHost(o);
   ASSERT_NE(h, nullptr);
   rpc::ClientSecurity forger = ClientCert(c.a("silo"), c.a("cluster-ca.pem"));
@@ -266,6 +308,10 @@ TEST(SiloAuthorizationTest, ForgedRequestsOfAnAuthenticatedSiloChangeNothing) {
     EXPECT_EQ(directory->Rebuild(&context, rebuild, &rebuilt).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
+  // A write that expects another version than the table's is not checked
+  // against that version's table: it is ABORTED, whatever the table
+  // reaches meanwhile.
+  EXPECT_EQ(write(moved, before.version() + 1), grpc::StatusCode::ABORTED);
   // Nothing changed.
   const v1::MembershipView after = read();
   EXPECT_EQ(after.version(), before.version());

@@ -79,7 +79,9 @@ int HttpServer::Dispatch(mg_connection* conn, void* self_ptr) {
                          "/healthz") != 0 &&
              !BearerMatches(mg_get_header(conn, "Authorization"),
                             self->token_)) {
-    self->refused_.fetch_add(1, std::memory_order_relaxed);
+    if (self->refused_ != nullptr) {
+      self->refused_->fetch_add(1, std::memory_order_relaxed);
+    }
     response = {401, "text/plain; charset=utf-8",
                 "a valid bearer token is required "
                 "(Authorization: Bearer TOKEN)\n"};

@@ -58,10 +58,12 @@ class HttpServer {
   void Handle(std::string path, HttpHandler handler);
 
   // Every path but /healthz then needs `Authorization: Bearer TOKEN`;
-  // without it (or with another) the answer is 401 and counted in
-  // refused(). Before Start.
-  void RequireToken(std::string token) { token_ = std::move(token); }
-  int64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  // without it (or with another) the answer is 401, counted in `refused`
+  // (which must outlive the server). Before Start.
+  void RequireToken(std::string token, std::atomic<int64_t>* refused) {
+    token_ = std::move(token);
+    refused_ = refused;
+  }
 
   // INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it cannot bind.
   absl::Status Start();
@@ -77,7 +79,7 @@ class HttpServer {
   std::string bound_address_;
   std::map<std::string, HttpHandler> routes_;
   std::string token_;
-  std::atomic<int64_t> refused_{0};
+  std::atomic<int64_t>* refused_ = nullptr;
   mg_context* ctx_ = nullptr;
 };
 

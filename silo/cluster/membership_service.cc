@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
@@ -116,7 +117,7 @@ absl::Status AuthorizeMemberWrite(const rpc::PeerAuthority& peer,
   same.set_status(current->status());
   v1::Member was = *current;
   was.clear_suspicions();
-  if (same.SerializeAsString() != was.SerializeAsString()) {
+  if (!google::protobuf::util::MessageDifferencer::Equals(same, was)) {
     return absl::PermissionDeniedError(
         "a silo changes nothing of another silo's membership row but its own "
         "suspicion vote");
@@ -159,19 +160,26 @@ grpc::ServerUnaryReactor* MembershipService::Write(
     grpc::CallbackServerContext* context, const v1::WriteMemberRequest* request,
     v1::WriteMemberReply* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // Checked against the version the write expects: if the table moved on,
-  // the write fails its compare-and-swap anyway.
+  // Checked against the table at the version the write expects; a write
+  // that expects another version would fail its compare-and-swap anyway
+  // (and must not slip past the check if the table reached that version
+  // meanwhile), and one that lands between this snapshot and WriteNow
+  // makes WriteNow fail it.
   const v1::MembershipView view = table_->Snapshot();
-  if (view.version() == request->expected_version()) {
-    if (absl::Status allowed = AuthorizeMemberWrite(rpc::AuthorityOf(*context),
-                                                    view, request->member());
-        !allowed.ok()) {
-      GRANARY_LOG(kWarning) << "peer=" << LogQuote(context->peer())
-                            << " membership write refused: "
-                            << allowed.message();
-      reactor->Finish(rpc::ToGrpc(allowed));
-      return reactor;
-    }
+  if (view.version() != request->expected_version()) {
+    reactor->Finish(rpc::ToGrpc(absl::AbortedError(absl::StrCat(
+        "the membership table is at version ", view.version(), ", not ",
+        request->expected_version(), "; read it again"))));
+    return reactor;
+  }
+  if (absl::Status allowed = AuthorizeMemberWrite(rpc::AuthorityOf(*context),
+                                                  view, request->member());
+      !allowed.ok()) {
+    GRANARY_LOG(kWarning) << "peer=" << LogQuote(context->peer())
+                          << " membership write refused: "
+                          << allowed.message();
+    reactor->Finish(rpc::ToGrpc(allowed));
+    return reactor;
   }
   absl::StatusOr<int64_t> version =
       table_->WriteNow(request->member(), request->expected_version());
