@@ -107,6 +107,10 @@ TEST(CliProcessTest, BadInputGetsAStatusAndANonZeroExit) {
            {{"frob"}, 2, "unknown command 'frob'"},
            {{}, 2, "no command given"},
            {{"--timeout=soon", "status"}, 1, "timeout"},
+           {{"--tls_ca=/nonexistent/ca.pem", "status"}, 2, "cannot be read"},
+           {{"--tls_cert=/etc/passwd", "status"}, 2, "needs its key"},
+           {{"--token_file=/nonexistent/token", "status"}, 2, "--token_file"},
+           {{"--tls_ca=/etc/passwd", "status"}, 2, "no PEM certificate"},
        }) {
     ToolRun r = Cli(gw, c.args);
     EXPECT_EQ(r.exit_code, c.exit_code) << c.err << "\n" << r.err;
