@@ -71,21 +71,40 @@ run hosted-k16 "$bin/granary-bench" --hosted --rounds="$rounds" --warmup=1 \
     --json="$work/hosted-k16.json"
 reports+=("$work/hosted-k16.json")
 
+# start_silo NAME [FLAGS...]: a granary-silo on free ports with the bench
+# grains (its data and log under $work/NAME); sets `gateway` to its gateway
+# once ready, or leaves it empty (status 1, the log shown).
+start_silo() {
+  local name=$1
+  shift
+  mkfifo "$work/$name.ready"
+  "$bin/granary-silo" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
+      --http=127.0.0.1:0 --data_dir="$work/$name-data" --log_level=warning --bench_grains \
+      "$@" > "$work/$name.ready" 2> "$work/$name.log" &
+  silo_pid=$!
+  gateway=""
+  if read -r -t 60 line < "$work/$name.ready"; then
+    gateway=$(sed -n 's/^READY gateway=\([^ ]*\).*/\1/p' <<< "$line")
+  fi
+  if [ -z "$gateway" ]; then
+    echo "run_all.sh: granary-silo $name did not become ready:" >&2
+    cat "$work/$name.log" >&2
+    status=1
+  fi
+}
+# stop_silo: SIGTERM, and a clean exit expected.
+stop_silo() {
+  kill -TERM "$silo_pid"
+  if ! wait "$silo_pid"; then
+    echo "run_all.sh: granary-silo did not exit cleanly" >&2
+    status=1
+  fi
+  silo_pid=""
+}
+
 # 2. Remote: a granary-silo on free ports, called through its gateway.
-mkfifo "$work/ready"
-"$bin/granary-silo" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
-    --http=127.0.0.1:0 --data_dir="$work/silo-data" --log_level=warning --bench_grains \
-    > "$work/ready" 2> "$work/silo.log" &
-silo_pid=$!
-gateway=""
-if read -r -t 60 line < "$work/ready"; then
-  gateway=$(sed -n 's/^READY gateway=\([^ ]*\).*/\1/p' <<< "$line")
-fi
-if [ -z "$gateway" ]; then
-  echo "run_all.sh: granary-silo did not become ready:" >&2
-  cat "$work/silo.log" >&2
-  status=1
-else
+start_silo silo
+if [ -n "$gateway" ]; then
   run remote "$bin/granary-bench" --target="$gateway" --rounds="$rounds" \
       --warmup=1 --scale="$remote_scale" --json="$work/remote.json"
   reports+=("$work/remote.json")
@@ -93,42 +112,20 @@ else
       --warmup=1 --scale="$remote_scale" --scenarios=ask --concurrency=16 \
       --json="$work/remote-k16.json"
   reports+=("$work/remote-k16.json")
-  kill -TERM "$silo_pid"
-  if ! wait "$silo_pid"; then
-    echo "run_all.sh: granary-silo did not exit cleanly" >&2
-    status=1
-  fi
-  silo_pid=""
+  stop_silo
 fi
 
 # 2b. The same remote ask and one-way against a granary-silo whose gateway
 # serves TLS (development certificates of scripts/dev-certs.sh).
 bash "$here/../scripts/dev-certs.sh" "$work/certs" > /dev/null
-mkfifo "$work/ready-tls"
-"$bin/granary-silo" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
-    --http=127.0.0.1:0 --data_dir="$work/silo-tls-data" --log_level=warning --bench_grains \
-    --tls_cert="$work/certs/gateway.pem" --tls_key="$work/certs/gateway.key" \
-    > "$work/ready-tls" 2> "$work/silo-tls.log" &
-silo_pid=$!
-gateway=""
-if read -r -t 60 line < "$work/ready-tls"; then
-  gateway=$(sed -n 's/^READY gateway=\([^ ]*\).*/\1/p' <<< "$line")
-fi
-if [ -z "$gateway" ]; then
-  echo "run_all.sh: granary-silo with TLS did not become ready:" >&2
-  cat "$work/silo-tls.log" >&2
-  status=1
-else
+start_silo silo-tls --tls_cert="$work/certs/gateway.pem" \
+    --tls_key="$work/certs/gateway.key"
+if [ -n "$gateway" ]; then
   run remote-tls "$bin/granary-bench" --target="$gateway" \
       --tls_ca="$work/certs/ca.pem" --rounds="$rounds" --warmup=1 \
       --scale="$remote_scale" --scenarios=ask,oneway --json="$work/remote-tls.json"
   reports+=("$work/remote-tls.json")
-  kill -TERM "$silo_pid"
-  if ! wait "$silo_pid"; then
-    echo "run_all.sh: granary-silo with TLS did not exit cleanly" >&2
-    status=1
-  fi
-  silo_pid=""
+  stop_silo
 fi
 
 # 3. Comparison arms, when built.
