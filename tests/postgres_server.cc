@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/postgres/pg_connection.h"
+#include "storage/postgres/schema.h"
 
 namespace granary::testing {
 namespace {
@@ -204,6 +205,13 @@ absl::Status PostgresServer::EnableTls(const std::string& cert_file,
   in.close();
   std::ofstream(hba_path, std::ios::trunc) << hba.str();
   return Restart();
+}
+
+absl::Status MigrateDatabase(const std::string& conninfo) {
+  absl::StatusOr<std::unique_ptr<storage::PgConnection>> db =
+      storage::PgConnection::Connect(conninfo, absl::Seconds(10));
+  if (!db.ok()) return db.status();
+  return storage::MigrateSchema(**db).status();
 }
 
 std::string PostgresServer::Log() const {

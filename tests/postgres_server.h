@@ -67,6 +67,9 @@ class PostgresServer {
   bool running_ = false;
 };
 
+// Connects to `conninfo` and migrates its schema (storage/postgres/schema.h).
+absl::Status MigrateDatabase(const std::string& conninfo);
+
 // A test suite sharing one server: `server()` in the tests (a test fails
 // when it could not start).
 class PostgresSuite : public ::testing::Test {

@@ -121,12 +121,7 @@ TEST_F(PostgresTlsTest, ASiloRunsOnAVerifiedTlsConnection) {
   const std::string conninfo = absl::StrCat(
       server_->CreateDatabase("tls"), " sslmode=verify-full sslrootcert=",
       c.a("ca.pem"));
-  {
-    absl::StatusOr<std::unique_ptr<storage::PgConnection>> db =
-        storage::PgConnection::Connect(conninfo, absl::Seconds(10));
-    ASSERT_THAT(db.status(), IsOk());
-    ASSERT_THAT(storage::MigrateSchema(**db).status(), IsOk());
-  }
+  ASSERT_THAT(MigrateDatabase(conninfo), IsOk());
   silo::SiloHostOptions o = AnyPorts();
   o.cluster = "postgres";
   o.storage = "";

@@ -138,12 +138,7 @@ TEST(SiloHostTest, HostsOfAPostgresClusterShareStateAndOutliveEachOther) {
   std::unique_ptr<PostgresServer> pg = PostgresServer::Start();
   ASSERT_NE(pg, nullptr);
   const std::string conninfo = pg->CreateDatabase("hosts");
-  {
-    absl::StatusOr<std::unique_ptr<storage::PgConnection>> db =
-        storage::PgConnection::Connect(conninfo, absl::Seconds(10));
-    ASSERT_THAT(db.status(), IsOk());
-    ASSERT_THAT(storage::MigrateSchema(**db).status(), IsOk());
-  }
+  ASSERT_THAT(MigrateDatabase(conninfo), IsOk());
   silo::SiloHostOptions o = AnyPorts();
   o.cluster = "postgres";
   o.storage = "";  // postgres, the default of the cluster
