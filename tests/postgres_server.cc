@@ -207,7 +207,7 @@ absl::Status PostgresServer::EnableTls(const std::string& cert_file,
   return Restart();
 }
 
-absl::Status MigrateDatabase(const std::string& conninfo) {
+absl::Status MigrateSchema(const std::string& conninfo) {
   absl::StatusOr<std::unique_ptr<storage::PgConnection>> db =
       storage::PgConnection::Connect(conninfo, absl::Seconds(10));
   if (!db.ok()) return db.status();

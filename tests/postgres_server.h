@@ -68,7 +68,7 @@ class PostgresServer {
 };
 
 // Connects to `conninfo` and migrates its schema (storage/postgres/schema.h).
-absl::Status MigrateDatabase(const std::string& conninfo);
+absl::Status MigrateSchema(const std::string& conninfo);
 
 // A test suite sharing one server: `server()` in the tests (a test fails
 // when it could not start).

@@ -121,7 +121,7 @@ TEST_F(PostgresTlsTest, ASiloRunsOnAVerifiedTlsConnection) {
   const std::string conninfo = absl::StrCat(
       server_->CreateDatabase("tls"), " sslmode=verify-full sslrootcert=",
       c.a("ca.pem"));
-  ASSERT_THAT(MigrateDatabase(conninfo), IsOk());
+  ASSERT_THAT(MigrateSchema(conninfo), IsOk());
   silo::SiloHostOptions o = AnyPorts();
   o.cluster = "postgres";
   o.storage = "";

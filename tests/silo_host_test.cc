@@ -138,7 +138,7 @@ TEST(SiloHostTest, HostsOfAPostgresClusterShareStateAndOutliveEachOther) {
   std::unique_ptr<PostgresServer> pg = PostgresServer::Start();
   ASSERT_NE(pg, nullptr);
   const std::string conninfo = pg->CreateDatabase("hosts");
-  ASSERT_THAT(MigrateDatabase(conninfo), IsOk());
+  ASSERT_THAT(MigrateSchema(conninfo), IsOk());
   silo::SiloHostOptions o = AnyPorts();
   o.cluster = "postgres";
   o.storage = "";  // postgres, the default of the cluster
