@@ -12,6 +12,7 @@
 #include "granary/v1/gateway.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/credentials.h"
+#include "rpc/limits.h"
 
 namespace granary::bench {
 namespace {
@@ -23,7 +24,7 @@ absl::StatusOr<v1::SiloStatus> AskStatus(const std::string& gateway,
                                          absl::Duration timeout,
                                          const rpc::ClientSecurity& security) {
   std::unique_ptr<v1::Gateway::Stub> stub = v1::Gateway::NewStub(
-      grpc::CreateChannel(gateway, rpc::MakeChannelCredentials(security)));
+      rpc::NewChannel(gateway, rpc::MakeChannelCredentials(security)));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   rpc::AddCallToken(&context, security);

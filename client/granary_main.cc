@@ -45,6 +45,7 @@
 #include "granary/v1/gateway.grpc.pb.h"
 #include "client/security_flags.h"
 #include "rpc/credentials.h"
+#include "rpc/limits.h"
 #include "rpc/status.h"
 #include "storage/postgres/pg_connection.h"
 #include "storage/postgres/schema.h"
@@ -100,7 +101,7 @@ class Cli {
       : gateway_(std::move(gateway)),
         timeout_(timeout),
         security_(std::move(security)),
-        channel_(grpc::CreateChannel(
+        channel_(rpc::NewChannel(
             gateway_, rpc::MakeChannelCredentials(security_))) {}
 
   absl::StatusOr<v1::SiloStatus> Status() {

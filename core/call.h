@@ -188,6 +188,10 @@ class CallBase : public Message, public TimerEntry {
   // How many times silos forwarded this call (see gateway.proto, hops).
   uint32_t hops() const { return hops_; }
   void set_hops(uint32_t h) { hops_ = h; }
+  // Bytes a gateway charged to its memory budget for this call
+  // (core/memory_budget.h), given back when the call finishes.
+  uint32_t charge() const { return charge_; }
+  void set_charge(uint32_t bytes) { charge_ = bytes; }
 
   virtual google::protobuf::Message& request() = 0;
   virtual google::protobuf::Message& reply() = 0;
@@ -287,6 +291,7 @@ class CallBase : public Message, public TimerEntry {
   uint64_t caller_tag_ = 0;
   std::atomic<const std::string*> host_gateway_{nullptr};
   uint32_t hops_ = 0;
+  uint32_t charge_ = 0;
   void* callee_ = nullptr;
   void* callee_frame_ = nullptr;
 };

@@ -8,6 +8,7 @@
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
 #include "rpc/credentials.h"
+#include "rpc/limits.h"
 
 namespace granary::directory {
 
@@ -39,7 +40,7 @@ std::shared_ptr<v1::Directory::Stub> GrpcDirectoryTransport::StubFor(
   if (address == addresses_.end()) return nullptr;
   std::shared_ptr<v1::Directory::Stub>& stub = stubs_[silo_id];
   if (stub == nullptr) {
-    stub = v1::Directory::NewStub(grpc::CreateChannel(
+    stub = v1::Directory::NewStub(rpc::NewChannel(
         address->second, rpc::MakeChannelCredentials(security_)));
   }
   return stub;

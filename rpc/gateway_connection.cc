@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "rpc/credentials.h"
+#include "rpc/limits.h"
 #include "rpc/gateway_set.h"
 #include "rpc/status.h"
 
@@ -13,8 +14,8 @@ GatewayConnection::GatewayConnection(GatewaySet* set, std::string address,
                          const GatewaySetOptions& options)
     : set_(set), address_(std::move(address)), options_(options) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
+  ApplyChannelLimits(options.channel, &args);
+  args.SetMaxSendMessageSize(-1);  // GatewayStream checks max_message_bytes
   // Reconnect promptly: the client retries lost gateways on its own period.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);

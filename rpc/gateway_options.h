@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "rpc/limits.h"
 #include "rpc/security.h"
 
 namespace granary {
@@ -50,6 +51,10 @@ struct GatewayOptions {
   int location_cache_size = 100000;
   // TLS and the bearer token (rpc/security.h); default plaintext.
   ClientSecurity security;
+  // The largest reply batch accepted, and keepalive pings that find a dead
+  // or black-holed gateway within keepalive_time + keepalive_timeout
+  // (rpc/limits.h). max_send_bytes is not used: see max_message_bytes.
+  ChannelLimits channel;
 };
 
 struct GatewaySetOptions : GatewayOptions {

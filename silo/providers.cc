@@ -157,6 +157,16 @@ rpc::ClientSecurity ClusterClientSecurity(const SiloHostOptions& o) {
   return s;
 }
 
+rpc::ServerLimits ServerLimitsOf(const SiloHostOptions& o) {
+  rpc::ServerLimits limits;
+  limits.max_message_bytes = o.max_message_bytes;
+  limits.memory_bytes = o.grpc_memory_bytes;
+  limits.max_streams_per_connection = o.max_streams_per_connection;
+  limits.keepalive_time = o.keepalive_time;
+  limits.keepalive_timeout = o.keepalive_timeout;
+  return limits;
+}
+
 absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
   const absl::Duration slow_turn = o.slow_turn_threshold;
   if (slow_turn <= absl::ZeroDuration() ||
@@ -170,12 +180,31 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
   if (o.turn_budget < 1) {
     return absl::InvalidArgumentError("--turn_budget must be at least 1");
   }
-  if (o.max_message_bytes < 1) {
-    return absl::InvalidArgumentError("--max_message_bytes must be positive");
+  if (o.max_message_bytes < kMinMessageBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_message_bytes must be at least ", kMinMessageBytes,
+        " (4 KiB), not ", o.max_message_bytes));
   }
   if (o.max_in_flight < 1) {
     return absl::InvalidArgumentError("--max_in_flight must be positive");
   }
+  if (o.connection_memory_budget < o.max_message_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--connection_memory_budget (", o.connection_memory_budget,
+        ") must be at least --max_message_bytes (", o.max_message_bytes,
+        ")"));
+  }
+  if (o.silo_memory_budget < o.connection_memory_budget) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--silo_memory_budget (", o.silo_memory_budget,
+        ") must be at least --connection_memory_budget (",
+        o.connection_memory_budget, ")"));
+  }
+  if (o.max_mailbox < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_mailbox must be positive, not ", o.max_mailbox));
+  }
+  GRANARY_RETURN_IF_ERROR(rpc::ValidateServerLimits(ServerLimitsOf(o)));
   if (o.min_reminder_period < absl::Milliseconds(1) ||
       o.min_reminder_period == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(

@@ -71,6 +71,30 @@ ABSL_FLAG(int32_t, max_message_bytes, 4 << 20,
 ABSL_FLAG(int32_t, max_in_flight, 16384,
           "Unfinished calls per client connection past which the gateway "
           "stops reading it (gRPC flow control then holds the client back).");
+ABSL_FLAG(int64_t, connection_memory_budget, int64_t{64} << 20,
+          "Bytes one client connection's unfinished calls and unwritten "
+          "replies may hold (one-way calls count until they ran) before the "
+          "gateway stops reading it. At least --max_message_bytes.");
+ABSL_FLAG(int64_t, silo_memory_budget, int64_t{512} << 20,
+          "Bytes all client connections together may hold, counted like "
+          "--connection_memory_budget; past it every client stream pauses "
+          "and the standard gRPC services answer RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int32_t, max_mailbox, 16384,
+          "Calls queued at one activation past which new requests fail "
+          "RESOURCE_EXHAUSTED; one-way calls are queued and push back on "
+          "their sender's budget instead.");
+ABSL_FLAG(int64_t, grpc_memory_bytes, int64_t{512} << 20,
+          "Memory gRPC may use for connection buffers on each of the silo's "
+          "ports (a gRPC ResourceQuota; at least 16 MiB).");
+ABSL_FLAG(int32_t, max_streams_per_connection, 128,
+          "Calls one connection may have open at once on each port (HTTP/2 "
+          "MAX_CONCURRENT_STREAMS); more wait in the client.");
+ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(30),
+          "A connection silent this long is pinged, and closed when the ping "
+          "is not answered within --keepalive_timeout. Clients may ping "
+          "every 10s at most.");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(10),
+          "How long a keepalive ping may go unanswered.");
 ABSL_FLAG(std::string, storage, "",
           "Where grain state and reminders live: rocksdb (in --data_dir; "
           "survives restarts and kill -9), memory (lost when the silo stops) "
@@ -192,6 +216,14 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.slow_turn_threshold = absl::GetFlag(FLAGS_slow_turn_threshold);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  o.connection_memory_budget = absl::GetFlag(FLAGS_connection_memory_budget);
+  o.silo_memory_budget = absl::GetFlag(FLAGS_silo_memory_budget);
+  o.max_mailbox = absl::GetFlag(FLAGS_max_mailbox);
+  o.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
+  o.max_streams_per_connection =
+      absl::GetFlag(FLAGS_max_streams_per_connection);
+  o.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  o.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
   o.storage = absl::GetFlag(FLAGS_storage);
   o.durability = absl::GetFlag(FLAGS_durability);
   o.min_reminder_period = absl::GetFlag(FLAGS_min_reminder_period);

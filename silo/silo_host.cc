@@ -252,6 +252,8 @@ absl::Status SiloHost::StartSiloEndpoint() {
   peer_options.max_batch_bytes =
       std::min(1 << 20, options_.max_message_bytes / 2);
   peer_options.from_silos = true;
+  // A link from another silo may hold as much as a client connection.
+  peer_options.max_connection_bytes = options_.connection_memory_budget;
   p.peer_gateway = std::make_unique<GatewayService>(nullptr, peer_options);
   int port = 0;
   grpc::ServerBuilder builder;
@@ -265,8 +267,7 @@ absl::Status SiloHost::StartSiloEndpoint() {
   if (p.cluster->clustered()) {
     builder.RegisterService(p.peer_gateway->grpc_service());
   }
-  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
-  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  rpc::ApplyServerLimits(ServerLimitsOf(options_), &builder);
   if (p.cluster->clustered()) {
     // Types this silo or a live member of its view hosts.
     p.directory_service = std::make_unique<directory::DirectoryService>(
@@ -315,6 +316,8 @@ absl::Status SiloHost::StartRuntime() {
   options.reminders = p.stores.reminders.get();
   options.min_reminder_period = options_.min_reminder_period;
   options.slow_turn_threshold = options_.slow_turn_threshold;
+  options.max_mailbox = options_.max_mailbox;
+  options.remote_memory_limit = options_.silo_memory_budget;
   p.silo = std::make_unique<Silo>(options);
   // A silo whose lease lapsed runs no grain code: probes see it unhealthy,
   // so a silo cut off from the membership table alone is declared dead.
@@ -383,6 +386,8 @@ absl::Status SiloHost::StartListeners() {
     if (MembershipAgent* a = p.agent_ptr.load()) *out = a->view();
   });
   p.gateway->set_security(GatewaySecurity(options_), &p.gateway_refused);
+  p.gateway->set_limits(ServerLimitsOf(options_),
+                        options_.connection_memory_budget);
   GRANARY_RETURN_IF_ERROR(p.gateway->Start());
   p.http = std::make_unique<HttpServer>(options_.http);
   if (!options_.http_token_file.empty()) {

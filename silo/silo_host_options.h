@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/limits.h"
 #include "rpc/security.h"
 #include "storage/grain_storage.h"
 #include "storage/reminder_table.h"
@@ -93,6 +94,21 @@ struct SiloHostOptions {
   // Unfinished calls per client connection past which the gateway stops
   // reading it.
   int max_in_flight = 16384;
+  // Bytes one client connection's unfinished calls and unwritten replies
+  // may hold before the gateway stops reading it, and all client
+  // connections together (then every client stream pauses and the
+  // standard gRPC services refuse with RESOURCE_EXHAUSTED).
+  int64_t connection_memory_budget = int64_t{64} << 20;
+  int64_t silo_memory_budget = int64_t{512} << 20;
+  // Requests queued at one activation past which new ones fail
+  // RESOURCE_EXHAUSTED (one-way calls push back on their sender instead).
+  int max_mailbox = 16384;
+  // gRPC's buffer memory, streams per connection and keepalive, on every
+  // server of the silo (rpc/limits.h; max_message_bytes is the above).
+  int64_t grpc_memory_bytes = int64_t{512} << 20;
+  int max_streams_per_connection = 128;
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
   // Grain state and reminders: a name in providers.storage (rocksdb,
   // memory, postgres); empty: postgres with cluster "postgres", else
   // rocksdb (EffectiveStorage).
@@ -143,6 +159,12 @@ struct SiloHostOptions {
 rpc::ServerSecurity GatewaySecurity(const SiloHostOptions& options);
 rpc::ServerSecurity ClusterServerSecurity(const SiloHostOptions& options);
 rpc::ClientSecurity ClusterClientSecurity(const SiloHostOptions& options);
+
+// gRPC's limits for every server of the silo, from the fields above.
+rpc::ServerLimits ServerLimitsOf(const SiloHostOptions& options);
+
+// The smallest --max_message_bytes: a request batch must hold a request.
+inline constexpr int kMinMessageBytes = 4096;
 
 // OK, or INVALID_ARGUMENT naming the flag that is wrong.
 absl::Status ValidateSiloHostOptions(const SiloHostOptions& options);

@@ -9,6 +9,7 @@
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
 #include "rpc/credentials.h"
+#include "rpc/limits.h"
 #include "rpc/gateway_set.h"
 #include "storage/membership_table.h"
 
@@ -206,7 +207,7 @@ std::shared_ptr<v1::SiloControl::Stub> GrpcTransport::ControlStub(
   std::shared_ptr<v1::SiloControl::Stub>& stub = probe_stubs_[address];
   if (stub == nullptr) {
     stub = v1::SiloControl::NewStub(
-        grpc::CreateChannel(address, rpc::MakeChannelCredentials(security_)));
+        rpc::NewChannel(address, rpc::MakeChannelCredentials(security_)));
   }
   return stub;
 }

@@ -11,6 +11,7 @@
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
 #include "rpc/credentials.h"
+#include "rpc/limits.h"
 #include "rpc/status.h"
 
 namespace granary::silo {
@@ -218,7 +219,7 @@ RemoteMembershipTable::RemoteMembershipTable(
     const std::string& primary, absl::Duration timeout,
     const rpc::ClientSecurity& security)
     : timeout_((rpc::HoldGrpcCallbackQueue(), timeout)),
-      channel_(grpc::CreateChannel(primary,
+      channel_(rpc::NewChannel(primary,
                                    rpc::MakeChannelCredentials(security))),
       stub_(v1::Membership::NewStub(channel_)) {}
 

@@ -9,6 +9,7 @@
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
 #include "rpc/credentials.h"
+#include "rpc/limits.h"
 #include "rpc/status.h"
 #include "silo/runtime/silo.h"
 
@@ -158,7 +159,7 @@ RemoteReminders::RemoteReminders(const std::string& primary,
     : timeout_(timeout) {
   rpc::HoldGrpcCallbackQueue();
   stub_ = v1::Reminders::NewStub(
-      grpc::CreateChannel(primary, rpc::MakeChannelCredentials(security)));
+      rpc::NewChannel(primary, rpc::MakeChannelCredentials(security)));
 }
 
 Task<absl::StatusOr<absl::Time>> RemoteReminders::Register(

@@ -10,6 +10,7 @@
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
 #include "rpc/credentials.h"
+#include "rpc/limits.h"
 #include "rpc/status.h"
 
 namespace granary::silo {
@@ -117,7 +118,7 @@ RemoteGrainStorage::RemoteGrainStorage(const std::string& primary,
     : timeout_(timeout) {
   rpc::HoldGrpcCallbackQueue();
   stub_ = v1::GrainState::NewStub(
-      grpc::CreateChannel(primary, rpc::MakeChannelCredentials(security)));
+      rpc::NewChannel(primary, rpc::MakeChannelCredentials(security)));
 }
 
 Task<absl::StatusOr<storage::StoredState>> RemoteGrainStorage::Read(

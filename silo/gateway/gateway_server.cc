@@ -61,14 +61,15 @@ absl::Status GatewayServer::Start() {
   builder.SetSyncServerOption(grpc::ServerBuilder::NUM_CQS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, 1);
-  builder.SetMaxReceiveMessageSize(max_message_bytes_);
-  builder.SetMaxSendMessageSize(max_message_bytes_);
+  limits_.max_message_bytes = max_message_bytes_;
+  rpc::ApplyServerLimits(limits_, &builder);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       rpc::MakeServerCredentials(security_, refused_);
   if (!credentials.ok()) return credentials.status();
   builder.AddListeningPort(requested_address_, *credentials, &port_);
   GatewayServiceOptions gateway_options;
   gateway_options.max_in_flight = max_in_flight_;
+  gateway_options.max_connection_bytes = max_connection_bytes_;
   gateway_options.max_message_bytes = max_message_bytes_;
   gateway_options.max_batch_bytes = std::min(1 << 20, max_message_bytes_ / 2);
   gateway_options.cluster_view = cluster_view_;

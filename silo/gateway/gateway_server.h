@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "rpc/limits.h"
 #include "rpc/security.h"
 
 namespace grpc {
@@ -80,6 +81,15 @@ class GatewayServer {
     refused_ = refused;
   }
 
+  // gRPC's limits (rpc/limits.h; its max_message_bytes is the
+  // constructor's) and the bytes one gateway-protocol stream may hold
+  // (GatewayServiceOptions::max_connection_bytes). Set before Start.
+  void set_limits(const rpc::ServerLimits& limits,
+                  int64_t max_connection_bytes) {
+    limits_ = limits;
+    max_connection_bytes_ = max_connection_bytes;
+  }
+
   // Binds and starts serving. INVALID_ARGUMENT for an address gRPC cannot
   // parse, UNAVAILABLE when it cannot bind.
   absl::Status Start();
@@ -101,6 +111,8 @@ class GatewayServer {
   std::function<void(v1::MembershipView*)> cluster_view_;
   rpc::ServerSecurity security_;
   rpc::AuthCounters* refused_ = nullptr;
+  rpc::ServerLimits limits_;
+  int64_t max_connection_bytes_ = int64_t{64} << 20;
   std::string bound_address_;
   int port_ = 0;
   std::vector<std::unique_ptr<grpc::Service>> services_;

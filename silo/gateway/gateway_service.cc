@@ -17,6 +17,7 @@
 #include "core/call.h"
 #include "core/grain_interface.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 #include "core/sync.h"
 #include "core/version.h"
 #include "rpc/credentials.h"
@@ -55,7 +56,8 @@ std::shared_ptr<const std::string> CallerOf(
 //          gateway is stopping / the client half-closed and every accepted
 //          call has been answered and written.
 class GatewayStream final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+      public MemoryBudget::Waiter {
  public:
   GatewayStream(GatewayService::Impl* service,
                 grpc::CallbackServerContext* context, bool stopping)
@@ -67,6 +69,13 @@ class GatewayStream final
         max_in_flight_(service->options().max_in_flight),
         max_message_bytes_(service->options().max_message_bytes),
         max_batch_bytes_(service->options().max_batch_bytes),
+        max_connection_bytes_(service->options().max_connection_bytes),
+        // Links from other silos are bounded by their own budget only: a
+        // silo's memory pressure must not stop the calls that would finish
+        // its own (a call chain through another silo and back).
+        silo_budget_(service->options().from_silos
+                         ? nullptr
+                         : &service->silo()->remote_memory()),
         from_silos_(service->options().from_silos),
         stopping_(stopping) {}
 
@@ -147,13 +156,17 @@ class GatewayStream final
   }
 
   void OnWriteDone(bool ok) override {
+    int64_t written;
     {
       MutexLock lock(&mu_);
       write_in_flight_ = false;
       writing_.Clear();
       outgoing_.Clear();
+      written = writing_bytes_;
+      writing_bytes_ = 0;
       if (!ok) Break();
     }
+    Uncharge(written);
     Advance();
   }
 
@@ -173,6 +186,16 @@ class GatewayStream final
     Unref();
   }
 
+  // The silo's budget is under its limit again (MemoryBudget::Waiter).
+  void Wake() override {
+    {
+      MutexLock lock(&mu_);
+      budget_wait_ = false;
+    }
+    Advance();
+    Unref();  // the waiter's reference
+  }
+
   // A call accepted from this stream finished (any worker thread).
   static void CallDone(void* ctx, CallBase* call) {
     auto* self = static_cast<GatewayStream*>(ctx);
@@ -181,7 +204,34 @@ class GatewayStream final
   }
 
  private:
-  ~GatewayStream() override = default;
+  ~GatewayStream() override {
+    int64_t held;
+    {
+      MutexLock lock(&mu_);
+      held = pending_bytes_ + writing_bytes_ + to_release_;
+    }
+    Uncharge(held);
+  }
+
+  // What a call of `request` holds while it runs: its key and request (the
+  // payload's size stands in for the parsed message's) and the call.
+  static int64_t CallBytes(const v1::Request& request) {
+    return 256 + static_cast<int64_t>(request.key().size() +
+                                      request.payload().size());
+  }
+  // Charges `bytes` to this stream and the silo.
+  void Charge(int64_t bytes) {
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    if (silo_budget_ != nullptr) silo_budget_->Charge(bytes);
+  }
+  // Gives `bytes` back; never with mu_ held (the silo's budget may wake
+  // this very stream). Returns this stream's bytes before.
+  int64_t Uncharge(int64_t bytes) {
+    if (bytes == 0) return bytes_.load(std::memory_order_relaxed);
+    const int64_t before = bytes_.fetch_sub(bytes, std::memory_order_acq_rel);
+    if (silo_budget_ != nullptr) silo_budget_->Release(bytes);
+    return before;
+  }
 
   // Requires mu_. The client is gone or the stream failed: replies from now
   // on are dropped.
@@ -191,14 +241,21 @@ class GatewayStream final
     if (!broken_) broken_status_ = std::move(why);
     broken_ = true;
     pending_.clear();
+    to_release_ += pending_bytes_;  // Advance gives it back, unlocked
+    pending_bytes_ = 0;
   }
 
   void Finished(CallBase* call) {
     if (call->one_way()) {
       // No reply: only a change that matters to Advance takes the lock
-      // (reading resumes below the limit; a draining stream finishes at 0).
+      // (reading resumes below the limits; a draining stream finishes at
+      // 0).
+      const int64_t before = Uncharge(call->charge());
       const int left = in_flight_.fetch_sub(1, std::memory_order_acq_rel) - 1;
-      if (left == max_in_flight_ - 1 || left == 0) Advance();
+      if (left == max_in_flight_ - 1 || left == 0 ||
+          (max_connection_bytes_ > 0 && before >= max_connection_bytes_)) {
+        Advance();
+      }
       return;
     }
     v1::Reply reply;
@@ -229,8 +286,14 @@ class GatewayStream final
     {
       MutexLock lock(&mu_);
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
-      if (!broken_) pending_.push_back(std::move(reply));
+      if (!broken_) {
+        const int64_t bytes = ReplyBytes(reply);
+        pending_bytes_ += bytes;
+        Charge(bytes);
+        pending_.push_back(std::move(reply));
+      }
     }
+    Uncharge(call->charge());
     Advance();
   }
 
@@ -268,7 +331,12 @@ class GatewayStream final
     in_flight_.fetch_sub(n - accepted, std::memory_order_relaxed);
     MutexLock lock(&mu_);
     if (!broken_) {
-      for (v1::Reply& r : refused) pending_.push_back(std::move(r));
+      for (v1::Reply& r : refused) {
+        const int64_t bytes = ReplyBytes(r);
+        pending_bytes_ += bytes;
+        Charge(bytes);
+        pending_.push_back(std::move(r));
+      }
     }
   }
 
@@ -284,6 +352,7 @@ class GatewayStream final
   // Starts one request, or says why not.
   absl::Status Accept(v1::Request& request, bool stopping) {
     Silo* silo = silo_;
+    const int64_t bytes = CallBytes(request);  // before the key moves
     const Route* route = FindRoute(request.method());
     if (route == nullptr) {
       return absl::UnimplementedError(absl::StrCat(
@@ -335,6 +404,8 @@ class GatewayStream final
           RequestContext{call->request_context().chain_id, caller_});
     }
     Ref();  // the call's
+    call->set_charge(static_cast<uint32_t>(bytes));
+    Charge(bytes);
     call->SetDoneCallback(&GatewayStream::CallDone, this);
     if (route->method == nullptr) {
       silo->InvokeReminder(call);
@@ -344,52 +415,96 @@ class GatewayStream final
     return absl::OkStatus();
   }
 
-  // Starts what is due. The gRPC operations start under mu_: a read decided
-  // here must be started before any other thread can decide to finish
-  // (gRPC 1.51 runs no reaction inline, so holding mu_ cannot deadlock).
+  // Starts what is due (PlanLocked); then, without mu_, gives back what
+  // Break dropped and waits for the silo's budget when it stopped reading.
   void Advance() {
+    Steps steps;
+    {
+      MutexLock lock(&mu_);
+      PlanLocked(&steps);
+    }
+    Uncharge(steps.release);
+    if (steps.wait_for_budget && !silo_budget_->WakeWhenUnder(this)) {
+      // Under the limit again already: read after all.
+      Wake();
+    }
+    if (steps.stop_waiting && silo_budget_->Cancel(this)) Unref();
+  }
+
+  // What Advance does once mu_ is released.
+  struct Steps {
+    int64_t release = 0;           // bytes Break dropped
+    bool wait_for_budget = false;  // register with the silo's budget
+    bool stop_waiting = false;     // finished: leave the budget's waiters
+  };
+
+  // Requires mu_: decides what is due and starts the gRPC operations.
+  void PlanLocked(Steps* steps) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    steps->release = to_release_;
+    to_release_ = 0;
+    if (finished_) return;
     bool read = false;
     bool write = false;
     bool finish = false;
     grpc::Status status;
-    {
-      MutexLock lock(&mu_);
-      if (finished_) return;
-      if (!write_in_flight_ && !broken_ && !pending_.empty()) {
-        FillWriteLocked();
-        write_in_flight_ = true;
-        write = true;
-      }
-      const int in_flight = in_flight_.load(std::memory_order_acquire);
-      if (!reading_ && !reads_done_ && !broken_ && !stopping_ &&
-          in_flight < max_in_flight_) {
+    if (!write_in_flight_ && !broken_ && !pending_.empty()) {
+      FillWriteLocked();
+      write_in_flight_ = true;
+      write = true;
+    }
+    const int in_flight = in_flight_.load(std::memory_order_acquire);
+    if (!reading_ && !reads_done_ && !broken_ && !stopping_ &&
+        in_flight < max_in_flight_) {
+      // Over a budget, the stream is not read: HTTP/2 flow control then
+      // holds the client back, and nothing it sent is dropped.
+      if (max_connection_bytes_ > 0 &&
+          bytes_.load(std::memory_order_acquire) >= max_connection_bytes_) {
+        if (!paused_) silo_->metrics().paused_connection->Inc();
+        paused_ = true;
+      } else if (silo_budget_ != nullptr && silo_budget_->Over()) {
+        if (!paused_) silo_->metrics().paused_silo->Inc();
+        paused_ = true;
+        // Nothing of this stream's own may be left to wake it.
+        if (!budget_wait_) {
+          budget_wait_ = true;
+          steps->wait_for_budget = true;
+          Ref();  // the waiter's
+        }
+      } else {
+        paused_ = false;
         reading_ = true;
         read = true;
       }
-      const bool drained = in_flight == 0 && pending_.empty() &&
-                           !write_in_flight_ && !dispatching_;
-      if (broken_ && !write_in_flight_) {
-        finish = true;
-        status = broken_status_;
-      } else if (drained && stopping_) {
-        finish = true;
-        status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                              "silo is shutting down");
-        // Tells the client this server is going away: its connection
-        // should not be used for a new stream (see GatewayLink).
-        context_->AddTrailingMetadata(kStoppingKey, "1");
-      } else if (drained && reads_done_) {
-        finish = true;
-      }
-      if (finish) {
-        finished_ = true;
-        read = false;
-      }
-      if (write) StartWrite(&outgoing_);
-      if (read) StartRead(&incoming_);
-      if (finish) Finish(status);
     }
+    const bool drained = in_flight == 0 && pending_.empty() &&
+                         !write_in_flight_ && !dispatching_;
+    if (broken_ && !write_in_flight_) {
+      finish = true;
+      status = broken_status_;
+    } else if (drained && stopping_) {
+      finish = true;
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "silo is shutting down");
+      // Tells the client this server is going away: its connection
+      // should not be used for a new stream (see GatewayLink).
+      context_->AddTrailingMetadata(kStoppingKey, "1");
+    } else if (drained && reads_done_) {
+      finish = true;
+    }
+    if (finish) {
+      finished_ = true;
+      read = false;
+      steps->stop_waiting = budget_wait_;
+      budget_wait_ = false;
+    }
+    // The operations start under mu_: a read decided here must be started
+    // before any other thread can decide to finish (gRPC 1.51 runs no
+    // reaction inline, so holding mu_ cannot deadlock).
+    if (write) StartWrite(&outgoing_);
+    if (read) StartRead(&incoming_);
+    if (finish) Finish(status);
   }
+
 
   // Requires mu_: moves pending replies into the batch to write, up to about
   // max_batch_bytes (always at least one).
@@ -403,6 +518,8 @@ class GatewayStream final
       *writing_.add_replies() = std::move(pending_.front());
       pending_.pop_front();
     }
+    pending_bytes_ -= static_cast<int64_t>(bytes);
+    writing_bytes_ += static_cast<int64_t>(bytes);
     bool own = false;
     // Serializes straight into gRPC slices; cannot fail for a valid message.
     (void)grpc::GenericSerialize<grpc::ProtoBufferWriter, v1::ReplyBatch>(
@@ -420,6 +537,8 @@ class GatewayStream final
   const int max_in_flight_;
   const int max_message_bytes_;
   const int max_batch_bytes_;
+  const int64_t max_connection_bytes_;
+  MemoryBudget* const silo_budget_;  // null for links from other silos
   const bool from_silos_;
   std::atomic<int> refs_{1};
 
@@ -437,6 +556,15 @@ class GatewayStream final
   // Accepted calls not finished yet. Atomic so that one-way completions
   // need not lock; Advance reads it under mu_.
   std::atomic<int> in_flight_{0};
+  // Bytes this stream holds (its budget, max_connection_bytes): accepted
+  // calls not finished (their charge) and replies not yet written. Atomic
+  // like in_flight_.
+  std::atomic<int64_t> bytes_{0};
+  int64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // in pending_
+  int64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // in the write out
+  int64_t to_release_ ABSL_GUARDED_BY(mu_) = 0;     // dropped by Break
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;        // over a budget
+  bool budget_wait_ ABSL_GUARDED_BY(mu_) = false;   // registered to Wake
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   // A batch just read is being handed to the silo (OnReadDone).
   bool dispatching_ ABSL_GUARDED_BY(mu_) = false;

@@ -14,8 +14,11 @@
 //     the silo; bad ones (unknown method, bad key, payload that does not
 //     parse) get an error reply and cost the stream nothing;
 //   - while `max_in_flight` calls are unfinished (one-way ones until their
-//     turn ran) the stream is not read, so gRPC flow control pushes back on
-//     the client and the stream holds at most that plus one batch;
+//     turn ran), or its calls and unwritten replies hold
+//     `max_connection_bytes`, or (client streams) the silo's budget for
+//     remote calls is used up, the stream is not read, so gRPC flow control
+//     pushes back on the client and the stream holds at most that plus one
+//     batch;
 //   - replies are coalesced: whatever finished while the previous write was
 //     on the wire goes out in the next batch (at most `max_batch_bytes`);
 //   - a client that disconnects cancels nothing; its replies are dropped.
@@ -49,6 +52,12 @@ struct GatewayServiceOptions {
   int max_message_bytes = 4 << 20;
   // Reply batches are cut at about this many bytes.
   int max_batch_bytes = 1 << 20;
+  // Bytes one stream may hold (its unfinished calls, by key and payload
+  // size plus a fixed cost, and its replies not yet written) past which
+  // it is not read. 0: no bound. A client gateway's streams also stop
+  // while the silo's budget (Silo::remote_memory()) is used up; streams
+  // from other silos only on their own.
+  int64_t max_connection_bytes = int64_t{64} << 20;
   // The gateway address reported by Status.
   std::string address;
   // Fills the membership view Cluster reports; unset: this silo alone.

@@ -7,9 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/memory_budget.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "rpc/credentials.h"
 #include "rpc/status.h"
+#include "silo/runtime/silo.h"
 
 namespace granary::silo {
 namespace {
@@ -19,10 +21,29 @@ void SetBytes(const std::string& bytes, grpc::ByteBuffer* out) {
   *out = grpc::ByteBuffer(&slice, 1);
 }
 
+// A call the bridge started, charged to the silo's budget until it ends.
 struct PendingUnary {
   grpc::ServerUnaryReactor* reactor;
   grpc::ByteBuffer* response;
+  MemoryBudget* budget;  // null: the invoker is no silo
+  int64_t bytes;
+  ~PendingUnary() {
+    if (budget != nullptr) budget->Release(bytes);
+  }
 };
+
+// A one-way call is answered once its turn ran, so a caller that waits
+// for its answers is paced by the grain (and its open calls, bounded by
+// the server's streams per connection, are all gRPC holds for it).
+void OneWayDone(void* ctx, CallBase* call) {
+  std::unique_ptr<PendingUnary> pending(static_cast<PendingUnary*>(ctx));
+  if (!call->status().ok()) {
+    pending->reactor->Finish(rpc::ToGrpc(call->status()));
+    return;
+  }
+  SetBytes(std::string(), pending->response);  // google.protobuf.Empty
+  pending->reactor->Finish(grpc::Status::OK);
+}
 
 void UnaryDone(void* ctx, CallBase* call) {
   std::unique_ptr<PendingUnary> pending(static_cast<PendingUnary*>(ctx));
@@ -50,6 +71,16 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
                                      grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const MethodInfo& info = iface.methods[method];
+  auto* silo = dynamic_cast<Silo*>(invoker);
+  MemoryBudget* budget = silo != nullptr ? &silo->remote_memory() : nullptr;
+  if (budget != nullptr && budget->Over()) {
+    silo->metrics().refused_over_budget->Inc();
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        "the silo holds as many remote calls as its --silo_memory_budget "
+        "allows: retry later"));
+    return reactor;
+  }
   const auto& metadata = context->client_metadata();
   auto key_it = metadata.find(kGrainKeyMetadata);
   if (key_it == metadata.end() || key_it->second.empty()) {
@@ -90,13 +121,12 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
         call->request_context().chain_id,
         std::make_shared<const std::string>(std::move(caller))});
   }
-  if (info.one_way) {
-    invoker->Invoke(call);
-    SetBytes(std::string(), response);  // google.protobuf.Empty
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
-  call->SetDoneCallback(&UnaryDone, new PendingUnary{reactor, response});
+  const int64_t bytes =
+      256 + static_cast<int64_t>(call->target().key().size() +
+                                 request->Length());
+  if (budget != nullptr) budget->Charge(bytes);
+  call->SetDoneCallback(info.one_way ? &OneWayDone : &UnaryDone,
+                        new PendingUnary{reactor, response, budget, bytes});
   invoker->Invoke(call);
   return reactor;
 }

@@ -57,6 +57,28 @@ void Activation::Post(Message* m) {
   Unref();
 }
 
+bool Activation::Offer(CallBase* call) {
+  const int limit = silo_->options().max_mailbox;
+  if (limit > 0 && queued_calls_.load(std::memory_order_relaxed) >= limit &&
+      call->method() != kReminderMethod) {
+    if (!call->one_way()) {
+      silo_->metrics().mailbox_full_requests->Inc();
+      return false;
+    }
+    silo_->metrics().mailbox_full_one_way->Inc();
+  }
+  queued_calls_.fetch_add(1, std::memory_order_relaxed);
+  Post(call);
+  return true;
+}
+
+void RefuseMailboxFull(CallBase* call) {
+  call->Fail(absl::ResourceExhaustedError(
+      absl::StrCat("the mailbox of ", call->target().ToString(),
+                   " is full (--max_mailbox calls queued): retry later")));
+  call->Release();
+}
+
 void Activation::DrainMailbox() {
   while (Message* m = mailbox_.Pop()) {
     ++popped_;
@@ -322,6 +344,7 @@ void Activation::Process(Message* m) {
       return;
     }
     case MessageKind::kRequest:
+      queued_calls_.fetch_sub(1, std::memory_order_relaxed);
       StartRequest(static_cast<CallBase*>(m));
       return;
     case MessageKind::kTimer:

@@ -65,6 +65,10 @@ struct GrainTypeEntry {
   std::unique_ptr<TypeMetrics> metrics;
 };
 
+// Fails `call` (which Activation::Offer refused) with RESOURCE_EXHAUSTED
+// and drops the caller's reference to it.
+void RefuseMailboxFull(CallBase* call);
+
 enum class DeactivationReason {
   kIdle,
   kRequested,
@@ -85,6 +89,11 @@ class Activation final : public Runnable, public MessageSink {
 
   void Post(Message* m) override;
   void Run() override;
+  // Posts a call (the catalog's way in), unless it is a request and
+  // SiloOptions::max_mailbox requests are already queued: then false, and
+  // the caller fails it with RefuseMailboxFull outside the catalog lock.
+  // One-way calls are always queued (their senders pay for them).
+  bool Offer(CallBase* call);
 
   const GrainId& id() const { return id_; }
   uint64_t activation_id() const { return activation_id_; }
@@ -174,6 +183,8 @@ class Activation final : public Runnable, public MessageSink {
   MpscQueue<Message> mailbox_;
   std::atomic<int64_t> pending_{0};
   std::atomic<bool> scheduled_{false};
+  // Calls offered and not yet started (Offer, Process).
+  std::atomic<int> queued_calls_{0};
   // 1 until the activation is gone, plus 1 for a runner between releasing
   // `scheduled_` and its last look at `pending_`, and 1 per poster inside
   // Post: another worker may run the activation to its end (and free it) in

@@ -26,13 +26,19 @@ namespace granary::silo {
 
 class Catalog {
  public:
-  // Posts `m` to the activation of `id`; false when there is none.
-  bool PostIfExists(const GrainId& id, Message* m) {
+  // Offers `call` to the activation of `id` (Activation::Offer: a request
+  // finding the mailbox full fails RESOURCE_EXHAUSTED, outside the lock);
+  // false when there is no activation.
+  bool PostIfExists(const GrainId& id, CallBase* call) {
     Shard& s = ShardFor(id);
-    ReaderMutexLock lock(&s.mu);
-    auto it = s.map.find(id);
-    if (it == s.map.end()) return false;
-    it->second->Post(m);
+    bool offered;
+    {
+      ReaderMutexLock lock(&s.mu);
+      auto it = s.map.find(id);
+      if (it == s.map.end()) return false;
+      offered = it->second->Offer(call);
+    }
+    if (!offered) RefuseMailboxFull(call);
     return true;
   }
 
@@ -51,18 +57,22 @@ class Catalog {
   // created per id) when there is none. `make` may return nullptr to refuse;
   // then false is returned and `m` is untouched.
   template <typename MakeFn>
-  bool PostOrCreate(const GrainId& id, Message* m, MakeFn make) {
-    if (PostIfExists(id, m)) return true;
+  bool PostOrCreate(const GrainId& id, CallBase* call, MakeFn make) {
+    if (PostIfExists(id, call)) return true;
     Shard& s = ShardFor(id);
-    MutexLock lock(&s.mu);
-    auto it = s.map.find(id);
-    if (it == s.map.end()) {
-      Activation* a = make();
-      if (a == nullptr) return false;
-      it = s.map.emplace(id, a).first;
-      size_.fetch_add(1, std::memory_order_relaxed);
+    bool offered;
+    {
+      MutexLock lock(&s.mu);
+      auto it = s.map.find(id);
+      if (it == s.map.end()) {
+        Activation* a = make();
+        if (a == nullptr) return false;
+        it = s.map.emplace(id, a).first;
+        size_.fetch_add(1, std::memory_order_relaxed);
+      }
+      offered = it->second->Offer(call);
     }
-    it->second->Post(m);
+    if (!offered) RefuseMailboxFull(call);
     return true;
   }
 

@@ -40,6 +40,7 @@ Silo::Silo(SiloOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::System()),
       metrics_(&registry_),
+      remote_memory_(options_.remote_memory_limit),
       owned_storage_(options_.storage == nullptr
                          ? std::make_unique<storage::MemoryStorage>()
                          : nullptr),
@@ -74,6 +75,17 @@ void Silo::AddSiloMetrics() {
       "granary_silo_info", "This silo: its name and Granary version.",
       Type::kGauge, {"silo", "version"}, [this] {
         return Samples{{{options_.name, std::string(kVersion)}, 1}};
+      });
+  registry_.AddCallback(
+      "granary_remote_memory_bytes",
+      "Bytes of remote calls the silo holds for its client connections "
+      "(unfinished requests, unwritten replies, one-way messages not yet "
+      "run), and the limit past which the gateways stop reading "
+      "(--silo_memory_budget; 0: none).",
+      Type::kGauge, {"kind"}, [this] {
+        return Samples{
+            {{"used"}, static_cast<double>(remote_memory_.used())},
+            {{"limit"}, static_cast<double>(remote_memory_.limit())}};
       });
   registry_.AddCallback(
       "granary_directory_entries", "Grain directory entries held by this silo.",

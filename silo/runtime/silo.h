@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "core/call.h"
 #include "core/clock.h"
+#include "core/memory_budget.h"
 #include "core/metrics.h"
 #include "core/sync.h"
 #include "core/timer_queue.h"
@@ -106,6 +107,17 @@ struct SiloOptions {
   // A turn that holds a worker longer than this is counted
   // (granary_slow_turns_total) and logged with its grain and method.
   absl::Duration slow_turn_threshold = absl::Milliseconds(100);
+  // Requests (not one-way calls) queued at one activation past which new
+  // ones fail RESOURCE_EXHAUSTED at once; 0: no bound. One-way calls past
+  // it are still queued: their senders hold them against their own budget
+  // until they ran (a gateway stops reading), so they push back instead.
+  int max_mailbox = 16384;
+  // Bytes of remote calls the silo holds for all its client connections
+  // together: unfinished requests, replies not yet written and one-way
+  // messages not yet run (remote_memory()). Past it the client gateways
+  // stop reading and the standard gRPC services refuse new calls with
+  // RESOURCE_EXHAUSTED. 0: no bound.
+  int64_t remote_memory_limit = int64_t{512} << 20;
 };
 
 // How completions from threads outside the silo (storage) reach
@@ -222,6 +234,10 @@ class Silo final : public CallInvoker {
   // The silo's metrics (Prometheus text: metrics_registry().Render()).
   metrics::Registry& metrics_registry() { return registry_; }
   SiloMetrics& metrics() { return metrics_; }
+  // What the silo's client connections hold (SiloOptions::
+  // remote_memory_limit): the gateways and the standard gRPC services
+  // charge it.
+  MemoryBudget& remote_memory() { return remote_memory_; }
   int64_t slow_turn_ns() const { return slow_turn_ns_; }
   // The clock idle timeouts are measured on, in ns: the monotonic clock
   // with the system clock (immune to wall-clock steps), the silo clock's
@@ -324,6 +340,7 @@ class Silo final : public CallInvoker {
   Clock* const clock_;
   metrics::Registry registry_;
   SiloMetrics metrics_;
+  MemoryBudget remote_memory_;
   absl::Time start_time_ = absl::Now();
   int64_t slow_turn_ns_ = 0;
   std::atomic<State> state_{State::kNew};

@@ -53,6 +53,30 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
                        "worker picks it up.",
                        {}, DepthBuckets(), 1)
                       .WithLabels({});
+  auto& mailbox_full = r.AddCounter(
+      "granary_mailbox_full_total",
+      "Calls that found their activation's mailbox holding --max_mailbox "
+      "requests: requests refused with RESOURCE_EXHAUSTED (kind=request), "
+      "one-way calls queued and held against their sender's budget "
+      "(kind=one_way).",
+      {"kind"});
+  mailbox_full_requests = mailbox_full.WithLabels({"request"});
+  mailbox_full_one_way = mailbox_full.WithLabels({"one_way"});
+  auto& paused = r.AddCounter(
+      "granary_gateway_paused_total",
+      "Times a gateway stream stopped reading because its connection's "
+      "memory budget (budget=connection) or the silo's (budget=silo) was "
+      "used up.",
+      {"budget"});
+  paused_connection = paused.WithLabels({"connection"});
+  paused_silo = paused.WithLabels({"silo"});
+  refused_over_budget =
+      r.AddCounter("granary_grpc_refused_over_budget_total",
+                   "Calls of the standard gRPC services refused with "
+                   "RESOURCE_EXHAUSTED because the silo's memory budget for "
+                   "remote calls was used up.",
+                   {})
+          .WithLabels({});
   turn_duration = r.AddHistogram("granary_turn_duration_seconds",
                                  "Time one message (a turn) held a worker.",
                                  {}, LatencyBuckets(), kNanos)

@@ -78,6 +78,16 @@ class SiloMetrics {
   metrics::Histogram* reminder_remove = nullptr;
   metrics::Histogram* reminder_list = nullptr;  // asked of a cluster's primary
   metrics::Gauge* gateway_connections = nullptr;
+  // A call that found its activation's mailbox at --max_mailbox: a request
+  // refused, or a one-way call queued against its sender's budget.
+  metrics::Counter* mailbox_full_requests = nullptr;
+  metrics::Counter* mailbox_full_one_way = nullptr;
+  // A gateway stream stopped reading: its connection's budget, or the
+  // silo's, was used up.
+  metrics::Counter* paused_connection = nullptr;
+  metrics::Counter* paused_silo = nullptr;
+  // Standard gRPC calls refused while the silo's budget was used up.
+  metrics::Counter* refused_over_budget = nullptr;
 
  private:
   metrics::Registry* registry_;
