@@ -200,6 +200,10 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         ") must be at least --connection_memory_budget (",
         o.connection_memory_budget, ")"));
   }
+  if (o.max_gateway_streams < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_gateway_streams must be positive, not ", o.max_gateway_streams));
+  }
   if (o.max_mailbox < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_mailbox must be positive, not ", o.max_mailbox));

@@ -89,6 +89,10 @@ ABSL_FLAG(int64_t, grpc_memory_bytes, int64_t{512} << 20,
 ABSL_FLAG(int32_t, max_streams_per_connection, 128,
           "Calls one connection may have open at once on each port (HTTP/2 "
           "MAX_CONCURRENT_STREAMS); more wait in the client.");
+ABSL_FLAG(int32_t, max_gateway_streams, 16384,
+          "Gateway-protocol streams (SDK connections) open at once on the "
+          "client gateway; more are refused with RESOURCE_EXHAUSTED. Each "
+          "costs about 20 KiB.");
 ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(30),
           "A connection silent this long is pinged, and closed when the ping "
           "is not answered within --keepalive_timeout. Clients may ping "
@@ -222,6 +226,7 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
   o.max_streams_per_connection =
       absl::GetFlag(FLAGS_max_streams_per_connection);
+  o.max_gateway_streams = absl::GetFlag(FLAGS_max_gateway_streams);
   o.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
   o.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
   o.storage = absl::GetFlag(FLAGS_storage);

@@ -387,7 +387,8 @@ absl::Status SiloHost::StartListeners() {
   });
   p.gateway->set_security(GatewaySecurity(options_), &p.gateway_refused);
   p.gateway->set_limits(ServerLimitsOf(options_),
-                        options_.connection_memory_budget);
+                        options_.connection_memory_budget,
+                        options_.max_gateway_streams);
   GRANARY_RETURN_IF_ERROR(p.gateway->Start());
   p.http = std::make_unique<HttpServer>(options_.http);
   if (!options_.http_token_file.empty()) {

@@ -107,6 +107,8 @@ struct SiloHostOptions {
   // server of the silo (rpc/limits.h; max_message_bytes is the above).
   int64_t grpc_memory_bytes = int64_t{512} << 20;
   int max_streams_per_connection = 128;
+  // Gateway-protocol streams open at once on the client gateway.
+  int max_gateway_streams = 16384;
   absl::Duration keepalive_time = absl::Seconds(30);
   absl::Duration keepalive_timeout = absl::Seconds(10);
   // Grain state and reminders: a name in providers.storage (rocksdb,

@@ -154,6 +154,21 @@ bool ChildProcess::Stopped() const {
   return any;
 }
 
+int64_t ResidentBytesOf(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (!absl::StartsWith(line, "VmRSS:")) continue;
+    std::vector<absl::string_view> parts =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int64_t kib = 0;
+    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kib)) {
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
 std::vector<std::string> AnyPorts(const std::string& data_dir) {
   return {"--gateway=127.0.0.1:0",  "--silo=127.0.0.1:0",  "--http=127.0.0.1:0",
           "--data_dir=" + data_dir, "--log_level=warning", "--bench_grains"};

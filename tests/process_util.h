@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <utility>
@@ -54,6 +55,10 @@ class ChildProcess {
   Mutex err_mu_;
   std::string err_buf_ ABSL_GUARDED_BY(err_mu_);
 };
+
+// Resident memory of process `pid` in bytes (VmRSS of /proc/PID/status);
+// 0 when it cannot be read.
+int64_t ResidentBytesOf(pid_t pid);
 
 // granary-silo with every listener on a free port and its data in `data_dir`.
 std::vector<std::string> AnyPorts(const std::string& data_dir);

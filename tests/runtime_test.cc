@@ -412,6 +412,57 @@ TEST_F(RuntimeTest, StopDeactivatesGrainsAndRefusesNewCalls) {
   silo_->Stop();  // idempotent
 }
 
+// A silo whose activations queue at most three calls.
+class MailboxBoundTest : public SiloFixture {
+ protected:
+  void SetUp() override {
+    SiloFixtureOptions options;
+    options.silo.max_mailbox = 3;
+    options.gateway = false;
+    ASSERT_NO_FATAL_FAILURE(StartSilo(options));
+  }
+};
+
+TEST_F(MailboxBoundTest, RequestsPastTheBoundFailAtOnceAndAreCounted) {
+  auto grain = silo_->Get<TurnsRef>("busy");
+  Notification block_done;
+  Detach(grain.Block(MakeText("")),
+         [&](absl::StatusOr<Text>) { block_done.Notify(); });
+  ASSERT_TRUE(state_.WaitForLog("block-start"));  // running, not queued
+  // Three requests wait behind Block's turn: the mailbox is full.
+  std::vector<Notification> queued(3);
+  std::vector<absl::StatusOr<Text>> queued_replies(3);
+  for (int i = 0; i < 3; ++i) {
+    Detach(grain.Leaf(MakeText(std::to_string(i))),
+           [&, i](absl::StatusOr<Text> r) {
+             queued_replies[i] = std::move(r);
+             queued[i].Notify();
+           });
+  }
+  absl::StatusOr<Text> refused = grain.Leaf(MakeText("one too many")).Get();
+  EXPECT_THAT(refused.status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("--max_mailbox")));
+  // Another grain is not affected.
+  EXPECT_TRUE(silo_->Get<TurnsRef>("idle").Leaf(MakeText("")).Get().ok());
+  EXPECT_THAT(silo_->metrics_registry().Render(),
+              HasSubstr("granary_mailbox_full_total{kind=\"request\"} 1\n"));
+  // Even a method that would interleave is refused while the mailbox is
+  // full; nothing queued was dropped or answered.
+  EXPECT_THAT(grain.Release(MakeText("")).Get().status(),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_FALSE(block_done.HasBeenNotified());
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(queued[i].HasBeenNotified());
+  // Stopping answers every call still held (before the locals go).
+  StopSilo();
+  block_done.WaitForNotification();
+  for (int i = 0; i < 3; ++i) {
+    queued[i].WaitForNotification();
+    EXPECT_THAT(queued_replies[i].status(),
+                ::testing::Not(StatusIs(absl::StatusCode::kResourceExhausted)));
+  }
+}
+
 TEST(SiloTest, RejectsDuplicateTypesAndLateRegistration) {
   silo::Silo silo;
   EXPECT_TRUE(silo.AddGrain<examples::CounterGrain>().ok());

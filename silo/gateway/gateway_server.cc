@@ -70,6 +70,7 @@ absl::Status GatewayServer::Start() {
   GatewayServiceOptions gateway_options;
   gateway_options.max_in_flight = max_in_flight_;
   gateway_options.max_connection_bytes = max_connection_bytes_;
+  gateway_options.max_streams = max_streams_;
   gateway_options.max_message_bytes = max_message_bytes_;
   gateway_options.max_batch_bytes = std::min(1 << 20, max_message_bytes_ / 2);
   gateway_options.cluster_view = cluster_view_;

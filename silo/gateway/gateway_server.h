@@ -83,11 +83,13 @@ class GatewayServer {
 
   // gRPC's limits (rpc/limits.h; its max_message_bytes is the
   // constructor's) and the bytes one gateway-protocol stream may hold
-  // (GatewayServiceOptions::max_connection_bytes). Set before Start.
+  // (GatewayServiceOptions::max_connection_bytes), and how many such
+  // streams may be open (max_streams). Set before Start.
   void set_limits(const rpc::ServerLimits& limits,
-                  int64_t max_connection_bytes) {
+                  int64_t max_connection_bytes, int max_streams) {
     limits_ = limits;
     max_connection_bytes_ = max_connection_bytes;
+    max_streams_ = max_streams;
   }
 
   // Binds and starts serving. INVALID_ARGUMENT for an address gRPC cannot
@@ -113,6 +115,7 @@ class GatewayServer {
   rpc::AuthCounters* refused_ = nullptr;
   rpc::ServerLimits limits_;
   int64_t max_connection_bytes_ = int64_t{64} << 20;
+  int max_streams_ = 16384;
   std::string bound_address_;
   int port_ = 0;
   std::vector<std::unique_ptr<grpc::Service>> services_;

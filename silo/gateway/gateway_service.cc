@@ -578,13 +578,12 @@ class GatewayStream final
 
 namespace {
 
-// A stream refused before the service has its silo.
+// A stream refused at once: before the service has its silo, or with
+// max_streams open.
 class RefusedStream final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  RefusedStream() {
-    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "silo starting"));
-  }
+  explicit RefusedStream(grpc::Status status) { Finish(std::move(status)); }
   void OnDone() override { delete this; }
 };
 
@@ -593,10 +592,22 @@ class RefusedStream final
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
   Silo* silo = this->silo();
-  if (silo == nullptr) return new RefusedStream();
+  if (silo == nullptr) {
+    return new RefusedStream(
+        grpc::Status(grpc::StatusCode::UNAVAILABLE, "silo starting"));
+  }
   GatewayStream* stream;
   {
     MutexLock lock(&mu_);
+    if (options_.max_streams > 0 &&
+        streams_.size() >= static_cast<size_t>(options_.max_streams)) {
+      silo->metrics().streams_refused->Inc();
+      return new RefusedStream(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the gateway has ", options_.max_streams,
+                       " streams open (--max_gateway_streams): retry later "
+                       "or on another gateway")));
+    }
     stream = new GatewayStream(this, context, stopping_);
     streams_.insert(stream);
     silo->metrics().gateway_connections->Add(1);

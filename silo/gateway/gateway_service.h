@@ -58,6 +58,10 @@ struct GatewayServiceOptions {
   // while the silo's budget (Silo::remote_memory()) is used up; streams
   // from other silos only on their own.
   int64_t max_connection_bytes = int64_t{64} << 20;
+  // Streams open at once (over all connections); more are refused with
+  // RESOURCE_EXHAUSTED. Each costs about 20 KiB, mostly gRPC's. 0: no
+  // bound.
+  int max_streams = 16384;
   // The gateway address reported by Status.
   std::string address;
   // Fills the membership view Cluster reports; unset: this silo alone.

@@ -70,6 +70,12 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
       {"budget"});
   paused_connection = paused.WithLabels({"connection"});
   paused_silo = paused.WithLabels({"silo"});
+  streams_refused =
+      r.AddCounter("granary_gateway_streams_refused_total",
+                   "Gateway streams refused with RESOURCE_EXHAUSTED because "
+                   "--max_gateway_streams were open.",
+                   {})
+          .WithLabels({});
   refused_over_budget =
       r.AddCounter("granary_grpc_refused_over_budget_total",
                    "Calls of the standard gRPC services refused with "

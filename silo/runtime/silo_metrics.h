@@ -86,6 +86,8 @@ class SiloMetrics {
   // silo's, was used up.
   metrics::Counter* paused_connection = nullptr;
   metrics::Counter* paused_silo = nullptr;
+  // Gateway streams refused because --max_gateway_streams were open.
+  metrics::Counter* streams_refused = nullptr;
   // Standard gRPC calls refused while the silo's budget was used up.
   metrics::Counter* refused_over_budget = nullptr;
 
