@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/postgres_db.h"
+#include "bench/silo_process.h"
 #include "client/client.h"
 #include "core/status.h"
 #include "core/sync.h"
@@ -36,126 +37,7 @@ extern char** environ;
 namespace granary::bench {
 namespace {
 
-// The last `n` lines of the file at `path` ("" when it cannot be read).
-std::string Tail(const std::string& path, int n) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  const size_t from = lines.size() > static_cast<size_t>(n)
-                          ? lines.size() - static_cast<size_t>(n)
-                          : 0;
-  std::vector<std::string> tail(lines.begin() + static_cast<long>(from),
-                                lines.end());
-  return absl::StrJoin(tail, " | ");
-}
-
-// One granary-silo of the round's cluster. Its stdout gives the READY line;
-// stderr goes to `log` (the silos log errors only), quoted when it does not
-// start.
-class Silo {
- public:
-  // `cluster_flags`: --cluster=... and what that cluster needs.
-  static absl::StatusOr<std::unique_ptr<Silo>> Start(
-      const std::string& binary, const std::string& data_dir,
-      const std::string& log, const std::vector<std::string>& cluster_flags) {
-    int out[2];
-    if (pipe(out) != 0) return absl::InternalError("pipe failed");
-    std::vector<std::string> args = {binary,
-                                     "--gateway=127.0.0.1:0",
-                                     "--silo=127.0.0.1:0",
-                                     "--http=127.0.0.1:0",
-                                     "--log_level=error",
-                                     "--bench_grains",
-                                     absl::StrCat("--data_dir=", data_dir)};
-    args.insert(args.end(), cluster_flags.begin(), cluster_flags.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    auto silo = std::unique_ptr<Silo>(new Silo);
-    const int rc = posix_spawn(&silo->pid_, binary.c_str(), &actions, nullptr,
-                               argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (rc != 0) {
-      close(out[0]);
-      return absl::UnavailableError(
-          absl::StrCat("cannot start ", binary, ": ", strerror(rc)));
-    }
-    silo->out_ = out[0];
-    std::string buf;
-    const absl::Time give_up = absl::Now() + absl::Seconds(60);
-    while (buf.find('\n') == std::string::npos && absl::Now() < give_up) {
-      pollfd p{silo->out_, POLLIN, 0};
-      if (poll(&p, 1, 500) <= 0) continue;
-      char chunk[512];
-      const ssize_t n = read(silo->out_, chunk, sizeof(chunk));
-      if (n <= 0) break;
-      buf.append(chunk, static_cast<size_t>(n));
-    }
-    if (!absl::StartsWith(buf, "READY ")) {
-      return absl::UnavailableError(
-          absl::StrCat(binary, " did not become ready: '", buf,
-                       "'; its log: ", Tail(log, 5)));
-    }
-    for (absl::string_view field :
-         absl::StrSplit(buf.substr(0, buf.find('\n')), ' ')) {
-      if (absl::ConsumePrefix(&field, "gateway=")) {
-        silo->gateway_ = std::string(field);
-      } else if (absl::ConsumePrefix(&field, "silo=")) {
-        silo->address_ = std::string(field);
-      }
-    }
-    return silo;
-  }
-
-  ~Silo() {
-    if (!reaped_) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-    if (out_ >= 0) close(out_);
-  }
-
-  void Signal(int sig) { kill(pid_, sig); }
-  int Wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    reaped_ = true;
-    return status;
-  }
-  // Stops it gracefully (SIGTERM), killing it after 30 s.
-  void Stop() {
-    if (reaped_) return;
-    Signal(SIGTERM);
-    const absl::Time give_up = absl::Now() + absl::Seconds(30);
-    int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (absl::Now() > give_up) {
-        Signal(SIGKILL);
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    if (!reaped_) Wait();
-  }
-
-  const std::string& gateway() const { return gateway_; }
-  const std::string& address() const { return address_; }
-
- private:
-  Silo() = default;
-  pid_t pid_ = -1;
-  int out_ = -1;
-  bool reaped_ = false;
-  std::string gateway_;
-  std::string address_;
-};
+using Silo = SiloProcess;
 
 // "silo/activation id" of one Where answer.
 absl::StatusOr<std::string> Where(Client& client, const std::string& key,

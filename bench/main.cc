@@ -11,6 +11,8 @@
 //                                               # storage scenarios on
 //                                               # PostgreSQL, and its floor
 //   granary-bench --failover --cluster=postgres --postgres_file=FILE
+//   granary-bench --overload --rounds=3         # a granary-silo offered 2x
+//                                               # its one-way capacity
 //
 // Modes (exactly one): --hosted runs a silo in this process; --target runs
 // the same scenarios against granary-silo processes (which host BenchGrain)
@@ -56,6 +58,7 @@
 #include "absl/time/clock.h"
 #include "bench/arm.h"
 #include "bench/failover.h"
+#include "bench/overload.h"
 #include "bench/hosted_arm.h"
 #include "bench/raw_echo.h"
 #include "bench/remote.h"
@@ -74,6 +77,19 @@ ABSL_FLAG(bool, failover, false,
           "deactivated.");
 ABSL_FLAG(std::string, silo_binary, "",
           "granary-silo for --failover (default: next to this binary).");
+ABSL_FLAG(bool, overload, false,
+          "Mode: the overload scenario (bench/overload.h). Each round starts a "
+          "granary-silo, measures its one-way capacity, offers "
+          "--overload_factor times that open loop for --overload_time while "
+          "a calm client calls, and prints an OVERLOAD line: served rate, "
+          "held-back sends, the calm client's p50/p99, the silo's peak RSS.");
+ABSL_FLAG(double, overload_factor, 2.0,
+          "--overload: offered load as a multiple of the capacity (1..100).");
+ABSL_FLAG(absl::Duration, overload_time, absl::Seconds(10),
+          "--overload: how long the overload lasts (1s..10m).");
+ABSL_FLAG(std::vector<std::string>, overload_silo_flags, {},
+          "--overload: more flags for the silo, comma-separated "
+          "(--max_mailbox=1024,--connection_memory_budget=8388608).");
 ABSL_FLAG(int32_t, failover_silos, 3, "Silos per --failover round (2..16).");
 ABSL_FLAG(int32_t, failover_grains, 3000,
           "Grains per --failover round (1..1000000).");
@@ -185,6 +201,68 @@ absl::StatusOr<std::string> ConninfoFromFlags(bool wanted) {
   return conninfo;
 }
 
+// Writes --json if asked; 1 when a round was not verified, 2 when the report
+// cannot be written.
+int Finish(const Report& report, const std::vector<ScenarioResult>& results) {
+  std::fflush(stdout);
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    if (absl::Status s = report.WriteJson(json); !s.ok()) {
+      return Fail(s.ToString());
+    }
+  }
+  for (const ScenarioResult& r : results) {
+    if (!r.verified) return 1;
+  }
+  return 0;
+}
+
+std::string SiloBinaryFlag() {
+  std::string binary = absl::GetFlag(FLAGS_silo_binary);
+  if (binary.empty()) {
+    std::error_code ec;
+    const std::filesystem::path self =
+        std::filesystem::read_symlink("/proc/self/exe", ec);
+    binary = (self.parent_path() / "granary-silo").string();
+  }
+  return binary;
+}
+
+int RunOverloadMode() {
+  const int rounds = absl::GetFlag(FLAGS_rounds);
+  if (rounds < 1) return Fail("--rounds must be at least 1");
+  OverloadOptions options;
+  options.factor = absl::GetFlag(FLAGS_overload_factor);
+  if (!(options.factor >= 1) || options.factor > 100) {
+    return Fail("--overload_factor must be in [1, 100]");
+  }
+  options.time = absl::GetFlag(FLAGS_overload_time);
+  if (options.time < absl::Seconds(1) || options.time > absl::Minutes(10)) {
+    return Fail("--overload_time must be in [1s, 10m]");
+  }
+  options.silo_flags = absl::GetFlag(FLAGS_overload_silo_flags);
+  for (const std::string& f : options.silo_flags) {
+    if (!absl::StartsWith(f, "--")) {
+      return Fail(absl::StrCat("--overload_silo_flags: '", f,
+                               "' is not a --flag=value"));
+    }
+  }
+  options.silo_binary = SiloBinaryFlag();
+  std::vector<ScenarioResult> results;
+  if (absl::Status s = RunOverload(options, rounds, &results); !s.ok()) {
+    return Fail(s.ToString());
+  }
+  Report report("granary");
+  report.Summarize("overload", "overload", results, "calm call");
+  report.SetEnv("mode", "overload");
+  report.SetEnv("factor", absl::StrCat(options.factor));
+  report.SetEnv("overload_seconds",
+                absl::StrCat(absl::ToDoubleSeconds(options.time)));
+  report.SetEnv("rounds", absl::StrCat(rounds));
+  std::printf("ENV mode=overload factor=%.2f overload_seconds=%.1f rounds=%d\n",
+              options.factor, absl::ToDoubleSeconds(options.time), rounds);
+  return Finish(report, results);
+}
+
 int RunFailoverMode() {
   const int rounds = absl::GetFlag(FLAGS_rounds);
   if (rounds < 1) return Fail("--rounds must be at least 1");
@@ -207,13 +285,7 @@ int RunFailoverMode() {
   if (options.grains < 1 || options.grains > 1000000) {
     return Fail("--failover_grains must be in [1, 1000000]");
   }
-  options.silo_binary = absl::GetFlag(FLAGS_silo_binary);
-  if (options.silo_binary.empty()) {
-    std::error_code ec;
-    const std::filesystem::path self =
-        std::filesystem::read_symlink("/proc/self/exe", ec);
-    options.silo_binary = (self.parent_path() / "granary-silo").string();
-  }
+  options.silo_binary = SiloBinaryFlag();
   std::vector<ScenarioResult> results;
   if (absl::Status s = RunFailover(options, rounds, &results); !s.ok()) {
     return Fail(s.ToString());
@@ -231,16 +303,7 @@ int RunFailoverMode() {
               mode.c_str(), options.cluster.c_str(),
               static_cast<unsigned long long>(options.seed), options.silos,
               options.grains, rounds);
-  std::fflush(stdout);
-  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-    if (absl::Status s = report.WriteJson(json); !s.ok()) {
-      return Fail(s.ToString());
-    }
-  }
-  for (const ScenarioResult& r : results) {
-    if (!r.verified) return 1;
-  }
-  return 0;
+  return Finish(report, results);
 }
 
 absl::Status CheckRanges(const RunConfig& c) {
@@ -496,6 +559,15 @@ int Main() {
     return Fail(
         "--cluster=postgres needs --failover (grain state on PostgreSQL: "
         "--hosted --storage=postgres)");
+  }
+  if (absl::GetFlag(FLAGS_overload)) {
+    if (absl::GetFlag(FLAGS_hosted) || !absl::GetFlag(FLAGS_target).empty() ||
+        absl::GetFlag(FLAGS_failover)) {
+      return Fail(
+          "--overload, --failover, --hosted and --target are mutually "
+          "exclusive");
+    }
+    return RunOverloadMode();
   }
   if (absl::GetFlag(FLAGS_failover)) {
     if (absl::GetFlag(FLAGS_hosted) || !absl::GetFlag(FLAGS_target).empty()) {

@@ -1,5 +1,7 @@
 #include "bench/stats.h"
 
+#include <string>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,8 +23,11 @@ RateSummary Summarize(const std::vector<double>& rates) {
   return s;
 }
 
-int64_t ResidentBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
+int64_t ResidentBytes() { return ResidentBytes(getpid()); }
+
+int64_t ResidentBytes(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/statm";
+  FILE* f = std::fopen(path.c_str(), "r");
   if (f == nullptr) return 0;
   long size = 0, resident = 0;
   int n = std::fscanf(f, "%ld %ld", &size, &resident);

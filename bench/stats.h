@@ -6,6 +6,8 @@
 //   int64_t p99 = NearestRank(samples, 0.99);   // samples are copied
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -25,5 +27,7 @@ RateSummary Summarize(const std::vector<double>& rates);
 
 // Resident set size of this process in bytes (from /proc/self/statm).
 int64_t ResidentBytes();
+// The resident memory of process `pid` in bytes (0 when it cannot be read).
+int64_t ResidentBytes(pid_t pid);
 
 }  // namespace granary::bench

@@ -34,14 +34,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/json_request.h"
 #include "client/server_reflection.grpc.pb.h"
 #include "core/grain_id.h"
 #include "core/status.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/descriptor_database.h"
-#include "google/protobuf/dynamic_message.h"
-#include "google/protobuf/util/json_util.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "client/security_flags.h"
 #include "rpc/credentials.h"
@@ -220,19 +219,8 @@ class Cli {
           "the silo's reflection does not describe ", method->input_type(),
           " or ", method->output_type()));
     }
-    pb::DynamicMessageFactory factory(&pool_);
-    std::unique_ptr<pb::Message> request(factory.GetPrototype(input)->New());
-    std::unique_ptr<pb::Message> reply(factory.GetPrototype(output)->New());
-    pb::util::JsonParseOptions parse;
-    if (auto s = pb::util::JsonStringToMessage(json, request.get(), parse);
-        !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("request is not valid JSON for ", input->full_name(),
-                       ": ", s.message().as_string()));
-    }
-
-    std::string bytes;
-    request->SerializeToString(&bytes);
+    GRANARY_ASSIGN_OR_RETURN(std::string bytes,
+                             RequestFromJson(*input, json));
     grpc::GenericStub stub(channel_);
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
@@ -265,16 +253,8 @@ class Cli {
         reply_bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
       }
     }
-    if (!reply->ParseFromString(reply_bytes)) {
-      return absl::InternalError(
-          absl::StrCat("reply is not a valid ", output->full_name()));
-    }
-    pb::util::JsonPrintOptions print;
-    print.always_print_primitive_fields = true;
-    std::string out;
-    if (auto s = pb::util::MessageToJsonString(*reply, &out, print); !s.ok()) {
-      return absl::InternalError(s.message().as_string());
-    }
+    GRANARY_ASSIGN_OR_RETURN(std::string out,
+                             ReplyToJson(*output, reply_bytes));
     std::cout << out << "\n";
     return absl::OkStatus();
   }

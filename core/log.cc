@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
 
 namespace granary {
 namespace internal {
@@ -19,6 +20,29 @@ std::atomic<int> g_log_format{static_cast<int>(LogFormat::kText)};
 LogLine::LogLine(LogLevel level, const char* file, int line) : level_(level) {
   (void)file;
   (void)line;
+}
+
+LogLine::LogLine(LogLevel level, const char* file, int line,
+                 LogEveryState* every)
+    : LogLine(level, file, line) {
+  const int64_t suppressed = every->TakeSuppressed();
+  if (suppressed > 0) stream_ << "suppressed=" << suppressed << ' ';
+}
+
+bool LogEveryState::Allow(int64_t now_ns, int64_t period_ns) {
+  int64_t last = last_ns_.load(std::memory_order_relaxed);
+  // `now_ns - last` cannot overflow: `last` is kNever or an earlier now_ns.
+  if ((last == kNever || (now_ns >= last && now_ns - last >= period_ns)) &&
+      last_ns_.compare_exchange_strong(last, now_ns,
+                                       std::memory_order_relaxed)) {
+    return true;
+  }
+  suppressed_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+bool LogEveryState::Allow(absl::Duration period) {
+  return Allow(MonoNanos(), absl::ToInt64Nanoseconds(period));
 }
 
 LogLine::~LogLine() {
@@ -35,9 +59,71 @@ LogLine::~LogLine() {
 
 namespace {
 
+// The length of the valid UTF-8 sequence at the start of `v` (no overlong
+// forms, surrogates or code points past U+10FFFF), or 0 when there is none.
+size_t Utf8Length(absl::string_view v) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(v[i]); };
+  const unsigned char c = b(0);
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (c < 0x80) {
+    return 1;
+  } else if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (v.size() < n || b(1) < lo || b(1) > hi) return 0;
+  for (size_t i = 2; i < n; ++i) {
+    if (b(i) < 0x80 || b(i) > 0xbf) return 0;
+  }
+  return n;
+}
+
+// Appends `v` for a text line: printable ASCII and valid UTF-8 as they are,
+// control characters and bytes that are not valid UTF-8 escaped, so the line
+// stays one line whatever `v` holds.
+void AppendTextSafe(absl::string_view v, std::string* out) {
+  size_t i = 0;
+  while (i < v.size()) {
+    const unsigned char c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out->push_back(static_cast<char>(c));
+      ++i;
+    } else if (c == '\n') {
+      out->append("\\n");
+      ++i;
+    } else if (c == '\r') {
+      out->append("\\r");
+      ++i;
+    } else if (c == '\t') {
+      out->append("\\t");
+      ++i;
+    } else if (const size_t n = c < 0x80 ? 0 : Utf8Length(v.substr(i)); n > 0) {
+      out->append(v.data() + i, n);
+      i += n;
+    } else {  // another control character, or not valid UTF-8
+      absl::StrAppendFormat(out, "\\x%02x", c);
+      ++i;
+    }
+  }
+}
+
+// Appends `v` as a JSON string of valid UTF-8, whatever bytes `v` holds: a
+// byte that is not valid UTF-8 becomes the text \xNN (escaped: "\\xNN").
 void AppendJsonString(absl::string_view v, std::string* out) {
   out->push_back('"');
-  for (unsigned char c : v) {
+  size_t i = 0;
+  while (i < v.size()) {
+    const unsigned char c = static_cast<unsigned char>(v[i]);
     switch (c) {
       case '"':
         out->append("\\\"");
@@ -48,16 +134,26 @@ void AppendJsonString(absl::string_view v, std::string* out) {
       case '\n':
         out->append("\\n");
         break;
+      case '\r':
+        out->append("\\r");
+        break;
       case '\t':
         out->append("\\t");
         break;
       default:
-        if (c < 0x20) {
+        if (c < 0x20 || c == 0x7f) {
           absl::StrAppendFormat(out, "\\u%04x", c);
-        } else {
+        } else if (c < 0x80) {
           out->push_back(static_cast<char>(c));
+        } else if (const size_t n = Utf8Length(v.substr(i)); n > 0) {
+          out->append(v.data() + i, n);
+          i += n;
+          continue;
+        } else {
+          absl::StrAppendFormat(out, "\\\\x%02x", c);
         }
     }
+    ++i;
   }
   out->push_back('"');
 }
@@ -86,7 +182,9 @@ bool TakeField(absl::string_view* rest, std::string* key, std::string* value) {
           value->push_back('\n');
         } else if (e == 't') {
           value->push_back('\t');
-        } else if (e == 'x' && i + 3 < r.size()) {
+        } else if (e == 'x' && i + 3 < r.size() &&
+                   absl::ascii_isxdigit(static_cast<unsigned char>(r[i + 2])) &&
+                   absl::ascii_isxdigit(static_cast<unsigned char>(r[i + 3]))) {
           int v = 0;
           for (int k = 2; k <= 3; ++k) {
             const char h = r[i + k];
@@ -130,8 +228,10 @@ std::string FormatLogLine(LogFormat format, LogLevel level,
   static constexpr const char* kNames[] = {"debug", "info", "warning", "error"};
   const int l = static_cast<int>(level);
   if (format == LogFormat::kText) {
-    return absl::StrCat(timestamp, " ", absl::string_view(&kLetters[l], 1),
-                        " ", message);
+    std::string out =
+        absl::StrCat(timestamp, " ", absl::string_view(&kLetters[l], 1), " ");
+    AppendTextSafe(message, &out);
+    return out;
   }
   std::string out = "{\"ts\":";
   AppendJsonString(timestamp, &out);

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "core/thread_top.h"
+
 namespace granary {
 
 TimerQueue::TimerQueue(Clock* clock) : clock_(clock) {}
@@ -17,7 +19,8 @@ absl::Status TimerQueue::Start() {
   if (!clock_->IsReal()) {
     subscription_ = clock_->Subscribe([this] { Wake(); });
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ =
+      std::thread([this] { RunThreadTop("timer_queue", [this] { Loop(); }); });
   return absl::OkStatus();
 }
 

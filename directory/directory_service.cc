@@ -25,8 +25,9 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
 
 grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context,
                                  const absl::Status& why) {
-  GRANARY_LOG(kWarning) << "peer=" << LogQuote(context->peer())
-                        << " directory request refused: " << why.message();
+  GRANARY_LOG_EVERY(kWarning, absl::Seconds(1))
+      << "peer=" << LogQuote(context->peer())
+      << " directory request refused: " << why.message();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(rpc::ToGrpc(why));
   return reactor;

@@ -24,9 +24,25 @@ Balance BankAccountGrain::Current() const {
 
 Task<Balance> BankAccountGrain::Deposit(const Amount& request) {
   RequirePositive(request.amount());
-  state_.set_balance(state_.balance() + request.amount());
-  co_await WriteState();  // durable before the caller hears of it
+  co_await ChangeBalance(request.amount());  // durable before the reply
   co_return Current();
+}
+
+Task<void> BankAccountGrain::ChangeBalance(int64_t by) {
+  const int64_t before = state_.balance();
+  state_.set_balance(before + by);
+  absl::Status written;
+  try {
+    co_await WriteState();
+  } catch (...) {
+    written = StatusFromException(std::current_exception());
+  }
+  if (!written.ok()) {
+    // Not durable (a full disk, say): the caller hears so, and the balance
+    // is as stored, so a later write does not make this change durable.
+    state_.set_balance(before);
+    throw StatusError(written);
+  }
 }
 
 Task<Balance> BankAccountGrain::Withdraw(const Amount& request) {
@@ -35,8 +51,7 @@ Task<Balance> BankAccountGrain::Withdraw(const Amount& request) {
     throw StatusError(absl::FailedPreconditionError(absl::StrCat(
         "balance ", state_.balance(), " does not cover ", request.amount())));
   }
-  state_.set_balance(state_.balance() - request.amount());
-  co_await WriteState();
+  co_await ChangeBalance(-request.amount());
   co_return Current();
 }
 
@@ -54,8 +69,7 @@ Task<Balance> BankAccountGrain::Transfer(const TransferRequest& request) {
     throw StatusError(absl::FailedPreconditionError(absl::StrCat(
         "balance ", state_.balance(), " does not cover ", request.amount())));
   }
-  state_.set_balance(state_.balance() - request.amount());
-  co_await WriteState();
+  co_await ChangeBalance(-request.amount());
   Amount deposit;
   deposit.set_amount(request.amount());
   absl::Status deposited;

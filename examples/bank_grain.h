@@ -21,6 +21,9 @@ class BankAccountGrain final : public BankAccountGrainBase {
 
  private:
   Balance Current() const;
+  // Adds `by` to the balance and writes it; on a failed write the balance
+  // stays as stored and the failure is thrown.
+  Task<void> ChangeBalance(int64_t by);
 
   AccountState state_;
 };

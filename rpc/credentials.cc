@@ -347,8 +347,9 @@ void OnGrpcLog(gpr_log_func_args* args) {
   const std::string source = absl::StrCat(file, ":", args->line);
   switch (args->severity) {
     case GPR_LOG_SEVERITY_ERROR:
-      GRANARY_LOG(kError) << "grpc_source=" << LogQuote(source) << " "
-                          << message;
+      // Failed handshakes and the like: a remote peer causes them at will.
+      GRANARY_LOG_EVERY(kError, absl::Seconds(1))
+          << "grpc_source=" << LogQuote(source) << " " << message;
       break;
     case GPR_LOG_SEVERITY_INFO:
       GRANARY_LOG(kInfo) << "grpc_source=" << LogQuote(source) << " "

@@ -44,6 +44,7 @@
 #include "core/grain_interface.h"
 #include "core/status.h"
 #include "core/sync.h"
+#include "core/thread_top.h"
 #include "core/timer_queue.h"
 #include "rpc/gateway_connection.h"
 #include "rpc/gateway_options.h"
@@ -72,7 +73,9 @@ class GatewaySet {
     // there must not wait for room either (no other deadline could fire).
     timers_.Schedule(&mark_timer_thread_, absl::InfinitePast());
     for (const std::string& address : options_.gateways) AddGateway(address);
-    reconnector_ = std::thread([this] { Reconnect(); });
+    reconnector_ = std::thread([this] {
+      RunThreadTop("gateway_reconnector", [this] { Reconnect(); });
+    });
     return absl::OkStatus();
   }
 

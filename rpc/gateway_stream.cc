@@ -35,6 +35,7 @@ absl::Status GatewayStream::Send(v1::Request& request, CallBase* call) {
       space_.Wait(&mu_);
     }
     if (dead_) {
+      if (!refusal_.ok()) return refusal_;
       return absl::UnavailableError(absl::StrCat(
           "connection to gateway ", link_->address(), " was lost"));
     }
@@ -162,9 +163,18 @@ void GatewayStream::OnDone(const grpc::Status& status) {
   NetworkThreadScope network;
   absl::flat_hash_map<uint64_t, CallBase*> waiting;
   std::string why;
+  // A gateway that refused the client's credentials refuses them again:
+  // the calls fail with its answer, not as if it were unreachable.
+  const bool refused =
+      status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+      status.error_code() == grpc::StatusCode::PERMISSION_DENIED;
   {
     MutexLock lock(&mu_);
     dead_ = true;
+    if (refused) {
+      refusal_ = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                              status.error_message());
+    }
     waiting.swap(waiting_);
     pending_.clear();
     in_flight_ = 0;
@@ -185,11 +195,6 @@ void GatewayStream::OnDone(const grpc::Status& status) {
       absl::StrContains(status.error_message(),
                         "failed to connect to all addresses");
   const bool resend = (stopping || never_connected) && !link_->closed();
-  // A gateway that refused the client's credentials refuses them again:
-  // the calls fail with its answer, not as if it were unreachable.
-  const bool refused =
-      status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-      status.error_code() == grpc::StatusCode::PERMISSION_DENIED;
   if (!resend) {
     for (auto& [id, call] : waiting) {
       call->Fail(refused ? absl::Status(static_cast<absl::StatusCode>(

@@ -147,6 +147,9 @@ class GatewayStream final
   bool write_hold_ ABSL_GUARDED_BY(mu_) = true;
   bool dead_ ABSL_GUARDED_BY(mu_) = false;
   std::string cancel_reason_ ABSL_GUARDED_BY(mu_);
+  // The gateway's answer when it refused the client's credentials: calls
+  // sent after the stream ended get it too, not "connection lost".
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace granary::rpc

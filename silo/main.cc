@@ -22,6 +22,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "core/log.h"
+#include "core/thread_top.h"
 #include "examples/bench_grain.h"
 #include "examples/counter_grain.h"
 #include "silo/silo_flags.h"
@@ -73,9 +74,11 @@ int Main() {
                      << " shutting down";
   // A second signal ends the process at once.
   std::thread([signals]() mutable {
-    int again = 0;
-    sigwait(&signals, &again);
-    std::_Exit(1);
+    granary::RunThreadTop("second_signal", [&signals] {
+      int again = 0;
+      sigwait(&signals, &again);
+      std::_Exit(1);
+    });
   }).detach();
   host.Stop();
   return 0;

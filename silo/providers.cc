@@ -200,9 +200,28 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         ") must be at least --connection_memory_budget (",
         o.connection_memory_budget, ")"));
   }
+  if (o.http_threads < 1 || o.http_threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_threads must be from 1 to 1024, not ", o.http_threads));
+  }
+  if (o.http_request_timeout < absl::Milliseconds(100) ||
+      o.http_request_timeout > absl::Minutes(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_request_timeout must be from 100ms to 1m, not ",
+        absl::FormatDuration(o.http_request_timeout)));
+  }
   if (o.max_gateway_streams < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_gateway_streams must be positive, not ", o.max_gateway_streams));
+  }
+  if (o.max_activations < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_activations must be positive, not ", o.max_activations));
+  }
+  if (o.memory_limit != 0 && o.memory_limit < (int64_t{64} << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory_limit must be 0 (none) or at least 64 MiB (67108864), not ",
+        o.memory_limit));
   }
   if (o.max_mailbox < 1) {
     return absl::InvalidArgumentError(absl::StrCat(

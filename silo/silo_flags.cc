@@ -21,6 +21,13 @@ ABSL_FLAG(std::string, silo_advertise, "",
           "It names the silo in the membership table.");
 ABSL_FLAG(std::string, http, "127.0.0.1:8080",
           "HOST:PORT of the HTTP endpoint (port 0: any free port).");
+ABSL_FLAG(int32_t, http_threads, 32,
+          "Worker threads of the HTTP endpoint (1 to 1024): each client holds "
+          "one while it sends its request, so this many slow clients at once "
+          "can hold up /healthz for up to --http_request_timeout.");
+ABSL_FLAG(absl::Duration, http_request_timeout, absl::Seconds(2),
+          "An HTTP client that has not sent a whole request after this long "
+          "is dropped (100ms to 1m).");
 ABSL_FLAG(std::string, data_dir, "./granary-data",
           "Directory for this silo's data; created if missing.");
 ABSL_FLAG(int32_t, workers, 0, "Worker threads (0: hardware threads).");
@@ -83,6 +90,15 @@ ABSL_FLAG(int32_t, max_mailbox, 16384,
           "Calls queued at one activation past which new requests fail "
           "RESOURCE_EXHAUSTED; one-way calls are queued and push back on "
           "their sender's budget instead.");
+ABSL_FLAG(int64_t, max_activations, 1'000'000,
+          "Activations this silo holds at most: past 90% the least recently "
+          "used idle ones are deactivated down to 80%, and at the limit a "
+          "call that would create one fails RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, memory_limit, 0,
+          "Resident memory in bytes past which idle activations are "
+          "deactivated (least recently used first, a tenth per check) and "
+          "new ones refused with RESOURCE_EXHAUSTED; 0: none. At least 64 "
+          "MiB.");
 ABSL_FLAG(int64_t, grpc_memory_bytes, int64_t{512} << 20,
           "Memory gRPC may use for connection buffers on each of the silo's "
           "ports (a gRPC ResourceQuota; at least 16 MiB).");
@@ -205,6 +221,8 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.silo_advertise = absl::GetFlag(FLAGS_silo_advertise);
   o.http = absl::GetFlag(FLAGS_http);
   o.http_token_file = absl::GetFlag(FLAGS_http_token_file);
+  o.http_threads = absl::GetFlag(FLAGS_http_threads);
+  o.http_request_timeout = absl::GetFlag(FLAGS_http_request_timeout);
   o.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   o.tls_key = absl::GetFlag(FLAGS_tls_key);
   o.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
@@ -223,6 +241,8 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.connection_memory_budget = absl::GetFlag(FLAGS_connection_memory_budget);
   o.silo_memory_budget = absl::GetFlag(FLAGS_silo_memory_budget);
   o.max_mailbox = absl::GetFlag(FLAGS_max_mailbox);
+  o.max_activations = absl::GetFlag(FLAGS_max_activations);
+  o.memory_limit = absl::GetFlag(FLAGS_memory_limit);
   o.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
   o.max_streams_per_connection =
       absl::GetFlag(FLAGS_max_streams_per_connection);

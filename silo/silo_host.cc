@@ -69,6 +69,19 @@ void AddAuthMetrics(metrics::Registry* registry,
       });
 }
 
+// Why the silo should get no new work (a supervisor's readiness probe), or
+// "" when it is ready.
+std::string NotReadyBecause(const std::atomic<bool>& leaving,
+                            const std::atomic<MembershipAgent*>& agent,
+                            storage::GrainStorage* storage) {
+  if (leaving.load()) return "shutting down";
+  if (agent.load() == nullptr) return "not yet in the cluster";
+  if (storage != nullptr && !storage->Health().ok()) {
+    return "storage cannot write";
+  }
+  return "";
+}
+
 void WarnOfPlaintext(const SiloHostOptions& o) {
   std::string host;
   int port = 0;
@@ -150,6 +163,7 @@ struct SiloHost::Parts {
   std::unique_ptr<AdminHttp> admin;
   std::unique_ptr<MembershipAgent> agent;
   std::atomic<MembershipAgent*> agent_ptr{nullptr};
+  std::atomic<bool> leaving{false};  // Stop began: /readyz says 503
   bool watching = false;
 
   void StopSiloEndpoint() {
@@ -317,6 +331,8 @@ absl::Status SiloHost::StartRuntime() {
   options.min_reminder_period = options_.min_reminder_period;
   options.slow_turn_threshold = options_.slow_turn_threshold;
   options.max_mailbox = options_.max_mailbox;
+  options.max_activations = options_.max_activations;
+  options.memory_limit = options_.memory_limit;
   options.remote_memory_limit = options_.silo_memory_budget;
   p.silo = std::make_unique<Silo>(options);
   // A silo whose lease lapsed runs no grain code: probes see it unhealthy,
@@ -390,7 +406,9 @@ absl::Status SiloHost::StartListeners() {
                         options_.connection_memory_budget,
                         options_.max_gateway_streams);
   GRANARY_RETURN_IF_ERROR(p.gateway->Start());
-  p.http = std::make_unique<HttpServer>(options_.http);
+  p.http = std::make_unique<HttpServer>(
+      options_.http, options_.http_threads,
+      static_cast<int>(absl::ToInt64Milliseconds(options_.http_request_timeout)));
   if (!options_.http_token_file.empty()) {
     absl::StatusOr<std::string> token =
         rpc::ReadTokenFile(options_.http_token_file);
@@ -402,6 +420,32 @@ absl::Status SiloHost::StartListeners() {
   WarnOfPlaintext(options_);
   p.admin = std::make_unique<AdminHttp>(p.silo.get(), p.gateway->address());
   p.admin->Register(p.http.get());  // /metrics, /api/overview, the dashboard
+  // /readyz: 200 while the silo takes work; 503 (and why) while it joins,
+  // leaves, or its storage cannot write (the reason is in its log).
+  storage::GrainStorage* store = p.stores.grain_state.get();
+  p.http->Handle("/readyz", [&p, store](const HttpRequest&) {
+    const std::string why = NotReadyBecause(p.leaving, p.agent_ptr, store);
+    if (why.empty()) return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
+    return HttpResponse{503, "text/plain; charset=utf-8",
+                        absl::StrCat("not ready: ", why, "\n")};
+  });
+  p.silo->metrics_registry().AddCallback(
+      "granary_storage_healthy",
+      "1 while grain storage takes writes; 0 while it cannot (a full disk): "
+      "writes then fail UNAVAILABLE and /readyz answers 503.",
+      metrics::Type::kGauge, {}, [store] {
+        return metrics::Samples{
+            {{}, store == nullptr || store->Health().ok() ? 1.0 : 0.0}};
+      });
+  p.silo->metrics_registry().AddCallback(
+      "granary_storage_write_errors_total",
+      "Grain storage writes that failed in the store itself (a full disk, "
+      "RocksDB background errors), not for a stale etag.",
+      metrics::Type::kCounter, {}, [store] {
+        return metrics::Samples{
+            {{}, store == nullptr ? 0.0
+                                  : static_cast<double>(store->WriteErrors())}};
+      });
   GRANARY_RETURN_IF_ERROR(p.http->Start());
   GRANARY_RETURN_IF_ERROR(p.admin->Start());
   return absl::OkStatus();
@@ -467,6 +511,7 @@ void SiloHost::Stop() {
   if (stopped_) return;
   stopped_ = true;
   Parts& p = *parts_;
+  p.leaving = true;
   const bool joined = p.agent_ptr.load() != nullptr;
   if (joined) {
     p.agent->BeginLeave();  // ShuttingDown: the others stop counting on it

@@ -67,6 +67,10 @@ struct SiloHostOptions {
   // A file holding the bearer token every HTTP path but /healthz needs;
   // required for `http` off loopback.
   std::string http_token_file;
+  // The HTTP endpoint's worker threads, and how long a client may take to
+  // send a whole request (silo/admin/http_server.h).
+  int http_threads = 32;
+  absl::Duration http_request_timeout = absl::Seconds(2);
   // The gateway's TLS (certificate and key), client certificates (CA) and
   // bearer tokens (a NAME TOKEN file): rpc/security.h, GatewaySecurity().
   std::string tls_cert;
@@ -103,6 +107,11 @@ struct SiloHostOptions {
   // Requests queued at one activation past which new ones fail
   // RESOURCE_EXHAUSTED (one-way calls push back on their sender instead).
   int max_mailbox = 16384;
+  // Memory pressure (SiloOptions): activations held at most, and resident
+  // memory past which idle activations are shed and new ones refused (0:
+  // no limit).
+  int64_t max_activations = 1'000'000;
+  int64_t memory_limit = 0;
   // gRPC's buffer memory, streams per connection and keepalive, on every
   // server of the silo (rpc/limits.h; max_message_bytes is the above).
   int64_t grpc_memory_bytes = int64_t{512} << 20;

@@ -30,6 +30,7 @@
 // Threading: every method is thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -63,6 +64,13 @@ class GrainStorage {
   // that etag.
   virtual Task<absl::StatusOr<std::string>> Clear(
       GrainId id, std::string expected_etag) = 0;
+
+  // OK while the store takes writes; UNAVAILABLE with the reason while it
+  // cannot (a full disk), when the silo reports itself not ready.
+  virtual absl::Status Health() { return absl::OkStatus(); }
+  // Failures of the store's own writes so far (a full disk, say; not a
+  // stale etag).
+  virtual int64_t WriteErrors() { return 0; }
 };
 
 // The ABORTED status of a write or clear whose expected etag is stale.

@@ -1,6 +1,7 @@
 #include "storage/rocksdb_storage.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -17,34 +18,26 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "core/sync.h"
+#include "core/thread_top.h"
 #include "rocksdb/db.h"
+#include "rocksdb/listener.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
+#include "storage/rocksdb_codec.h"
 
 namespace granary::storage {
 namespace {
 
+using rocksdb_codec::DecodeReminder;
+using rocksdb_codec::DecodeState;
+using rocksdb_codec::DecodeVersion;
+using rocksdb_codec::EncodeReminder;
+using rocksdb_codec::EncodeValue;
+using rocksdb_codec::Etag;
+
 constexpr char kStateFamily[] = "grain_state";
 constexpr char kRemindersFamily[] = "reminders";
 constexpr char kFormatKey[] = "granary.format";
-constexpr size_t kVersionBytes = 8;
-
-std::string EncodeValue(uint64_t version, const std::string& bytes) {
-  std::string value(kVersionBytes, '\0');
-  absl::little_endian::Store64(value.data(), version);
-  value.append(bytes);
-  return value;
-}
-
-// The version of a stored value, or 0 when it is too short to hold one.
-uint64_t DecodeVersion(const std::string& value) {
-  if (value.size() < kVersionBytes) return 0;
-  return absl::little_endian::Load64(value.data());
-}
-
-std::string Etag(uint64_t version) {
-  return version == 0 ? std::string() : absl::StrCat(version);
-}
 
 absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
   if (s.ok()) return absl::OkStatus();
@@ -52,49 +45,6 @@ absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
     return absl::DataLossError(absl::StrCat(what, ": ", s.ToString()));
   }
   return absl::UnavailableError(absl::StrCat(what, ": ", s.ToString()));
-}
-
-constexpr char kReminderFormat = 1;
-constexpr size_t kReminderValueBytes = 1 + 8 + 8;
-
-std::string EncodeReminder(const ReminderRow& row) {
-  std::string value(kReminderValueBytes, '\0');
-  value[0] = kReminderFormat;
-  absl::little_endian::Store64(value.data() + 1,
-                               static_cast<uint64_t>(absl::ToUnixMicros(row.start)));
-  absl::little_endian::Store64(
-      value.data() + 9,
-      static_cast<uint64_t>(absl::ToInt64Microseconds(row.period)));
-  return value;
-}
-
-// The row stored under `key` / `value`, or an error naming what is wrong.
-absl::StatusOr<ReminderRow> DecodeReminder(absl::string_view key,
-                                           absl::string_view value) {
-  const size_t nul = key.find('\0');
-  if (nul == absl::string_view::npos || nul == 0 || key.size() < nul + 5) {
-    return absl::DataLossError("reminder key is malformed");
-  }
-  const absl::string_view type = key.substr(0, nul);
-  const uint32_t key_len = absl::big_endian::Load32(key.data() + nul + 1);
-  const size_t key_at = nul + 5;
-  if (key.size() - key_at < key_len) {
-    return absl::DataLossError("reminder key is truncated");
-  }
-  ReminderRow row;
-  row.grain = GrainId(InternTypeName(type),
-                      std::string(key.substr(key_at, key_len)));
-  row.name = std::string(key.substr(key_at + key_len));
-  if (value.size() != kReminderValueBytes || value[0] != kReminderFormat) {
-    return absl::DataLossError(absl::StrCat(
-        "reminder '", row.name, "' of ", row.grain.ToString(),
-        " has an unknown value format (", value.size(), " bytes)"));
-  }
-  row.start = absl::FromUnixMicros(
-      static_cast<int64_t>(absl::little_endian::Load64(value.data() + 1)));
-  row.period = absl::Microseconds(
-      static_cast<int64_t>(absl::little_endian::Load64(value.data() + 9)));
-  return row;
 }
 
 }  // namespace
@@ -153,6 +103,8 @@ class RocksDbStorage::Impl {
     namespace fs = std::filesystem;
     path_ = (fs::path(options.data_dir) / "grains").string();
     sync_ = options.durability == Durability::kSync;
+    max_queued_ = static_cast<size_t>(std::max(1, options.max_queued));
+    resume_period_ = options.resume_period;
     std::error_code ec;
     const bool exists = fs::exists(path_, ec);
     const bool fresh = !exists || fs::is_empty(path_, ec);
@@ -173,6 +125,10 @@ class RocksDbStorage::Impl {
     db_options.create_missing_column_families = fresh;
     db_options.error_if_exists = false;
     db_options.paranoid_checks = true;
+    if (options.env != nullptr) db_options.env = options.env;
+    env_ = db_options.env;
+    resume_free_bytes_ = options.resume_free_bytes;
+    db_options.listeners.push_back(std::make_shared<Listener>(this));
     std::vector<rocksdb::ColumnFamilyDescriptor> families = {
         {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
         {kStateFamily, rocksdb::ColumnFamilyOptions()},
@@ -219,33 +175,131 @@ class RocksDbStorage::Impl {
           "'", path_, "' holds format '", format, "' but this build reads '",
           kFormat, "'; refusing to touch it"));
     }
-    writer_ = std::thread([this] { WriterLoop(); });
-    reader_ = std::thread([this] { ReaderLoop(); });
+    writer_ = std::thread(
+        [this] { RunThreadTop("rocksdb_writer", [this] { WriterLoop(); }); });
+    reader_ = std::thread(
+        [this] { RunThreadTop("rocksdb_reader", [this] { ReaderLoop(); }); });
     GRANARY_LOG(kInfo) << "path=" << LogQuote(path_)
                        << " durability=" << (sync_ ? "sync" : "async")
                        << " storage: RocksDB opened";
     return absl::OkStatus();
   }
 
-  void Read(GrainId id, ReadDone* done) {
+  // Each queues its work, or says why not (RESOURCE_EXHAUSTED: the queue is
+  // full); then `done` is never completed.
+  absl::Status Read(GrainId id, ReadDone* done) {
     MutexLock lock(&mu_);
+    GRANARY_RETURN_IF_ERROR(Room(reads_.size(), "reads"));
     reads_.push_back(PendingRead{std::move(id), done, nullptr});
     cv_.SignalAll();
+    return absl::OkStatus();
   }
 
-  void ReadAllReminders(ReadAllDone* done) {
+  absl::Status ReadAllReminders(ReadAllDone* done) {
     MutexLock lock(&mu_);
+    GRANARY_RETURN_IF_ERROR(Room(reads_.size(), "reads"));
     reads_.push_back(PendingRead{GrainId(), nullptr, done});
     cv_.SignalAll();
+    return absl::OkStatus();
   }
 
-  void Write(PendingWrite w) {
+  absl::Status Write(PendingWrite w) {
     MutexLock lock(&mu_);
+    GRANARY_RETURN_IF_ERROR(Room(writes_.size(), "writes"));
     writes_.push_back(std::move(w));
     cv_.SignalAll();
+    return absl::OkStatus();
   }
 
+  absl::Status Health() {
+    MutexLock lock(&health_mu_);
+    return health_;
+  }
+  int64_t WriteErrors() { return write_errors_.load(); }
+
  private:
+  // Tells the store of RocksDB's background errors and recoveries. Called
+  // on RocksDB's threads, maybe under its own mutex: it only records.
+  class Listener : public rocksdb::EventListener {
+   public:
+    explicit Listener(Impl* impl) : impl_(impl) {}
+    void OnBackgroundError(rocksdb::BackgroundErrorReason,
+                           rocksdb::Status* error) override {
+      if (error != nullptr && !error->ok()) {
+        impl_->MarkUnhealthy(*error);
+      }
+    }
+    void OnErrorRecoveryEnd(
+        const rocksdb::BackgroundErrorRecoveryInfo& info) override {
+      if (info.new_bg_error.ok()) impl_->MarkHealthy("RocksDB recovered");
+    }
+
+   private:
+    Impl* const impl_;
+  };
+
+  absl::Status Room(size_t queued, absl::string_view what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (queued < max_queued_) return absl::OkStatus();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "storage: ", queued, " ", what, " already wait for RocksDB"));
+  }
+
+  // Callers see the kind of failure; the log has RocksDB's whole message
+  // (file names and all).
+  void MarkUnhealthy(const rocksdb::Status& error) {
+    write_errors_.fetch_add(1);
+    MutexLock lock(&health_mu_);
+    if (!health_.ok()) return;
+    health_ = absl::UnavailableError(absl::StrCat(
+        "storage cannot write: ",
+        error.IsNoSpace() ? "the data disk is full"
+                          : "the data disk failed a write",
+        " (details in the silo's log)"));
+    GRANARY_LOG(kError) << "path=" << LogQuote(path_)
+                        << " storage: writes fail until RocksDB recovers: "
+                        << error.ToString();
+  }
+
+  void MarkHealthy(absl::string_view how) {
+    MutexLock lock(&health_mu_);
+    if (health_.ok()) return;
+    health_ = absl::OkStatus();
+    GRANARY_LOG(kInfo) << "path=" << LogQuote(path_) << " storage: " << how
+                       << "; writes are taken again";
+  }
+
+  // While the store cannot write: DB::Resume() at most once a period.
+  // False while it still cannot.
+  bool TryResume() {
+    if (Health().ok()) return true;
+    const absl::Time now = absl::Now();
+    if (now < next_resume_) return false;
+    next_resume_ = now + resume_period_;
+    // Resuming flushes the memtables: tried on a disk still full, that
+    // fails too, and RocksDB then gives up for good (a fatal error that
+    // only a reopen clears). So first wait for the room a flush needs.
+    uint64_t free_bytes = 0;
+    const rocksdb::Status space = env_->GetFreeSpace(path_, &free_bytes);
+    if (space.ok() && free_bytes < resume_free_bytes_) {
+      GRANARY_LOG_EVERY(kWarning, absl::Seconds(10))
+          << "path=" << LogQuote(path_) << " free_bytes=" << free_bytes
+          << " storage: waiting for " << resume_free_bytes_
+          << " free bytes before RocksDB resumes";
+      return false;
+    }
+    rocksdb::Status resumed = db_->Resume();
+    if (!resumed.ok()) {
+      if (resumed.IsBusy()) return false;  // RocksDB recovers by itself
+      GRANARY_LOG_EVERY(kWarning, absl::Seconds(10))
+          << "path=" << LogQuote(path_)
+          << " storage: RocksDB cannot resume yet: " << resumed.ToString();
+      return false;
+    }
+    MarkHealthy("RocksDB resumed");
+    return true;
+  }
+
   struct PendingRead {
     GrainId id;
     ReadDone* done;
@@ -286,15 +340,7 @@ class RocksDbStorage::Impl {
         db_->Get(rocksdb::ReadOptions(), state_, StateKey(id), &value);
     if (s.IsNotFound()) return StoredState{};
     if (!s.ok()) return FromRocks(s, absl::StrCat("reading ", id.ToString()));
-    if (value.size() < kVersionBytes) {
-      return absl::DataLossError(
-          absl::StrCat("stored state of ", id.ToString(), " is truncated"));
-    }
-    StoredState state;
-    state.exists = true;
-    state.etag = Etag(DecodeVersion(value));
-    state.bytes = value.substr(kVersionBytes);
-    return state;
+    return DecodeState(id, value);
   }
 
   absl::StatusOr<std::vector<ReminderRow>> ScanReminders() {
@@ -324,9 +370,28 @@ class RocksDbStorage::Impl {
       std::deque<PendingWrite> group;
       {
         MutexLock lock(&mu_);
-        while (writes_.empty() && !stopping_) cv_.Wait(&mu_);
+        while (writes_.empty() && !stopping_) {
+          if (Health().ok()) {
+            cv_.Wait(&mu_);
+          } else {
+            cv_.WaitWithDeadline(&mu_, absl::Now() + resume_period_);
+            if (!writes_.empty() || stopping_) break;
+            mu_.Unlock();
+            TryResume();
+            mu_.Lock();
+          }
+        }
         if (writes_.empty()) return;
         group.swap(writes_);
+      }
+      if (!TryResume()) {
+        // Nothing of the group is written: each fails with the reason.
+        const absl::Status down = Health();
+        CompleteGroup(group, std::vector<absl::Status>(group.size()),
+                      std::vector<uint64_t>(group.size(), 0),
+                      down.ok() ? absl::UnavailableError("storage cannot write")
+                                : down);
+        continue;
       }
       rocksdb::WriteBatch batch;
       // Versions as of the writes earlier in this group (0 = absent).
@@ -376,10 +441,18 @@ class RocksDbStorage::Impl {
       }
       rocksdb::WriteOptions write;
       write.sync = sync_;
-      const absl::Status committed =
-          batch.Count() == 0
-              ? absl::OkStatus()
-              : FromRocks(db_->Write(write, &batch), "writing grain state");
+      absl::Status committed = absl::OkStatus();
+      if (batch.Count() > 0) {
+        const rocksdb::Status s = db_->Write(write, &batch);
+        if (!s.ok() && !s.IsCorruption()) {
+          MarkUnhealthy(s);
+          next_resume_ = absl::Now() + resume_period_;
+          const absl::Status down = Health();
+          committed = down.ok() ? FromRocks(s, "writing grain state") : down;
+        } else {
+          committed = FromRocks(s, "writing grain state");
+        }
+      }
       CompleteGroup(group, outcome, versions, committed);
     }
   }
@@ -405,6 +478,15 @@ class RocksDbStorage::Impl {
 
   std::string path_;
   bool sync_ = true;
+  size_t max_queued_ = 1 << 16;
+  absl::Duration resume_period_ = absl::Seconds(1);
+  absl::Time next_resume_ = absl::InfinitePast();  // the writer thread's
+  rocksdb::Env* env_ = nullptr;
+  uint64_t resume_free_bytes_ = 0;
+
+  Mutex health_mu_;
+  absl::Status health_ ABSL_GUARDED_BY(health_mu_);
+  std::atomic<int64_t> write_errors_{0};
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   rocksdb::ColumnFamilyHandle* state_ = nullptr;
@@ -440,7 +522,9 @@ RocksDbStorage::~RocksDbStorage() = default;
 
 Task<absl::StatusOr<StoredState>> RocksDbStorage::Read(GrainId id) {
   Impl::ReadDone done;
-  impl_->Read(std::move(id), &done);
+  if (absl::Status queued = impl_->Read(std::move(id), &done); !queued.ok()) {
+    co_return queued;
+  }
   co_return co_await done;
 }
 
@@ -452,7 +536,9 @@ Task<absl::StatusOr<std::string>> RocksDbStorage::Write(
   w.bytes = std::move(bytes);
   w.expected_etag = std::move(expected_etag);
   w.write_done = &done;
-  impl_->Write(std::move(w));
+  if (absl::Status queued = impl_->Write(std::move(w)); !queued.ok()) {
+    co_return queued;
+  }
   co_return co_await done;
 }
 
@@ -464,7 +550,9 @@ Task<absl::StatusOr<std::string>> RocksDbStorage::Clear(
   w.op = Impl::PendingWrite::Op::kClear;
   w.expected_etag = std::move(expected_etag);
   w.status_done = &done;
-  impl_->Write(std::move(w));
+  if (absl::Status queued = impl_->Write(std::move(w)); !queued.ok()) {
+    co_return queued;
+  }
   absl::Status cleared = co_await done;
   if (!cleared.ok()) co_return cleared;
   co_return std::string();  // RocksDB keeps no tombstone
@@ -478,7 +566,9 @@ Task<absl::Status> RocksDbStorage::Upsert(ReminderRow row) {
   w.reminder_key = ReminderKey(row.grain, row.name);
   w.bytes = EncodeReminder(row);
   w.status_done = &done;
-  impl_->Write(std::move(w));
+  if (absl::Status queued = impl_->Write(std::move(w)); !queued.ok()) {
+    co_return queued;
+  }
   co_return co_await done;
 }
 
@@ -488,14 +578,22 @@ Task<absl::Status> RocksDbStorage::Remove(GrainId grain, std::string name) {
   w.op = Impl::PendingWrite::Op::kReminderRemove;
   w.reminder_key = ReminderKey(grain, name);
   w.status_done = &done;
-  impl_->Write(std::move(w));
+  if (absl::Status queued = impl_->Write(std::move(w)); !queued.ok()) {
+    co_return queued;
+  }
   co_return co_await done;
 }
 
 Task<absl::StatusOr<std::vector<ReminderRow>>> RocksDbStorage::ReadAll() {
   Impl::ReadAllDone done;
-  impl_->ReadAllReminders(&done);
+  if (absl::Status queued = impl_->ReadAllReminders(&done); !queued.ok()) {
+    co_return queued;
+  }
   co_return co_await done;
 }
+
+absl::Status RocksDbStorage::Health() { return impl_->Health(); }
+
+int64_t RocksDbStorage::WriteErrors() { return impl_->WriteErrors(); }
 
 }  // namespace granary::storage

@@ -28,17 +28,34 @@
 // the `co_await` runs on that thread and must not block. Reads run on a
 // reader thread, never on the caller's, and resume their awaiter there.
 //
+// Bounds: at most `max_queued` writes and as many reads wait for their
+// thread; past that a call fails RESOURCE_EXHAUSTED at once.
+//
+// Health: when RocksDB cannot write (a full disk: its background error, or a
+// failed write), Health() turns UNAVAILABLE with the reason, the silo's
+// /readyz answers 503, and every write fails UNAVAILABLE with that reason
+// (nothing is acknowledged that was not made durable; reads go on). The
+// writer thread calls DB::Resume() once a second, as soon as the disk has
+// `resume_free_bytes` free, until it succeeds; then the store is healthy
+// again.
+//
 // Lifecycle: Open -> serving -> destructor (stops both threads after their
 // queues drain, closes the database).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "storage/grain_storage.h"
 #include "storage/reminder_table.h"
+
+namespace rocksdb {
+class Env;
+}
 
 namespace granary::storage {
 
@@ -48,6 +65,16 @@ struct RocksDbOptions {
   // The silo's data directory; the database lives in `<data_dir>/grains`.
   std::string data_dir;
   Durability durability = Durability::kSync;
+  // Writes (and, separately, reads) that may wait for their thread.
+  int max_queued = 1 << 16;
+  // How often a store that cannot write tries DB::Resume(), once the disk
+  // has this much room (a resume flushes the memtables; one that fails for
+  // want of space leaves RocksDB unable to resume until reopened).
+  absl::Duration resume_period = absl::Seconds(1);
+  uint64_t resume_free_bytes = 64 << 20;
+  // The environment RocksDB works in; null is the default (the local disk).
+  // Tests pass one that fails writes on demand.
+  rocksdb::Env* env = nullptr;
 };
 
 class RocksDbStorage final : public GrainStorage, public ReminderTable {
@@ -72,6 +99,9 @@ class RocksDbStorage final : public GrainStorage, public ReminderTable {
   Task<absl::Status> Upsert(ReminderRow row) override;
   Task<absl::Status> Remove(GrainId grain, std::string name) override;
   Task<absl::StatusOr<std::vector<ReminderRow>>> ReadAll() override;
+
+  absl::Status Health() override;
+  int64_t WriteErrors() override;
 
   // The on-disk format this build reads and writes.
   static constexpr char kFormat[] = "granary-grains-1";

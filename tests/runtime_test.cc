@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/detach.h"
 #include "core/sync.h"
 #include "core/testing/status_matchers.h"
@@ -461,6 +462,52 @@ TEST_F(MailboxBoundTest, RequestsPastTheBoundFailAtOnceAndAreCounted) {
     EXPECT_THAT(queued_replies[i].status(),
                 ::testing::Not(StatusIs(absl::StatusCode::kResourceExhausted)));
   }
+}
+
+// A silo that holds at most ten activations.
+class MemoryPressureTest : public SiloFixture {
+ protected:
+  void SetUp() override {
+    SiloFixtureOptions options;
+    options.silo.clock = &clock_;
+    options.silo.max_activations = 10;
+    options.gateway = false;
+    ASSERT_NO_FATAL_FAILURE(StartSilo(options));
+  }
+
+  FakeClock clock_;
+};
+
+TEST_F(MemoryPressureTest, TheLeastRecentlyUsedIdleActivationsAreShed) {
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(silo_->Get<LifecycleRef>(absl::StrCat("g", i))
+                    .Touch(MakeText(""))
+                    .Get()
+                    .ok());
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  // Full: a new activation is refused, existing ones still answer.
+  EXPECT_THAT(silo_->Get<LifecycleRef>("new").Touch(MakeText("")).Get(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("--max_activations")));
+  ASSERT_TRUE(silo_->Get<LifecycleRef>("g0").Touch(MakeText("")).Get().ok());
+  // The next pressure check sheds down to 80%: the two least recently
+  // used (g1 and g2; g0 was just used).
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return state_.deactivations["g1"] == 1 && state_.deactivations["g2"] == 1;
+  }));
+  {
+    MutexLock lock(&state_.mu);
+    for (int i : {0, 3, 4, 5, 6, 7, 8, 9}) {
+      EXPECT_EQ(state_.deactivations[absl::StrCat("g", i)], 0) << i;
+    }
+  }
+  EXPECT_TRUE(silo_->Get<LifecycleRef>("new").Touch(MakeText("")).Get().ok());
+  const std::string metrics = silo_->metrics_registry().Render();
+  EXPECT_THAT(metrics, HasSubstr("granary_activations_refused_total{reason="
+                                 "\"max_activations\"} 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("reason=\"memory_pressure\"} 2\n"));
 }
 
 TEST(SiloTest, RejectsDuplicateTypesAndLateRegistration) {

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "core/grain_interface.h"
 #include "core/metrics.h"
+#include "core/thread_top.h"
 #include "core/version.h"
 #include "google/protobuf/util/json_util.h"
 #include "absl/strings/ascii.h"
@@ -88,7 +89,8 @@ absl::Status AdminHttp::Start() {
     return absl::FailedPreconditionError("the sampler runs already");
   }
   SampleNow();
-  sampler_ = std::thread([this] { Loop(); });
+  sampler_ = std::thread(
+      [this] { RunThreadTop("admin_sampler", [this] { Loop(); }); });
   return absl::OkStatus();
 }
 

@@ -47,12 +47,24 @@ bool BearerMatches(const char* header, const std::string& token) {
 
 }  // namespace
 
-HttpServer::HttpServer(std::string address)
-    : requested_address_(std::move(address)) {
+HttpServer::HttpServer(std::string address, int threads,
+                       int request_timeout_ms)
+    : requested_address_(std::move(address)),
+      threads_(absl::StrCat(threads)),
+      request_timeout_ms_(absl::StrCat(request_timeout_ms)) {
   routes_["/healthz"] = [](const HttpRequest&) {
     return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
   };
 }
+
+namespace {
+
+// The probes a supervisor calls without a token (they tell nothing else).
+bool IsProbe(std::string_view path) {
+  return path == "/healthz" || path == "/readyz";
+}
+
+}  // namespace
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -75,8 +87,7 @@ int HttpServer::Dispatch(mg_connection* conn, void* self_ptr) {
     response = {405, "text/plain; charset=utf-8",
                 absl::StrCat("method ", method, " is not allowed; use GET\n")};
   } else if (!self->token_.empty() &&
-             std::strcmp(info->local_uri != nullptr ? info->local_uri : "",
-                         "/healthz") != 0 &&
+             !IsProbe(info->local_uri != nullptr ? info->local_uri : "") &&
              !BearerMatches(mg_get_header(conn, "Authorization"),
                             self->token_)) {
     if (self->refused_ != nullptr) {
@@ -116,9 +127,12 @@ absl::Status HttpServer::Start() {
         "http address '", requested_address_, "' is not HOST:PORT"));
   }
   mg_init_library(0);
-  const char* options[] = {"listening_ports", requested_address_.c_str(),
-                           "num_threads",     "2",
-                           "request_timeout_ms", "10000",
+  // Accepted connections wait for a worker in a queue of `threads`; past
+  // that, in the kernel's backlog.
+  const char* options[] = {"listening_ports",    requested_address_.c_str(),
+                           "num_threads",        threads_.c_str(),
+                           "connection_queue",   threads_.c_str(),
+                           "request_timeout_ms", request_timeout_ms_.c_str(),
                            nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));

@@ -48,8 +48,18 @@ class HttpServer {
   // Request bodies above this size are refused (413); nothing here takes one.
   static constexpr long long kMaxBodyBytes = 16 * 1024;
 
+  // Each connection holds one of `threads` workers while civetweb reads its
+  // request; a client that does not send a whole request within
+  // `request_timeout_ms` is dropped. So slow clients hold at most
+  // threads - 1 workers for that long, and cannot starve /healthz unless
+  // there are more of them at once (then a probe waits at most the timeout
+  // for each batch of them ahead of it).
+  static constexpr int kDefaultThreads = 32;
+  static constexpr int kDefaultRequestTimeoutMs = 2000;
+
   // `address` is HOST:PORT; port 0 picks a free port.
-  explicit HttpServer(std::string address);
+  explicit HttpServer(std::string address, int threads = kDefaultThreads,
+                      int request_timeout_ms = kDefaultRequestTimeoutMs);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -57,7 +67,8 @@ class HttpServer {
   // Serves `path` (exact match) with `handler`. Before Start.
   void Handle(std::string path, HttpHandler handler);
 
-  // Every path but /healthz then needs `Authorization: Bearer TOKEN`;
+  // Every path but /healthz and /readyz then needs `Authorization: Bearer
+  // TOKEN`;
   // without it (or with another) the answer is 401, counted in `refused`
   // (which must outlive the server). Before Start.
   void RequireToken(std::string token, std::atomic<int64_t>* refused) {
@@ -76,6 +87,8 @@ class HttpServer {
   static int Dispatch(::mg_connection* conn, void* self);
 
   const std::string requested_address_;
+  const std::string threads_;
+  const std::string request_timeout_ms_;
   std::string bound_address_;
   std::map<std::string, HttpHandler> routes_;
   std::string token_;

@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "core/thread_top.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
@@ -29,7 +30,9 @@ absl::Status GrpcTransport::Start() {
   MutexLock lock(&mu_);
   if (closed_) return absl::FailedPreconditionError("the transport is closed");
   if (!connector_.joinable()) {
-    connector_ = std::thread([this] { ConnectLoop(); });
+    connector_ = std::thread([this] {
+      RunThreadTop("transport_connector", [this] { ConnectLoop(); });
+    });
   }
   return absl::OkStatus();
 }
@@ -77,7 +80,9 @@ void GrpcTransport::OnView(const v1::MembershipView& view) {
   // while: it happens on a thread of its own, so no view is held up.
   if (dropped.empty()) return;
   closers_.emplace_back([dropped = std::move(dropped)] {
-    for (const auto& [client, drain] : dropped) client->Close(drain);
+    RunThreadTop("transport_closer", [&dropped] {
+      for (const auto& [client, drain] : dropped) client->Close(drain);
+    });
   });
 }
 

@@ -176,9 +176,9 @@ grpc::ServerUnaryReactor* MembershipService::Write(
   if (absl::Status allowed = AuthorizeMemberWrite(rpc::AuthorityOf(*context),
                                                   view, request->member());
       !allowed.ok()) {
-    GRANARY_LOG(kWarning) << "peer=" << LogQuote(context->peer())
-                          << " membership write refused: "
-                          << allowed.message();
+    GRANARY_LOG_EVERY(kWarning, absl::Seconds(1))
+        << "peer=" << LogQuote(context->peer())
+        << " membership write refused: " << allowed.message();
     reactor->Finish(rpc::ToGrpc(allowed));
     return reactor;
   }

@@ -133,8 +133,9 @@ class GatewayStream final
     const bool parsed = batch_.ParseFromZeroCopyStream(&reader);
     incoming_.Clear();
     if (!parsed) {
-      GRANARY_LOG(kWarning) << "peer=" << LogQuote(peer_) << Identity()
-                            << " gateway: undecodable batch; ending its stream";
+      GRANARY_LOG_EVERY(kWarning, absl::Seconds(1))
+          << "peer=" << LogQuote(peer_) << Identity()
+          << " gateway: undecodable batch; ending its stream";
       {
         MutexLock lock(&mu_);
         reading_ = false;
@@ -323,8 +324,10 @@ class GatewayStream final
         reply.set_code(static_cast<int>(error.code()));
         reply.set_message(std::string(error.message()));
       } else {
-        GRANARY_LOG(kWarning) << "peer=" << LogQuote(peer_) << Identity()
-                              << " gateway: one-way request refused: " << error;
+        // A client can send these at will: one line a second at most.
+        GRANARY_LOG_EVERY(kWarning, absl::Seconds(1))
+            << "peer=" << LogQuote(peer_) << Identity()
+            << " gateway: one-way request refused: " << error;
       }
     }
     batch_.Clear();

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/memory_budget.h"
+#include "core/status.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "rpc/credentials.h"
 #include "rpc/status.h"
@@ -63,6 +64,28 @@ void UnaryDone(void* ctx, CallBase* call) {
 
 }  // namespace
 
+absl::StatusOr<CallBase*> UnaryCallFromWire(const InterfaceInfo& iface,
+                                            uint32_t method,
+                                            const grpc::string_ref* key,
+                                            absl::Duration timeout,
+                                            const grpc::ByteBuffer* request) {
+  if (key == nullptr || key->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("missing metadata '", kGrainKeyMetadata,
+                     "': the key of the ", iface.type_name,
+                     " grain to call"));
+  }
+  std::string grain_key(key->data(), key->size());
+  GRANARY_RETURN_IF_ERROR(ValidateGrainKey(grain_key));
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError(
+        "deadline passed before the call started");
+  }
+  grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request));
+  return NewCallFromWire(iface, iface.methods[method], std::move(grain_key),
+                         reader.status().ok() ? &reader : nullptr, timeout);
+}
+
 grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
                                      grpc::CallbackServerContext* context,
                                      const InterfaceInfo& iface,
@@ -83,34 +106,13 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
   }
   const auto& metadata = context->client_metadata();
   auto key_it = metadata.find(kGrainKeyMetadata);
-  if (key_it == metadata.end() || key_it->second.empty()) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("missing metadata '", kGrainKeyMetadata,
-                     "': the key of the ", iface.type_name,
-                     " grain to call")));
-    return reactor;
-  }
-  std::string key(key_it->second.data(), key_it->second.size());
-  if (absl::Status valid = ValidateGrainKey(key); !valid.ok()) {
-    reactor->Finish(rpc::ToGrpc(valid));
-    return reactor;
-  }
-
   absl::Duration timeout = kDefaultCallTimeout;
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {
     timeout = absl::FromChrono(context->deadline()) - absl::Now();
-    if (timeout <= absl::ZeroDuration()) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                   "deadline passed before the call started"));
-      return reactor;
-    }
   }
-
-  grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request));
-  absl::StatusOr<CallBase*> made = NewCallFromWire(
-      iface, info, std::move(key), reader.status().ok() ? &reader : nullptr,
-      timeout);
+  absl::StatusOr<CallBase*> made = UnaryCallFromWire(
+      iface, method, key_it == metadata.end() ? nullptr : &key_it->second,
+      timeout, request);
   if (!made.ok()) {
     reactor->Finish(rpc::ToGrpc(made.status()));
     return reactor;

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/call.h"
 #include "core/grain_interface.h"
 #include "grpcpp/generic/async_generic_service.h"
@@ -44,5 +46,19 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
                                      uint32_t method,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response);
+
+// What ServeUnary makes of a request before any grain sees it: a new call
+// (holding one reference) of `method` of grain type `iface`, to the grain
+// whose key is `key` (the value of the granary-key metadata; null when the
+// metadata is absent), its request parsed from `request`, with `timeout`
+// (the time left until the caller's deadline; kDefaultCallTimeout without
+// one). Errors, in this order: missing, empty or invalid key ->
+// INVALID_ARGUMENT; no time left -> DEADLINE_EXCEEDED; request bytes that
+// do not parse -> INVALID_ARGUMENT.
+absl::StatusOr<CallBase*> UnaryCallFromWire(const InterfaceInfo& iface,
+                                            uint32_t method,
+                                            const grpc::string_ref* key,
+                                            absl::Duration timeout,
+                                            const grpc::ByteBuffer* request);
 
 }  // namespace granary::silo

@@ -22,6 +22,8 @@ const char* DeactivationReasonName(DeactivationReason r) {
       return "shutdown";
     case DeactivationReason::kActivationFailed:
       return "activation_failed";
+    case DeactivationReason::kMemoryPressure:
+      return "memory_pressure";
   }
   return "unknown";
 }
@@ -476,6 +478,12 @@ void Activation::HandleControl(Message* m) {
     if (state_ == State::kActive && running_.empty() && waiting_.empty() &&
         idle >= type_->idle_timeout) {
       BeginDeactivation(DeactivationReason::kIdle);
+    }
+  } else if (m == &shed_msg_) {
+    shed_posted_.store(false, std::memory_order_relaxed);
+    if (state_ == State::kActive && running_.empty() && waiting_.empty() &&
+        queued_calls_.load(std::memory_order_relaxed) == 0) {
+      BeginDeactivation(DeactivationReason::kMemoryPressure);
     }
   } else if (m == &shutdown_msg_) {
     deactivate_requested_ = true;

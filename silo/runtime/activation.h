@@ -73,7 +73,8 @@ enum class DeactivationReason {
   kIdle,
   kRequested,
   kShutdown,
-  kActivationFailed
+  kActivationFailed,
+  kMemoryPressure,  // shed: the silo was over max_activations/memory_limit
 };
 const char* DeactivationReasonName(DeactivationReason r);
 
@@ -106,6 +107,13 @@ class Activation final : public Runnable, public MessageSink {
   void MaybeCollect(int64_t now_ns);
   // Under the catalog shard lock: deactivate as soon as no request runs.
   void RequestShutdown();
+  // Under the catalog shard lock: the silo is short of memory; deactivate
+  // now if idle (nothing running or queued), whatever the idle timeout.
+  void RequestShed();
+  // When the activation last finished a request (Silo::IdleClockNs).
+  int64_t last_active_ns() const {
+    return last_active_ns_.load(std::memory_order_relaxed);
+  }
 
   // --- for the grain base class (on this activation's worker) -------------
   void DeactivateOnIdle();
@@ -197,6 +205,8 @@ class Activation final : public Runnable, public MessageSink {
   std::atomic<bool> collect_posted_{false};
   Message collect_msg_{MessageKind::kControl};
   Message shutdown_msg_{MessageKind::kControl};
+  Message shed_msg_{MessageKind::kControl};
+  std::atomic<bool> shed_posted_{false};
   std::atomic<bool> shutdown_posted_{false};
 
   // Worker-only.

@@ -212,6 +212,11 @@ void Activation::RequestShutdown() {
   Post(&shutdown_msg_);
 }
 
+void Activation::RequestShed() {
+  if (shed_posted_.exchange(true, std::memory_order_relaxed)) return;
+  Post(&shed_msg_);
+}
+
 void Activation::DeactivateOnIdle() {
   deactivate_requested_ = true;
   deactivation_reason_ = DeactivationReason::kRequested;

@@ -1,6 +1,8 @@
 #include "silo/runtime/scheduler.h"
 
 #include "absl/base/attributes.h"
+#include "absl/strings/str_cat.h"
+#include "core/thread_top.h"
 
 namespace granary::silo {
 namespace {
@@ -39,7 +41,10 @@ absl::Status Scheduler::Start() {
   }
   stop_flag_.store(false, std::memory_order_relaxed);
   for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
-    threads_.emplace_back([this, i] { WorkerLoop(i); });
+    threads_.emplace_back([this, i] {
+      RunThreadTop(absl::StrCat("scheduler_worker_", i),
+                   [this, i] { WorkerLoop(i); });
+    });
   }
   return absl::OkStatus();
 }

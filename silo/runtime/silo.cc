@@ -1,5 +1,7 @@
 #include "silo/runtime/silo.h"
 
+#include <algorithm>
+
 #include <thread>
 #include <utility>
 
@@ -21,6 +23,15 @@ class Silo::IdleCollector final : public TimerEntry {
  public:
   explicit IdleCollector(Silo* silo) : silo_(silo) {}
   void OnTimer() override { silo_->CollectIdle(); }
+
+ private:
+  Silo* silo_;
+};
+
+class Silo::PressureCheck final : public TimerEntry {
+ public:
+  explicit PressureCheck(Silo* silo) : silo_(silo) {}
+  void OnTimer() override { silo_->CheckPressure(); }
 
  private:
   Silo* silo_;
@@ -53,6 +64,7 @@ Silo::Silo(SiloOptions options)
       timers_(clock_),
       scheduler_(DefaultWorkers(options_.workers), options_.idle_spin),
       collector_(std::make_unique<IdleCollector>(this)),
+      pressure_check_(std::make_unique<PressureCheck>(this)),
       gate_(std::make_shared<SiloGate>(&catalog_)) {
   InitProcess();
   if (options_.turn_budget < 1) options_.turn_budget = 1;
@@ -227,6 +239,10 @@ absl::Status Silo::Start() {
   GRANARY_RETURN_IF_ERROR(timers_.Start());
   timers_.Schedule(collector_.get(),
                    clock_->Now() + options_.collection_period);
+  if (options_.max_activations > 0 || options_.memory_limit > 0) {
+    timers_.Schedule(pressure_check_.get(),
+                     clock_->Now() + options_.pressure_period);
+  }
   GRANARY_LOG(kInfo) << "silo=" << options_.name
                      << " workers=" << scheduler_.workers()
                      << " grain_types=" << types_.size() << " started";
@@ -357,9 +373,12 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
     return;
   }
   bool created = false;
+  absl::Status refused;
   const bool delivered =
       catalog_.PostOrCreate(call->target(), call, [&]() -> Activation* {
         if (stopping()) return nullptr;
+        refused = MayActivate();
+        if (!refused.ok()) return nullptr;
         created = true;
         const uint64_t activation_id =
             next_activation_id_.fetch_add(1, std::memory_order_relaxed);
@@ -379,7 +398,10 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
   if (delivered) {
     (created ? metrics_.directory_misses : metrics_.directory_hits)->Inc();
   }
-  if (!delivered) {
+  if (!delivered && !refused.ok()) {
+    call->Fail(std::move(refused));
+    call->Release();
+  } else if (!delivered) {
     call->Fail(absl::UnavailableError(
         absl::StrCat("silo ", options_.name, " is shutting down; ",
                      call->target().ToString(), " cannot be activated")));
@@ -389,15 +411,19 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
 
 void Silo::ActivateHere(CallBase* call, uint64_t activation_id) {
   const GrainTypeEntry* type = FindType(call->target().type());
-  bool created = false;
+  absl::Status refused;
   const bool delivered =
       type != nullptr &&
       catalog_.PostOrCreate(call->target(), call, [&]() -> Activation* {
         if (stopping()) return nullptr;
-        created = true;
+        refused = MayActivate();
+        if (!refused.ok()) return nullptr;
         return new Activation(this, type, call->target(), activation_id);
       });
-  if (!delivered) {
+  if (!delivered && !refused.ok()) {
+    call->Fail(std::move(refused));
+    call->Release();
+  } else if (!delivered) {
     call->Fail(absl::UnavailableError(
         absl::StrCat("silo ", options_.name, " is shutting down; ",
                      call->target().ToString(), " cannot be activated")));
@@ -464,6 +490,74 @@ void Silo::OnActivationGone(Activation*) {
     MutexLock lock(&gone_mu_);
     gone_cv_.SignalAll();
   }
+}
+
+void Silo::CheckPressure() {
+  const size_t n = catalog_.size();
+  size_t shed = 0;
+  if (options_.max_activations > 0) {
+    const auto max = static_cast<size_t>(options_.max_activations);
+    if (n * 10 > max * 9) shed = n - max * 8 / 10;
+  }
+  if (options_.memory_limit > 0) {
+    const int64_t rss = metrics::ResidentBytes();
+    const bool over = rss > options_.memory_limit;
+    if (over != memory_over_.load(std::memory_order_relaxed)) {
+      GRANARY_LOG(kWarning)
+          << "silo=" << options_.name << " rss_mib=" << (rss >> 20)
+          << " memory_limit_mib=" << (options_.memory_limit >> 20)
+          << (over ? " over the memory limit: shedding idle activations and "
+                     "refusing new ones"
+                   : " back under the memory limit");
+    }
+    memory_over_.store(over, std::memory_order_relaxed);
+    if (over) shed = std::max(shed, n / 10 + 1);
+  }
+  if (shed > 0) Shed(shed);
+  if (!stopping()) {
+    timers_.Schedule(pressure_check_.get(),
+                     clock_->Now() + options_.pressure_period);
+  }
+}
+
+void Silo::Shed(size_t count) {
+  std::vector<int64_t> last_active;
+  last_active.reserve(catalog_.size());
+  catalog_.ForEach(
+      [&](Activation* a) { last_active.push_back(a->last_active_ns()); });
+  if (last_active.empty()) return;
+  count = std::min(count, last_active.size());
+  std::nth_element(last_active.begin(),
+                   last_active.begin() + static_cast<ptrdiff_t>(count - 1),
+                   last_active.end());
+  const int64_t cutoff = last_active[count - 1];
+  size_t asked = 0;
+  catalog_.ForEach([&](Activation* a) {
+    if (asked < count && a->last_active_ns() <= cutoff) {
+      a->RequestShed();
+      ++asked;
+    }
+  });
+  metrics_.shed_requests->Inc(asked);
+}
+
+absl::Status Silo::MayActivate() {
+  if (options_.max_activations > 0 &&
+      catalog_.size() >= static_cast<size_t>(options_.max_activations)) {
+    metrics_.activations_refused_max->Inc();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "silo ", options_.name, " holds its --max_activations of ",
+        options_.max_activations,
+        " activations and is deactivating idle ones: retry later"));
+  }
+  if (memory_over_.load(std::memory_order_relaxed)) {
+    metrics_.activations_refused_memory->Inc();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "silo ", options_.name,
+        " is over its --memory_limit and is deactivating idle activations: "
+        "retry later"));
+  }
+  return absl::OkStatus();
 }
 
 void Silo::CollectIdle() {

@@ -118,6 +118,15 @@ struct SiloOptions {
   // stop reading and the standard gRPC services refuse new calls with
   // RESOURCE_EXHAUSTED. 0: no bound.
   int64_t remote_memory_limit = int64_t{512} << 20;
+  // Memory pressure, checked every pressure_period. Past 90% of
+  // max_activations the least recently used idle activations are
+  // deactivated (their OnDeactivate runs, as for idle collection) down to
+  // 80%; with resident memory over memory_limit (bytes), a tenth of them
+  // per check. At max_activations, or while over memory_limit, a call that
+  // would create an activation fails RESOURCE_EXHAUSTED. 0: no bound.
+  int64_t max_activations = 0;
+  int64_t memory_limit = 0;
+  absl::Duration pressure_period = absl::Milliseconds(200);
 };
 
 // How completions from threads outside the silo (storage) reach
@@ -328,6 +337,7 @@ class Silo final : public CallInvoker {
  private:
   enum class State : int { kNew, kRunning, kStopping, kStopped };
   class IdleCollector;
+  class PressureCheck;
 
   const GrainTypeEntry* FindType(absl::string_view type) const;
   void AddSiloMetrics();
@@ -335,6 +345,12 @@ class Silo final : public CallInvoker {
   void Admit(CallBase* call, const GrainTypeEntry* type);
   void Deliver(CallBase* call, const GrainTypeEntry* type);
   void CollectIdle();
+  // Sheds idle activations when over max_activations or memory_limit.
+  void CheckPressure();
+  // Asks the `count` least recently used activations to deactivate if idle.
+  void Shed(size_t count);
+  // OK, or why no activation may be created now (RESOURCE_EXHAUSTED).
+  absl::Status MayActivate();
 
   SiloOptions options_;
   Clock* const clock_;
@@ -356,6 +372,9 @@ class Silo final : public CallInvoker {
   Scheduler scheduler_;
   Catalog catalog_;
   std::unique_ptr<IdleCollector> collector_;
+  std::unique_ptr<PressureCheck> pressure_check_;
+  // Resident memory was over memory_limit at the last pressure check.
+  std::atomic<bool> memory_over_{false};
   std::shared_ptr<SiloGate> gate_;
   std::atomic<uint64_t> next_activation_id_{1};
   std::atomic<uint64_t> activated_{0};

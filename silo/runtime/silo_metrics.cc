@@ -23,7 +23,7 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
   deactivated_ = &r.AddCounter(
       "granary_activations_deactivated_total",
       "Activations that deactivated, by grain type and reason (idle, "
-      "requested, shutdown, activation_failed).",
+      "requested, shutdown, activation_failed, memory_pressure).",
       {"type", "reason"});
   request_duration_ = &r.AddHistogram(
       "granary_request_duration_seconds",
@@ -70,6 +70,23 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
       {"budget"});
   paused_connection = paused.WithLabels({"connection"});
   paused_silo = paused.WithLabels({"silo"});
+  shed_requests =
+      r.AddCounter("granary_activations_shed_total",
+                   "Idle activations asked to deactivate because the silo "
+                   "was over --max_activations or --memory_limit (those "
+                   "that deactivate are counted with reason "
+                   "memory_pressure).",
+                   {})
+          .WithLabels({});
+  auto& refused_activations = r.AddCounter(
+      "granary_activations_refused_total",
+      "Calls that would have created an activation, refused with "
+      "RESOURCE_EXHAUSTED: the silo held --max_activations "
+      "(reason=max_activations) or was over --memory_limit "
+      "(reason=memory_limit).",
+      {"reason"});
+  activations_refused_max = refused_activations.WithLabels({"max_activations"});
+  activations_refused_memory = refused_activations.WithLabels({"memory_limit"});
   streams_refused =
       r.AddCounter("granary_gateway_streams_refused_total",
                    "Gateway streams refused with RESOURCE_EXHAUSTED because "
@@ -123,7 +140,8 @@ std::unique_ptr<TypeMetrics> SiloMetrics::ForType(const InterfaceInfo& iface) {
   m->created = created_->WithLabels({type});
   for (DeactivationReason r :
        {DeactivationReason::kIdle, DeactivationReason::kRequested,
-        DeactivationReason::kShutdown, DeactivationReason::kActivationFailed}) {
+        DeactivationReason::kShutdown, DeactivationReason::kActivationFailed,
+        DeactivationReason::kMemoryPressure}) {
     m->deactivated[static_cast<int>(r)] =
         deactivated_->WithLabels({type, DeactivationReasonName(r)});
   }

@@ -46,7 +46,7 @@ struct MethodMetrics {
 struct TypeMetrics {
   metrics::Gauge* activations = nullptr;
   metrics::Counter* created = nullptr;
-  std::array<metrics::Counter*, 4> deactivated{};  // by DeactivationReason
+  std::array<metrics::Counter*, 5> deactivated{};  // by DeactivationReason
   std::unique_ptr<MethodMetrics[]> methods;
 };
 
@@ -86,6 +86,11 @@ class SiloMetrics {
   // silo's, was used up.
   metrics::Counter* paused_connection = nullptr;
   metrics::Counter* paused_silo = nullptr;
+  // Memory pressure (SiloOptions::max_activations, memory_limit): idle
+  // activations asked to deactivate, and activations refused.
+  metrics::Counter* shed_requests = nullptr;
+  metrics::Counter* activations_refused_max = nullptr;
+  metrics::Counter* activations_refused_memory = nullptr;
   // Gateway streams refused because --max_gateway_streams were open.
   metrics::Counter* streams_refused = nullptr;
   // Standard gRPC calls refused while the silo's budget was used up.

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "core/thread_top.h"
 
 namespace granary::storage {
 
@@ -30,7 +31,8 @@ absl::Status PgPool::Start() {
   }
   running_ = true;
   for (int i = 0; i < options_.connections; ++i) {
-    threads_.emplace_back([this] { Loop(); });
+    threads_.emplace_back(
+        [this] { RunThreadTop("pg_pool", [this] { Loop(); }); });
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,56 @@
+// File: bench/overload.h
+// -----------------------------------------------------------------------------
+// The `overload` scenario (granary-bench --overload): what a silo does when
+// offered more one-way load than it can serve. Each round starts one
+// granary-silo process (bench grains, 127.0.0.1, a fresh data directory),
+// and
+//   1. measures its capacity: one SDK client sends one-way Tells to `grains`
+//      BenchGrains as fast as flow control lets it for `capacity_time`; the
+//      capacity is the rate of one-way messages the silo delivered to grains
+//      (granary_messages_total{direction="in",kind="one_way"} on its
+//      /metrics);
+//   2. offers `factor` × that rate, open loop, for `time`: a pacer sends
+//      each Tell when it is due, whatever happened to the earlier ones.
+//      The SDK waits for room when the silo stops reading (back-pressure),
+//      so sends fall behind their schedule instead of piling up in the silo;
+//      those still due at the end are the round's held-back sends;
+//   3. meanwhile a well-behaved client calls Ping on other grains, one call
+//      at a time, timing each (the round's latency samples), and the silo's
+//      resident memory is sampled every 20 ms.
+// It reports the served rate (one-way messages delivered per second during
+// the overload), the offered and held-back sends, sends that failed, the
+// calm caller's p50/p99 and errors, and the silo's peak RSS over its RSS
+// before the overload. A round is verified when the calm caller saw no
+// error and the silo served at least one message.
+//
+//   OverloadOptions options;
+//   options.silo_binary = "build/bin/granary-silo";
+//   std::vector<ScenarioResult> rounds;
+//   absl::Status s = RunOverload(options, 3, &rounds);
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "bench/report.h"
+
+namespace granary::bench {
+
+struct OverloadOptions {
+  std::string silo_binary;  // granary-silo
+  // Flags for the silo beyond the defaults (--max_mailbox=..., say).
+  std::vector<std::string> silo_flags;
+  int grains = 64;
+  double factor = 2.0;  // offered load as a multiple of the capacity
+  absl::Duration capacity_time = absl::Seconds(3);
+  absl::Duration time = absl::Seconds(10);
+};
+
+// Runs `rounds` rounds, each on a fresh silo; prints one OVERLOAD line per
+// round.
+absl::Status RunOverload(const OverloadOptions& options, int rounds,
+                         std::vector<ScenarioResult>* results);
+
+}  // namespace granary::bench
