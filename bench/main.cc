@@ -248,7 +248,9 @@ int RunOverloadMode() {
   }
   options.silo_binary = SiloBinaryFlag();
   std::vector<ScenarioResult> results;
-  if (absl::Status s = RunOverload(options, rounds, &results); !s.ok()) {
+  std::vector<OverloadFigures> figures;
+  if (absl::Status s = RunOverload(options, rounds, &results, &figures);
+      !s.ok()) {
     return Fail(s.ToString());
   }
   Report report("granary");
@@ -258,6 +260,26 @@ int RunOverloadMode() {
   report.SetEnv("overload_seconds",
                 absl::StrCat(absl::ToDoubleSeconds(options.time)));
   report.SetEnv("rounds", absl::StrCat(rounds));
+  // The rounds' means (peak RSS: the highest), for the results report.
+  OverloadFigures mean;
+  for (const OverloadFigures& f : figures) {
+    mean.capacity += f.capacity / rounds;
+    mean.offered += f.offered / rounds;
+    mean.served += f.served / rounds;
+    mean.sent += f.sent / rounds;
+    mean.held_back += f.held_back / rounds;
+    mean.rss_before += f.rss_before / rounds;
+    mean.rss_peak = std::max(mean.rss_peak, f.rss_peak);
+  }
+  report.SetEnv("capacity_per_s", absl::StrFormat("%.0f", mean.capacity));
+  report.SetEnv("offered_per_s", absl::StrFormat("%.0f", mean.offered));
+  report.SetEnv("served_per_s", absl::StrFormat("%.0f", mean.served));
+  report.SetEnv("sent", absl::StrCat(mean.sent));
+  report.SetEnv("held_back", absl::StrCat(mean.held_back));
+  report.SetEnv("silo_rss_before_mib",
+                absl::StrFormat("%.1f", mean.rss_before / 1048576.0));
+  report.SetEnv("silo_peak_rss_mib",
+                absl::StrFormat("%.1f", mean.rss_peak / 1048576.0));
   std::printf("ENV mode=overload factor=%.2f overload_seconds=%.1f rounds=%d\n",
               options.factor, absl::ToDoubleSeconds(options.time), rounds);
   return Finish(report, results);

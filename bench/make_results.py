@@ -48,6 +48,7 @@ MODE_LABEL = {
     "cluster": "dev cluster",
     "cluster-postgres": "PostgreSQL cluster",
     "remote-tls": "remote, TLS",
+    "overload": "calm caller, silo overloaded",
 }
 
 # The goal: a durable write to PostgreSQL costs at most this many times
@@ -88,6 +89,9 @@ SCENARIO_TEXT = {
                  "to each of its grains' first answer from a survivor (a row is verified only when "
                  "every one of them answered again and no grain of a surviving silo was "
                  "deactivated: disturbed = 0)"),
+    "overload": ("awaited Pings of a calm client, one at a time, while another client offers a "
+                 "granary-silo twice the one-way load it served closed loop, open loop (see "
+                 "Overload below)"),
     "postgres_floor": ("PostgreSQL's own synced single-row UPDATE (pgbench, one client, prepared, "
                        "`UPDATE granary_bench_floor SET v = v + 1 WHERE id = 1`), latencies from "
                        "pgbench's per-transaction log"),
@@ -313,6 +317,39 @@ def tls_notes(by_key):
             ""]
 
 
+def overload_notes(by_key):
+    """The overload round's figures beyond its calm caller's row."""
+    r = by_key.get(("granary:overload", "overload"))
+    if r is None or not r["verified"]:
+        return []
+    env = r.get("env", {})
+    try:
+        capacity = float(env["capacity_per_s"])
+        offered = float(env["offered_per_s"])
+        served = float(env["served_per_s"])
+        held_back = int(env["held_back"])
+        sent = int(env["sent"])
+        before = float(env["silo_rss_before_mib"])
+        peak = float(env["silo_peak_rss_mib"])
+    except (KeyError, ValueError):
+        return []
+    return ["## Overload", "",
+            "`granary-bench --overload`: a granary-silo's one-way capacity measured closed loop "
+            "(one SDK client, as fast as flow control lets it), then %.3g× that offered open loop "
+            "for %s s per round while a calm client calls (means of %s round(s)). The silo pushes "
+            "back by not reading (the SDK's sends wait), so the load it cannot serve is held back "
+            "at the sender, not queued in the silo:" % (
+                float(env.get("factor", "2")), env.get("overload_seconds", "?"),
+                env.get("rounds", "?")), "",
+            "| capacity | offered | served | served / capacity | sent | held back | "
+            "calm p50 | calm p99 | calm errors | silo RSS before → peak |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            "| %s | %s | %s | ×%.2f | %d | %d | %s | %s | %d | %.1f → %.1f MiB |" % (
+                fmt_rate(capacity), fmt_rate(offered), fmt_rate(served),
+                served / capacity if capacity > 0 else 0, sent, held_back,
+                fmt_us(r["p50_us"]), fmt_us(r["p99_us"]), r["errors"], before, peak), ""]
+
+
 def postgres_notes(rows):
     """What the PostgreSQL arms ran on, from their reports' environment."""
     env = {}
@@ -439,6 +476,7 @@ def main():
             md.append("(No plot: matplotlib is not installed.)")
             md.append("")
     md.extend(tls_notes(by_key))
+    md.extend(overload_notes(by_key))
     md.extend(postgres_notes(rows))
     md.append("## Notes on the comparison arms")
     md.append("")

@@ -75,6 +75,26 @@ class MakeResultsTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertNotIn("## TLS", md)
 
+    def test_the_overload_round_is_published_with_its_figures(self):
+        env = {"capacity_per_s": "400000", "offered_per_s": "800000",
+               "served_per_s": "440000", "sent": "5000000", "held_back": "3000000",
+               "silo_rss_before_mib": "50.0", "silo_peak_rss_mib": "60.5",
+               "factor": "2", "overload_seconds": "10", "rounds": "3"}
+        o = self.write("overload.json", {"arm": "granary", "env": env, "summaries": [
+            summary("overload", "overload", rate=600.0, p50=400.0, unit="calm call")]})
+        rc, md, err = self.run_script(o)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| Granary (calm caller, silo overloaded) |", md)
+        self.assertIn("## Overload", md)
+        self.assertIn("| 400.0 k/s | 800.0 k/s | 440.0 k/s | ×1.10 | 5000000 | 3000000 | "
+                      "400.00 µs | 1.60 ms | 0 | 50.0 → 60.5 MiB |", md)
+        # Without its figures (an older report) there is no section.
+        o = self.write("old.json", {"arm": "granary", "summaries": [
+            summary("overload", "overload")]})
+        rc, md, err = self.run_script(o)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("## Overload", md)
+
     def test_an_unverified_row_is_refused(self):
         g = self.write("g.json", {"arm": "granary", "summaries": [
             summary("ask", "hosted", verified=False, p50=777.0,

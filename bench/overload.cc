@@ -152,7 +152,7 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectTo(const std::string& gateway) {
 }
 
 absl::Status RunRound(const OverloadOptions& options, int round,
-                      ScenarioResult* result) {
+                      ScenarioResult* result, OverloadFigures* figures) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() /
                        absl::StrCat("granary-overload-", getpid(), "-", round);
@@ -257,6 +257,13 @@ absl::Status RunRound(const OverloadOptions& options, int round,
       result->latencies_ns.size(), static_cast<long long>(calm_errors),
       p50 / 1e3, p99 / 1e3, rss.base() / 1048576.0, rss.peak() / 1048576.0);
   std::fflush(stdout);
+  figures->capacity = capacity;
+  figures->offered = offered_rate;
+  figures->served = served / took;
+  figures->sent = sent;
+  figures->held_back = held_back;
+  figures->rss_before = rss.base();
+  figures->rss_peak = rss.peak();
   calm->reset();
   sender->reset();
   (*silo)->Stop();
@@ -267,7 +274,8 @@ absl::Status RunRound(const OverloadOptions& options, int round,
 }  // namespace
 
 absl::Status RunOverload(const OverloadOptions& options, int rounds,
-                         std::vector<ScenarioResult>* results) {
+                         std::vector<ScenarioResult>* results,
+                         std::vector<OverloadFigures>* figures) {
   if (access(options.silo_binary.c_str(), X_OK) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "no granary-silo at '", options.silo_binary, "' (--silo_binary)"));
@@ -277,8 +285,10 @@ absl::Status RunOverload(const OverloadOptions& options, int rounds,
   }
   for (int round = 0; round < rounds; ++round) {
     ScenarioResult r;
-    if (absl::Status s = RunRound(options, round, &r); !s.ok()) return s;
+    OverloadFigures f;
+    if (absl::Status s = RunRound(options, round, &r, &f); !s.ok()) return s;
     results->push_back(std::move(r));
+    figures->push_back(f);
   }
   return absl::OkStatus();
 }

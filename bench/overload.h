@@ -29,6 +29,7 @@
 //   absl::Status s = RunOverload(options, 3, &rounds);
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,9 +49,21 @@ struct OverloadOptions {
   absl::Duration time = absl::Seconds(10);
 };
 
+// What one round measured beyond its ScenarioResult (rates per second).
+struct OverloadFigures {
+  double capacity = 0;  // one-way messages delivered per second, closed loop
+  double offered = 0;   // factor × capacity
+  double served = 0;    // one-way messages delivered per second, overloaded
+  int64_t sent = 0;        // Tells the pacer got out
+  int64_t held_back = 0;   // Tells due by the end that back-pressure held back
+  int64_t rss_before = 0;  // the silo's resident bytes before the overload
+  int64_t rss_peak = 0;    // and at most during it
+};
+
 // Runs `rounds` rounds, each on a fresh silo; prints one OVERLOAD line per
 // round.
 absl::Status RunOverload(const OverloadOptions& options, int rounds,
-                         std::vector<ScenarioResult>* results);
+                         std::vector<ScenarioResult>* results,
+                         std::vector<OverloadFigures>* figures);
 
 }  // namespace granary::bench

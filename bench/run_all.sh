@@ -9,7 +9,7 @@
 # granary-bench --target against it, then the same (ask, oneway) against a
 # granary-silo serving TLS; the comparison arms granary-compare-caf
 # and granary-compare-grpc when built; granary-bench --failover on a dev
-# cluster; and the PostgreSQL arms on a throwaway PostgreSQL server started
+# cluster; granary-bench --overload; and the PostgreSQL arms on a throwaway PostgreSQL server started
 # here (scripts/throwaway-postgres.sh; fsync and synchronous_commit on, since they
 # measure synced commits; stopped at exit): --failover --cluster=postgres,
 # and --hosted --storage=postgres (the storage scenarios and PostgreSQL's own
@@ -27,9 +27,11 @@ command="make bench"
 
 case "$size" in
   full)  rounds=5; hosted_scale=5; remote_scale=1; arm_scale=1
-         failover_rounds=3; failover_grains=3000; pg_scale=1 ;;
+         failover_rounds=3; failover_grains=3000; pg_scale=1
+         overload_rounds=3; overload_time=10s ;;
   quick) rounds=2; hosted_scale=0.5; remote_scale=0.2; arm_scale=0.2
          failover_rounds=1; failover_grains=300; pg_scale=0.1
+         overload_rounds=1; overload_time=3s
          command="make bench-quick"
          out_md="$build/RESULTS-quick.md"; out_png="$build/results_latency-quick.png" ;;
   *) echo "run_all.sh: size must be full or quick" >&2; exit 2 ;;
@@ -52,7 +54,7 @@ trap cleanup EXIT
 status=0
 run() {  # run NAME COMMAND...: prints the command, keeps going on failure
   echo "== $1: ${*:2}"
-  "${@:2}" | grep -E '^(SUMMARY|RATIO|ENV|FAILOVER)' || true
+  "${@:2}" | grep -E '^(SUMMARY|RATIO|ENV|FAILOVER|OVERLOAD)' || true
   local rc=${PIPESTATUS[0]}
   if [ "$rc" -ne 0 ]; then
     echo "== $1 exited $rc" >&2
@@ -143,6 +145,12 @@ done
 run failover "$bin/granary-bench" --failover --rounds="$failover_rounds" \
     --failover_grains="$failover_grains" --json="$work/failover.json"
 reports+=("$work/failover.json")
+
+# 4b. Overload: a granary-silo offered twice its one-way capacity, open loop,
+# while a calm client calls.
+run overload "$bin/granary-bench" --overload --rounds="$overload_rounds" \
+    --overload_time="$overload_time" --json="$work/overload.json"
+reports+=("$work/overload.json")
 
 # 5. PostgreSQL: a throwaway server, migrated once; a cluster of equal silos
 # on it losing a random silo per round; grain state in it, measured against
