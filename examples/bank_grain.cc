@@ -30,7 +30,12 @@ Task<Balance> BankAccountGrain::Deposit(const Amount& request) {
 
 Task<void> BankAccountGrain::ChangeBalance(int64_t by) {
   const int64_t before = state_.balance();
-  state_.set_balance(before + by);
+  int64_t after = 0;
+  if (__builtin_add_overflow(before, by, &after)) {
+    throw StatusError(absl::OutOfRangeError(absl::StrCat(
+        "a balance of ", before, " cannot take ", by, " more")));
+  }
+  state_.set_balance(after);
   absl::Status written;
   try {
     co_await WriteState();

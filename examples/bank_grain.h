@@ -22,7 +22,8 @@ class BankAccountGrain final : public BankAccountGrainBase {
  private:
   Balance Current() const;
   // Adds `by` to the balance and writes it; on a failed write the balance
-  // stays as stored and the failure is thrown.
+  // stays as stored and the failure is thrown. A balance that would not fit
+  // in an int64 is not written: OUT_OF_RANGE is thrown.
   Task<void> ChangeBalance(int64_t by);
 
   AccountState state_;

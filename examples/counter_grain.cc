@@ -1,13 +1,30 @@
 #include "examples/counter_grain.h"
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
 #include "examples/alarm_grain.h"
 #include "examples/bank_grain.h"
 #include "silo/runtime/silo.h"
 
 namespace granary::examples {
+namespace {
+
+// `value + amount`; OUT_OF_RANGE (thrown, the counter unchanged) when the
+// sum does not fit in an int64.
+int64_t Sum(int64_t value, int64_t amount) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(value, amount, &sum)) {
+    throw StatusError(absl::OutOfRangeError(absl::StrCat(
+        "adding ", amount, " to the counter's ", value, " overflows")));
+  }
+  return sum;
+}
+
+}  // namespace
 
 Task<CounterValue> CounterGrain::Add(const AddRequest& request) {
-  value_ += request.amount();
+  value_ = Sum(value_, request.amount());
   CounterValue reply;
   reply.set_value(value_);
   co_return reply;
@@ -20,7 +37,7 @@ Task<CounterValue> CounterGrain::Get(const GetRequest&) {
 }
 
 Task<void> CounterGrain::Bump(const AddRequest& request) {
-  value_ += request.amount();
+  value_ = Sum(value_, request.amount());
   co_return;
 }
 

@@ -21,7 +21,9 @@ class Silo;
 
 namespace granary::examples {
 
-// A counter. Non-persistent: the value starts at 0 on each activation.
+// A counter. Non-persistent: the value starts at 0 on each activation. An
+// Add or Bump whose sum does not fit in an int64 fails OUT_OF_RANGE and
+// leaves the value alone.
 class CounterGrain final : public CounterGrainBase {
  public:
   Task<CounterValue> Add(const AddRequest& request) override;
