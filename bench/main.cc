@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -58,7 +59,7 @@
 #include "absl/time/clock.h"
 #include "bench/arm.h"
 #include "bench/failover.h"
-#include "bench/overload.h"
+#include "bench/main_util.h"
 #include "bench/hosted_arm.h"
 #include "bench/raw_echo.h"
 #include "bench/remote.h"
@@ -77,19 +78,7 @@ ABSL_FLAG(bool, failover, false,
           "deactivated.");
 ABSL_FLAG(std::string, silo_binary, "",
           "granary-silo for --failover (default: next to this binary).");
-ABSL_FLAG(bool, overload, false,
-          "Mode: the overload scenario (bench/overload.h). Each round starts a "
-          "granary-silo, measures its one-way capacity, offers "
-          "--overload_factor times that open loop for --overload_time while "
-          "a calm client calls, and prints an OVERLOAD line: served rate, "
-          "held-back sends, the calm client's p50/p99, the silo's peak RSS.");
-ABSL_FLAG(double, overload_factor, 2.0,
-          "--overload: offered load as a multiple of the capacity (1..100).");
-ABSL_FLAG(absl::Duration, overload_time, absl::Seconds(10),
-          "--overload: how long the overload lasts (1s..10m).");
-ABSL_FLAG(std::vector<std::string>, overload_silo_flags, {},
-          "--overload: more flags for the silo, comma-separated "
-          "(--max_mailbox=1024,--connection_memory_budget=8388608).");
+ABSL_DECLARE_FLAG(bool, overload);  // bench/overload_mode.cc
 ABSL_FLAG(int32_t, failover_silos, 3, "Silos per --failover round (2..16).");
 ABSL_FLAG(int32_t, failover_grains, 3000,
           "Grains per --failover round (1..1000000).");
@@ -156,49 +145,10 @@ ABSL_FLAG(std::string, json, "",
           "(bench/report.proto), for bench/make_results.py.");
 
 namespace granary::bench {
-namespace {
-
-constexpr char kHostedScenarios[] =
-    "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
-    "create,wake,durable-write,warm-read";
-constexpr char kRemoteScenarios[] =
-    "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
-    "create,wake,durable-write,warm-read,raw_grpc";
-constexpr char kPostgresScenarios[] =
-    "create,wake,durable-write,warm-read,postgres_floor";
-constexpr int kMaxConcurrency = 100000;
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "granary-bench: %s\n", message.c_str());
   return 2;
-}
-
-// The connection string of --postgres, --postgres_file or GRANARY_POSTGRES
-// when `wanted` (a PostgreSQL mode was asked for); "" when not and neither
-// flag is set. INVALID_ARGUMENT naming the flag when it is given where
-// nothing uses it, or when it cannot be used.
-absl::StatusOr<std::string> ConninfoFromFlags(bool wanted) {
-  const std::string value = absl::GetFlag(FLAGS_postgres);
-  const std::string file = absl::GetFlag(FLAGS_postgres_file);
-  const char* flag = !value.empty()  ? "--postgres"
-                     : !file.empty() ? "--postgres_file"
-                                     : "GRANARY_POSTGRES";
-  if (!wanted) {
-    if (value.empty() && file.empty()) return std::string();
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag,
-                     " needs --cluster=postgres (with --failover) or "
-                     "--storage=postgres (with --hosted)"));
-  }
-  absl::StatusOr<std::string> conninfo = storage::ResolveConninfo(value, file);
-  if (!conninfo.ok()) {
-    std::string message(conninfo.status().message());
-    if (!absl::StrContains(message, "--postgres")) {
-      message = absl::StrCat(flag, ": ", message);
-    }
-    return absl::InvalidArgumentError(message);
-  }
-  return conninfo;
 }
 
 // Writes --json if asked; 1 when a round was not verified, 2 when the report
@@ -227,62 +177,44 @@ std::string SiloBinaryFlag() {
   return binary;
 }
 
-int RunOverloadMode() {
-  const int rounds = absl::GetFlag(FLAGS_rounds);
-  if (rounds < 1) return Fail("--rounds must be at least 1");
-  OverloadOptions options;
-  options.factor = absl::GetFlag(FLAGS_overload_factor);
-  if (!(options.factor >= 1) || options.factor > 100) {
-    return Fail("--overload_factor must be in [1, 100]");
+namespace {
+
+constexpr char kHostedScenarios[] =
+    "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
+    "create,wake,durable-write,warm-read";
+constexpr char kRemoteScenarios[] =
+    "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
+    "create,wake,durable-write,warm-read,raw_grpc";
+constexpr char kPostgresScenarios[] =
+    "create,wake,durable-write,warm-read,postgres_floor";
+constexpr int kMaxConcurrency = 100000;
+
+// The connection string of --postgres, --postgres_file or GRANARY_POSTGRES
+// when `wanted` (a PostgreSQL mode was asked for); "" when not and neither
+// flag is set. INVALID_ARGUMENT naming the flag when it is given where
+// nothing uses it, or when it cannot be used.
+absl::StatusOr<std::string> ConninfoFromFlags(bool wanted) {
+  const std::string value = absl::GetFlag(FLAGS_postgres);
+  const std::string file = absl::GetFlag(FLAGS_postgres_file);
+  const char* flag = !value.empty()  ? "--postgres"
+                     : !file.empty() ? "--postgres_file"
+                                     : "GRANARY_POSTGRES";
+  if (!wanted) {
+    if (value.empty() && file.empty()) return std::string();
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag,
+                     " needs --cluster=postgres (with --failover) or "
+                     "--storage=postgres (with --hosted)"));
   }
-  options.time = absl::GetFlag(FLAGS_overload_time);
-  if (options.time < absl::Seconds(1) || options.time > absl::Minutes(10)) {
-    return Fail("--overload_time must be in [1s, 10m]");
-  }
-  options.silo_flags = absl::GetFlag(FLAGS_overload_silo_flags);
-  for (const std::string& f : options.silo_flags) {
-    if (!absl::StartsWith(f, "--")) {
-      return Fail(absl::StrCat("--overload_silo_flags: '", f,
-                               "' is not a --flag=value"));
+  absl::StatusOr<std::string> conninfo = storage::ResolveConninfo(value, file);
+  if (!conninfo.ok()) {
+    std::string message(conninfo.status().message());
+    if (!absl::StrContains(message, "--postgres")) {
+      message = absl::StrCat(flag, ": ", message);
     }
+    return absl::InvalidArgumentError(message);
   }
-  options.silo_binary = SiloBinaryFlag();
-  std::vector<ScenarioResult> results;
-  std::vector<OverloadFigures> figures;
-  if (absl::Status s = RunOverload(options, rounds, &results, &figures);
-      !s.ok()) {
-    return Fail(s.ToString());
-  }
-  Report report("granary");
-  report.Summarize("overload", "overload", results, "calm call");
-  report.SetEnv("mode", "overload");
-  report.SetEnv("factor", absl::StrCat(options.factor));
-  report.SetEnv("overload_seconds",
-                absl::StrCat(absl::ToDoubleSeconds(options.time)));
-  report.SetEnv("rounds", absl::StrCat(rounds));
-  // The rounds' means (peak RSS: the highest), for the results report.
-  OverloadFigures mean;
-  for (const OverloadFigures& f : figures) {
-    mean.capacity += f.capacity / rounds;
-    mean.offered += f.offered / rounds;
-    mean.served += f.served / rounds;
-    mean.sent += f.sent / rounds;
-    mean.held_back += f.held_back / rounds;
-    mean.rss_before += f.rss_before / rounds;
-    mean.rss_peak = std::max(mean.rss_peak, f.rss_peak);
-  }
-  report.SetEnv("capacity_per_s", absl::StrFormat("%.0f", mean.capacity));
-  report.SetEnv("offered_per_s", absl::StrFormat("%.0f", mean.offered));
-  report.SetEnv("served_per_s", absl::StrFormat("%.0f", mean.served));
-  report.SetEnv("sent", absl::StrCat(mean.sent));
-  report.SetEnv("held_back", absl::StrCat(mean.held_back));
-  report.SetEnv("silo_rss_before_mib",
-                absl::StrFormat("%.1f", mean.rss_before / 1048576.0));
-  report.SetEnv("silo_peak_rss_mib",
-                absl::StrFormat("%.1f", mean.rss_peak / 1048576.0));
-  std::printf("ENV mode=overload factor=%.2f overload_seconds=%.1f rounds=%d\n",
-              options.factor, absl::ToDoubleSeconds(options.time), rounds);
-  return Finish(report, results);
+  return conninfo;
 }
 
 int RunFailoverMode() {

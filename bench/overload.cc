@@ -16,6 +16,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -272,6 +273,38 @@ absl::Status RunRound(const OverloadOptions& options, int round,
 }
 
 }  // namespace
+
+void AddOverloadEnv(const OverloadOptions& options,
+                    const std::vector<OverloadFigures>& figures,
+                    Report* report) {
+  const auto rounds = static_cast<int64_t>(figures.size());
+  if (rounds == 0) return;
+  report->SetEnv("mode", "overload");
+  report->SetEnv("factor", absl::StrCat(options.factor));
+  report->SetEnv("overload_seconds",
+                 absl::StrCat(absl::ToDoubleSeconds(options.time)));
+  report->SetEnv("rounds", absl::StrCat(rounds));
+  // The rounds' means (peak RSS: the highest).
+  OverloadFigures mean;
+  for (const OverloadFigures& f : figures) {
+    mean.capacity += f.capacity / rounds;
+    mean.offered += f.offered / rounds;
+    mean.served += f.served / rounds;
+    mean.sent += f.sent / rounds;
+    mean.held_back += f.held_back / rounds;
+    mean.rss_before += f.rss_before / rounds;
+    mean.rss_peak = std::max(mean.rss_peak, f.rss_peak);
+  }
+  report->SetEnv("capacity_per_s", absl::StrFormat("%.0f", mean.capacity));
+  report->SetEnv("offered_per_s", absl::StrFormat("%.0f", mean.offered));
+  report->SetEnv("served_per_s", absl::StrFormat("%.0f", mean.served));
+  report->SetEnv("sent", absl::StrCat(mean.sent));
+  report->SetEnv("held_back", absl::StrCat(mean.held_back));
+  report->SetEnv("silo_rss_before_mib",
+                 absl::StrFormat("%.1f", mean.rss_before / 1048576.0));
+  report->SetEnv("silo_peak_rss_mib",
+                 absl::StrFormat("%.1f", mean.rss_peak / 1048576.0));
+}
 
 absl::Status RunOverload(const OverloadOptions& options, int rounds,
                          std::vector<ScenarioResult>* results,

@@ -66,4 +66,10 @@ absl::Status RunOverload(const OverloadOptions& options, int rounds,
                          std::vector<ScenarioResult>* results,
                          std::vector<OverloadFigures>* figures);
 
+// Sets the report's environment to the options and the rounds' mean
+// figures (peak RSS: the highest), which bench/make_results.py publishes.
+void AddOverloadEnv(const OverloadOptions& options,
+                    const std::vector<OverloadFigures>& figures,
+                    Report* report);
+
 }  // namespace granary::bench

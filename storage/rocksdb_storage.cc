@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <thread>
@@ -24,6 +23,7 @@
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
 #include "storage/rocksdb_codec.h"
+#include "storage/rocksdb_logger.h"
 
 namespace granary::storage {
 namespace {
@@ -129,6 +129,7 @@ class RocksDbStorage::Impl {
     env_ = db_options.env;
     resume_free_bytes_ = options.resume_free_bytes;
     db_options.listeners.push_back(std::make_shared<Listener>(this));
+    db_options.info_log = NewRocksDbLogger();
     std::vector<rocksdb::ColumnFamilyDescriptor> families = {
         {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
         {kStateFamily, rocksdb::ColumnFamilyOptions()},

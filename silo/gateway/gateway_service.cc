@@ -1,5 +1,6 @@
 #include "silo/gateway/gateway_service.h"
 #include "silo/gateway/gateway_service_impl.h"
+#include "silo/gateway/gateway_call.h"
 
 #include <unistd.h>
 
@@ -32,18 +33,6 @@
 #include "silo/runtime/silo.h"
 
 namespace granary::silo {
-namespace {
-
-// The identity a client stream was accepted with; null when anonymous.
-std::shared_ptr<const std::string> CallerOf(
-    const grpc::CallbackServerContext& context) {
-  std::string identity = rpc::CallerIdentity(context);
-  if (identity.empty()) return nullptr;
-  return std::make_shared<const std::string>(std::move(identity));
-}
-
-}  // namespace
-
 // One client connection. References: one held by gRPC until OnDone, one per
 // call accepted and not yet finished; the last one deletes the stream.
 //
@@ -367,45 +356,9 @@ class GatewayStream final
       return absl::UnavailableError(absl::StrCat(
           "silo ", silo->name(), " is shutting down"));
     }
-    GRANARY_RETURN_IF_ERROR(ValidateGrainKey(request.key()));
-    absl::Duration timeout = kDefaultCallTimeout;
-    if (request.timeout_us() != 0) {
-      timeout = absl::Microseconds(
-          std::min<uint64_t>(request.timeout_us(), uint64_t{1} << 62));
-    }
-    CallBase* call = nullptr;
-    if (route->method == nullptr) {
-      GRANARY_ASSIGN_OR_RETURN(
-          call, ReminderCallFromWire(*route->iface,
-                                     std::move(*request.mutable_key()),
-                                     request.payload()));
-    } else {
-      google::protobuf::io::ArrayInputStream payload(
-          request.payload().data(),
-          static_cast<int>(request.payload().size()));
-      GRANARY_ASSIGN_OR_RETURN(
-          call, NewCallFromWire(*route->iface, *route->method,
-                                std::move(*request.mutable_key()), &payload,
-                                timeout));
-    }
-    call->set_caller_tag(request.id());
-    if (from_silos_) {
-      call->set_hops(request.hops());
-      if (request.chain_id() != 0 || !request.caller().empty()) {
-        RequestContext context{request.chain_id() != 0
-                                   ? request.chain_id()
-                                   : call->request_context().chain_id,
-                               nullptr};
-        if (!request.caller().empty()) {
-          context.caller = std::make_shared<const std::string>(
-              std::move(*request.mutable_caller()));
-        }
-        call->set_request_context(context);
-      }
-    } else if (caller_ != nullptr) {
-      call->set_request_context(
-          RequestContext{call->request_context().chain_id, caller_});
-    }
+    GRANARY_ASSIGN_OR_RETURN(
+        CallBase * call,
+        CallFromGatewayRequest(*route, request, from_silos_, caller_));
     Ref();  // the call's
     call->set_charge(static_cast<uint32_t>(bytes));
     Charge(bytes);
@@ -633,27 +586,6 @@ void GatewayService::Impl::Stop() {
     s->Stop();
     s->Unref();
   }
-}
-
-GatewayService::GatewayService(Silo* silo, GatewayServiceOptions options)
-    : impl_(std::make_unique<Impl>(silo, std::move(options))) {}
-
-void GatewayService::Attach(Silo* silo) { impl_->Attach(silo); }
-
-GatewayService::~GatewayService() = default;
-
-grpc::Service* GatewayService::grpc_service() { return impl_.get(); }
-
-void GatewayService::set_address(std::string address) {
-  impl_->set_address(std::move(address));
-}
-
-void GatewayService::Stop() { impl_->Stop(); }
-
-int GatewayService::open_streams() const { return impl_->open_streams(); }
-
-bool GatewayService::WaitForStreamsClosed(absl::Duration timeout) {
-  return impl_->WaitForStreamsClosed(timeout);
 }
 
 }  // namespace granary::silo

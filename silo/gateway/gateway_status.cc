@@ -1,5 +1,6 @@
 // The gateway's unary calls: Status (the silo and its grain types, for the
-// CLI) and Cluster (the membership, for clients learning the gateways).
+// CLI) and Cluster (the membership, for clients learning the gateways); and
+// GatewayService, the façade over its Impl.
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "core/metrics.h"
@@ -96,6 +97,27 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Cluster(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+GatewayService::GatewayService(Silo* silo, GatewayServiceOptions options)
+    : impl_(std::make_unique<Impl>(silo, std::move(options))) {}
+
+void GatewayService::Attach(Silo* silo) { impl_->Attach(silo); }
+
+GatewayService::~GatewayService() = default;
+
+grpc::Service* GatewayService::grpc_service() { return impl_.get(); }
+
+void GatewayService::set_address(std::string address) {
+  impl_->set_address(std::move(address));
+}
+
+void GatewayService::Stop() { impl_->Stop(); }
+
+int GatewayService::open_streams() const { return impl_->open_streams(); }
+
+bool GatewayService::WaitForStreamsClosed(absl::Duration timeout) {
+  return impl_->WaitForStreamsClosed(timeout);
 }
 
 }  // namespace granary::silo

@@ -1,0 +1,27 @@
+// File: bench/main_util.h
+// -----------------------------------------------------------------------------
+// What granary-bench's modes share (bench/main.cc, bench/overload_mode.cc).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/report.h"
+
+namespace granary::bench {
+
+// Prints "granary-bench: MESSAGE" to stderr; returns 2 (bad flags, or a
+// mode that could not run).
+int Fail(const std::string& message);
+
+// Writes --json if asked; returns the exit code: 1 when a round was not
+// verified, 2 when the report cannot be written, else 0.
+int Finish(const Report& report, const std::vector<ScenarioResult>& results);
+
+// --silo_binary, or the granary-silo next to this binary.
+std::string SiloBinaryFlag();
+
+// The --overload mode (bench/overload_mode.cc): its exit code.
+int RunOverloadMode();
+
+}  // namespace granary::bench

@@ -1,0 +1,69 @@
+#include "silo/gateway/gateway_call.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "absl/time/time.h"
+#include "core/grain_id.h"
+#include "core/grain_interface.h"
+#include "core/status.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "rpc/credentials.h"
+#include "silo/runtime/reminder_service.h"
+
+namespace granary::silo {
+
+std::shared_ptr<const std::string> CallerOf(
+    const grpc::CallbackServerContext& context) {
+  std::string identity = rpc::CallerIdentity(context);
+  if (identity.empty()) return nullptr;
+  return std::make_shared<const std::string>(std::move(identity));
+}
+
+absl::StatusOr<CallBase*> CallFromGatewayRequest(
+    const Route& route, v1::Request& request, bool from_silos,
+    const std::shared_ptr<const std::string>& caller) {
+  GRANARY_RETURN_IF_ERROR(ValidateGrainKey(request.key()));
+  absl::Duration timeout = kDefaultCallTimeout;
+  if (request.timeout_us() != 0) {
+    timeout = absl::Microseconds(
+        std::min<uint64_t>(request.timeout_us(), uint64_t{1} << 62));
+  }
+  CallBase* call = nullptr;
+  if (route.method == nullptr) {
+    GRANARY_ASSIGN_OR_RETURN(
+        call, ReminderCallFromWire(*route.iface,
+                                   std::move(*request.mutable_key()),
+                                   request.payload()));
+  } else {
+    google::protobuf::io::ArrayInputStream payload(
+        request.payload().data(),
+        static_cast<int>(request.payload().size()));
+    GRANARY_ASSIGN_OR_RETURN(
+        call, NewCallFromWire(*route.iface, *route.method,
+                              std::move(*request.mutable_key()), &payload,
+                              timeout));
+  }
+  call->set_caller_tag(request.id());
+  if (from_silos) {
+    call->set_hops(request.hops());
+    if (request.chain_id() != 0 || !request.caller().empty()) {
+      RequestContext context{request.chain_id() != 0
+                                 ? request.chain_id()
+                                 : call->request_context().chain_id,
+                             nullptr};
+      if (!request.caller().empty()) {
+        context.caller = std::make_shared<const std::string>(
+            std::move(*request.mutable_caller()));
+      }
+      call->set_request_context(context);
+    }
+  } else if (caller != nullptr) {
+    call->set_request_context(
+        RequestContext{call->request_context().chain_id, caller});
+  }
+  return call;
+}
+
+}  // namespace granary::silo

@@ -1,0 +1,36 @@
+// File: silo/gateway/gateway_call.h
+// -----------------------------------------------------------------------------
+// Who calls through a Gateway stream, and the call a request read from it
+// asks for, before the stream charges and starts it
+// (silo/gateway/gateway_service.cc).
+//
+//   absl::StatusOr<CallBase*> call =
+//       CallFromGatewayRequest(route, request, from_silos, caller);
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/call.h"
+#include "granary/v1/gateway.pb.h"
+#include "silo/gateway/gateway_service_impl.h"
+
+namespace granary::silo {
+
+// The identity a client stream was accepted with; null when anonymous.
+std::shared_ptr<const std::string> CallerOf(
+    const grpc::CallbackServerContext& context);
+
+// A new call (holding one reference) of `route` built from `request`, whose
+// key (and caller) it moves out. Errors: a key that is not valid, or a
+// payload that does not parse -> INVALID_ARGUMENT. The call's deadline is
+// the request's timeout (kDefaultCallTimeout without one); its caller tag
+// is the request's id. From another silo (`from_silos`) the request carries
+// its hop count, call chain and the identity of the client it serves; from a
+// client, the call serves `caller` (null: anonymous).
+absl::StatusOr<CallBase*> CallFromGatewayRequest(
+    const Route& route, v1::Request& request, bool from_silos,
+    const std::shared_ptr<const std::string>& caller);
+
+}  // namespace granary::silo
