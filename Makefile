@@ -3,7 +3,7 @@ BUILD ?= build
 GENERATOR ?= Ninja
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test test-unit test-asan test-tsan test-tsan-grpc bench bench-quick clean
+.PHONY: all deps configure build run test test-unit test-asan test-tsan test-tsan-grpc bench bench-quick fuzz fuzz-smoke clean
 
 all: build
 
@@ -58,6 +58,17 @@ bench: build
 # The same at a small size (~1 min); its report goes to the build directory.
 bench-quick: build
 	bash bench/run_all.sh $(BUILD) quick
+
+# libFuzzer targets (clang, ASan+UBSan, build-fuzz/): each runs FUZZ_SECONDS
+# on a copy of its seed corpus; any crash, leak or timeout fails. FUZZ_TARGETS
+# picks some ("directory membership"); fuzz/README.md has the details.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+
+# The same for 10 s per target.
+fuzz-smoke: deps
+	FUZZ_SECONDS=10 bash scripts/fuzz.sh
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

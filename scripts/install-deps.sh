@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libjemalloc-dev
   libcaf-dev
+  clang libclang-rt-14-dev
   python3-grpcio python3-protobuf python3-matplotlib python3-prometheus-client
   chromium
 )
