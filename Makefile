@@ -71,4 +71,4 @@ fuzz-smoke: deps
 	FUZZ_SECONDS=10 bash scripts/fuzz.sh
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz
