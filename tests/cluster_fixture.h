@@ -128,16 +128,6 @@ inline std::string SiloOf(const Where& w) {
   return std::string(w.substr(0, w.find('/')));
 }
 
-// The value of metric `name` (no labels) in a silo's /metrics; -1 when
-// absent.
-inline int64_t Metric(const std::string& http, const std::string& name) {
-  const std::string metrics = HttpGet(http, "/metrics");
-  const std::string line = "\n" + name + " ";
-  const size_t at = metrics.find(line);
-  if (at == std::string::npos) return -1;
-  return std::atoll(metrics.c_str() + at + line.size());
-}
-
 // `granary db migrate` on `conninfo`: the schema a --cluster=postgres silo
 // needs.
 inline ToolRun MigrateDatabase(const std::string& conninfo) {

@@ -155,16 +155,6 @@ inline v1::Request CounterCall(const std::string& method, std::string key,
   return r;
 }
 
-// The value of sample `name` (with its labels) in the silo's /metrics; -1
-// when absent.
-inline int64_t Metric(const std::string& http, const std::string& name) {
-  const std::string metrics = HttpGet(http, "/metrics");
-  const std::string line = "\n" + name + " ";
-  const size_t at = metrics.find(line);
-  if (at == std::string::npos) return -1;
-  return std::atoll(metrics.c_str() + at + line.size());
-}
-
 inline int64_t CounterValue(examples::Counter::Stub& stub, const std::string& key) {
   grpc::ClientContext context;
   context.AddMetadata("granary-key", key);

@@ -208,6 +208,14 @@ std::string HttpGet(const std::string& address, const std::string& path,
   return resp;
 }
 
+int64_t Metric(const std::string& http, const std::string& name) {
+  const std::string metrics = HttpGet(http, "/metrics");
+  const std::string line = "\n" + name + " ";
+  const size_t at = metrics.find(line);
+  if (at == std::string::npos) return -1;
+  return std::atoll(metrics.c_str() + at + line.size());
+}
+
 ToolRun RunTool(const std::string& binary, std::vector<std::string> args) {
   ToolRun run;
   int out = -1, err = -1;

@@ -70,6 +70,11 @@ std::string Field(const std::string& ready, const std::string& name);
 std::string HttpGet(const std::string& address, const std::string& path,
                     const std::string& headers = "");
 
+// The value of sample `name` (with its labels, as in
+// `granary_mailbox_full_total{kind="request"}`) in the /metrics of the HTTP
+// endpoint at `http`; -1 when absent.
+int64_t Metric(const std::string& http, const std::string& name);
+
 struct ToolRun {
   int exit_code = -1;
   std::string out;
