@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/detach.h"
 #include "core/sync.h"
@@ -16,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/runtime/silo.h"
+#include "tests/process_util.h"
 #include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 
@@ -509,6 +511,9 @@ TEST_F(MemoryPressureTest, TheLeastRecentlyUsedIdleActivationsAreShed) {
   EXPECT_THAT(silo_->Get<LifecycleRef>("new").Touch(MakeText("")).Get(),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("--max_activations")));
+  EXPECT_THAT(silo_->metrics_registry().Render(),
+              HasSubstr("granary_activations_refused_total{reason="
+                        "\"max_activations\"} 1\n"));
   ASSERT_TRUE(silo_->Get<LifecycleRef>("g0").Touch(MakeText("")).Get().ok());
   // The next pressure check sheds down to 80%: the two least recently
   // used (g1 and g2; g0 was just used).
@@ -522,11 +527,17 @@ TEST_F(MemoryPressureTest, TheLeastRecentlyUsedIdleActivationsAreShed) {
       EXPECT_EQ(state_.deactivations[absl::StrCat("g", i)], 0) << i;
     }
   }
-  EXPECT_TRUE(silo_->Get<LifecycleRef>("new").Touch(MakeText("")).Get().ok());
-  const std::string metrics = silo_->metrics_registry().Render();
-  EXPECT_THAT(metrics, HasSubstr("granary_activations_refused_total{reason="
-                                 "\"max_activations\"} 1\n"));
-  EXPECT_THAT(metrics, HasSubstr("reason=\"memory_pressure\"} 2\n"));
+  // Room is made once the shed activations are gone from the catalog, just
+  // after their OnDeactivate returns.
+  EXPECT_TRUE(Eventually([&] {
+    return silo_->Get<LifecycleRef>("new").Touch(MakeText("")).Get().ok();
+  }));
+  // A deactivation is counted once the grain's own OnDeactivate (which the
+  // wait above saw) has returned.
+  EXPECT_TRUE(Eventually([&] {
+    return absl::StrContains(silo_->metrics_registry().Render(),
+                             "reason=\"memory_pressure\"} 2\n");
+  }));
 }
 
 TEST(SiloTest, RejectsDuplicateTypesAndLateRegistration) {

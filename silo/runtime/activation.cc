@@ -207,7 +207,6 @@ void Activation::Run() {
   }
   if (state_ == State::kCreating) BeginActivation();
   int budget = silo_->options().turn_budget;
-  bool served = false;
   // Metrics of this Run's turns, added to the shared ones once at its end.
   std::array<uint32_t, static_cast<int>(MessageLabel::kCount)> received{};
   metrics::HistogramBatch turn_times;
@@ -225,7 +224,13 @@ void Activation::Run() {
       continue;
     }
     --budget;
-    served = served || m->kind == MessageKind::kRequest;
+    if (m->kind == MessageKind::kRequest) {
+      // Used from the moment each request is taken, before its reply can
+      // reach the caller: shedding (Silo::Shed) must never see a grain
+      // that just answered as the least recently used one, even when one
+      // long run serves requests that came far apart.
+      MarkActive();
+    }
     // What the message is, read before Process may free it.
     uint32_t method = kNoMethod;
     const MessageLabel label = LabelOf(m, &method);
@@ -258,17 +263,18 @@ void Activation::Run() {
     Unref();
     return;
   }
-  EndRun(served, budget);
+  EndRun(budget);
 }
 
-void Activation::EndRun(bool served, int budget) {
-  if (served) {
-    // With the system clock the idle clock is the monotonic one, and the
-    // turn's end (already read) stands in for "now": no extra clock read.
-    last_active_ns_.store(
-        silo_->clock()->IsReal() ? turn_start_ns_ : silo_->IdleClockNs(),
-        std::memory_order_relaxed);
-  }
+void Activation::MarkActive() {
+  // With the system clock the idle clock is the monotonic one and the
+  // turn's start (already read) stands in for "now": no extra clock read.
+  last_active_ns_.store(
+      silo_->clock()->IsReal() ? turn_start_ns_ : silo_->IdleClockNs(),
+      std::memory_order_relaxed);
+}
+
+void Activation::EndRun(int budget) {
   pending_.fetch_sub(popped_, std::memory_order_seq_cst);
   popped_ = 0;
   if (budget == 0 || HasReadyWork()) {

@@ -149,9 +149,10 @@ class Activation final : public Runnable, public MessageSink {
   };
 
   void DrainMailbox();
+  void MarkActive();  // last_active_ns_ = now, as a request is taken
   // The end of Run(): schedules the activation again, or leaves it until a
   // message comes.
-  void EndRun(bool served, int budget);
+  void EndRun(int budget);
   Message* NextMessage();
   bool Eligible(Message* m) const;
   bool HasReadyWork() const;
