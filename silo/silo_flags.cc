@@ -1,12 +1,21 @@
 #include "silo/silo_flags.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "core/log.h"
 
@@ -170,26 +179,71 @@ ABSL_FLAG(bool, unsafe_disable_lease_for_testing, false,
           "it dead. Exists to show that the partition tests fail without the "
           "lease.");
 ABSL_FLAG(std::string, config, "",
-          "A file of these flags, one --name=value per line (# comments).");
+          "A file of these flags, one --name=value per line (# comments). "
+          "Every flag may also come from the environment as GRANARY_<FLAG> "
+          "(GRANARY_WORKERS=4 for --workers=4); the command line wins over "
+          "the environment, which wins over this file.");
 
 namespace granary::silo {
 namespace {
 
-// `--config=FILE` is read as an Abseil flag file; command-line flags after
-// it override its values.
-std::vector<char*> WithConfigAsFlagfile(int argc, char** argv,
-                                        std::vector<std::string>* storage) {
-  storage->reserve(argc);
-  std::vector<char*> out;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
+// The environment variable that may set flag `name`: GRANARY_<NAME>.
+std::string EnvName(absl::string_view name) {
+  return absl::StrCat("GRANARY_", absl::AsciiStrToUpper(name));
+}
+
+// The arguments Abseil parses, in rising precedence: the `--config` file
+// (read as an Abseil flag file), then GRANARY_<FLAG> variables for the
+// binary's own flags, then the rest of the command line. A flag set from the
+// environment to a value it does not take fails here, naming the variable.
+std::vector<char*> ArgsWithConfigAndEnvironment(
+    int argc, char** argv, std::deque<std::string>* storage) {
+  std::string config;
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
     if (absl::StartsWith(arg, "--config=")) {
-      arg = "--flagfile=" + arg.substr(9);
+      config = arg.substr(9);
     } else if (arg == "--config" && i + 1 < argc) {
-      arg = std::string("--flagfile=") + argv[++i];
+      config = argv[++i];
+    } else {
+      rest.push_back(arg);
     }
-    storage->push_back(std::move(arg));
-    out.push_back(storage->back().data());
+  }
+  std::vector<std::string> from_env;
+  std::vector<std::pair<std::string, absl::CommandLineFlag*>> ours;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    // The binary's own flags, not Abseil's (--flagfile, --help...).
+    if (!absl::StrContains(flag->Filename(), "absl/")) {
+      ours.emplace_back(std::string(name), flag);
+    }
+  }
+  std::sort(ours.begin(), ours.end());
+  for (const auto& [name, flag] : ours) {
+    const std::string var = EnvName(name);
+    const char* value = std::getenv(var.c_str());
+    if (value == nullptr) continue;
+    if (name == "config") {
+      if (config.empty()) config = value;
+      continue;
+    }
+    // Checked here so that a bad value names its variable (the flag is set
+    // again, in order, by the parse that follows).
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      std::fprintf(stderr, "%s: %s\n", var.c_str(), error.c_str());
+      std::exit(2);
+    }
+    from_env.push_back(absl::StrCat("--", name, "=", value));
+  }
+  const size_t first = storage->size();
+  storage->push_back(argv[0]);
+  if (!config.empty()) storage->push_back("--flagfile=" + config);
+  for (auto& a : from_env) storage->push_back(std::move(a));
+  for (auto& a : rest) storage->push_back(std::move(a));
+  std::vector<char*> out;
+  for (size_t i = first; i < storage->size(); ++i) {
+    out.push_back((*storage)[i].data());
   }
   return out;
 }
@@ -197,9 +251,10 @@ std::vector<char*> WithConfigAsFlagfile(int argc, char** argv,
 }  // namespace
 
 void ParseSiloFlags(int argc, char** argv) {
-  // Kept for the process's life: Abseil keeps pointers into argv.
-  static std::vector<std::string>* storage = new std::vector<std::string>;
-  std::vector<char*> args = WithConfigAsFlagfile(argc, argv, storage);
+  // Kept for the process's life: Abseil keeps pointers into argv (a deque,
+  // so that strings already handed out never move).
+  static auto* storage = new std::deque<std::string>;
+  std::vector<char*> args = ArgsWithConfigAndEnvironment(argc, argv, storage);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
 }
 

@@ -2,7 +2,7 @@
 // -----------------------------------------------------------------------------
 // granary-silo's command-line flags, for any silo binary built on SiloHost:
 // one flag per SiloHostOptions field, `--config=FILE` (the same flags, one
-// per line), and the log flags.
+// per line), GRANARY_<FLAG> environment variables, and the log flags.
 //
 //   int main(int argc, char** argv) {
 //     granary::silo::ParseSiloFlags(argc, argv);
@@ -19,8 +19,12 @@
 
 namespace granary::silo {
 
-// Parses the command line (exits on an unknown flag or --help), reading
-// `--config=FILE` as a flag file whose values later flags override.
+// Parses the command line (exits on an unknown flag or --help). Each flag
+// takes, in rising precedence, its value from `--config=FILE` (or
+// GRANARY_CONFIG; the same flags, one per line), from the environment
+// variable GRANARY_<FLAG> (--max_mailbox: GRANARY_MAX_MAILBOX), and from the
+// command line. A variable with a value its flag does not take exits 2,
+// naming the variable.
 void ParseSiloFlags(int argc, char** argv);
 
 // The options the flags give, after setting the process's log level and

@@ -3,6 +3,7 @@
 // failures for bad flags.
 #include <signal.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -58,6 +59,86 @@ TEST(SiloProcessTest, ReadsFlagsFromAConfigFile) {
   ASSERT_THAT(silo.ReadyLine(), HasSubstr("READY gateway=127.0.0.1:"));
   silo.Signal(SIGINT);
   EXPECT_EQ(silo.Wait(), 0);
+}
+
+// granary-silo run through env(1) with `vars` set.
+ChildProcess SiloWithEnvironment(const std::vector<std::string>& vars,
+                                 const std::vector<std::string>& args) {
+  std::vector<std::string> all = vars;
+  all.push_back(GRANARY_SILO_BINARY);
+  all.insert(all.end(), args.begin(), args.end());
+  return ChildProcess("/usr/bin/env", std::move(all));
+}
+
+TEST(SiloProcessTest, ReadsFlagsFromTheEnvironment) {
+  const std::string dir = TempDir("environment");
+  // Every flag as GRANARY_<FLAG>: the ports (any free one) and the data
+  // directory, with --workers from the command line winning over its
+  // variable.
+  std::vector<std::string> vars;
+  for (const std::string& flag : AnyPorts(dir)) {
+    const size_t eq = flag.find('=');
+    std::string name = flag.substr(2, eq == std::string::npos ? eq : eq - 2);
+    for (char& c : name) c = static_cast<char>(std::toupper(c));
+    vars.push_back("GRANARY_" + name +
+                   (eq == std::string::npos ? "=true" : flag.substr(eq)));
+  }
+  vars.push_back("GRANARY_WORKERS=nonsense-overridden");
+  ChildProcess silo = SiloWithEnvironment(vars, {"--workers=1"});
+  const std::string ready = silo.ReadyLine();
+  // A bad GRANARY_WORKERS is refused even when the command line sets
+  // --workers: each variable must hold a value its flag takes.
+  EXPECT_EQ(ready, "");
+  EXPECT_NE(silo.Wait(), 0);
+  EXPECT_THAT(silo.Stderr(), HasSubstr("GRANARY_WORKERS"));
+
+  vars.back() = "GRANARY_WORKERS=3";
+  ChildProcess good =
+      SiloWithEnvironment(vars, {"--workers=1", "--log_level=info"});
+  const std::string good_ready = good.ReadyLine();
+  ASSERT_THAT(good_ready, HasSubstr("READY gateway=127.0.0.1:"));
+  EXPECT_THAT(HttpGet(Field(good_ready, "http"), "/healthz"),
+              HasSubstr("200"));
+  good.Signal(SIGTERM);
+  EXPECT_EQ(good.Wait(), 0);
+  // The command line won: one worker thread, not three.
+  EXPECT_THAT(good.Stderr(), HasSubstr(" workers=1 "));
+}
+
+TEST(SiloProcessTest, TheCommandLineWinsOverTheEnvironmentWhichWinsOverTheConfigFile) {
+  const std::string dir = TempDir("precedence");
+  const std::string config = dir + "/silo.flags";
+  {
+    std::ofstream f(config);
+    for (const auto& flag : AnyPorts(dir)) f << flag << "\n";
+    f << "--max_mailbox=-5\n";  // bad, but overridden below
+    f << "--http_threads=0\n";  // bad, and overridden by the command line
+  }
+  ChildProcess silo = SiloWithEnvironment(
+      {"GRANARY_CONFIG=" + config, "GRANARY_MAX_MAILBOX=77",
+       "GRANARY_HTTP_THREADS=0"},
+      {"--http_threads=4"});
+  ASSERT_THAT(silo.ReadyLine(), HasSubstr("READY gateway=127.0.0.1:"))
+      << silo.Stderr();
+  silo.Signal(SIGTERM);
+  EXPECT_EQ(silo.Wait(), 0);
+
+  // The file's bad value stands when nothing overrides it.
+  ChildProcess bad = SiloWithEnvironment({"GRANARY_CONFIG=" + config},
+                                         {"--http_threads=4"});
+  EXPECT_EQ(bad.ReadyLine(), "");
+  EXPECT_NE(bad.Wait(), 0);
+  EXPECT_THAT(bad.Stderr(), HasSubstr("--max_mailbox must be positive"));
+
+  // Nor does an unknown GRANARY_ variable stop the silo: only flags' names
+  // are read (others belong to other tools).
+  ChildProcess other = SiloWithEnvironment(
+      {"GRANARY_CONFIG=" + config, "GRANARY_MAX_MAILBOX=77",
+       "GRANARY_NOT_A_FLAG=1"},
+      {"--http_threads=4"});
+  ASSERT_THAT(other.ReadyLine(), HasSubstr("READY gateway=127.0.0.1:"));
+  other.Signal(SIGTERM);
+  EXPECT_EQ(other.Wait(), 0);
 }
 
 TEST(SiloProcessTest, BadFlagsFailClearly) {
