@@ -42,6 +42,11 @@ int Main() {
   absl::StatusOr<granary::silo::SiloHostOptions> options =
       granary::silo::SiloHostOptionsFromFlags();
   if (!options.ok()) return Fail(std::string(options.status().message()));
+  if (granary::silo::CheckConfigRequested()) {
+    std::fputs(granary::silo::EffectiveConfig().c_str(), stdout);
+    std::fputs("granary-silo: the configuration is valid\n", stderr);
+    return 0;
+  }
   // Signals are taken by sigwait below, never by a handler on some thread.
   // Blocked before any thread exists, so every thread inherits the mask.
   sigset_t signals;

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "core/log.h"
+#include "storage/postgres/pg_connection.h"
 
 ABSL_FLAG(
     std::string, gateway, "127.0.0.1:30000",
@@ -178,6 +179,12 @@ ABSL_FLAG(bool, unsafe_disable_lease_for_testing, false,
           "off from the table it keeps answering after the others declared "
           "it dead. Exists to show that the partition tests fail without the "
           "lease.");
+ABSL_FLAG(bool, check_config, false,
+          "Check the configuration (flags, environment, config file, the files "
+          "and certificates they name), print the effective flags with "
+          "secrets redacted, and exit: 0 when the silo would start with "
+          "them, 2 (with the reason) when not. Binds nothing and touches no "
+          "database.");
 ABSL_FLAG(std::string, config, "",
           "A file of these flags, one --name=value per line (# comments). "
           "Every flag may also come from the environment as GRANARY_<FLAG> "
@@ -323,6 +330,31 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
       absl::GetFlag(FLAGS_unsafe_disable_lease_for_testing);
   if (absl::Status s = ValidateSiloHostOptions(o); !s.ok()) return s;
   return o;
+}
+
+bool CheckConfigRequested() { return absl::GetFlag(FLAGS_check_config); }
+
+std::string EffectiveConfig() {
+  std::vector<std::pair<std::string, std::string>> lines;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), "absl/") || name == "config" ||
+        name == "check_config") {
+      continue;
+    }
+    std::string value = flag->CurrentValue();
+    // A connection string may hold a password; every other secret is read
+    // from a file the flag names.
+    if (name == "postgres" && !value.empty()) {
+      value = storage::RedactConninfo(value);
+    }
+    lines.emplace_back(std::string(name), std::move(value));
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const auto& [name, value] : lines) {
+    absl::StrAppend(&out, "--", name, "=", value, "\n");
+  }
+  return out;
 }
 
 }  // namespace granary::silo

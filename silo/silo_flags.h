@@ -13,6 +13,8 @@
 //   }
 #pragma once
 
+#include <string>
+
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 #include "silo/silo_host_options.h"
@@ -31,5 +33,14 @@ void ParseSiloFlags(int argc, char** argv);
 // format from --log_level and --log_format. INVALID_ARGUMENT naming the
 // flag that is wrong.
 absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags();
+
+// True when --check_config was given: the caller prints EffectiveConfig()
+// and exits 0 once SiloHostOptionsFromFlags() succeeded (2 when not).
+bool CheckConfigRequested();
+
+// The binary's own flags, one `--name=value` line each in name order, as
+// they stand after parsing (a file --config could read back), with the
+// password of --postgres redacted.
+std::string EffectiveConfig();
 
 }  // namespace granary::silo

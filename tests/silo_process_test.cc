@@ -203,6 +203,63 @@ TEST(SiloProcessTest, PortInUseFailsClearly) {
   EXPECT_EQ(first.Wait(), 0);
 }
 
+TEST(SiloProcessTest, CheckConfigValidatesPrintsAndBindsNothing) {
+  const std::string dir = TempDir("check");
+  SiloProcess running(AnyPorts(dir));
+  const std::string ready = running.ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+  // The running silo's ports and data directory: a check binds and opens
+  // neither.
+  const std::vector<std::string> busy = {
+      "--gateway=" + Field(ready, "gateway"), "--silo=" + Field(ready, "silo"),
+      "--http=" + Field(ready, "http"), "--data_dir=" + dir};
+  std::vector<std::string> args = busy;
+  args.push_back("--workers=3");
+  args.push_back("--check_config");
+  ToolRun ok = RunTool(GRANARY_SILO_BINARY, args);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("--gateway=" + Field(ready, "gateway") + "\n"));
+  EXPECT_THAT(ok.out, HasSubstr("--workers=3\n"));
+  EXPECT_THAT(ok.out, HasSubstr("--max_mailbox="));
+  EXPECT_THAT(ok.out, ::testing::Not(HasSubstr("--check_config")));
+  EXPECT_THAT(ok.err, HasSubstr("valid"));
+
+  // A connection string from the environment is printed without its
+  // password; nothing connects to it.
+  std::vector<std::string> env_args = {
+      "GRANARY_POSTGRES=host=127.0.0.1 port=1 dbname=g password=hunter2",
+      "GRANARY_CLUSTER=postgres", GRANARY_SILO_BINARY, "--check_config"};
+  env_args.insert(env_args.end(), busy.begin(), busy.end());
+  ToolRun pg = RunTool("/usr/bin/env", env_args);
+  EXPECT_EQ(pg.exit_code, 0) << pg.err;
+  EXPECT_THAT(pg.out, HasSubstr("--cluster=postgres\n"));
+  EXPECT_THAT(pg.out, HasSubstr("--postgres="));
+  EXPECT_THAT(pg.out + pg.err, ::testing::Not(HasSubstr("hunter2")));
+
+  // Bad values, missing files and certificates: exit 2 with the reason.
+  for (const auto& [extra, message] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--workers=-3"}, "--workers"},
+           {{"--tls_cert=" + dir + "/none.pem", "--tls_key=" + dir + "/none.key"},
+            "none.pem"},
+           {{"--auth_tokens=" + dir + "/no-tokens"}, "--auth_tokens"},
+           {{"--cluster=postgres", "--postgres_file=" + dir + "/no-conninfo"},
+            "no-conninfo"},
+       }) {
+    std::vector<std::string> bad = busy;
+    bad.push_back("--check_config");
+    bad.insert(bad.end(), extra.begin(), extra.end());
+    ToolRun run = RunTool(GRANARY_SILO_BINARY, bad);
+    EXPECT_EQ(run.exit_code, 2) << message;
+    EXPECT_THAT(run.err, HasSubstr(message));
+    EXPECT_EQ(run.out, "") << message;
+  }
+  // The running silo was never disturbed.
+  EXPECT_THAT(HttpGet(Field(ready, "http"), "/healthz"), HasSubstr("200"));
+  running.Signal(SIGTERM);
+  EXPECT_EQ(running.Wait(), 0);
+}
+
 TEST(SiloProcessTest, ADataDirectoryInUseOrNotOursFailsClearly) {
   const std::string dir = TempDir("held");
   SiloProcess first(AnyPorts(dir));
