@@ -33,6 +33,7 @@
 #include "silo/gateway/gateway_service.h"
 #include "silo/runtime/reminder_service.h"
 #include "silo/runtime/silo.h"
+#include "silo/systemd_notify.h"
 
 namespace granary::silo {
 
@@ -218,7 +219,15 @@ absl::Status SiloHost::Start() {
   GRANARY_RETURN_IF_ERROR(StartSiloEndpoint());
   GRANARY_RETURN_IF_ERROR(StartRuntime());
   GRANARY_RETURN_IF_ERROR(StartListeners());
-  return JoinCluster();
+  GRANARY_RETURN_IF_ERROR(JoinCluster());
+  // Under systemd (Type=notify) the unit counts as started from here.
+  if (absl::Status s = NotifySystemd(absl::StrCat(
+          "READY=1\nSTATUS=serving: gateway ", gateway_address(), ", silo ",
+          silo_address()));
+      !s.ok()) {
+    GRANARY_LOG(kWarning) << "silo=" << id() << " " << s.message();
+  }
+  return absl::OkStatus();
 }
 
 // (1) The options of failure detection, the stores and the cluster.
@@ -510,6 +519,7 @@ void SiloHost::WireCluster() {
 void SiloHost::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  if (started_) (void)NotifySystemd("STOPPING=1\nSTATUS=leaving the cluster");
   Parts& p = *parts_;
   p.leaving = true;
   const bool joined = p.agent_ptr.load() != nullptr;

@@ -1,9 +1,14 @@
 // Process-level tests of the stock `granary-silo` binary: READY line, a call
 // from a stock gRPC stub, /healthz, graceful SIGTERM, config files, and clear
 // failures for bad flags.
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -258,6 +263,61 @@ TEST(SiloProcessTest, CheckConfigValidatesPrintsAndBindsNothing) {
   EXPECT_THAT(HttpGet(Field(ready, "http"), "/healthz"), HasSubstr("200"));
   running.Signal(SIGTERM);
   EXPECT_EQ(running.Wait(), 0);
+}
+
+// A datagram socket standing in for systemd's notification socket.
+class FakeNotifySocket {
+ public:
+  explicit FakeNotifySocket(const std::string& path) : path_(path) {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    bound_ = bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~FakeNotifySocket() { close(fd_); }
+  bool bound() const { return bound_; }
+  // The next datagram, or "" after 60 s.
+  std::string Next() {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 60000) != 1) return "";
+    char buf[4096];
+    const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool bound_ = false;
+};
+
+TEST(SiloProcessTest, NotifiesSystemdWhenReadyAndWhenStopping) {
+  const std::string dir = TempDir("notify");
+  FakeNotifySocket notify(dir + "/notify.sock");
+  ASSERT_TRUE(notify.bound());
+  std::vector<std::string> args = {"NOTIFY_SOCKET=" + dir + "/notify.sock",
+                                   GRANARY_SILO_BINARY};
+  for (const std::string& a : AnyPorts(dir)) args.push_back(a);
+  ChildProcess silo("/usr/bin/env", args);
+  const std::string ready = silo.ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+  const std::string first = notify.Next();
+  EXPECT_THAT(first, HasSubstr("READY=1\n"));
+  EXPECT_THAT(first, HasSubstr("STATUS=serving: gateway " +
+                               Field(ready, "gateway")));
+  silo.Signal(SIGTERM);
+  EXPECT_THAT(notify.Next(), HasSubstr("STOPPING=1"));
+  EXPECT_EQ(silo.Wait(), 0);
+
+  // A socket nobody listens on is logged, and the silo serves all the same.
+  std::vector<std::string> gone = args;
+  gone[0] = "NOTIFY_SOCKET=" + dir + "/nobody.sock";
+  ChildProcess unheard("/usr/bin/env", gone);
+  ASSERT_THAT(unheard.ReadyLine(), HasSubstr("READY"));
+  unheard.Signal(SIGTERM);
+  EXPECT_EQ(unheard.Wait(), 0);
+  EXPECT_THAT(unheard.Stderr(), HasSubstr("nobody.sock"));
 }
 
 TEST(SiloProcessTest, ADataDirectoryInUseOrNotOursFailsClearly) {
