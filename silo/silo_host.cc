@@ -74,9 +74,14 @@ void AddAuthMetrics(metrics::Registry* registry,
 // "" when it is ready.
 std::string NotReadyBecause(const std::atomic<bool>& leaving,
                             const std::atomic<MembershipAgent*>& agent,
-                            storage::GrainStorage* storage) {
+                            const Silo* silo, storage::GrainStorage* storage) {
   if (leaving.load()) return "shutting down";
   if (agent.load() == nullptr) return "not yet in the cluster";
+  if (silo != nullptr && MonoNanos() > silo->lease_until_ns()) {
+    // The membership table (PostgreSQL, or the dev primary) has not
+    // confirmed this silo lately: it runs no grain code until it does.
+    return "the membership table has not confirmed this silo lately";
+  }
   if (storage != nullptr && !storage->Health().ok()) {
     return "storage cannot write";
   }
@@ -430,10 +435,13 @@ absl::Status SiloHost::StartListeners() {
   p.admin = std::make_unique<AdminHttp>(p.silo.get(), p.gateway->address());
   p.admin->Register(p.http.get());  // /metrics, /api/overview, the dashboard
   // /readyz: 200 while the silo takes work; 503 (and why) while it joins,
-  // leaves, or its storage cannot write (the reason is in its log).
+  // leaves, has not been confirmed by the membership table within its lease
+  // (the table's database is down), or its storage cannot write (the reason
+  // is in its log).
   storage::GrainStorage* store = p.stores.grain_state.get();
   p.http->Handle("/readyz", [&p, store](const HttpRequest&) {
-    const std::string why = NotReadyBecause(p.leaving, p.agent_ptr, store);
+    const std::string why =
+        NotReadyBecause(p.leaving, p.agent_ptr, p.silo.get(), store);
     if (why.empty()) return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
     return HttpResponse{503, "text/plain; charset=utf-8",
                         absl::StrCat("not ready: ", why, "\n")};

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -134,6 +135,38 @@ TEST_F(PostgresSiloStartTest,
   EXPECT_THAT(o.err, HasSubstr("newer"));
   EXPECT_THAT(o.err, HasSubstr("granary db migrate"));
   EXPECT_EQ(o.ready, "");
+}
+
+// /readyz follows the cluster's database: 503 with the reason while
+// PostgreSQL is down (the silo's membership lease lapses), 200 again once it
+// is back; /healthz, which never touches the database, stays 200.
+TEST_F(PostgresSiloStartTest, ReadinessFollowsTheDatabase) {
+  const std::string conninfo = Migrated("start_ready");
+  std::vector<std::string> args = AnyPorts(TempDir("pg-ready"));
+  args.push_back("--cluster=postgres");
+  args.push_back("--postgres=" + conninfo);
+  SiloProcess silo(std::move(args));
+  const std::string ready = silo.ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY"));
+  const std::string http = Field(ready, "http");
+  EXPECT_THAT(HttpGet(http, "/readyz"), HasSubstr(" 200 "));
+
+  ASSERT_TRUE(server()->Stop().ok()) << server()->Log();
+  std::string answer;
+  EXPECT_TRUE(Eventually([&] {
+    answer = HttpGet(http, "/readyz");
+    return absl::StrContains(answer, " 503 ");
+  })) << answer;
+  EXPECT_THAT(answer, HasSubstr("not ready: the membership table"));
+  EXPECT_THAT(HttpGet(http, "/healthz"), HasSubstr(" 200 "));
+
+  ASSERT_TRUE(server()->StartAgain().ok()) << server()->Log();
+  EXPECT_TRUE(Eventually([&] {
+    answer = HttpGet(http, "/readyz");
+    return absl::StrContains(answer, " 200 ");
+  })) << answer;
+  silo.Signal(SIGTERM);
+  EXPECT_EQ(silo.Wait(), 0) << silo.Stderr();
 }
 
 TEST_F(PostgresSiloStartTest, BadFlagsExit2NamingTheFlag) {
