@@ -194,6 +194,18 @@ ABSL_FLAG(std::string, config, "",
 namespace granary::silo {
 namespace {
 
+// The binary's own flags (not Abseil's --flagfile, --help...), by name.
+std::vector<std::pair<std::string, absl::CommandLineFlag*>> OwnFlags() {
+  std::vector<std::pair<std::string, absl::CommandLineFlag*>> ours;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!absl::StrContains(flag->Filename(), "absl/")) {
+      ours.emplace_back(std::string(name), flag);
+    }
+  }
+  std::sort(ours.begin(), ours.end());
+  return ours;
+}
+
 // The environment variable that may set flag `name`: GRANARY_<NAME>.
 std::string EnvName(absl::string_view name) {
   return absl::StrCat("GRANARY_", absl::AsciiStrToUpper(name));
@@ -218,15 +230,7 @@ std::vector<char*> ArgsWithConfigAndEnvironment(
     }
   }
   std::vector<std::string> from_env;
-  std::vector<std::pair<std::string, absl::CommandLineFlag*>> ours;
-  for (const auto& [name, flag] : absl::GetAllFlags()) {
-    // The binary's own flags, not Abseil's (--flagfile, --help...).
-    if (!absl::StrContains(flag->Filename(), "absl/")) {
-      ours.emplace_back(std::string(name), flag);
-    }
-  }
-  std::sort(ours.begin(), ours.end());
-  for (const auto& [name, flag] : ours) {
+  for (const auto& [name, flag] : OwnFlags()) {
     const std::string var = EnvName(name);
     const char* value = std::getenv(var.c_str());
     if (value == nullptr) continue;
@@ -335,23 +339,15 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
 bool CheckConfigRequested() { return absl::GetFlag(FLAGS_check_config); }
 
 std::string EffectiveConfig() {
-  std::vector<std::pair<std::string, std::string>> lines;
-  for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (absl::StrContains(flag->Filename(), "absl/") || name == "config" ||
-        name == "check_config") {
-      continue;
-    }
+  std::string out;
+  for (const auto& [name, flag] : OwnFlags()) {
+    if (name == "config" || name == "check_config") continue;
     std::string value = flag->CurrentValue();
     // A connection string may hold a password; every other secret is read
     // from a file the flag names.
     if (name == "postgres" && !value.empty()) {
       value = storage::RedactConninfo(value);
     }
-    lines.emplace_back(std::string(name), std::move(value));
-  }
-  std::sort(lines.begin(), lines.end());
-  std::string out;
-  for (const auto& [name, value] : lines) {
     absl::StrAppend(&out, "--", name, "=", value, "\n");
   }
   return out;
