@@ -13,6 +13,7 @@ PACKAGES=(
   libjemalloc-dev
   libcaf-dev
   clang libclang-rt-14-dev
+  systemd
   python3-grpcio python3-protobuf python3-matplotlib python3-prometheus-client
   chromium
 )
