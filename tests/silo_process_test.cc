@@ -296,10 +296,8 @@ TEST(SiloProcessTest, NotifiesSystemdWhenReadyAndWhenStopping) {
   const std::string dir = TempDir("notify");
   FakeNotifySocket notify(dir + "/notify.sock");
   ASSERT_TRUE(notify.bound());
-  std::vector<std::string> args = {"NOTIFY_SOCKET=" + dir + "/notify.sock",
-                                   GRANARY_SILO_BINARY};
-  for (const std::string& a : AnyPorts(dir)) args.push_back(a);
-  ChildProcess silo("/usr/bin/env", args);
+  ChildProcess silo = SiloWithEnvironment(
+      {"NOTIFY_SOCKET=" + dir + "/notify.sock"}, AnyPorts(dir));
   const std::string ready = silo.ReadyLine();
   ASSERT_THAT(ready, HasSubstr("READY"));
   const std::string first = notify.Next();
@@ -311,9 +309,8 @@ TEST(SiloProcessTest, NotifiesSystemdWhenReadyAndWhenStopping) {
   EXPECT_EQ(silo.Wait(), 0);
 
   // A socket nobody listens on is logged, and the silo serves all the same.
-  std::vector<std::string> gone = args;
-  gone[0] = "NOTIFY_SOCKET=" + dir + "/nobody.sock";
-  ChildProcess unheard("/usr/bin/env", gone);
+  ChildProcess unheard = SiloWithEnvironment(
+      {"NOTIFY_SOCKET=" + dir + "/nobody.sock"}, AnyPorts(dir));
   ASSERT_THAT(unheard.ReadyLine(), HasSubstr("READY"));
   unheard.Signal(SIGTERM);
   EXPECT_EQ(unheard.Wait(), 0);

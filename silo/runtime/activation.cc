@@ -207,6 +207,7 @@ void Activation::Run() {
   }
   if (state_ == State::kCreating) BeginActivation();
   int budget = silo_->options().turn_budget;
+  const bool real_clock = silo_->clock()->IsReal();  // read once per run
   // Metrics of this Run's turns, added to the shared ones once at its end.
   std::array<uint32_t, static_cast<int>(MessageLabel::kCount)> received{};
   metrics::HistogramBatch turn_times;
@@ -229,7 +230,7 @@ void Activation::Run() {
       // reach the caller: shedding (Silo::Shed) must never see a grain
       // that just answered as the least recently used one, even when one
       // long run serves requests that came far apart.
-      MarkActive();
+      MarkActive(real_clock);
     }
     // What the message is, read before Process may free it.
     uint32_t method = kNoMethod;
@@ -266,12 +267,11 @@ void Activation::Run() {
   EndRun(budget);
 }
 
-void Activation::MarkActive() {
+void Activation::MarkActive(bool real_clock) {
   // With the system clock the idle clock is the monotonic one and the
   // turn's start (already read) stands in for "now": no extra clock read.
-  last_active_ns_.store(
-      silo_->clock()->IsReal() ? turn_start_ns_ : silo_->IdleClockNs(),
-      std::memory_order_relaxed);
+  last_active_ns_.store(real_clock ? turn_start_ns_ : silo_->IdleClockNs(),
+                        std::memory_order_relaxed);
 }
 
 void Activation::EndRun(int budget) {

@@ -149,7 +149,9 @@ class Activation final : public Runnable, public MessageSink {
   };
 
   void DrainMailbox();
-  void MarkActive();  // last_active_ns_ = now, as a request is taken
+  // last_active_ns_ = now, as a request is taken (`real_clock`: the silo's
+  // clock is the system's, read once per run).
+  void MarkActive(bool real_clock);
   // The end of Run(): schedules the activation again, or leaves it until a
   // message comes.
   void EndRun(int budget);
