@@ -102,6 +102,20 @@ void GatewayConnection::CancelStream(const std::string& why) {
   }
 }
 
+void GatewayConnection::OnStreamDraining(GatewayStream* stream) {
+  {
+    MutexLock lock(&mu_);
+    if (stream_ != stream) return;
+    await_new_connection_ = true;
+    if (set_->closed()) return;
+    up_.store(false);
+    GRANARY_LOG(kInfo) << "client: gateway " << address_
+                       << " is shutting down; calls go to other gateways";
+  }
+  set_->LinkDown();
+  set_->Notify();
+}
+
 void GatewayConnection::OnStreamDone(GatewayStream* stream,
                                const grpc::Status& status,
                                bool server_stopping) {
@@ -112,10 +126,13 @@ void GatewayConnection::OnStreamDone(GatewayStream* stream,
       stream_ = nullptr;
       // Any end we did not ask for means the gateway went away or is
       // going: send nothing more here until the channel is connected again.
+      // (A gateway that drained the stream said so already.)
       if (!set_->closed()) {
         up_.store(false);
-        GRANARY_LOG(kWarning) << "client: lost gateway " << address_ << ": "
-                              << status.error_message();
+        if (!server_stopping || !status.ok()) {
+          GRANARY_LOG(kWarning) << "client: lost gateway " << address_
+                                << ": " << status.error_message();
+        }
       }
     }
   }

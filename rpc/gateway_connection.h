@@ -55,6 +55,10 @@ class GatewayConnection {
 
   // Wakes whoever waits on the client's connection events.
   void Notify();
+  // The gateway said it is shutting down (ReplyBatch.draining): calls go
+  // to other gateways, and the channel's current connection must not carry
+  // a new stream.
+  void OnStreamDraining(GatewayStream* stream);
   // The stream ended with `status`.
   // `server_stopping`: the gateway said it is going away, so the channel's
   // current connection must not carry a new stream.

@@ -26,7 +26,7 @@ absl::Status GatewayStream::Send(v1::Request& request, CallBase* call) {
   Actions actions;
   {
     MutexLock lock(&mu_);
-    while (!dead_ && in_flight_ >= max_in_flight_) {
+    while (!dead_ && !draining_ && in_flight_ >= max_in_flight_) {
       if (overflow_ == GatewaySetOptions::Overflow::kFail || OnNetworkThread()) {
         return absl::ResourceExhaustedError(absl::StrCat(
             max_in_flight_, " calls already in flight to gateway ",
@@ -38,6 +38,11 @@ absl::Status GatewayStream::Send(v1::Request& request, CallBase* call) {
       if (!refusal_.ok()) return refusal_;
       return absl::UnavailableError(absl::StrCat(
           "connection to gateway ", link_->address(), " was lost"));
+    }
+    if (draining_) {
+      // Not sent: the caller tries another gateway.
+      return absl::UnavailableError(
+          absl::StrCat("gateway ", link_->address(), " is shutting down"));
     }
     ++in_flight_;
     if (call != nullptr) {
@@ -75,12 +80,18 @@ GatewayStream::Actions GatewayStream::AdvanceLocked() {
     writing_one_way_ = one_way;
     write_out_ = true;
     actions.write = true;
+  } else if (draining_) {
+    // Everything queued here is written: the gateway may end the stream.
+    write_hold_ = false;
+    actions.writes_done = true;
+    actions.remove_hold = true;
   }
   return actions;
 }
 
 void GatewayStream::Act(Actions actions) {
   if (actions.write) StartWrite(&writing_);
+  if (actions.writes_done) StartWritesDone();
   if (actions.remove_hold) RemoveHold();
 }
 
@@ -141,8 +152,16 @@ void GatewayStream::OnReadDone(bool ok) {
   // Claim this batch's calls under one lock, then finish them outside it.
   std::vector<std::pair<CallBase*, const v1::Reply*>> ready;
   ready.reserve(incoming_.replies_size());
+  bool told_to_drain = false;
   {
     MutexLock lock(&mu_);
+    if (incoming_.draining() && !draining_) {
+      // The gateway is going: what is queued here is still written, then
+      // the stream is half-closed; new calls go elsewhere.
+      draining_ = true;
+      told_to_drain = true;
+      space_.SignalAll();
+    }
     for (const v1::Reply& reply : incoming_.replies()) {
       auto it = waiting_.find(reply.id());
       if (it == waiting_.end()) continue;  // not ours: ignore
@@ -156,6 +175,10 @@ void GatewayStream::OnReadDone(bool ok) {
   for (auto& [call, reply] : ready) Finish(call, *reply);
   incoming_.Clear();
   StartRead(&incoming_);
+  if (told_to_drain) {
+    Advance();  // half-closes at once when nothing is queued
+    link_->OnStreamDraining(this);
+  }
   link_->Notify();
 }
 
@@ -163,6 +186,7 @@ void GatewayStream::OnDone(const grpc::Status& status) {
   NetworkThreadScope network;
   absl::flat_hash_map<uint64_t, CallBase*> waiting;
   std::string why;
+  bool drained;
   // A gateway that refused the client's credentials refuses them again:
   // the calls fail with its answer, not as if it were unreachable.
   const bool refused =
@@ -179,6 +203,7 @@ void GatewayStream::OnDone(const grpc::Status& status) {
     pending_.clear();
     in_flight_ = 0;
     why = cancel_reason_;
+    drained = draining_;
     space_.SignalAll();
   }
   if (why.empty()) {
@@ -204,7 +229,7 @@ void GatewayStream::OnDone(const grpc::Status& status) {
       call->Release();
     }
   }
-  link_->OnStreamDone(this, status, stopping);
+  link_->OnStreamDone(this, status, stopping || drained);
   if (resend) {
     // A stopping gateway answers every request it read before it ends the
     // stream, so these never reached it: they go to another gateway

@@ -7,6 +7,7 @@
 //
 //   GatewayStream* stream = connection->Acquire();   // a reference
 //   absl::Status sent = stream->Send(request, call); // UNAVAILABLE: lost
+//                                                    // or draining
 //   stream->Unref();
 //
 // Threading: Send from any thread; gRPC runs the reactions.
@@ -108,6 +109,7 @@ class GatewayStream final
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
+  void OnWritesDoneDone(bool /*ok*/) override {}
   void OnDone(const grpc::Status& status) override;
 
  private:
@@ -116,6 +118,7 @@ class GatewayStream final
   // What Advance decided, to be done outside mu_.
   struct Actions {
     bool write = false;
+    bool writes_done = false;  // half-close (a draining gateway)
     bool remove_hold = false;
   };
   Actions AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -146,6 +149,9 @@ class GatewayStream final
   bool write_out_ ABSL_GUARDED_BY(mu_) = false;
   bool write_hold_ ABSL_GUARDED_BY(mu_) = true;
   bool dead_ ABSL_GUARDED_BY(mu_) = false;
+  // The gateway said it is shutting down (ReplyBatch.draining): nothing new
+  // is sent here; the stream is half-closed once the queue is written.
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::string cancel_reason_ ABSL_GUARDED_BY(mu_);
   // The gateway's answer when it refused the client's credentials: calls
   // sent after the stream ended get it too, not "connection lost".

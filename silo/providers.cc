@@ -369,6 +369,9 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
   if (o.join_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--join_timeout must be positive");
   }
+  if (o.shutdown_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--shutdown_timeout must be positive");
+  }
   // Off loopback every port speaks TLS, unless told otherwise.
   SplitHostPort(o.gateway, &host, &port);
   const bool gateway_remote = !IsLoopbackHost(host);

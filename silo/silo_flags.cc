@@ -173,6 +173,12 @@ ABSL_FLAG(int32_t, votes_to_kill, 2,
 ABSL_FLAG(absl::Duration, join_timeout, absl::Seconds(30),
           "How long to keep trying to join the cluster (reach the primary, "
           "or the PostgreSQL server) before giving up.");
+ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(30),
+          "The longest a graceful stop (SIGTERM) takes: leaving the cluster, "
+          "grains deactivating (at most a third of it), clients and other "
+          "silos sending their calls elsewhere. Give a supervisor's kill "
+          "timeout (Kubernetes' terminationGracePeriodSeconds, systemd's "
+          "TimeoutStopSec) more than this.");
 ABSL_FLAG(bool, unsafe_disable_lease_for_testing, false,
           "FOR TESTS ONLY: breaks the cluster's single-activation guarantee. "
           "This silo runs grain code without a membership lease, so when cut "
@@ -330,6 +336,7 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.missed_probes = absl::GetFlag(FLAGS_missed_probes);
   o.votes_to_kill = absl::GetFlag(FLAGS_votes_to_kill);
   o.join_timeout = absl::GetFlag(FLAGS_join_timeout);
+  o.shutdown_timeout = absl::GetFlag(FLAGS_shutdown_timeout);
   o.unsafe_disable_lease_for_testing =
       absl::GetFlag(FLAGS_unsafe_disable_lease_for_testing);
   if (absl::Status s = ValidateSiloHostOptions(o); !s.ok()) return s;

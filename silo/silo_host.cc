@@ -172,12 +172,11 @@ struct SiloHost::Parts {
   std::atomic<bool> leaving{false};  // Stop began: /readyz says 503
   bool watching = false;
 
-  void StopSiloEndpoint() {
+  void StopSiloEndpoint(absl::Duration grace = absl::Milliseconds(500)) {
     if (silo_server == nullptr || silo_server_stopped) return;
     silo_server_stopped = true;
     peer_gateway->Stop();
-    silo_server->Shutdown(std::chrono::system_clock::now() +
-                          std::chrono::milliseconds(500));
+    silo_server->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     silo_server->Wait();
   }
 };
@@ -348,6 +347,7 @@ absl::Status SiloHost::StartRuntime() {
   options.max_activations = options_.max_activations;
   options.memory_limit = options_.memory_limit;
   options.remote_memory_limit = options_.silo_memory_budget;
+  options.shutdown_timeout = options_.shutdown_timeout / 3;
   p.silo = std::make_unique<Silo>(options);
   // A silo whose lease lapsed runs no grain code: probes see it unhealthy,
   // so a silo cut off from the membership table alone is declared dead.
@@ -530,6 +530,12 @@ void SiloHost::Stop() {
   if (started_) (void)NotifySystemd("STOPPING=1\nSTATUS=leaving the cluster");
   Parts& p = *parts_;
   p.leaving = true;
+  // Every step below waits at most its own limit and what is left of
+  // --shutdown_timeout.
+  const absl::Time deadline = absl::Now() + options_.shutdown_timeout;
+  const auto left = [deadline](absl::Duration limit) {
+    return std::clamp(deadline - absl::Now(), absl::ZeroDuration(), limit);
+  };
   const bool joined = p.agent_ptr.load() != nullptr;
   if (joined) {
     p.agent->BeginLeave();  // ShuttingDown: the others stop counting on it
@@ -537,7 +543,8 @@ void SiloHost::Stop() {
       // The owners of this silo's grains under the ring without it learn
       // where they live before they go (rebuild reports).
       p.router->WaitUntilReported(
-          [&p] { return p.partition.ring_fingerprint(); }, absl::Seconds(5));
+          [&p] { return p.partition.ring_fingerprint(); },
+          left(std::min(absl::Seconds(5), options_.shutdown_timeout / 6)));
     }
   }
   // Grains deactivate (state written); in a cluster, calls still queued for
@@ -545,19 +552,25 @@ void SiloHost::Stop() {
   if (p.silo != nullptr) p.silo->Stop();
   // Clients send what this gateway did not take elsewhere.
   if (p.gateway != nullptr) {
-    p.gateway->Stop(p.router != nullptr ? absl::Seconds(10)
-                                        : absl::Milliseconds(500));
+    p.gateway->Stop(p.router != nullptr ? left(absl::Seconds(10))
+                                        : left(absl::Milliseconds(500)));
   }
   p.agent_ptr = nullptr;
   if (p.watching) p.cluster->StopWatch();
   if (joined) p.agent->Leave();  // Dead: a graceful exit
   if (p.peer_gateway != nullptr) {
+    if (p.router != nullptr) {
+      // The other silos send what they queued here and half-close.
+      p.peer_gateway->Drain();
+      (void)p.peer_gateway->WaitForStreamsClosed(left(absl::Seconds(5)));
+    }
     p.peer_gateway->Stop();
     // Calls from other silos still being passed on finish first.
     if (p.router != nullptr)
-      p.peer_gateway->WaitForStreamsClosed(absl::Seconds(10));
+      p.peer_gateway->WaitForStreamsClosed(left(absl::Seconds(10)));
   }
-  p.StopSiloEndpoint();  // nothing arrives from here on
+  // Nothing arrives from here on.
+  p.StopSiloEndpoint(left(absl::Milliseconds(500)));
   if (p.router != nullptr) p.router->Stop();
   if (p.transport != nullptr) p.transport->Stop();
   if (p.silo != nullptr) p.silo->SetMembershipView(nullptr);

@@ -252,6 +252,20 @@ class ClusterRoutingTest : public ::testing::Test {
                                            : silo_addresses_[0]);
     }
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    if (fixed_ports_) {
+      // Ports of its own, so that a restart with the same flags listens on
+      // the same addresses (as under systemd).
+      for (std::string& arg : args) {
+        for (const char* flag : {"--gateway=", "--silo=", "--http="}) {
+          if (arg == absl::StrCat(flag, "127.0.0.1:0")) {
+            const int port = FreePort();
+            ASSERT_NE(port, 0);
+            arg = absl::StrCat(flag, "127.0.0.1:", port);
+          }
+        }
+      }
+    }
+    silo_args_.push_back(args);
     if (behind_proxies) {
       // The others reach silo 2 only through proxy_.
       const int port = FreePort();
@@ -267,6 +281,25 @@ class ClusterRoutingTest : public ::testing::Test {
     gateways_.push_back(Field(ready, "gateway"));
     silo_addresses_.push_back(Field(ready, "silo"));
     https_.push_back(Field(ready, "http"));
+  }
+
+  // SIGTERM to silo `i`, which must exit 0 (a graceful leave); then starts
+  // it again with the same flags (a new generation) and waits until every
+  // live gateway sees `active` active silos. Its client stays as it is.
+  void Restart(size_t i, int active) {
+    silos_[i]->Signal(SIGTERM);
+    ASSERT_EQ(silos_[i]->Wait(), 0) << silos_[i]->Stderr();
+    silos_[i] = std::make_unique<SiloProcess>(silo_args_[i]);
+    const std::string ready = silos_[i]->ReadyLine();
+    ASSERT_THAT(ready, HasSubstr("READY")) << silos_[i]->Stderr();
+    if (fixed_ports_) {
+      EXPECT_EQ(Field(ready, "gateway"), gateways_[i]);
+      EXPECT_EQ(Field(ready, "silo"), silo_addresses_[i]);
+    }
+    gateways_[i] = Field(ready, "gateway");
+    silo_addresses_[i] = Field(ready, "silo");
+    https_[i] = Field(ready, "http");
+    WaitForActive(active);
   }
 
   // Starts one more silo, waits until every live gateway sees `active`
@@ -347,6 +380,9 @@ class ClusterRoutingTest : public ::testing::Test {
   bool partitionable_ = false;
   // Set before SetUp: more flags for every silo.
   std::vector<std::string> extra_args_;
+  // Set before SetUp: each silo listens on ports chosen for it, not on
+  // port 0, so Restart keeps its addresses.
+  bool fixed_ports_ = false;
   // Set before SetUp: the silos form a --cluster=postgres cluster on this
   // database instead of a dev cluster.
   std::optional<Postgres> postgres_;
@@ -359,6 +395,7 @@ class ClusterRoutingTest : public ::testing::Test {
   std::vector<std::string> silo_addresses_;
   std::vector<std::string> https_;
   std::vector<std::unique_ptr<Client>> clients_;
+  std::vector<std::vector<std::string>> silo_args_;  // each silo's flags
 };
 
 // Calls the silos passed on to another silo so far (all silos).

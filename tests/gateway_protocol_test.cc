@@ -1,8 +1,10 @@
 // The gateway protocol (granary.v1.Gateway) spoken directly, as a client in
 // another language would: batches of good and bad requests, deadlines,
 // one-way sends, Status, a stream of undecodable bytes, and shutdown.
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -254,12 +256,62 @@ TEST_F(GatewayProtocolTest, StoppingAnswersAcceptedCallsThenEndsStreamsUnavailab
   ASSERT_TRUE(stream->Write(batch));
   ASSERT_TRUE(state_.WaitForLog("hang-start:held"));
   silo_->Stop();  // the held call is answered UNAVAILABLE
+  // This client ignores the drain notice and never half-closes: after the
+  // grace period the stream ends UNAVAILABLE, with the stopping trailer.
   gateway_->Stop();
-  std::map<uint64_t, v1::Reply> replies = ReadReplies(stream.get(), 1);
+  std::map<uint64_t, v1::Reply> replies;
+  bool told_to_drain = false;
+  v1::ReplyBatch got;
+  while (stream->Read(&got)) {
+    for (const v1::Reply& r : got.replies()) replies[r.id()] = r;
+    told_to_drain |= got.draining();
+  }
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_THAT(replies[1], StatusIs(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_TRUE(told_to_drain);
   grpc::Status end = stream->Finish();
   EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE);
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  EXPECT_NE(trailers.find("granary-gateway-stopping"), trailers.end());
+}
+
+// A gateway shutting down tells each stream so, goes on reading until the
+// client half-closes, answers everything it read (a lone silo refuses new
+// work UNAVAILABLE; it has nowhere to pass it on) and ends the stream OK.
+TEST_F(GatewayProtocolTest, ADrainingGatewayReadsUntilTheClientHalfCloses) {
+  grpc::ClientContext ctx;
+  auto stream = stub_->Connect(&ctx);
+  v1::RequestBatch batch;
+  *batch.add_requests() = Add(1, "before", 1);
+  ASSERT_TRUE(stream->Write(batch));
+  std::map<uint64_t, v1::Reply> replies = ReadReplies(stream.get(), 1);
+  ASSERT_EQ(replies.size(), 1u);
+  ASSERT_EQ(replies[1].code(), 0);
+
+  std::thread stopper([this] { gateway_->Stop(absl::Seconds(60)); });
+  v1::ReplyBatch got;
+  bool told_to_drain = false;
+  while (!told_to_drain && stream->Read(&got)) told_to_drain = got.draining();
+  ASSERT_TRUE(told_to_drain);
+  // Still read: sent after the notice, answered before the stream ends.
+  batch.Clear();
+  *batch.add_requests() = Add(2, "after", 1);
+  v1::Request junk = Add(3, "after", 1);
+  junk.set_payload("\xff\xff");
+  *batch.add_requests() = junk;
+  ASSERT_TRUE(stream->Write(batch));
+  ASSERT_TRUE(stream->WritesDone());
+  replies.clear();
+  while (stream->Read(&got)) {
+    for (const v1::Reply& r : got.replies()) replies[r.id()] = r;
+  }
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_THAT(replies[2], StatusIs(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_THAT(replies[2].message(), HasSubstr("shutting down"));
+  EXPECT_THAT(replies[3], StatusIs(grpc::StatusCode::UNAVAILABLE));
+  const grpc::Status end = stream->Finish();
+  EXPECT_TRUE(end.ok()) << end.error_message();
+  stopper.join();
 }
 
 }  // namespace

@@ -206,6 +206,8 @@ TEST(SiloHostTest, BadOptionsAreRefusedNamingTheFlag) {
       {[](auto& o) { o.durability = "maybe"; }, "--durability"},
       {[](auto& o) { o.join_timeout = absl::ZeroDuration(); },
        "--join_timeout"},
+      {[](auto& o) { o.shutdown_timeout = absl::ZeroDuration(); },
+       "--shutdown_timeout"},
       {[](auto& o) { o.silo_advertise = "host:0"; }, "--silo_advertise"},
       {[](auto& o) { o.min_reminder_period = absl::ZeroDuration(); },
        "--min_reminder_period"},

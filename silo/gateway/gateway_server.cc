@@ -103,13 +103,20 @@ absl::Status GatewayServer::Start() {
 
 void GatewayServer::Stop(absl::Duration grace) {
   if (server_ == nullptr) return;
-  // Streams of the gateway protocol finish (UNAVAILABLE) as soon as the
-  // replies of their accepted calls are written.
+  const absl::Time until = absl::Now() + grace;
+  // Clients of the gateway protocol are told to go elsewhere; each sends
+  // what it queued here, half-closes, and its stream ends with OK once
+  // answered. Half the grace period is theirs.
+  gateway_->Drain();
+  (void)gateway_->WaitForStreamsClosed(grace / 2);
+  // Streams still open (a client that did not half-close) finish
+  // (UNAVAILABLE) as soon as the replies of their accepted calls are
+  // written.
   gateway_->Stop();
   // Calls still open after the grace period are cancelled. With a lone
   // silo stopped first they have all been answered; what remains is idle
   // client connections, which an unbounded shutdown would wait on.
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Shutdown(absl::ToChronoTime(std::max(until, absl::Now())));
   server_->Wait();
   server_.reset();
   services_.clear();

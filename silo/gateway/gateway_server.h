@@ -95,8 +95,9 @@ class GatewayServer {
   // Binds and starts serving. INVALID_ARGUMENT for an address gRPC cannot
   // parse, UNAVAILABLE when it cannot bind.
   absl::Status Start();
-  // Streams finish once the calls they carried are answered; those still
-  // open after `grace` are cancelled. A silo of a cluster passes calls on
+  // Clients are told to go elsewhere (GatewayService::Drain) and have half
+  // of `grace` to half-close; streams then finish once the calls they
+  // carried are answered; those still open after `grace` are cancelled. A silo of a cluster passes calls on
   // after it stopped, so it gives them longer than a silo alone.
   void Stop(absl::Duration grace = absl::Milliseconds(500));
 

@@ -44,12 +44,16 @@ namespace granary::silo {
 //   finish once, when no write is out and either the stream broke, or the
 //          gateway is stopping / the client half-closed and every accepted
 //          call has been answered and written.
+// A draining gateway (shutting down) tells the client once, in a batch of
+// its own or with replies, and goes on reading until the client
+// half-closes; Stop then ends what is left (see gateway.proto, "Shutdown").
 class GatewayStream final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
       public MemoryBudget::Waiter {
  public:
   GatewayStream(GatewayService::Impl* service,
-                grpc::CallbackServerContext* context, bool stopping)
+                grpc::CallbackServerContext* context, bool stopping,
+                bool draining)
       : service_(service),
         silo_(service->silo()),
         context_(context),
@@ -66,7 +70,9 @@ class GatewayStream final
                          ? nullptr
                          : &service->silo()->remote_memory()),
         from_silos_(service->options().from_silos),
-        stopping_(stopping) {}
+        stopping_(stopping),
+        draining_(draining),
+        notice_due_(draining) {}
 
   void Begin() {
     if (caller_ != nullptr) {
@@ -87,7 +93,19 @@ class GatewayStream final
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
-  // The gateway is stopping: answer nothing new, finish once drained.
+  // The gateway is going: tell the client, which half-closes the stream
+  // once it has sent what it queued here.
+  void Drain() {
+    {
+      MutexLock lock(&mu_);
+      if (draining_) return;
+      draining_ = true;
+      notice_due_ = true;
+    }
+    Advance();
+  }
+
+  // The gateway is stopping: read nothing more, finish once drained.
   void Stop() {
     {
       MutexLock lock(&mu_);
@@ -297,7 +315,7 @@ class GatewayStream final
     bool stopping;
     {
       MutexLock lock(&mu_);
-      stopping = stopping_;
+      stopping = stopping_ || draining_;
     }
     std::vector<v1::Reply> refused;
     int accepted = 0;
@@ -403,7 +421,7 @@ class GatewayStream final
     bool write = false;
     bool finish = false;
     grpc::Status status;
-    if (!write_in_flight_ && !broken_ && !pending_.empty()) {
+    if (!write_in_flight_ && !broken_ && (!pending_.empty() || notice_due_)) {
       FillWriteLocked();
       write_in_flight_ = true;
       write = true;
@@ -463,8 +481,12 @@ class GatewayStream final
 
 
   // Requires mu_: moves pending replies into the batch to write, up to about
-  // max_batch_bytes (always at least one).
+  // max_batch_bytes (always at least one), and the drain notice when due.
   void FillWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (notice_due_) {
+      writing_.set_draining(true);
+      notice_due_ = false;
+    }
     size_t bytes = 0;
     const size_t limit = static_cast<size_t>(max_batch_bytes_);
     while (!pending_.empty()) {
@@ -527,6 +549,9 @@ class GatewayStream final
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Shutting down: the client was (or is about to be) told so.
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool notice_due_ ABSL_GUARDED_BY(mu_) = false;  // not written yet
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status broken_status_ ABSL_GUARDED_BY(mu_);
@@ -564,12 +589,28 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
                        " streams open (--max_gateway_streams): retry later "
                        "or on another gateway")));
     }
-    stream = new GatewayStream(this, context, stopping_);
+    stream = new GatewayStream(this, context, stopping_, draining_);
     streams_.insert(stream);
     silo->metrics().gateway_connections->Add(1);
   }
   stream->Begin();
   return stream;
+}
+
+void GatewayService::Impl::Drain() {
+  std::vector<GatewayStream*> streams;
+  {
+    MutexLock lock(&mu_);
+    draining_ = true;
+    for (GatewayStream* s : streams_) {
+      s->Ref();
+      streams.push_back(s);
+    }
+  }
+  for (GatewayStream* s : streams) {
+    s->Drain();
+    s->Unref();
+  }
 }
 
 void GatewayService::Impl::Stop() {

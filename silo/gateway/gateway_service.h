@@ -7,6 +7,8 @@
 //   GatewayService service(&silo, {.max_in_flight = 16384});
 //   builder.RegisterService(service.grpc_service());
 //   ...
+//   service.Drain();  // clients send their calls elsewhere and half-close
+//   service.WaitForStreamsClosed(grace);
 //   service.Stop();   // finishes every stream once its replies are written
 //
 // Per stream (see GatewayStream in the .cc):
@@ -89,9 +91,16 @@ class GatewayService {
   // The address Status reports (known once the server has bound).
   void set_address(std::string address);
 
-  // New requests are answered UNAVAILABLE; every stream finishes with
-  // UNAVAILABLE once the replies of its accepted calls are written.
-  // Idempotent.
+  // The gateway is going away: every stream's client is told so (a batch
+  // with `draining`), sends the calls it queued and half-closes; the
+  // stream ends with OK once they are answered. Requests still read are
+  // taken (a lone silo answers them UNAVAILABLE; a silo in a cluster
+  // passes them on). Idempotent.
+  void Drain();
+
+  // New requests are no longer read; every stream finishes with
+  // UNAVAILABLE (and the `granary-gateway-stopping` trailer) once the
+  // replies of its accepted calls are written. Idempotent.
   void Stop();
 
   // Streams open now.

@@ -94,6 +94,7 @@ class GatewayService::Impl final
     return it == routes_.end() ? nullptr : &it->second;
   }
 
+  void Drain();
   void Stop();
   void Forget(GatewayStream* stream) {
     MutexLock lock(&mu_);
@@ -131,6 +132,7 @@ class GatewayService::Impl final
   mutable Mutex mu_;
   absl::flat_hash_set<GatewayStream*> streams_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::string address_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -112,6 +112,8 @@ void GatewayService::set_address(std::string address) {
   impl_->set_address(std::move(address));
 }
 
+void GatewayService::Drain() { impl_->Drain(); }
+
 void GatewayService::Stop() { impl_->Stop(); }
 
 int GatewayService::open_streams() const { return impl_->open_streams(); }
