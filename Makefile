@@ -3,7 +3,7 @@ BUILD ?= build
 GENERATOR ?= Ninja
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test test-unit test-asan test-tsan test-tsan-grpc bench bench-quick fuzz fuzz-smoke clean
+.PHONY: all deps configure build run test package test-unit test-asan test-tsan test-tsan-grpc bench bench-quick fuzz fuzz-smoke clean
 
 all: build
 
@@ -23,6 +23,11 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure
+
+# The Debian package: $(BUILD)/granary_<version>_amd64.deb (see the README,
+# "Deploying").
+package: build
+	cd $(BUILD) && cpack -G DEB
 
 # The fast loop: unit tests only (ctest labels: unit, integration, process).
 test-unit: build

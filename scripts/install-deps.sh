@@ -13,7 +13,7 @@ PACKAGES=(
   libjemalloc-dev
   libcaf-dev
   clang libclang-rt-14-dev
-  systemd
+  systemd file python3-yaml
   python3-grpcio python3-protobuf python3-matplotlib python3-prometheus-client
   chromium
 )
