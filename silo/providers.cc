@@ -366,6 +366,12 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         absl::StrCat("--silo_advertise='", o.silo_advertise,
                      "' is not HOST:PORT with a port from 1 to 65535"));
   }
+  if (!o.gateway_advertise.empty() &&
+      (!SplitHostPort(o.gateway_advertise, &host, &port) || port == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gateway_advertise='", o.gateway_advertise,
+                     "' is not HOST:PORT with a port from 1 to 65535"));
+  }
   if (o.join_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--join_timeout must be positive");
   }
@@ -411,6 +417,21 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         "port can act as a silo"));
   }
   return absl::OkStatus();
+}
+
+std::string AdvertisedGateway(const SiloHostOptions& o,
+                              const std::string& bound) {
+  if (!o.gateway_advertise.empty()) return o.gateway_advertise;
+  std::string host;
+  int port = 0;
+  std::string advertised_host;
+  int unused = 0;
+  if (SplitHostPort(bound, &host, &port) &&
+      (host == "0.0.0.0" || host == "::" || host == "[::]") &&
+      SplitHostPort(o.silo_advertise, &advertised_host, &unused)) {
+    return absl::StrCat(advertised_host, ":", port);
+  }
+  return bound;
 }
 
 }  // namespace granary::silo

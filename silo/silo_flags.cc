@@ -29,6 +29,12 @@ ABSL_FLAG(std::string, silo_advertise, "",
           "HOST:PORT at which the other silos reach this silo's endpoint, when "
           "not --silo (behind a proxy, NAT or a container's port mapping). "
           "It names the silo in the membership table.");
+ABSL_FLAG(std::string, gateway_advertise, "",
+          "HOST:PORT at which clients reach this silo's gateway, when not "
+          "--gateway. The membership table names it, so it is what clients "
+          "that learn gateways from the cluster dial. Default: --gateway, "
+          "with a wildcard host (0.0.0.0, ::) replaced by the host of "
+          "--silo_advertise.");
 ABSL_FLAG(std::string, http, "127.0.0.1:8080",
           "HOST:PORT of the HTTP endpoint (port 0: any free port).");
 ABSL_FLAG(int32_t, http_threads, 32,
@@ -291,6 +297,7 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.gateway = absl::GetFlag(FLAGS_gateway);
   o.silo = absl::GetFlag(FLAGS_silo);
   o.silo_advertise = absl::GetFlag(FLAGS_silo_advertise);
+  o.gateway_advertise = absl::GetFlag(FLAGS_gateway_advertise);
   o.http = absl::GetFlag(FLAGS_http);
   o.http_token_file = absl::GetFlag(FLAGS_http_token_file);
   o.http_threads = absl::GetFlag(FLAGS_http_threads);

@@ -474,7 +474,7 @@ absl::Status SiloHost::JoinCluster() {
   v1::Member self;
   self.set_address(p.silo_address);
   self.set_generation(p.generation);
-  self.set_gateway(p.gateway->address());
+  self.set_gateway(AdvertisedGateway(options_, p.gateway->address()));
   self.set_http(p.http->address());
   Silo* silo = p.silo.get();
   for (const GrainClassInfo* t : silo->GrainTypes()) {

@@ -63,6 +63,10 @@ struct SiloHostOptions {
   // Where the other silos reach the silo endpoint, when not `silo` (behind a
   // proxy, NAT or a port mapping); it names the silo in the membership table.
   std::string silo_advertise;
+  // Where clients reach the gateway, when not `gateway`: what the
+  // membership table names, so what clients that learn gateways from it
+  // dial (see AdvertisedGateway).
+  std::string gateway_advertise;
   std::string http = "127.0.0.1:8080";
   // A file holding the bearer token every HTTP path but /healthz needs;
   // required for `http` off loopback.
@@ -183,5 +187,12 @@ inline constexpr int kMinMessageBytes = 4096;
 
 // OK, or INVALID_ARGUMENT naming the flag that is wrong.
 absl::Status ValidateSiloHostOptions(const SiloHostOptions& options);
+
+// The gateway address the membership table names for a gateway bound at
+// `bound`: gateway_advertise when set; else `bound`, except that a wildcard
+// host (0.0.0.0, ::), which no client can dial, becomes the host of
+// silo_advertise (in a container or pod, its reachable name).
+std::string AdvertisedGateway(const SiloHostOptions& options,
+                              const std::string& bound);
 
 }  // namespace granary::silo

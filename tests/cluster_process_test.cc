@@ -155,6 +155,7 @@ TEST(ClusterProcessTest, BadClusterFlagsAreRefusedAtStart) {
            {{"--probe_interval=0s"}, "probe interval"},
            {{"--join_timeout=0s"}, "--join_timeout"},
            {{"--shutdown_timeout=-1s"}, "--shutdown_timeout must be positive"},
+           {{"--gateway_advertise=nohost"}, "--gateway_advertise='nohost' is not"},
            {{"--silo_advertise=nohost"}, "--silo_advertise='nohost' is not"},
            {{"--silo_advertise=127.0.0.1:0"}, "a port from 1 to 65535"},
            {{"--silo_advertise=127.0.0.1:70000"}, "--silo_advertise"},

@@ -118,6 +118,23 @@ TEST(SiloHostTest, TwoHostsOfADevClusterShareTheirGrains) {
   primary.Stop();
 }
 
+// The gateway address the membership table names (and clients that learn
+// gateways from it dial): --gateway_advertise, else the bound address,
+// whose wildcard host becomes --silo_advertise's.
+TEST(SiloHostTest, TheTableNamesAGatewayAddressClientsCanDial) {
+  silo::SiloHostOptions o;
+  EXPECT_EQ(silo::AdvertisedGateway(o, "127.0.0.1:30000"), "127.0.0.1:30000");
+  EXPECT_EQ(silo::AdvertisedGateway(o, "0.0.0.0:30000"), "0.0.0.0:30000");
+  o.silo_advertise = "silo-0.peers.granary:11111";
+  EXPECT_EQ(silo::AdvertisedGateway(o, "0.0.0.0:30000"),
+            "silo-0.peers.granary:30000");
+  EXPECT_EQ(silo::AdvertisedGateway(o, "[::]:30000"),
+            "silo-0.peers.granary:30000");
+  EXPECT_EQ(silo::AdvertisedGateway(o, "10.0.0.5:30000"), "10.0.0.5:30000");
+  o.gateway_advertise = "gw.example.com:443";
+  EXPECT_EQ(silo::AdvertisedGateway(o, "0.0.0.0:30000"), "gw.example.com:443");
+}
+
 // `set` applied to options of a --cluster=postgres silo.
 std::function<void(silo::SiloHostOptions&)> Pg(
     std::function<void(silo::SiloHostOptions&)> set) {
@@ -209,6 +226,8 @@ TEST(SiloHostTest, BadOptionsAreRefusedNamingTheFlag) {
       {[](auto& o) { o.shutdown_timeout = absl::ZeroDuration(); },
        "--shutdown_timeout"},
       {[](auto& o) { o.silo_advertise = "host:0"; }, "--silo_advertise"},
+      {[](auto& o) { o.gateway_advertise = "nohost"; }, "--gateway_advertise"},
+      {[](auto& o) { o.gateway_advertise = "host:0"; }, "--gateway_advertise"},
       {[](auto& o) { o.min_reminder_period = absl::ZeroDuration(); },
        "--min_reminder_period"},
       // The production cluster's options, checked before any connection
