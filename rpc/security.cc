@@ -1,12 +1,14 @@
 #include "rpc/security.h"
 
 #include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -140,6 +142,51 @@ absl::Status CertificateNames(const std::string& cert_file,
         "'"));
   }
   return absl::OkStatus();
+}
+
+absl::Status CertificateChainsTo(const std::string& cert_file,
+                                 const std::string& ca_file) {
+  // Every PEM certificate of `path`, in order; empty if none.
+  const auto read_all = [](const std::string& path) {
+    std::vector<X509*> certs;
+    BIO* bio = BIO_new_file(path.c_str(), "r");
+    if (bio == nullptr) return certs;
+    while (X509* c = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+      certs.push_back(c);
+    }
+    ERR_clear_error();  // the end of the file reads as an error
+    BIO_free(bio);
+    return certs;
+  };
+  std::vector<X509*> chain = read_all(cert_file);
+  std::vector<X509*> cas = read_all(ca_file);
+  X509_STORE* store = X509_STORE_new();
+  STACK_OF(X509)* untrusted = sk_X509_new_null();
+  X509_STORE_CTX* ctx = X509_STORE_CTX_new();
+  absl::Status result;
+  if (chain.empty()) {
+    result = absl::InvalidArgumentError(
+        absl::StrCat("'", cert_file, "' holds no PEM certificate"));
+  } else if (cas.empty()) {
+    result = absl::InvalidArgumentError(
+        absl::StrCat("'", ca_file, "' holds no PEM certificate"));
+  } else {
+    for (X509* ca : cas) X509_STORE_add_cert(store, ca);
+    for (size_t i = 1; i < chain.size(); ++i) sk_X509_push(untrusted, chain[i]);
+    if (X509_STORE_CTX_init(ctx, store, chain[0], untrusted) != 1 ||
+        X509_verify_cert(ctx) != 1) {
+      result = absl::InvalidArgumentError(absl::StrCat(
+          "the certificate '", cert_file, "' does not chain to a CA of '",
+          ca_file, "': ",
+          X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx))));
+    }
+  }
+  X509_STORE_CTX_free(ctx);
+  sk_X509_free(untrusted);
+  X509_STORE_free(store);  // frees its references to the CAs
+  for (X509* c : cas) X509_free(c);
+  for (X509* c : chain) X509_free(c);
+  return result;
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {

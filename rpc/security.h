@@ -81,6 +81,12 @@ absl::Status ValidateClientSecurity(const ClientSecurity& s,
 absl::Status CertificateNames(const std::string& cert_file,
                               const std::string& host);
 
+// OK when the PEM certificate (the first) in `cert_file`, with the other
+// certificates of that file as intermediates, chains to a CA of `ca_file`
+// and is valid now. INVALID_ARGUMENT saying why not otherwise.
+absl::Status CertificateChainsTo(const std::string& cert_file,
+                                 const std::string& ca_file);
+
 // A bearer token from a file: its contents without surrounding whitespace.
 // INVALID_ARGUMENT if it cannot be read, is empty, or holds whitespace or
 // control characters inside.

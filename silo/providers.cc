@@ -278,6 +278,14 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
   if (cluster_files == 3) {
     GRANARY_RETURN_IF_ERROR(rpc::ValidateServerSecurity(
         ClusterServerSecurity(o), "--cluster_tls_cert"));
+    // The other silos accept only certificates of the cluster CA.
+    if (absl::Status chained =
+            rpc::CertificateChainsTo(o.cluster_tls_cert, o.cluster_ca);
+        !chained.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cluster_tls_cert: ", chained.message(),
+                       " (--cluster_ca); the other silos would refuse it"));
+    }
     // The other silos check that this silo's certificate names the host
     // they dial, and let it act for the hosts it names only.
     const std::string& advertised =

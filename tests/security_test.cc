@@ -103,6 +103,17 @@ TEST(ClientSecurityTest, RefusesHalfConfigurationsAndUnreadableFiles) {
   s.token = "has space";
   EXPECT_THAT(rpc::ValidateClientSecurity(s, "client"),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(rpc::CertificateChainsTo(c.a("silo.pem"), c.a("cluster-ca.pem")),
+              IsOk());
+  EXPECT_THAT(rpc::CertificateChainsTo(c.a("silo.pem"), c.a("ca.pem")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unable to get local issuer certificate")));
+  EXPECT_THAT(rpc::CertificateChainsTo(c.a("token"), c.a("ca.pem")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("no PEM certificate")));
+  EXPECT_THAT(rpc::CertificateChainsTo(c.a("silo.pem"), c.dir() + "/missing"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("no PEM certificate")));
   EXPECT_THAT(rpc::ReadTokenFile(c.dir() + "/missing").status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(rpc::ReadTokenFile(c.a("token")), IsOk());
@@ -144,6 +155,13 @@ TEST(SecureByDefaultTest, OffLoopbackWithoutTlsIsRefusedAtStart) {
             "authenticate the silos"},
            {[&c](auto& o) { o.cluster_ca = c.a("cluster-ca.pem"); },
             "go together"},
+           {[&c](auto& o) {
+              // A certificate of the gateway's CA, not the cluster's.
+              o = WithClusterTls(o);
+              o.cluster_tls_cert = c.a("gateway.pem");
+              o.cluster_tls_key = c.a("gateway.key");
+            },
+            "does not chain to a CA of"},
            {[](auto& o) {
               o = WithClusterTls(o);
               o.silo = "127.0.0.3:0";  // silo.pem names 127.0.0.1
