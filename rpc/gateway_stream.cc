@@ -171,14 +171,13 @@ void GatewayStream::OnReadDone(bool ok) {
     in_flight_ -= static_cast<int>(ready.size());
     space_.SignalAll();
   }
+  // Before the calls finish: what their continuations send goes elsewhere.
+  if (told_to_drain) link_->OnStreamDraining(this);
   // Finishing resumes awaiting coroutines here, on this network thread.
   for (auto& [call, reply] : ready) Finish(call, *reply);
   incoming_.Clear();
   StartRead(&incoming_);
-  if (told_to_drain) {
-    Advance();  // half-closes at once when nothing is queued
-    link_->OnStreamDraining(this);
-  }
+  if (told_to_drain) Advance();  // half-closes at once when nothing is queued
   link_->Notify();
 }
 

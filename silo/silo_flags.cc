@@ -180,11 +180,12 @@ ABSL_FLAG(absl::Duration, join_timeout, absl::Seconds(30),
           "How long to keep trying to join the cluster (reach the primary, "
           "or the PostgreSQL server) before giving up.");
 ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(30),
-          "The longest a graceful stop (SIGTERM) takes: leaving the cluster, "
+          "How long a graceful stop (SIGTERM) may take: leaving the cluster, "
           "grains deactivating (at most a third of it), clients and other "
-          "silos sending their calls elsewhere. Give a supervisor's kill "
+          "silos sending their calls elsewhere (which get at least 3 s "
+          "more when the grains took it all). Give a supervisor's kill "
           "timeout (Kubernetes' terminationGracePeriodSeconds, systemd's "
-          "TimeoutStopSec) more than this.");
+          "TimeoutStopSec) at least 5 s more than this.");
 ABSL_FLAG(bool, unsafe_disable_lease_for_testing, false,
           "FOR TESTS ONLY: breaks the cluster's single-activation guarantee. "
           "This silo runs grain code without a membership lease, so when cut "

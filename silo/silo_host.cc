@@ -531,10 +531,13 @@ void SiloHost::Stop() {
   Parts& p = *parts_;
   p.leaving = true;
   // Every step below waits at most its own limit and what is left of
-  // --shutdown_timeout.
+  // --shutdown_timeout, but the last ones (clients and silos moving their
+  // calls elsewhere) get at least their floor even when the grains took
+  // the whole budget to deactivate.
   const absl::Time deadline = absl::Now() + options_.shutdown_timeout;
-  const auto left = [deadline](absl::Duration limit) {
-    return std::clamp(deadline - absl::Now(), absl::ZeroDuration(), limit);
+  const auto left = [deadline](absl::Duration limit,
+                               absl::Duration floor = absl::ZeroDuration()) {
+    return std::clamp(deadline - absl::Now(), std::min(floor, limit), limit);
   };
   const bool joined = p.agent_ptr.load() != nullptr;
   if (joined) {
@@ -552,8 +555,9 @@ void SiloHost::Stop() {
   if (p.silo != nullptr) p.silo->Stop();
   // Clients send what this gateway did not take elsewhere.
   if (p.gateway != nullptr) {
-    p.gateway->Stop(p.router != nullptr ? left(absl::Seconds(10))
-                                        : left(absl::Milliseconds(500)));
+    p.gateway->Stop(p.router != nullptr
+                        ? left(absl::Seconds(10), absl::Seconds(1))
+                        : left(absl::Milliseconds(500), absl::Milliseconds(200)));
   }
   p.agent_ptr = nullptr;
   if (p.watching) p.cluster->StopWatch();
@@ -562,15 +566,17 @@ void SiloHost::Stop() {
     if (p.router != nullptr) {
       // The other silos send what they queued here and half-close.
       p.peer_gateway->Drain();
-      (void)p.peer_gateway->WaitForStreamsClosed(left(absl::Seconds(5)));
+      (void)p.peer_gateway->WaitForStreamsClosed(
+          left(absl::Seconds(5), absl::Milliseconds(500)));
     }
     p.peer_gateway->Stop();
     // Calls from other silos still being passed on finish first.
     if (p.router != nullptr)
-      p.peer_gateway->WaitForStreamsClosed(left(absl::Seconds(10)));
+      p.peer_gateway->WaitForStreamsClosed(
+          left(absl::Seconds(10), absl::Seconds(1)));
   }
   // Nothing arrives from here on.
-  p.StopSiloEndpoint(left(absl::Milliseconds(500)));
+  p.StopSiloEndpoint(left(absl::Milliseconds(500), absl::Milliseconds(500)));
   if (p.router != nullptr) p.router->Stop();
   if (p.transport != nullptr) p.transport->Stop();
   if (p.silo != nullptr) p.silo->SetMembershipView(nullptr);

@@ -156,9 +156,10 @@ struct SiloHostOptions {
   int votes_to_kill = 2;
   // How long to keep trying to join the cluster.
   absl::Duration join_timeout = absl::Seconds(30);
-  // The longest a graceful stop takes (SiloHost::Stop): leaving the
+  // How long a graceful stop takes (SiloHost::Stop): leaving the
   // membership, grains deactivating (a third of it), clients and other
-  // silos moving their calls elsewhere. What is left after it is cancelled.
+  // silos moving their calls elsewhere (at least 3 s more when the grains
+  // took it all). What is left after it is cancelled.
   absl::Duration shutdown_timeout = absl::Seconds(30);
   // FOR TESTS ONLY; breaks the cluster's single-activation guarantee. No
   // membership lease: a silo cut off from the table keeps running grain

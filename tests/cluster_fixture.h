@@ -258,14 +258,13 @@ class ClusterRoutingTest : public ::testing::Test {
       for (std::string& arg : args) {
         for (const char* flag : {"--gateway=", "--silo=", "--http="}) {
           if (arg == absl::StrCat(flag, "127.0.0.1:0")) {
-            const int port = FreePort();
+            const int port = FreeFixedPort();
             ASSERT_NE(port, 0);
             arg = absl::StrCat(flag, "127.0.0.1:", port);
           }
         }
       }
     }
-    silo_args_.push_back(args);
     if (behind_proxies) {
       // The others reach silo 2 only through proxy_.
       const int port = FreePort();
@@ -275,6 +274,7 @@ class ClusterRoutingTest : public ::testing::Test {
       args.push_back(absl::StrCat("--silo=127.0.0.1:", port));
       args.push_back("--silo_advertise=" + proxy_->address());
     }
+    silo_args_.push_back(args);
     silos_.push_back(std::make_unique<SiloProcess>(std::move(args)));
     const std::string ready = silos_.back()->ReadyLine();
     ASSERT_THAT(ready, HasSubstr("READY")) << silos_.back()->Stderr();
@@ -288,7 +288,7 @@ class ClusterRoutingTest : public ::testing::Test {
   // live gateway sees `active` active silos. Its client stays as it is.
   void Restart(size_t i, int active) {
     silos_[i]->Signal(SIGTERM);
-    ASSERT_EQ(silos_[i]->Wait(), 0) << silos_[i]->Stderr();
+    ASSERT_EQ(silos_[i]->Wait(absl::Seconds(60)), 0) << silos_[i]->Stderr();
     silos_[i] = std::make_unique<SiloProcess>(silo_args_[i]);
     const std::string ready = silos_[i]->ReadyLine();
     ASSERT_THAT(ready, HasSubstr("READY")) << silos_[i]->Stderr();

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <deque>
+#include <fstream>
+#include <random>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -86,6 +88,28 @@ int FreePort() {
   }
   if (fd >= 0) close(fd);
   return port;
+}
+
+int FreeFixedPort() {
+  int low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  if (low < 12000) return FreePort();
+  std::random_device seed;
+  std::mt19937 gen(seed());
+  std::uniform_int_distribution<int> pick(low - 10000, low - 1);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = pick(gen);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(fd);
+    if (ok) return port;
+  }
+  return 0;
 }
 
 FaultProxy::~FaultProxy() {

@@ -33,6 +33,10 @@ namespace granary::testing {
 // A port on 127.0.0.1 that was free a moment ago (for a listener whose
 // port must be known before it starts).
 int FreePort();
+// A free port of 127.0.0.1 below the kernel's ephemeral range, so that no
+// outgoing connection takes it while a server listening there restarts; 0
+// if none was found.
+int FreeFixedPort();
 
 class FaultProxy {
  public:
