@@ -2,6 +2,8 @@
 // deadlines, idle collection, timers and errors. Time is a FakeClock; tests
 // wait for events, never for wall-clock time.
 #include <atomic>
+#include <cstdlib>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -21,6 +23,7 @@
 #include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 
+using ::granary::matchers::IsOk;
 using ::granary::matchers::StatusIs;
 
 namespace granary::testing {
@@ -483,6 +486,100 @@ TEST_F(MailboxBoundTest, RequestsPastTheBoundFailAtOnceAndAreCounted) {
     EXPECT_THAT(queued_replies[i].status(),
                 ::testing::Not(StatusIs(absl::StatusCode::kResourceExhausted)));
   }
+}
+
+// Grains of a silo with a small --max_mailbox sending one-way calls to a
+// grain held busy by the note "gate" (on a worker of its own).
+class MailboxPushbackTest : public SiloFixture {
+ protected:
+  void Start(int max_mailbox, absl::Duration max_wait) {
+    SiloFixtureOptions options;
+    options.silo.max_mailbox = max_mailbox;
+    options.silo.workers = 4;  // one is held by the gate
+    options.silo.max_pushback_wait = max_wait;
+    options.gateway = false;
+    ASSERT_NO_FATAL_FAILURE(StartSilo(options));
+    silo_->Get<TurnsRef>("target").Note(MakeText("gate"));
+    ASSERT_TRUE(state_.WaitForLog("note:gate"));
+    to_.set_peer("target");
+  }
+
+  int64_t Deactivated() {
+    return Sample(
+        "granary_activations_deactivated_total{type=\"granary.testing.Turns\","
+        "reason=\"shutdown\"} ");
+  }
+  int64_t Pushbacks() { return Sample("granary_mailbox_pushback_total "); }
+  int64_t Sample(const std::string& name) {
+    const std::string text = silo_->metrics_registry().Render();
+    const size_t at = text.find("\n" + name);
+    if (at == std::string::npos) return -1;
+    return std::atoll(text.c_str() + at + 1 + name.size());
+  }
+  // Polls `done` for up to 30 s.
+  static bool WaitFor(const std::function<bool()>& done) {
+    for (int i = 0; i < 3000; ++i) {
+      if (done()) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return done();
+  }
+
+  PeerRequest to_;
+};
+
+// A grain whose one-way call finds its target's mailbox full is pushed back
+// on: its next turn waits until the target is down to half the bound, while
+// other grains go on; nothing sent is dropped.
+TEST_F(MailboxPushbackTest, AGrainSendingIntoAFullMailboxWaitsForRoom) {
+  ASSERT_NO_FATAL_FAILURE(Start(3, absl::Minutes(5)));  // only room wakes it
+  // Three notes fill the mailbox; the fourth is queued past the bound
+  // (counted), and its sender's next turn waits.
+  auto sender = silo_->Get<TurnsRef>("sender");
+  for (int i = 0; i < 4; ++i) ASSERT_THAT(sender.SendNote(to_).Get(), IsOk());
+  EXPECT_THAT(silo_->metrics_registry().Render(),
+              HasSubstr("granary_mailbox_full_total{kind=\"one_way\"} 1\n"));
+  EXPECT_TRUE(WaitFor([&] { return Pushbacks() == 1; }));
+  Notification fifth;
+  Detach(sender.SendNote(to_), [&](absl::StatusOr<Text>) { fifth.Notify(); });
+  // Other grains go on meanwhile (on the other workers).
+  EXPECT_THAT(silo_->Get<TurnsRef>("other").Leaf(MakeText("")).Get(), IsOk());
+  EXPECT_FALSE(fifth.HasBeenNotified());
+  EXPECT_EQ(state_.Count("send-note"), 4);
+  // Room again: the sender goes on, and every note runs.
+  state_.OpenGate();
+  fifth.WaitForNotification();
+  EXPECT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    int notes = 0;
+    for (const auto& e : state_.log) notes += e == "note:sent" ? 1 : 0;
+    return notes == 5;
+  }));
+  EXPECT_EQ(Pushbacks(), 1);
+}
+
+// The wait is bounded: two grains that filled each other's mailboxes
+// would otherwise wait for good.
+TEST_F(MailboxPushbackTest, TheWaitIsBounded) {
+  ASSERT_NO_FATAL_FAILURE(Start(1, absl::Milliseconds(20)));
+  auto sender = silo_->Get<TurnsRef>("sender");
+  // The target stays full: each turn after the first is followed by a wait
+  // that only the bound ends.
+  for (int i = 0; i < 4; ++i) ASSERT_THAT(sender.SendNote(to_).Get(), IsOk());
+  EXPECT_TRUE(WaitFor([&] { return Pushbacks() == 3; })) << Pushbacks();
+  state_.OpenGate();
+}
+
+// Stopping the silo wakes a waiting grain, which deactivates although its
+// target is still full.
+TEST_F(MailboxPushbackTest, StoppingWakesAWaitingGrain) {
+  ASSERT_NO_FATAL_FAILURE(Start(1, absl::Minutes(5)));
+  auto sender = silo_->Get<TurnsRef>("sender");
+  for (int i = 0; i < 2; ++i) ASSERT_THAT(sender.SendNote(to_).Get(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return Pushbacks() == 1; }));
+  std::thread stopper([this] { silo_->Stop(); });
+  EXPECT_TRUE(WaitFor([&] { return Deactivated() == 1; }));
+  state_.OpenGate();
+  stopper.join();
 }
 
 // A silo that holds at most ten activations.

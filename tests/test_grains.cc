@@ -85,6 +85,19 @@ class TurnsGrain final : public TurnsGrainBase {
     state_->Record("write");
     co_return MakeText("write");
   }
+  Task<void> Note(const Text& r) override {
+    state_->Record("note:" + r.text());
+    if (r.text() == "gate") {
+      state_->WaitUntil(
+          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return state_->gate_open; });
+    }
+    co_return;
+  }
+  Task<Text> SendNote(const PeerRequest& r) override {
+    GetGrain<TurnsRef>(r.peer()).Note(MakeText("sent"));
+    state_->Record("send-note");
+    co_return MakeText("sent");
+  }
   Task<Text> LeafWithTimeout(const PeerRequest& r) override {
     absl::Status status;
     try {

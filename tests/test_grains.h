@@ -41,6 +41,19 @@ struct TestState {
     MutexLock lock(&mu);
     return mu.AwaitWithTimeout(pred, absl::Seconds(60));
   }
+  // Held by the note "gate" (TurnsGrain::Note) until opened.
+  bool gate_open ABSL_GUARDED_BY(mu) = false;
+  void OpenGate() {
+    MutexLock lock(&mu);
+    gate_open = true;
+  }
+  // Log entries equal to `entry`.
+  int Count(const std::string& entry) {
+    MutexLock lock(&mu);
+    int n = 0;
+    for (const auto& e : log) n += e == entry ? 1 : 0;
+    return n;
+  }
   bool WaitForLog(const std::string& entry) {
     return WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       for (const auto& e : log) {

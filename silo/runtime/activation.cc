@@ -28,6 +28,23 @@ const char* DeactivationReasonName(DeactivationReason r) {
   return "unknown";
 }
 
+namespace {
+
+// The activation whose Run this thread is in (the sender of the calls its
+// turns make).
+thread_local Activation* running_here = nullptr;
+
+class RunningHere {
+ public:
+  explicit RunningHere(Activation* a) : saved_(std::exchange(running_here, a)) {}
+  ~RunningHere() { running_here = saved_; }
+
+ private:
+  Activation* const saved_;
+};
+
+}  // namespace
+
 Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
                        uint64_t activation_id)
     : silo_(silo),
@@ -37,11 +54,13 @@ Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
       last_active_ns_(silo->IdleClockNs()) {
   turn_.invoker = silo;
   turn_.activation = this;
+  pushback_timer_.self = this;
   type_->metrics->created->Inc();
   type_->metrics->activations->Add(1);
 }
 
-Activation::~Activation() = default;
+// Senders still waiting for room here go on.
+Activation::~Activation() { WakeRoomWaiters(); }
 
 void Activation::Post(Message* m) {
   // Once pushed, the message may be run by a worker that then finishes the
@@ -68,10 +87,79 @@ bool Activation::Offer(CallBase* call) {
       return false;
     }
     silo_->metrics().mailbox_full_one_way->Inc();
+    // Sent by a grain of this silo: its next turn waits for room here.
+    Activation* sender = running_here;
+    if (sender != nullptr && sender != this &&
+        sender->pushed_back_by_ == nullptr) {
+      refs_.fetch_add(1, std::memory_order_relaxed);  // the sender's hold
+      sender->pushed_back_by_ = this;
+    }
   }
   queued_calls_.fetch_add(1, std::memory_order_relaxed);
   Post(call);
   return true;
+}
+
+void Activation::Park(Activation* target) {
+  pending_.fetch_sub(popped_, std::memory_order_seq_cst);
+  popped_ = 0;
+  silo_->metrics().mailbox_pushback->Inc();
+  {
+    // `scheduled_` stays set: posts do not run it; WakeFromPark does. A
+    // wake cannot come before the timer is queued (it takes park_mu_).
+    MutexLock lock(&park_mu_);
+    parked_ = true;
+    refs_.fetch_add(1, std::memory_order_relaxed);  // the timer's
+    silo_->timers().Schedule(
+        &pushback_timer_,
+        silo_->clock()->Now() + silo_->options().max_pushback_wait);
+  }
+  refs_.fetch_add(1, std::memory_order_relaxed);  // the waiter entry's
+  target->AddRoomWaiter(this);
+  target->Unref();  // the hold Offer took
+}
+
+void Activation::WakeFromPark() {
+  bool cancelled;
+  {
+    MutexLock lock(&park_mu_);
+    if (!parked_) return;
+    parked_ = false;
+    cancelled = silo_->timers().Cancel(&pushback_timer_);
+  }
+  silo_->scheduler().Schedule(this);
+  if (cancelled) Unref();  // the timer's
+}
+
+void Activation::PushbackTimer::OnTimer() {
+  self->WakeFromPark();
+  self->Unref();  // the timer's
+}
+
+void Activation::AddRoomWaiter(Activation* sender) {
+  {
+    MutexLock lock(&room_mu_);
+    room_waiters_.push_back(sender);
+    has_room_waiters_.store(true, std::memory_order_seq_cst);
+  }
+  // The queue may have drained since the sender found it full.
+  if (queued_calls_.load(std::memory_order_seq_cst) <=
+      silo_->options().max_mailbox / 2) {
+    WakeRoomWaiters();
+  }
+}
+
+void Activation::WakeRoomWaiters() {
+  std::vector<Activation*> waiters;
+  {
+    MutexLock lock(&room_mu_);
+    waiters.swap(room_waiters_);
+    has_room_waiters_.store(false, std::memory_order_relaxed);
+  }
+  for (Activation* w : waiters) {
+    w->WakeFromPark();
+    w->Unref();  // the waiter entry's
+  }
 }
 
 void RefuseMailboxFull(CallBase* call) {
@@ -191,6 +279,7 @@ inline MessageLabel LabelOf(const Message* m, uint32_t* method) {
 
 void Activation::Run() {
   ScopedTurn scoped(&turn_);
+  RunningHere running(this);
   SiloMetrics& metrics = silo_->metrics();
   // Posted and not yet taken, plus what was taken but is held back.
   metrics.mailbox_depth->ObserveUnits(static_cast<uint64_t>(
@@ -252,6 +341,7 @@ void Activation::Run() {
     if (state_ == State::kActive && deactivate_requested_ && running_.empty()) {
       BeginDeactivation(deactivation_reason_);
     }
+    if (pushed_back_by_ != nullptr) break;  // the next turn waits
   }
   for (int i = 0; i < static_cast<int>(received.size()); ++i) {
     if (received[i] != 0) {
@@ -260,6 +350,13 @@ void Activation::Run() {
   }
   turn_times.Flush();
   request_times.Flush();
+  if (Activation* target = std::exchange(pushed_back_by_, nullptr)) {
+    if (state_ == State::kActive) {
+      Park(target);
+      return;
+    }
+    target->Unref();
+  }
   if (state_ == State::kGone) {
     Unref();
     return;
@@ -351,10 +448,15 @@ void Activation::Process(Message* m) {
       call->waiter().resume();
       return;
     }
-    case MessageKind::kRequest:
-      queued_calls_.fetch_sub(1, std::memory_order_relaxed);
+    case MessageKind::kRequest: {
+      const int left = queued_calls_.fetch_sub(1, std::memory_order_seq_cst) - 1;
+      if (has_room_waiters_.load(std::memory_order_seq_cst) &&
+          left <= silo_->options().max_mailbox / 2) {
+        WakeRoomWaiters();
+      }
       StartRequest(static_cast<CallBase*>(m));
       return;
+    }
     case MessageKind::kTimer:
       StartTick(static_cast<GrainTimer*>(m));
       return;

@@ -41,12 +41,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/time/time.h"
 #include "core/call.h"
 #include "core/mpsc_queue.h"
+#include "core/sync.h"
+#include "core/timer_queue.h"
 #include "silo/runtime/grain.h"
 #include "silo/runtime/mailbox.h"
 #include "silo/runtime/scheduler.h"
@@ -196,6 +199,29 @@ class Activation final : public Runnable, public MessageSink {
   std::atomic<bool> scheduled_{false};
   // Calls offered and not yet started (Offer, Process).
   std::atomic<int> queued_calls_{0};
+
+  // Push-back on grains that send one-way calls into a full mailbox: the
+  // sender's next turn waits (it is "parked": still scheduled, run again by
+  // WakeFromPark) until this target's queue is down to half the bound, or
+  // max_pushback_wait passes.
+  struct PushbackTimer final : TimerEntry {
+    Activation* self = nullptr;
+    void OnTimer() override;
+  };
+  // Parks this activation (its Run ends) until `target` has room.
+  void Park(Activation* target);
+  // Runs a parked activation again; a no-op when it is not parked.
+  void WakeFromPark();
+  // Called by a parked sender: wake it once this mailbox has room.
+  void AddRoomWaiter(Activation* sender);
+  // Wakes every sender waiting for room here.
+  void WakeRoomWaiters();
+  Mutex park_mu_;  // before the silo timers' lock
+  bool parked_ ABSL_GUARDED_BY(park_mu_) = false;
+  PushbackTimer pushback_timer_;
+  Mutex room_mu_;
+  std::vector<Activation*> room_waiters_ ABSL_GUARDED_BY(room_mu_);
+  std::atomic<bool> has_room_waiters_{false};
   // 1 until the activation is gone, plus 1 for a runner between releasing
   // `scheduled_` and its last look at `pending_`, and 1 per poster inside
   // Post: another worker may run the activation to its end (and free it) in
@@ -214,6 +240,9 @@ class Activation final : public Runnable, public MessageSink {
 
   // Worker-only.
   State state_ = State::kCreating;
+  // A full mailbox this activation's current turn sent a one-way call to
+  // (a reference held); the run parks after the turn.
+  Activation* pushed_back_by_ = nullptr;
   TurnContext turn_;
   MessageFifo responses_;
   MessageFifo waiting_;

@@ -210,11 +210,13 @@ void Activation::MaybeCollect(int64_t now_ns) {
 void Activation::RequestShutdown() {
   if (shutdown_posted_.exchange(true, std::memory_order_relaxed)) return;
   Post(&shutdown_msg_);
+  WakeFromPark();  // a grain waiting on a full mailbox stops too
 }
 
 void Activation::RequestShed() {
   if (shed_posted_.exchange(true, std::memory_order_relaxed)) return;
   Post(&shed_msg_);
+  WakeFromPark();
 }
 
 void Activation::DeactivateOnIdle() {

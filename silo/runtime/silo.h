@@ -111,7 +111,13 @@ struct SiloOptions {
   // ones fail RESOURCE_EXHAUSTED at once; 0: no bound. One-way calls past
   // it are still queued: their senders hold them against their own budget
   // until they ran (a gateway stops reading), so they push back instead.
+  // A grain that sends one is the sender: its next turn waits until the
+  // target's mailbox is down to half the bound, or max_pushback_wait.
   int max_mailbox = 16384;
+  // The longest a grain's next turn waits on a full mailbox it sent a
+  // one-way call to (two grains filling each other's mailboxes wait this
+  // long, then go on).
+  absl::Duration max_pushback_wait = absl::Seconds(1);
   // Bytes of remote calls the silo holds for all its client connections
   // together: unfinished requests, replies not yet written and one-way
   // messages not yet run (remote_memory()). Past it the client gateways

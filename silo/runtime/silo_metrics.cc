@@ -62,6 +62,12 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
       {"kind"});
   mailbox_full_requests = mailbox_full.WithLabels({"request"});
   mailbox_full_one_way = mailbox_full.WithLabels({"one_way"});
+  mailbox_pushback = r.AddCounter(
+                          "granary_mailbox_pushback_total",
+                          "Times a grain's next turn waited because a one-way "
+                          "call it sent found the target's mailbox full.",
+                          {})
+                         .WithLabels({});
   auto& paused = r.AddCounter(
       "granary_gateway_paused_total",
       "Times a gateway stream stopped reading because its connection's "

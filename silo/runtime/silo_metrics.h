@@ -82,6 +82,7 @@ class SiloMetrics {
   // refused, or a one-way call queued against its sender's budget.
   metrics::Counter* mailbox_full_requests = nullptr;
   metrics::Counter* mailbox_full_one_way = nullptr;
+  metrics::Counter* mailbox_pushback = nullptr;
   // A gateway stream stopped reading: its connection's budget, or the
   // silo's, was used up.
   metrics::Counter* paused_connection = nullptr;
