@@ -21,8 +21,11 @@ build: configure
 run: build
 	$(BUILD)/bin/granary-silo --data_dir=./granary-data
 
+# The whole suite, then every libFuzzer target for 10 s from its seeds (with
+# clang; the first run builds build-fuzz/, which takes a while).
 test: build
 	cd $(BUILD) && ctest --output-on-failure
+	FUZZ_SECONDS=10 bash scripts/fuzz.sh
 
 # The Debian package: $(BUILD)/granary_<version>_amd64.deb (see the README,
 # "Deploying").
