@@ -72,6 +72,7 @@ class PostgresClusterTest : public ClusterRoutingTest {
 
   static PostgresServer* server() { return server_; }
 
+
   // A client of every live gateway that also learns the gateways of silos
   // that join later.
   std::unique_ptr<Client> ConnectAll() {
@@ -156,6 +157,21 @@ std::string CodesString(const CodeCounts& codes) {
     parts.push_back(absl::StrCat(absl::StatusCodeToString(code), " x", n));
   }
   return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+// Prints what the loads did; fails on any failed call (the first ten
+// listed, each followed by `context`).
+void ExpectNoFailedCall(WhereLoad& load, DepositLoad& bank, int fresh,
+                        const std::string& context) {
+  const std::vector<std::string> errors = load.errors();
+  std::cout << "calls: " << load.calls() << ", new grains: " << fresh
+            << ", failed: " << errors.size()
+            << "; bank calls failed: " << CodesString(bank.codes()) << "\n";
+  for (size_t i = 0; i < errors.size() && i < 10; ++i) {
+    ADD_FAILURE() << errors[i] << context;
+  }
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(bank.failed(), 0) << CodesString(bank.codes());
 }
 
 TEST_F(PostgresClusterTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
@@ -351,15 +367,7 @@ TEST_F(PostgresClusterTest, AGracefulLeaveUnderLoadFailsNoCall) {
   load.Stop();
   bank.Stop();
 
-  const std::vector<std::string> errors = load.errors();
-  std::cout << "calls: " << load.calls() << ", new grains: " << fresh
-            << ", failed: " << errors.size()
-            << "; bank calls failed: " << CodesString(bank.codes()) << "\n";
-  for (size_t i = 0; i < errors.size() && i < 10; ++i) {
-    ADD_FAILURE() << errors[i] << " (leaving silo " << leaving << ")";
-  }
-  EXPECT_TRUE(errors.empty());
-  EXPECT_EQ(bank.failed(), 0) << CodesString(bank.codes());
+  ExpectNoFailedCall(load, bank, fresh, " (leaving silo " + leaving + ")");
   for (const auto& [g, answers] : load.seen()) {
     std::set<Where> others;
     for (const Where& w : answers) {
@@ -416,15 +424,7 @@ TEST_F(PostgresRollingRestartTest, ARollingRestartUnderLoadFailsNoCall) {
   load.Stop();
   bank.Stop();
 
-  const std::vector<std::string> errors = load.errors();
-  std::cout << "calls: " << load.calls() << ", new grains: " << fresh
-            << ", failed: " << errors.size()
-            << "; bank calls failed: " << CodesString(bank.codes()) << "\n";
-  for (size_t i = 0; i < errors.size() && i < 10; ++i) {
-    ADD_FAILURE() << errors[i];
-  }
-  EXPECT_TRUE(errors.empty());
-  EXPECT_EQ(bank.failed(), 0) << CodesString(bank.codes());
+  ExpectNoFailedCall(load, bank, fresh, "");
   bank.ExpectBalances(*first);
   // Every restarted silo took grains again (new ones of the load).
   for (size_t i = 0; i < 3; ++i) {

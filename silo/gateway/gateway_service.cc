@@ -598,33 +598,26 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
 }
 
 void GatewayService::Impl::Drain() {
-  std::vector<GatewayStream*> streams;
-  {
-    MutexLock lock(&mu_);
-    draining_ = true;
-    for (GatewayStream* s : streams_) {
-      s->Ref();
-      streams.push_back(s);
-    }
-  }
-  for (GatewayStream* s : streams) {
-    s->Drain();
-    s->Unref();
-  }
+  SetAndTellStreams(&draining_, &GatewayStream::Drain);
 }
 
 void GatewayService::Impl::Stop() {
+  SetAndTellStreams(&stopping_, &GatewayStream::Stop);
+}
+
+void GatewayService::Impl::SetAndTellStreams(bool* flag,
+                                             void (GatewayStream::*tell)()) {
   std::vector<GatewayStream*> streams;
   {
     MutexLock lock(&mu_);
-    stopping_ = true;
+    *flag = true;  // streams that connect from now on start that way
     for (GatewayStream* s : streams_) {
       s->Ref();
       streams.push_back(s);
     }
   }
   for (GatewayStream* s : streams) {
-    s->Stop();
+    (s->*tell)();
     s->Unref();
   }
 }

@@ -96,6 +96,9 @@ class GatewayService::Impl final
 
   void Drain();
   void Stop();
+  // Sets `flag` (draining_ or stopping_, guarded by mu_) and calls `tell`
+  // on every open stream, outside mu_.
+  void SetAndTellStreams(bool* flag, void (GatewayStream::*tell)());
   void Forget(GatewayStream* stream) {
     MutexLock lock(&mu_);
     if (streams_.erase(stream) > 0) {
