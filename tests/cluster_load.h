@@ -35,6 +35,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "core/sync.h"
 #include "examples/bank.granary.h"
@@ -380,6 +381,30 @@ inline Verdict Judge(const std::map<int, std::vector<Answer>>& answers,
     }
   }
   return v;
+}
+
+// The codes of failed calls, "UNAVAILABLE x2, ..." ("none").
+inline std::string CodesString(const CodeCounts& codes) {
+  std::vector<std::string> parts;
+  for (const auto& [code, n] : codes) {
+    parts.push_back(absl::StrCat(absl::StatusCodeToString(code), " x", n));
+  }
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+// Prints what the loads did; fails on any failed call (the first ten
+// listed, each followed by `context`).
+inline void ExpectNoFailedCall(WhereLoad& load, DepositLoad& bank,
+                               int fresh, const std::string& context) {
+  const std::vector<std::string> errors = load.errors();
+  std::cout << "calls: " << load.calls() << ", new grains: " << fresh
+            << ", failed: " << errors.size()
+            << "; bank calls failed: " << CodesString(bank.codes()) << "\n";
+  for (size_t i = 0; i < errors.size() && i < 10; ++i) {
+    ADD_FAILURE() << errors[i] << context;
+  }
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(bank.failed(), 0) << CodesString(bank.codes());
 }
 
 }  // namespace granary::testing

@@ -151,29 +151,6 @@ class PostgresClusterTest : public ClusterRoutingTest {
   inline static int databases_ = 0;
 };
 
-std::string CodesString(const CodeCounts& codes) {
-  std::vector<std::string> parts;
-  for (const auto& [code, n] : codes) {
-    parts.push_back(absl::StrCat(absl::StatusCodeToString(code), " x", n));
-  }
-  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
-}
-
-// Prints what the loads did; fails on any failed call (the first ten
-// listed, each followed by `context`).
-void ExpectNoFailedCall(WhereLoad& load, DepositLoad& bank, int fresh,
-                        const std::string& context) {
-  const std::vector<std::string> errors = load.errors();
-  std::cout << "calls: " << load.calls() << ", new grains: " << fresh
-            << ", failed: " << errors.size()
-            << "; bank calls failed: " << CodesString(bank.codes()) << "\n";
-  for (size_t i = 0; i < errors.size() && i < 10; ++i) {
-    ADD_FAILURE() << errors[i] << context;
-  }
-  EXPECT_TRUE(errors.empty());
-  EXPECT_EQ(bank.failed(), 0) << CodesString(bank.codes());
-}
-
 TEST_F(PostgresClusterTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
   ExpectEveryGrainOnOneActivation();
 }

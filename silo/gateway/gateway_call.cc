@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "core/grain_id.h"
 #include "core/grain_interface.h"
@@ -64,6 +65,36 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
         RequestContext{call->request_context().chain_id, caller});
   }
   return call;
+}
+
+v1::Reply ReplyOfCall(CallBase& call, int max_message_bytes,
+                      bool from_silos) {
+  v1::Reply reply;
+  reply.set_id(call.caller_tag());
+  const absl::Status& status = call.status();
+  if (status.ok()) {
+    std::string* payload = reply.mutable_payload();
+    const int limit = max_message_bytes - 1024;
+    if (!call.reply().SerializeToString(payload)) {
+      reply.clear_payload();
+      reply.set_code(static_cast<int>(absl::StatusCode::kInternal));
+      reply.set_message("reply failed to serialize");
+    } else if (payload->size() > static_cast<size_t>(limit)) {
+      reply.clear_payload();
+      reply.set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+      reply.set_message(absl::StrCat(
+          "reply of ", call.target().ToString(), " is ", payload->size(),
+          " bytes, over the gateway's message limit of ", limit));
+    }
+  } else {
+    reply.set_code(static_cast<int>(status.code()));
+    reply.set_message(std::string(status.message()));
+  }
+  // Tells a client where the grain lives (one hop next time).
+  if (!from_silos && !call.host_gateway().empty()) {
+    reply.set_host_gateway(std::string(call.host_gateway()));
+  }
+  return reply;
 }
 
 }  // namespace granary::silo

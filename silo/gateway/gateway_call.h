@@ -33,4 +33,11 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
     const Route& route, v1::Request& request, bool from_silos,
     const std::shared_ptr<const std::string>& caller);
 
+// The reply to write for a finished awaited `call`: its serialized reply,
+// or its error; RESOURCE_EXHAUSTED when the reply would not fit a message
+// of `max_message_bytes` (less 1 KiB for the batch). To a client (not
+// `from_silos`) it names the gateway of the grain's silo when known.
+v1::Reply ReplyOfCall(CallBase& call, int max_message_bytes,
+                      bool from_silos);
+
 }  // namespace granary::silo

@@ -266,31 +266,7 @@ class GatewayStream final
       }
       return;
     }
-    v1::Reply reply;
-    reply.set_id(call->caller_tag());
-    const absl::Status& status = call->status();
-    if (status.ok()) {
-      std::string* payload = reply.mutable_payload();
-      const int limit = max_message_bytes_ - 1024;
-      if (!call->reply().SerializeToString(payload)) {
-        reply.clear_payload();
-        reply.set_code(static_cast<int>(absl::StatusCode::kInternal));
-        reply.set_message("reply failed to serialize");
-      } else if (payload->size() > static_cast<size_t>(limit)) {
-        reply.clear_payload();
-        reply.set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
-        reply.set_message(absl::StrCat(
-            "reply of ", call->target().ToString(), " is ", payload->size(),
-            " bytes, over the gateway's message limit of ", limit));
-      }
-    } else {
-      reply.set_code(static_cast<int>(status.code()));
-      reply.set_message(std::string(status.message()));
-    }
-    // Tells a client where the grain lives (one hop next time).
-    if (!from_silos_ && !call->host_gateway().empty()) {
-      reply.set_host_gateway(std::string(call->host_gateway()));
-    }
+    v1::Reply reply = ReplyOfCall(*call, max_message_bytes_, from_silos_);
     {
       MutexLock lock(&mu_);
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
@@ -478,7 +454,6 @@ class GatewayStream final
     if (read) StartRead(&incoming_);
     if (finish) Finish(status);
   }
-
 
   // Requires mu_: moves pending replies into the batch to write, up to about
   // max_batch_bytes (always at least one), and the drain notice when due.
