@@ -87,6 +87,12 @@ TEST_F(MailboxBoundTest, RequestsPastTheBoundFailAtOnceAndAreCounted) {
 // grain held busy by the note "gate" (on a worker of its own).
 class MailboxPushbackTest : public SiloFixture {
  protected:
+  // The gate holds a worker, which the silo's stop would wait for.
+  void TearDown() override {
+    state_.OpenGate();
+    SiloFixture::TearDown();
+  }
+
   void Start(int max_mailbox, absl::Duration max_wait) {
     SiloFixtureOptions options;
     options.silo.max_mailbox = max_mailbox;

@@ -289,11 +289,11 @@ void Activation::Run() {
   turn_times.Flush();
   request_times.Flush();
   if (Activation* target = std::exchange(pushed_back_by_, nullptr)) {
-    if (state_ == State::kActive) {
-      Park(target);
+    if (state_ != State::kActive) {
+      target->Unref();
+    } else if (Park(target)) {
       return;
     }
-    target->Unref();
   }
   if (state_ == State::kGone) {
     Unref();

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/time/time.h"
 #include "core/call.h"
@@ -140,6 +141,10 @@ class Activation final : public Runnable, public MessageSink {
   // Fails every message still held (silo teardown after the workers
   // stopped) and destroys suspended grain frames.
   void Abandon(const absl::Status& status);
+  // Silo::Stop, before it deletes the activations that did not deactivate
+  // (`deleted`), at once: lets go of the senders waiting for room here,
+  // without touching those it deletes.
+  void ForgetRoomWaiters(const absl::flat_hash_set<Activation*>& deleted);
 
  private:
   struct Running {
@@ -208,8 +213,9 @@ class Activation final : public Runnable, public MessageSink {
     Activation* self = nullptr;
     void OnTimer() override;
   };
-  // Parks this activation (its Run ends) until `target` has room.
-  void Park(Activation* target);
+  // Parks this activation (its Run ends) until `target` has room; false
+  // (not parked) when a shutdown or shed request is waiting.
+  bool Park(Activation* target);
   // Runs a parked activation again; a no-op when it is not parked.
   void WakeFromPark();
   // Called by a parked sender: wake it once this mailbox has room.

@@ -4,6 +4,7 @@
 // wait's bound passes, or a shutdown or shed request comes.
 #include "silo/runtime/activation.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -11,23 +12,34 @@
 
 namespace granary::silo {
 
-void Activation::Park(Activation* target) {
-  pending_.fetch_sub(popped_, std::memory_order_seq_cst);
-  popped_ = 0;
-  silo_->metrics().mailbox_pushback->Inc();
+bool Activation::Park(Activation* target) {
+  // The timer's and the waiter entry's references, taken before a wake can
+  // run this activation to its end on another worker.
+  refs_.fetch_add(2, std::memory_order_relaxed);
   {
     // `scheduled_` stays set: posts do not run it; WakeFromPark does. A
     // wake cannot come before the timer is queued (it takes park_mu_).
     MutexLock lock(&park_mu_);
+    // A shutdown or shed request that came during the turn found nothing
+    // to wake (and is not repeated): the run goes on to it instead. One
+    // that comes after this sees parked_ (its WakeFromPark takes park_mu_).
+    if (shutdown_posted_.load(std::memory_order_relaxed) ||
+        shed_posted_.load(std::memory_order_relaxed)) {
+      refs_.fetch_sub(2, std::memory_order_relaxed);  // this run holds one
+      target->Unref();  // the hold Offer took
+      return false;
+    }
+    pending_.fetch_sub(popped_, std::memory_order_seq_cst);
+    popped_ = 0;
+    silo_->metrics().mailbox_pushback->Inc();
     parked_ = true;
-    refs_.fetch_add(1, std::memory_order_relaxed);  // the timer's
     silo_->timers().Schedule(
         &pushback_timer_,
         silo_->clock()->Now() + silo_->options().max_pushback_wait);
   }
-  refs_.fetch_add(1, std::memory_order_relaxed);  // the waiter entry's
-  target->AddRoomWaiter(this);
+  target->AddRoomWaiter(this);  // passes the waiter entry's reference on
   target->Unref();  // the hold Offer took
+  return true;
 }
 
 void Activation::WakeFromPark() {
@@ -48,11 +60,17 @@ void Activation::PushbackTimer::OnTimer() {
 }
 
 void Activation::AddRoomWaiter(Activation* sender) {
+  bool listed;
   {
     MutexLock lock(&room_mu_);
-    room_waiters_.push_back(sender);
+    // A sender woken by its timer is still listed from its last wait: one
+    // entry (and reference) is enough.
+    listed = std::find(room_waiters_.begin(), room_waiters_.end(), sender) !=
+             room_waiters_.end();
+    if (!listed) room_waiters_.push_back(sender);
     has_room_waiters_.store(true, std::memory_order_seq_cst);
   }
+  if (listed) sender->Unref();  // the entry already holds one
   // The queue may have drained since the sender found it full.
   if (queued_calls_.load(std::memory_order_seq_cst) <=
       silo_->options().max_mailbox / 2) {
@@ -70,6 +88,19 @@ void Activation::WakeRoomWaiters() {
   for (Activation* w : waiters) {
     w->WakeFromPark();
     w->Unref();  // the waiter entry's
+  }
+}
+
+void Activation::ForgetRoomWaiters(
+    const absl::flat_hash_set<Activation*>& deleted) {
+  std::vector<Activation*> waiters;
+  {
+    MutexLock lock(&room_mu_);
+    waiters.swap(room_waiters_);
+    has_room_waiters_.store(false, std::memory_order_relaxed);
+  }
+  for (Activation* w : waiters) {
+    if (!deleted.contains(w)) w->Unref();  // the waiter entry's
   }
 }
 

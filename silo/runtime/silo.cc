@@ -5,6 +5,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/callback_task.h"
 #include "core/log.h"
@@ -266,6 +267,10 @@ void Silo::Stop() {
   const absl::Status unavailable = absl::UnavailableError(
       absl::StrCat("silo ", options_.name, " shut down"));
   for (Activation* a : stuck) a->Abandon(unavailable);
+  // They are deleted whatever their references; senders waiting for room in
+  // their mailboxes are let go first, each once.
+  const absl::flat_hash_set<Activation*> deleted(stuck.begin(), stuck.end());
+  for (Activation* a : stuck) a->ForgetRoomWaiters(deleted);
   for (Activation* a : stuck) delete a;
   // Storage operations still pending complete into nothing from here on.
   gate_->Close();
