@@ -37,12 +37,6 @@ using ::granary::examples::CounterRef;
 using ::granary::examples::GetRequest;
 using ::testing::HasSubstr;
 
-Text MakeText(std::string s) {
-  Text t;
-  t.set_text(std::move(s));
-  return t;
-}
-
 // Collects the outcomes of detached calls; tests wait on counts.
 struct Outcomes {
   Mutex mu;

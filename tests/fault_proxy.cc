@@ -75,20 +75,30 @@ absl::StatusOr<sockaddr_in> Parse(const std::string& address) {
 
 }  // namespace
 
-int FreePort() {
+namespace {
+
+// Binds a socket to 127.0.0.1:`port` (0: any) and closes it; the port bound,
+// or 0 when it could not be.
+int BindAndRelease(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(a);
-  int port = 0;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+  int bound = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
       getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
+    bound = ntohs(a.sin_port);
   }
-  if (fd >= 0) close(fd);
-  return port;
+  close(fd);
+  return bound;
 }
+
+}  // namespace
+
+int FreePort() { return BindAndRelease(0); }
 
 int FreeFixedPort() {
   int low = 32768;
@@ -98,16 +108,7 @@ int FreeFixedPort() {
   std::mt19937 gen(seed());
   std::uniform_int_distribution<int> pick(low - 10000, low - 1);
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int port = pick(gen);
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return 0;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-    close(fd);
-    if (ok) return port;
+    if (const int port = BindAndRelease(pick(gen)); port != 0) return port;
   }
   return 0;
 }

@@ -41,12 +41,6 @@ class ToSilo final : public CallInvoker {
   std::string id_;
 };
 
-Text MakeText(std::string s) {
-  Text t;
-  t.set_text(std::move(s));
-  return t;
-}
-
 // Silo b (the fixture's silo) behind its endpoint (the fixture's gateway),
 // reached through a transport of a silo a that exists only as an id.
 class GrpcTransportTest : public SiloFixture {

@@ -26,12 +26,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Text MakeText(std::string s) {
-  Text t;
-  t.set_text(std::move(s));
-  return t;
-}
-
 // A silo whose activations queue at most three calls.
 class MailboxBoundTest : public SiloFixture {
  protected:

@@ -33,12 +33,6 @@ using ::granary::examples::GetRequest;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-Text MakeText(std::string s) {
-  Text t;
-  t.set_text(std::move(s));
-  return t;
-}
-
 AddRequest Amount(int64_t n) {
   AddRequest r;
   r.set_amount(n);

@@ -6,13 +6,14 @@
 #include "examples/counter_grain.h"
 
 namespace granary::testing {
-namespace {
 
 Text MakeText(std::string s) {
   Text t;
   t.set_text(std::move(s));
   return t;
 }
+
+namespace {
 
 class ProbeGrain final : public ProbeGrainBase {
  public:

@@ -64,6 +64,9 @@ struct TestState {
   }
 };
 
+// A Text holding `s`.
+Text MakeText(std::string s);
+
 // Registers every test grain (and the example Counter) with `silo`.
 absl::Status AddTestGrains(silo::Silo& silo, TestState* state);
 
