@@ -37,6 +37,7 @@
 #include "client/json_request.h"
 #include "client/server_reflection.grpc.pb.h"
 #include "core/grain_id.h"
+#include "core/request_context.h"
 #include "core/status.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
@@ -56,6 +57,13 @@ ABSL_FLAG(std::string, gateway, "127.0.0.1:30000",
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10),
           "Deadline of each request to the silo (and of the database "
           "connection for `db`).");
+ABSL_FLAG(std::vector<std::string>, context, {},
+          "For `call`: request context entries KEY=VALUE, comma-separated "
+          "(sent as gRPC metadata granary-ctx-KEY; grain code reads them "
+          "with granary::GetContext).");
+ABSL_FLAG(std::string, traceparent, "",
+          "For `call`: a W3C traceparent header the call continues "
+          "(default: the silo starts a new trace).");
 ABSL_FLAG(std::string, postgres, "",
           "For `db`: the PostgreSQL connection string or URI (it may hold a "
           "password: prefer --postgres_file or GRANARY_POSTGRES).");
@@ -78,7 +86,10 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  call TYPE/KEY METHOD [JSON]  call a grain; prints the reply as JSON\n"
     "                               (TYPE may be the short name, e.g. "
-    "Counter)\n"
+    "Counter);\n"
+    "                               --context=K=V,K2=V2 sets request "
+    "context,\n"
+    "                               --traceparent=00-... continues a trace\n"
     "  types                        list grain types and their methods\n"
     "  status                       the silo's identity, uptime and "
     "activations\n"
@@ -225,6 +236,10 @@ class Cli {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     ctx.AddMetadata("granary-key", key);
+    for (const auto& [k, v] : context_) {
+      ctx.AddMetadata(absl::StrCat("granary-ctx-", k), v);
+    }
+    if (!traceparent_.empty()) ctx.AddMetadata("traceparent", traceparent_);
     grpc::Slice slice(bytes);
     grpc::ByteBuffer send(&slice, 1);
     grpc::ByteBuffer received;
@@ -257,6 +272,12 @@ class Cli {
                              ReplyToJson(*output, reply_bytes));
     std::cout << out << "\n";
     return absl::OkStatus();
+  }
+
+  // Request context entries and traceparent sent with `call`.
+  void SetCallContext(ContextMap context, std::string traceparent) {
+    context_ = std::move(context);
+    traceparent_ = std::move(traceparent);
   }
 
  private:
@@ -343,6 +364,8 @@ class Cli {
   std::shared_ptr<grpc::Channel> channel_;
   std::set<std::string> loaded_;
   pb::SimpleDescriptorDatabase database_;
+  ContextMap context_;
+  std::string traceparent_;
   pb::DescriptorPool pool_{&database_};
 };
 
@@ -390,6 +413,23 @@ int Database(const std::string& what) {
   return 0;
 }
 
+// --context's KEY=VALUE items, validated as a silo would.
+absl::StatusOr<ContextMap> ParseContextFlag(
+    const std::vector<std::string>& items) {
+  ContextMap entries;
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--context item '", item, "' is not KEY=VALUE"));
+    }
+    entries.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  }
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const ContextMap> values,
+                           MakeContextValues(std::move(entries)));
+  return values != nullptr ? *values : ContextMap{};
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -405,6 +445,16 @@ int Main(int argc, char** argv) {
     if (args.size() < 4 || args.size() > 5) {
       return Usage("call takes TYPE/KEY METHOD [JSON]");
     }
+    absl::StatusOr<ContextMap> context =
+        ParseContextFlag(absl::GetFlag(FLAGS_context));
+    if (!context.ok()) return Usage(std::string(context.status().message()));
+    const std::string traceparent = absl::GetFlag(FLAGS_traceparent);
+    if (!traceparent.empty() && !TraceContext::Parse(traceparent)) {
+      return Usage(absl::StrCat("--traceparent '", traceparent,
+                                "' is not a W3C traceparent "
+                                "(00-<32 hex>-<16 hex>-<2 hex>)"));
+    }
+    cli.SetCallContext(*std::move(context), traceparent);
     status = cli.Call(args[2], args[3], args.size() == 5 ? args[4] : "{}");
   } else if (command == "types") {
     if (args.size() != 2) return Usage("types takes no arguments");

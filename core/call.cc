@@ -22,11 +22,28 @@ absl::Status NoInvokerError(const GrainId& id) {
       "grain code"));
 }
 
+RequestContext ContextOfNewCall() {
+  if (TurnContext* turn = CurrentTurn()) return turn->request;
+  RequestContext context = RootContext();
+  context.values = ThreadContext().values;
+  return context;
+}
+
 void CallAwaiter::await_suspend(std::coroutine_handle<> h) {
   TurnContext* turn = CurrentTurn();
   call_->SetWaiter(h, turn != nullptr ? turn->activation : nullptr, invoker_);
-  call_->set_request_context(
-      turn != nullptr ? turn->request : RequestContext{NewChainId(), nullptr});
+  RequestContext context = ContextOfNewCall();
+  if (options_ != nullptr) {
+    if (turn == nullptr && !options_->traceparent.empty()) {
+      context.trace = ContinueTrace(options_->traceparent);
+    }
+    if (absl::Status s = MergeContext(options_->context, &context); !s.ok()) {
+      call_->set_request_context(std::move(context));
+      call_->Fail(std::move(s));  // resumes the caller, who holds a reference
+      return;
+    }
+  }
+  call_->set_request_context(std::move(context));
   call_->AddRef();  // the invoker's
   CallInvoker* invoker = invoker_;
   CallBase* call = call_;
@@ -163,7 +180,7 @@ absl::StatusOr<CallBase*> NewCallFromWire(
     return error;
   }
   call->set_timeout(timeout);
-  call->set_request_context(RequestContext{NewChainId(), nullptr});
+  call->set_request_context(RootContext());
   return call;
 }
 

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "core/grain_id.h"
 #include "core/mpsc_queue.h"
+#include "core/request_context.h"
 #include "core/status.h"
 #include "core/task.h"
 #include "core/timer_queue.h"
@@ -66,9 +67,20 @@ class CallInvoker;
 inline constexpr absl::Duration kDefaultCallTimeout = absl::Seconds(30);
 
 struct CallOptions {
+  CallOptions() = default;
+  // CallOptions{absl::Seconds(5)}: a timeout and nothing else.
+  CallOptions(absl::Duration t) : timeout(t) {}  // NOLINT: implicit on purpose
+
   // How long the caller waits for the reply. Expiry gives the caller
   // DEADLINE_EXCEEDED; whether the callee ran the request is then unknown.
   absl::Duration timeout = kDefaultCallTimeout;
+  // Request context entries set on this call, over those of the current
+  // turn (or, outside grain code, of the thread): core/request_context.h.
+  // Invalid entries fail the call with INVALID_ARGUMENT.
+  ContextMap context;
+  // A W3C traceparent the call continues (outside grain code; a turn's calls
+  // continue its trace). Empty or unparsable: a new trace.
+  std::string traceparent;
 };
 
 // What a mailbox holds.
@@ -96,16 +108,6 @@ class MessageSink {
 
  protected:
   ~MessageSink() = default;
-};
-
-// The request a turn is serving: calls made during the turn inherit its
-// chain id, which lets A -> B -> A re-enter A (call-chain reentrancy).
-struct RequestContext {
-  uint64_t chain_id = 0;
-  // The identity the client that started the chain was accepted with (its
-  // bearer token's name or its certificate's subject); null: anonymous,
-  // or the chain started in the runtime (a timer, a reminder).
-  std::shared_ptr<const std::string> caller;
 };
 
 // Thread-local state of the turn that runs on this thread, if any.
@@ -383,8 +385,9 @@ namespace internal {
 // the call finishes.
 class CallAwaiter {
  public:
-  CallAwaiter(CallBase* call, CallInvoker* invoker)
-      : call_(call), invoker_(invoker) {}
+  CallAwaiter(CallBase* call, CallInvoker* invoker,
+              const CallOptions* options = nullptr)
+      : call_(call), invoker_(invoker), options_(options) {}
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h);
   void await_resume() const noexcept {}
@@ -392,9 +395,14 @@ class CallAwaiter {
  private:
   CallBase* call_;
   CallInvoker* invoker_;
+  const CallOptions* options_;
 };
 
 absl::Status NoInvokerError(const GrainId& id);
+
+// The context a call started now carries: the running turn's, or outside
+// grain code a new chain and trace with the thread's context entries.
+RequestContext ContextOfNewCall();
 
 template <typename Req, typename Resp>
 Task<Resp> Ask(CallInvoker* invoker, GrainId id, uint32_t method, Req request,
@@ -404,7 +412,7 @@ Task<Resp> Ask(CallInvoker* invoker, GrainId id, uint32_t method, Req request,
                                    std::move(request));
   call->set_timeout(options.timeout);
   CallRef hold(call);
-  co_await CallAwaiter(call, invoker);
+  co_await CallAwaiter(call, invoker, &options);
   if (!call->status().ok()) throw StatusError(call->status());
   co_return std::move(call->typed_reply());
 }
@@ -415,9 +423,7 @@ template <typename Req>
 void Tell(CallInvoker* invoker, GrainId id, uint32_t method, Req&& request) {
   auto* call = new Call<Req, google::protobuf::Empty>(
       std::move(id), method, /*one_way=*/true, std::move(request));
-  TurnContext* turn = CurrentTurn();
-  call->set_request_context(
-      turn != nullptr ? turn->request : RequestContext{NewChainId(), nullptr});
+  call->set_request_context(ContextOfNewCall());
   if (invoker == nullptr) {
     call->Fail(NoInvokerError(call->target()));
     call->Release();

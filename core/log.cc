@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/call.h"
 #include "core/clock.h"
 
 namespace granary {
@@ -20,6 +21,12 @@ std::atomic<int> g_log_format{static_cast<int>(LogFormat::kText)};
 LogLine::LogLine(LogLevel level, const char* file, int line) : level_(level) {
   (void)file;
   (void)line;
+  // A line written in a turn names the trace of the request it serves
+  // (core/request_context.h), so one request can be followed across silos.
+  if (TurnContext* turn = CurrentTurn();
+      turn != nullptr && turn->request.trace.valid()) {
+    stream_ << "trace_id=" << turn->request.trace.TraceIdHex() << ' ';
+  }
 }
 
 LogLine::LogLine(LogLevel level, const char* file, int line,

@@ -37,6 +37,7 @@ class CounterGrain final : public CounterGrainBase {
 class PingGrain final : public PingGrainBase {
  public:
   Task<PingReply> Ping(const PingRequest& request) override;
+  Task<RelayReply> Relay(const RelayRequest& request) override;
 };
 
 absl::Status AddExampleGrains(silo::Silo& silo);

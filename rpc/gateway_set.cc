@@ -92,8 +92,17 @@ void GatewaySet::Invoke(CallBase* call) {
   }
   request.set_hops(call->hops());
   request.set_chain_id(call->request_context().chain_id);
-  if (call->request_context().caller != nullptr) {
-    request.set_caller(*call->request_context().caller);
+  const RequestContext& context = call->request_context();
+  if (context.caller != nullptr) request.set_caller(*context.caller);
+  if (context.values != nullptr) {
+    for (const auto& [k, v] : *context.values) {
+      v1::ContextEntry* entry = request.add_context();
+      entry->set_key(k);
+      entry->set_value(v);
+    }
+  }
+  if (context.trace.valid()) {
+    request.set_traceparent(context.trace.ToTraceparent());
   }
   // A call a silo forwards already has its deadline running there: the
   // next silo gets what is left of it, and no second timer is armed.

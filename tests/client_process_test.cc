@@ -75,6 +75,15 @@ TEST(CliProcessTest, CallsAnyGrainWithJsonAndDescribesTheSilo) {
   EXPECT_THAT(r.out, HasSubstr("gateway      " + gw));
   EXPECT_THAT(r.out, HasSubstr("uptime"));
   EXPECT_THAT(r.out, HasSubstr("activations  3"));  // alice, a/b and x
+
+  // Request context and a trace, as gRPC metadata the grain reads.
+  r = Cli(gw, {"--context=tenant=acme,user=ann",
+               "--traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-"
+               "00f067aa0ba902b7-01",
+               "call", "Ping/p", "Relay", R"({"path": ["q"]})"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(R"("context":["relay-hops=2","tenant=acme","user=ann"])"));
+  EXPECT_THAT(r.out, HasSubstr(R"("traceId":"4bf92f3577b34da6a3ce929d0e0e4736")"));
   silo.Signal(SIGTERM);
   EXPECT_EQ(silo.Wait(), 0);
 }
@@ -111,6 +120,14 @@ TEST(CliProcessTest, BadInputGetsAStatusAndANonZeroExit) {
            {{"--tls_cert=/etc/passwd", "status"}, 2, "needs its key"},
            {{"--token_file=/nonexistent/token", "status"}, 2, "--token_file"},
            {{"--tls_ca=/etc/passwd", "status"}, 2, "no PEM certificate"},
+           {{"--context=tenant", "call", "Ping/a", "Relay"}, 2,
+            "is not KEY=VALUE"},
+           {{"--context=Tenant=x", "call", "Ping/a", "Relay"}, 2,
+            "may hold only"},
+           {{"--context=a=1,a=2", "call", "Ping/a", "Relay"}, 2,
+            "given twice"},
+           {{"--traceparent=00-nope", "call", "Ping/a", "Relay"}, 2,
+            "is not a W3C traceparent"},
        }) {
     ToolRun r = Cli(gw, c.args);
     EXPECT_EQ(r.exit_code, c.exit_code) << c.err << "\n" << r.err;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "examples/ping.granary.h"
 #include "tests/cluster_fixture.h"
 #include "tests/cluster_load.h"
 
@@ -336,6 +337,76 @@ TEST_F(ClusterRoutingTest, AClientSendsAGrainsCallsToItsSiloAfterOneReply) {
             << off_again << "\n";
   cached->Close();
   uncached->Close();
+}
+
+// The silos write JSON log lines, as a log pipeline would collect them.
+class TracedClusterTest : public ClusterRoutingTest {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--log_format=json", "--log_level=info"};
+    ClusterRoutingTest::SetUp();
+  }
+};
+
+TEST_F(TracedClusterTest, ContextAndTraceFollowAChainAcrossThreeSilos) {
+  // One Ping grain on each silo (placed at random on its first call).
+  std::map<std::string, std::string> key_on;  // silo name -> grain key
+  for (int i = 0; key_on.size() < 3 && i < 1000; ++i) {
+    const std::string key = absl::StrCat("relay-", i);
+    absl::StatusOr<examples::PingReply> where =
+        clients_[0]->Get<examples::PingRef>(key).Ping({}).Get();
+    ASSERT_TRUE(where.ok()) << where.status();
+    key_on.emplace(where->silo(), key);
+  }
+  ASSERT_EQ(key_on.size(), 3u);
+  std::vector<std::string> keys;
+  for (const auto& [silo, key] : key_on) keys.push_back(key);
+
+  const std::string trace_id = "0af7651916cd43dd8448eb211c80319c";
+  CallOptions options;
+  options.context = {{"tenant", "acme"}};
+  options.traceparent = absl::StrCat("00-", trace_id, "-b7ad6b7169203331-01");
+  examples::RelayRequest request;
+  request.add_path(keys[1]);
+  request.add_path(keys[2]);
+  absl::StatusOr<examples::RelayReply> reply =
+      clients_[2]->Get<examples::PingRef>(keys[0]).Relay(request, options).Get();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_EQ(reply->hops_size(), 3);
+  std::set<std::string> silos_seen;
+  for (const std::string& hop : reply->hops()) {
+    silos_seen.insert(hop.substr(hop.find('@') + 1));
+  }
+  EXPECT_EQ(silos_seen.size(), 3u) << absl::StrJoin(reply->hops(), " ");
+  EXPECT_THAT(reply->context(),
+              ::testing::ElementsAre("relay-hops=3", "tenant=acme"));
+  EXPECT_EQ(reply->trace_id(), trace_id);
+
+  // Every silo the chain touched logged its hop as a JSON line naming the
+  // trace. (Log lines reach the test through a pipe: wait for them.)
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string line_start =
+        absl::StrCat("\"trace_id\":\"", trace_id,
+                     "\",\"grain\":\"granary.examples.Ping/", keys[i], "\"");
+    bool found = false;
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (!found && absl::Now() < give_up) {
+      for (auto& silo : silos_) {
+        found = found || silo->Stderr().find(line_start) != std::string::npos;
+      }
+      if (!found) absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_TRUE(found) << "no JSON log line starting " << line_start;
+  }
+  // ... and each on its own silo: three silos logged the trace.
+  int silos_logging = 0;
+  for (auto& silo : silos_) {
+    if (silo->Stderr().find(absl::StrCat("\"trace_id\":\"", trace_id)) !=
+        std::string::npos) {
+      ++silos_logging;
+    }
+  }
+  EXPECT_EQ(silos_logging, 3);
 }
 
 }  // namespace

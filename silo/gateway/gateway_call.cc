@@ -26,6 +26,16 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
     const Route& route, v1::Request& request, bool from_silos,
     const std::shared_ptr<const std::string>& caller) {
   GRANARY_RETURN_IF_ERROR(ValidateGrainKey(request.key()));
+  std::shared_ptr<const ContextMap> values;
+  if (!request.context().empty()) {
+    ContextMap entries;
+    entries.reserve(request.context().size());
+    for (v1::ContextEntry& e : *request.mutable_context()) {
+      entries.emplace_back(std::move(*e.mutable_key()),
+                           std::move(*e.mutable_value()));
+    }
+    GRANARY_ASSIGN_OR_RETURN(values, MakeContextValues(std::move(entries)));
+  }
   absl::Duration timeout = kDefaultCallTimeout;
   if (request.timeout_us() != 0) {
     timeout = absl::Microseconds(
@@ -47,23 +57,22 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
                               timeout));
   }
   call->set_caller_tag(request.id());
+  // A new chain (the client's is not trusted), unless a silo passes its
+  // own on; the trace the caller sent, continued with a new span.
+  RequestContext context{call->request_context().chain_id, nullptr,
+                         std::move(values),
+                         ContinueTrace(request.traceparent())};
   if (from_silos) {
     call->set_hops(request.hops());
-    if (request.chain_id() != 0 || !request.caller().empty()) {
-      RequestContext context{request.chain_id() != 0
-                                 ? request.chain_id()
-                                 : call->request_context().chain_id,
-                             nullptr};
-      if (!request.caller().empty()) {
-        context.caller = std::make_shared<const std::string>(
-            std::move(*request.mutable_caller()));
-      }
-      call->set_request_context(context);
+    if (request.chain_id() != 0) context.chain_id = request.chain_id();
+    if (!request.caller().empty()) {
+      context.caller = std::make_shared<const std::string>(
+          std::move(*request.mutable_caller()));
     }
-  } else if (caller != nullptr) {
-    call->set_request_context(
-        RequestContext{call->request_context().chain_id, caller});
+  } else {
+    context.caller = caller;
   }
+  call->set_request_context(std::move(context));
   return call;
 }
 

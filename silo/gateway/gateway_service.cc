@@ -353,6 +353,12 @@ class GatewayStream final
     GRANARY_ASSIGN_OR_RETURN(
         CallBase * call,
         CallFromGatewayRequest(*route, request, from_silos_, caller_));
+    GRANARY_LOG(kDebug) << "trace_id="
+                        << call->request_context().trace.TraceIdHex()
+                        << " grain=" << LogQuote(call->target().ToString())
+                        << " method=" << LogQuote(request.method())
+                        << (from_silos_ ? " from=silo" : " from=client")
+                        << " call accepted";
     Ref();  // the call's
     call->set_charge(static_cast<uint32_t>(bytes));
     Charge(bytes);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/log.h"
 #include "core/memory_budget.h"
 #include "core/status.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -64,6 +65,33 @@ void UnaryDone(void* ctx, CallBase* call) {
 
 }  // namespace
 
+absl::Status ContextFromMetadata(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+    RequestContext* context) {
+  constexpr absl::string_view kPrefix = kContextMetadataPrefix;
+  ContextMap entries;
+  absl::string_view traceparent;
+  for (const auto& [k, v] : metadata) {
+    const absl::string_view key(k.data(), k.size());
+    if (key == kTraceparentMetadata) {
+      traceparent = absl::string_view(v.data(), v.size());
+    } else if (key.size() > kPrefix.size() &&
+               key.substr(0, kPrefix.size()) == kPrefix) {
+      if (entries.size() == kMaxContextEntries) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "more than ", kMaxContextEntries, " request context entries (",
+            kContextMetadataPrefix, "*)"));
+      }
+      entries.emplace_back(std::string(key.substr(kPrefix.size())),
+                           std::string(v.data(), v.size()));
+    }
+  }
+  GRANARY_ASSIGN_OR_RETURN(context->values,
+                           MakeContextValues(std::move(entries)));
+  context->trace = ContinueTrace(traceparent);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CallBase*> UnaryCallFromWire(const InterfaceInfo& iface,
                                             uint32_t method,
                                             const grpc::string_ref* key,
@@ -118,11 +146,24 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
     return reactor;
   }
   CallBase* call = *made;
-  if (std::string caller = rpc::CallerIdentity(*context); !caller.empty()) {
-    call->set_request_context(RequestContext{
-        call->request_context().chain_id,
-        std::make_shared<const std::string>(std::move(caller))});
+  RequestContext call_context;
+  call_context.chain_id = call->request_context().chain_id;
+  if (absl::Status s = ContextFromMetadata(metadata, &call_context);
+      !s.ok()) {
+    call->Release();
+    reactor->Finish(rpc::ToGrpc(s));
+    return reactor;
   }
+  if (std::string caller = rpc::CallerIdentity(*context); !caller.empty()) {
+    call_context.caller =
+        std::make_shared<const std::string>(std::move(caller));
+  }
+  call->set_request_context(std::move(call_context));
+  GRANARY_LOG(kDebug) << "trace_id="
+                      << call->request_context().trace.TraceIdHex()
+                      << " grain=" << LogQuote(call->target().ToString())
+                      << " method=" << LogQuote(info.full_name)
+                      << " from=grpc call accepted";
   const int64_t bytes =
       256 + static_cast<int64_t>(call->target().key().size() +
                                  request->Length());

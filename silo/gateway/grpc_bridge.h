@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -30,6 +31,18 @@ namespace granary::silo {
 
 // Metadata naming the grain key of a standard gRPC call.
 inline constexpr char kGrainKeyMetadata[] = "granary-key";
+// Metadata `granary-ctx-<key>: <value>` sets request context entry <key>
+// (core/request_context.h); `traceparent` is the W3C trace header.
+inline constexpr char kContextMetadataPrefix[] = "granary-ctx-";
+inline constexpr char kTraceparentMetadata[] = "traceparent";
+
+// The request context a standard gRPC call's metadata sets: its
+// `granary-ctx-*` entries (INVALID_ARGUMENT past the bounds of
+// core/request_context.h) and its traceparent continued with a new span (a
+// new trace without one). Leaves `context`'s chain and caller alone.
+absl::Status ContextFromMetadata(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+    RequestContext* context);
 
 // Serves one unary call of `method` of grain type `iface` through `invoker`.
 // Errors: missing or empty key -> INVALID_ARGUMENT; request bytes that do

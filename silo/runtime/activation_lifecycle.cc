@@ -18,7 +18,7 @@ namespace granary::silo {
 void Activation::StartLifecycle(Task<void> task, void (*done)(void*)) {
   lifecycle_ = task.Release();
   lifecycle_.promise().set_done(done, this);
-  turn_.request = RequestContext{NewChainId(), nullptr};
+  turn_.request = RootContext();
   lifecycle_.resume();
 }
 

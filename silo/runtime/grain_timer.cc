@@ -48,7 +48,8 @@ void Activation::StartTick(GrainTimer* timer) {
   const uint64_t chain = NewChainId();
   running_.push_back(
       Running{timer, /*is_timer=*/true, chain, false, turn_start_ns_});
-  turn_.request = RequestContext{chain, nullptr};
+  turn_.request =
+      RequestContext{chain, nullptr, nullptr, TraceContext::NewRoot()};
   timer->owner = this;
   Task<void> task;
   try {

@@ -87,7 +87,7 @@ absl::StatusOr<CallBase*> ReminderCallFromWire(const InterfaceInfo& iface,
   // Like the sender's: the tick lasts as long as the grain's turn, in a
   // call chain of its own (the sender's, when the request names one).
   call->set_timeout(absl::InfiniteDuration());
-  call->set_request_context(RequestContext{NewChainId(), nullptr});
+  call->set_request_context(RootContext());
   return call;
 }
 
@@ -406,7 +406,7 @@ void ReminderService::Fire(Local* r) {
     call = new ReminderCall(
         r->grain, ReminderTick{r->name, r->first_tick, r->period, r->due}, r);
   }
-  call->set_request_context(RequestContext{NewChainId(), nullptr});
+  call->set_request_context(RootContext());
   // No deadline: the tick finishes when the grain's turn does, so the next
   // one is scheduled only then (ticks never overlap) and `r` stays alive
   // while the call is anywhere (StartReminderTick reads it).
