@@ -44,6 +44,9 @@ void CallAwaiter::await_suspend(std::coroutine_handle<> h) {
     }
   }
   call_->set_request_context(std::move(context));
+  if (turn != nullptr && turn->grain != nullptr) {
+    call_->set_caller_grain(*turn->grain);
+  }
   call_->AddRef();  // the invoker's
   CallInvoker* invoker = invoker_;
   CallBase* call = call_;

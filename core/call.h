@@ -114,6 +114,7 @@ class MessageSink {
 struct TurnContext {
   CallInvoker* invoker = nullptr;     // where refs without an invoker send
   MessageSink* activation = nullptr;  // where replies come back
+  const GrainId* grain = nullptr;     // the activation's grain
   RequestContext request;
 };
 
@@ -190,6 +191,18 @@ class CallBase : public Message, public TimerEntry {
   // How many times silos forwarded this call (see gateway.proto, hops).
   uint32_t hops() const { return hops_; }
   void set_hops(uint32_t h) { hops_ = h; }
+  // The grain whose code made this call (a turn of its activation); null
+  // for calls from clients, hosting processes and the runtime. For call
+  // filters (silo/runtime/call_filter.h).
+  const GrainId* caller_grain() const {
+    return caller_grain_.key().empty() ? nullptr : &caller_grain_;
+  }
+  void set_caller_grain(const GrainId& g) { caller_grain_ = g; }
+  // The same, for a caller named on the wire: the call keeps the type name.
+  void set_caller_grain(std::string type, std::string key) {
+    caller_type_ = std::move(type);
+    caller_grain_ = GrainId(caller_type_, std::move(key));
+  }
   // Bytes a gateway charged to its memory budget for this call
   // (core/memory_budget.h), given back when the call finishes.
   uint32_t charge() const { return charge_; }
@@ -281,6 +294,8 @@ class CallBase : public Message, public TimerEntry {
   std::atomic<bool> claimed_{false};
   std::atomic<int> refs_{1};
   RequestContext context_;
+  GrainId caller_grain_;  // empty key: none
+  std::string caller_type_;  // the type caller_grain_ views, when from the wire
   absl::Duration timeout_ = kDefaultCallTimeout;
   absl::Time deadline_ = absl::InfiniteFuture();
   absl::Status status_;
@@ -424,6 +439,9 @@ void Tell(CallInvoker* invoker, GrainId id, uint32_t method, Req&& request) {
   auto* call = new Call<Req, google::protobuf::Empty>(
       std::move(id), method, /*one_way=*/true, std::move(request));
   call->set_request_context(ContextOfNewCall());
+  if (TurnContext* turn = CurrentTurn(); turn != nullptr && turn->grain) {
+    call->set_caller_grain(*turn->grain);
+  }
   if (invoker == nullptr) {
     call->Fail(NoInvokerError(call->target()));
     call->Release();

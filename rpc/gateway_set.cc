@@ -104,6 +104,9 @@ void GatewaySet::Invoke(CallBase* call) {
   if (context.trace.valid()) {
     request.set_traceparent(context.trace.ToTraceparent());
   }
+  if (const GrainId* from = call->caller_grain()) {
+    request.set_caller_grain(from->ToString());
+  }
   // A call a silo forwards already has its deadline running there: the
   // next silo gets what is left of it, and no second timer is armed.
   const bool armed = call->deadline_armed();

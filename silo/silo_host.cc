@@ -202,6 +202,20 @@ void SiloHost::AddGrains(std::function<absl::Status(Silo&)> add) {
   grain_adders_.push_back(std::move(add));
 }
 
+void SiloHost::AddIncomingFilter(CallFilter filter) {
+  grain_adders_.push_back([f = std::move(filter)](Silo& silo) {
+    silo.AddIncomingFilter(f);
+    return absl::OkStatus();
+  });
+}
+
+void SiloHost::AddOutgoingFilter(CallFilter filter) {
+  grain_adders_.push_back([f = std::move(filter)](Silo& silo) {
+    silo.AddOutgoingFilter(f);
+    return absl::OkStatus();
+  });
+}
+
 const std::string& SiloHost::gateway_address() const {
   return parts_->gateway->address();
 }

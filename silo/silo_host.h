@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "silo/runtime/call_filter.h"
 #include "silo/runtime/grain.h"
 #include "silo/silo_host_options.h"
 
@@ -75,6 +76,10 @@ class SiloHost {
   // Registers grain types on the runtime when Start creates it (for helpers
   // taking a Silo&, such as examples::AddExampleGrains). Before Start.
   void AddGrains(std::function<absl::Status(Silo&)> add);
+  // Grain call filters (silo/runtime/call_filter.h), in the order added.
+  // Before Start.
+  void AddIncomingFilter(CallFilter filter);
+  void AddOutgoingFilter(CallFilter filter);
 
   // Starts everything (see above). INVALID_ARGUMENT for bad options, the
   // store's error when it cannot open, UNAVAILABLE when a listener cannot

@@ -69,6 +69,13 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
       context.caller = std::make_shared<const std::string>(
           std::move(*request.mutable_caller()));
     }
+    // "<type>/<key>"; ignored when malformed.
+    const std::string& from = request.caller_grain();
+    if (const size_t slash = from.find('/');
+        slash != std::string::npos && slash > 0 && slash < 1024 &&
+        ValidateGrainKey(absl::string_view(from).substr(slash + 1)).ok()) {
+      call->set_caller_grain(from.substr(0, slash), from.substr(slash + 1));
+    }
   } else {
     context.caller = caller;
   }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/detach.h"
 #include "core/log.h"
 #include "silo/runtime/grain_timer.h"
 #include "silo/runtime/reminder_service.h"
@@ -54,6 +55,7 @@ Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
       last_active_ns_(silo->IdleClockNs()) {
   turn_.invoker = silo;
   turn_.activation = this;
+  turn_.grain = &id_;
   pushback_timer_.self = this;
   type_->metrics->created->Inc();
   type_->metrics->activations->Add(1);
@@ -424,6 +426,14 @@ void Activation::StartRequest(CallBase* call) {
                              turn_start_ns_});
   call->set_callee(this);
   turn_.request = call->request_context();
+  if (!silo_->incoming_filters().empty()) {
+    Detach(FilterThenInvoke(call), [](absl::Status) {});
+    return;
+  }
+  Invoke(call);
+}
+
+void Activation::Invoke(CallBase* call) {
   try {
     type_->info->invokers[call->method()](grain_.get(), call);
   } catch (...) {
@@ -431,6 +441,24 @@ void Activation::StartRequest(CallBase* call) {
     OnRequestDone(call, call->TryClaim(),
                   StatusFromException(std::current_exception()));
   }
+}
+
+Task<void> Activation::FilterThenInvoke(CallBase* call) {
+  // The filters change the turn's context: what the method then sees.
+  CallFilterContext filter{
+      call->target(), type_->info->interface->methods[call->method()],
+      call->caller_grain(),
+      turn_.request.caller != nullptr
+          ? absl::string_view(*turn_.request.caller)
+          : absl::string_view(),
+      turn_.request};
+  absl::Status status =
+      co_await RunCallFilters(silo_->incoming_filters(), filter);
+  if (!status.ok()) {
+    OnRequestDone(call, call->TryClaim(), std::move(status));
+    co_return;
+  }
+  Invoke(call);
 }
 
 void Activation::CountFailure(CallBase* call, absl::StatusCode code) {

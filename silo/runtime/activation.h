@@ -168,6 +168,10 @@ class Activation final : public Runnable, public MessageSink {
   bool HasReadyWork() const;
   void Process(Message* m);
   void StartRequest(CallBase* call);
+  // Runs the grain method of `call` (StartRequest, or after the incoming
+  // call filters passed it: FilterThenInvoke).
+  void Invoke(CallBase* call);
+  Task<void> FilterThenInvoke(CallBase* call);
   void StartReminderTick(CallBase* call);
   // The silo's membership lease (Silo::RenewLease) has run out: a fresh
   // clock read, only when there is a lease.

@@ -1,5 +1,7 @@
 #include "silo/runtime/silo.h"
 
+#include "core/detach.h"
+
 #include <algorithm>
 
 #include <thread>
@@ -8,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/callback_task.h"
+#include "core/detach.h"
 #include "core/log.h"
 #include "core/process.h"
 #include "core/sync.h"
@@ -314,10 +317,41 @@ void Silo::Invoke(CallBase* call) {
     call->Release();
     return;
   }
-  if (CurrentTurn() != nullptr) {  // sent by grain code
+  if (TurnContext* turn = CurrentTurn()) {  // sent by grain code
     (call->one_way() ? metrics_.sent_one_way : metrics_.sent_requests)->Inc();
+    if (!outgoing_filters_.empty() && turn->invoker == this) {
+      Detach(FilterOutgoing(call, type), [](absl::Status) {});
+      return;
+    }
   }
   Admit(call, type);
+}
+
+Task<void> Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
+  RequestContext context = call->request_context();
+  CallFilterContext filter{
+      call->target(),
+      type->info->interface->methods[call->method()],
+      call->caller_grain(),
+      context.caller != nullptr ? absl::string_view(*context.caller)
+                                : absl::string_view(),
+      context};
+  absl::Status status = co_await RunCallFilters(outgoing_filters_, filter);
+  if (!status.ok()) {
+    call->Fail(std::move(status));
+    call->Release();
+    co_return;
+  }
+  call->set_request_context(std::move(context));
+  Admit(call, type);
+}
+
+void Silo::AddIncomingFilter(CallFilter filter) {
+  incoming_filters_.push_back(std::move(filter));
+}
+
+void Silo::AddOutgoingFilter(CallFilter filter) {
+  outgoing_filters_.push_back(std::move(filter));
 }
 
 void Silo::InvokeReminder(CallBase* call) {

@@ -42,6 +42,7 @@
 #include "core/timer_queue.h"
 #include "directory/grain_directory.h"
 #include "silo/runtime/activation.h"
+#include "silo/runtime/call_filter.h"
 #include "silo/runtime/catalog.h"
 #include "silo/runtime/grain.h"
 #include "silo/runtime/scheduler.h"
@@ -196,6 +197,14 @@ class Silo final : public CallInvoker {
   }
   absl::Status AddGrainType(const GrainClassInfo& info,
                             std::function<std::unique_ptr<Grain>()> factory);
+
+  // Grain call filters (silo/runtime/call_filter.h), run in the order
+  // added. Before Start.
+  void AddIncomingFilter(CallFilter filter);
+  void AddOutgoingFilter(CallFilter filter);
+  const std::vector<CallFilter>& incoming_filters() const {
+    return incoming_filters_;
+  }
 
   absl::Status Start();
   void Stop();
@@ -357,6 +366,9 @@ class Silo final : public CallInvoker {
   void Shed(size_t count);
   // OK, or why no activation may be created now (RESOURCE_EXHAUSTED).
   absl::Status MayActivate();
+  // Runs the outgoing filters on `call` (sent by grain code), then admits
+  // it or fails it with the status they ended it with.
+  Task<void> FilterOutgoing(CallBase* call, const GrainTypeEntry* type);
 
   SiloOptions options_;
   Clock* const clock_;
@@ -374,6 +386,8 @@ class Silo final : public CallInvoker {
   std::unique_ptr<ReminderService> reminders_;
   std::unique_ptr<directory::GrainDirectory> directory_;
   CallRouter* router_ = nullptr;
+  std::vector<CallFilter> incoming_filters_;
+  std::vector<CallFilter> outgoing_filters_;
   TimerQueue timers_;
   Scheduler scheduler_;
   Catalog catalog_;
