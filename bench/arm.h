@@ -38,6 +38,9 @@ struct RunConfig {
   int concurrency = 1;
   std::vector<std::string> scenarios;
   bool wants_raw = false;
+  // --hosted: `ask_filtered` or `chain_filtered` runs, so a second silo with
+  // an empty call filter chain is started.
+  bool wants_filtered = false;
   // --hosted: the silo's worker threads (0: hardware threads), messages
   // per activation per scheduling, and idle spin.
   int workers = 0;

@@ -27,6 +27,7 @@ class HostedArm final : public Arm {
   explicit HostedArm(const RunConfig& c) : config_(c) {}
   // After a Start that failed half-way: the silo stops before its storage.
   ~HostedArm() override {
+    if (filtered_ != nullptr) filtered_->Stop();
     if (silo_ != nullptr) silo_->Stop();
   }
 
@@ -52,6 +53,10 @@ class HostedArm final : public Arm {
     lifecycle_ = std::make_unique<HostedLifecycle>(&stats_);
     state_lifecycle_ = std::make_unique<HostedLifecycle>(&state_stats_);
     ctx->invoker = silo_.get();
+    if (config_.wants_filtered) {
+      GRANARY_RETURN_IF_ERROR(StartFiltered());
+      ctx->filtered_invoker = filtered_.get();
+    }
     ctx->lifecycle = lifecycle_.get();
     ctx->state_lifecycle = state_lifecycle_.get();
     return absl::OkStatus();
@@ -79,6 +84,8 @@ class HostedArm final : public Arm {
       report.SetEnv("fsync", floor_->fsync());
       report.SetEnv("synchronous_commit", floor_->synchronous_commit());
     }
+    if (filtered_ != nullptr) filtered_->Stop();
+    filtered_.reset();
     silo_->Stop();
     silo_.reset();
     storage_.reset();
@@ -88,6 +95,25 @@ class HostedArm final : public Arm {
   }
 
  private:
+  // The silo of `ask_filtered` and `chain_filtered`: the same options and
+  // grains, memory storage (those scenarios store nothing), and an empty
+  // filter chain: one incoming and one outgoing filter that pass the call.
+  absl::Status StartFiltered() {
+    silo::SiloOptions options = options_;
+    options.name = "bench-silo-filtered";
+    filtered_storage_ = std::make_unique<storage::MemoryStorage>();
+    options.storage = filtered_storage_.get();
+    filtered_ = std::make_unique<silo::Silo>(options);
+    GRANARY_RETURN_IF_ERROR(
+        AddBenchGrains(*filtered_, &filtered_stats_, &filtered_state_stats_));
+    auto pass = [](silo::CallFilterContext&) -> Task<absl::Status> {
+      co_return absl::OkStatus();
+    };
+    filtered_->AddIncomingFilter(pass);
+    filtered_->AddOutgoingFilter(pass);
+    return filtered_->Start();
+  }
+
   absl::Status OpenStorage() {
     const std::string& kind = config_.storage;
     if (kind == "memory") {
@@ -122,6 +148,9 @@ class HostedArm final : public Arm {
   silo::SiloOptions options_;
   std::unique_ptr<silo::Silo> silo_;
   BenchStats stats_, state_stats_;
+  std::unique_ptr<storage::GrainStorage> filtered_storage_;
+  std::unique_ptr<silo::Silo> filtered_;
+  BenchStats filtered_stats_, filtered_state_stats_;
   std::string storage_dir_;
   std::unique_ptr<storage::GrainStorage> storage_;
   std::unique_ptr<BenchPostgresStorage> pg_storage_;

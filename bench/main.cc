@@ -181,7 +181,7 @@ namespace {
 
 constexpr char kHostedScenarios[] =
     "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
-    "create,wake,durable-write,warm-read";
+    "create,wake,durable-write,warm-read,ask_filtered,chain_filtered";
 constexpr char kRemoteScenarios[] =
     "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
     "create,wake,durable-write,warm-read,raw_grpc";
@@ -311,6 +311,11 @@ absl::Status ReadScenarios(RunConfig& c) {
       return absl::InvalidArgumentError(
           "raw_grpc compares with a remote silo: it needs --target");
     }
+    if ((s == "ask_filtered" || s == "chain_filtered") && !c.hosted) {
+      return absl::InvalidArgumentError(
+          s + " compares silos with and without call filters: it needs "
+              "--hosted");
+    }
     if (s == "postgres_floor" && (!c.hosted || c.storage != "postgres")) {
       return absl::InvalidArgumentError(
           "postgres_floor measures the database of the grain storage: it "
@@ -323,6 +328,7 @@ absl::Status ReadScenarios(RunConfig& c) {
   };
   c.wants_raw = wants("raw_grpc");
   c.wants_floor = wants("postgres_floor");
+  c.wants_filtered = wants("ask_filtered") || wants("chain_filtered");
   return absl::OkStatus();
 }
 
@@ -491,6 +497,16 @@ void Summarize(const RunConfig& c,
         "RATIO remote_ask_p50_over_raw_grpc_p50=%.2f remote_ask_p50_us=%.2f "
         "raw_grpc_p50_us=%.2f ask_concurrency=%d\n",
         raw_us > 0 ? ask_us / raw_us : 0, ask_us, raw_us, c.concurrency);
+  }
+  for (const char* s : {"ask", "chain"}) {
+    const std::string filtered = absl::StrCat(s, "_filtered");
+    if (p50s.contains(s) && p50s.contains(filtered) && p50s[s] > 0) {
+      std::printf("RATIO %s_p50_over_%s_p50=%.3f %s_p50_us=%.2f %s_p50_us=%.2f\n",
+                  filtered.c_str(), s,
+                  static_cast<double>(p50s[filtered]) / p50s[s],
+                  filtered.c_str(), p50s[filtered] / 1000.0, s,
+                  p50s[s] / 1000.0);
+    }
   }
   report.SetEnv("mode", c.mode);
   report.SetEnv("scale", absl::StrCat(c.scale));

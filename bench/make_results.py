@@ -269,6 +269,10 @@ def goals(by_key):
          lambda a, b: a["mean_rate"] >= 2 * b["mean_rate"], rate)
     goal("hosted ask p50 ≤ CAF's", get_mode("hosted", "ask"), get("caf", "ask"),
          lambda a, b: a["p50_us"] <= b["p50_us"], p50)
+    for s in ("ask", "chain"):
+        goal("hosted %s p50 with an empty call filter chain ≤ 1.05× without" % s,
+             get_mode("hosted", s + "_filtered"), get_mode("hosted", s),
+             lambda a, b: a["p50_us"] <= 1.05 * b["p50_us"], p50)
     goal("remote ask p50 ≤ 1.3× raw gRPC bidi ping-pong p50", get_mode("remote", "ask"),
          get_mode("remote", "raw_grpc") or get("grpc", "raw_grpc"),
          lambda a, b: a["p50_us"] <= 1.3 * b["p50_us"], p50)

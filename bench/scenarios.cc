@@ -444,7 +444,8 @@ const std::vector<std::string>& ScenarioNames() {
   static const auto* names = new std::vector<std::string>{
       "activation",    "activation_one", "oneway",   "oneway_spread", "ask",
       "chain",         "pingpong",       "fanout",   "create",        "wake",
-      "durable-write", "warm-read",      "raw_grpc", "postgres_floor"};
+      "durable-write", "warm-read",      "raw_grpc", "postgres_floor",
+      "ask_filtered",  "chain_filtered"};
   return *names;
 }
 
@@ -452,7 +453,7 @@ std::string ScenarioUnit(absl::string_view name) {
   if (name == "activation" || name == "activation_one") return "activation";
   if (name == "oneway" || name == "oneway_spread") return "message";
   if (name == "pingpong") return "exchange";
-  if (name == "chain") return "chain";
+  if (name == "chain" || name == "chain_filtered") return "chain";
   if (name == "fanout") return "fan-out";
   if (name == "create") return "create";
   if (name == "wake") return "wake";
@@ -491,6 +492,16 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   else if (name == "pingpong") PingPong(ctx, r);
   else if (name == "raw_grpc") RawGrpc(ctx, r);
   else if (name == "postgres_floor") PostgresFloorRound(ctx, r);
+  else if (name == "ask_filtered" || name == "chain_filtered") {
+    if (ctx.filtered_invoker == nullptr) {
+      Fail(r, "no silo with call filters: needs --hosted");
+    } else {
+      ScenarioContext filtered = ctx;
+      filtered.invoker = ctx.filtered_invoker;
+      if (name == "ask_filtered") Ask(filtered, r);
+      else Chain(filtered, r);
+    }
+  }
   else Fail(r, "unknown scenario");
   r.rss_delta_bytes = resident() - rss0;
   if (!r.latencies_ns.empty()) {

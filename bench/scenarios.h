@@ -30,6 +30,10 @@ class RawEchoArm;        // bench/raw_echo.h
 
 struct ScenarioContext {
   CallInvoker* invoker = nullptr;
+  // --hosted with `ask_filtered`/`chain_filtered`: a second silo like the
+  // first, with one incoming and one outgoing call filter that pass every
+  // call on (silo/runtime/call_filter.h).
+  CallInvoker* filtered_invoker = nullptr;
   // OnActivate / OnDeactivate counts of the silo hosting the grains: its
   // BenchGrains, and the StateGrains of the storage scenarios.
   LifecycleCounter* lifecycle = nullptr;
@@ -65,7 +69,9 @@ struct ScenarioContext {
 
 // "activation" (batches of 100 fresh grains), "activation_one" (one at a
 // time), "oneway" (into one grain), "oneway_spread" (over 1,000 grains),
-// "ask", "chain", "pingpong", "fanout", the storage scenarios "create",
+// "ask", "chain", "pingpong", "fanout", "ask_filtered" and "chain_filtered"
+// (ask and chain through ScenarioContext::filtered_invoker), the storage
+// scenarios "create",
 // "wake", "durable-write", "warm-read", "raw_grpc" (remote only), or
 // "postgres_floor" (pgbench's synced UPDATE: PostgreSQL storage only).
 const std::vector<std::string>& ScenarioNames();

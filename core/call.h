@@ -181,6 +181,7 @@ class CallBase : public Message, public TimerEntry {
 
   const RequestContext& request_context() const { return context_; }
   void set_request_context(const RequestContext& c) { context_ = c; }
+  void set_request_context(RequestContext&& c) { context_ = std::move(c); }
   absl::Duration timeout() const { return timeout_; }
   void set_timeout(absl::Duration t) { timeout_ = t; }
   absl::Time deadline() const { return deadline_; }
@@ -198,11 +199,6 @@ class CallBase : public Message, public TimerEntry {
     return caller_grain_.key().empty() ? nullptr : &caller_grain_;
   }
   void set_caller_grain(const GrainId& g) { caller_grain_ = g; }
-  // The same, for a caller named on the wire: the call keeps the type name.
-  void set_caller_grain(std::string type, std::string key) {
-    caller_type_ = std::move(type);
-    caller_grain_ = GrainId(caller_type_, std::move(key));
-  }
   // Bytes a gateway charged to its memory budget for this call
   // (core/memory_budget.h), given back when the call finishes.
   uint32_t charge() const { return charge_; }
@@ -295,7 +291,6 @@ class CallBase : public Message, public TimerEntry {
   std::atomic<int> refs_{1};
   RequestContext context_;
   GrainId caller_grain_;  // empty key: none
-  std::string caller_type_;  // the type caller_grain_ views, when from the wire
   absl::Duration timeout_ = kDefaultCallTimeout;
   absl::Time deadline_ = absl::InfiniteFuture();
   absl::Status status_;

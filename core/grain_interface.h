@@ -49,6 +49,9 @@ struct InterfaceInfo {
   const MethodInfo* methods;
   size_t method_count;
   const google::protobuf::ServiceDescriptor* (*descriptor)();
+  // GrainOptions.stateless_worker, max_local_workers (0: the silo's workers).
+  bool stateless_worker;
+  uint32_t max_local_workers;
 
   const MethodInfo* FindMethod(absl::string_view name) const {
     for (size_t i = 0; i < method_count; ++i) {

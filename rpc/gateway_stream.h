@@ -49,9 +49,20 @@ class NetworkThreadScope {
   bool saved_;
 };
 
+// The bytes of `r`'s request context, trace, caller and calling grain.
+inline size_t RequestContextBytes(const v1::Request& r) {
+  size_t n = r.traceparent().size() + r.caller().size() +
+             r.caller_grain().size();
+  for (const v1::ContextEntry& e : r.context()) {
+    n += e.key().size() + e.value().size() + 6;
+  }
+  return n;
+}
+
 // The bytes `r` takes in a batch (for cutting batches under the limit).
 inline size_t RequestBytes(const v1::Request& r) {
-  return r.payload().size() + r.key().size() + r.method().size() + 24;
+  return r.payload().size() + r.key().size() + r.method().size() + 24 +
+         RequestContextBytes(r);
 }
 
 inline constexpr size_t kMaxBatchBytes = 1 << 20;

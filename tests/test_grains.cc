@@ -278,6 +278,31 @@ class ForgetfulGrain final : public ForgetfulGrainBase {
 
 }  // namespace
 
+class HotspotGrain final : public HotspotGrainBase {
+ public:
+  explicit HotspotGrain(TestState* state) : state_(state) {}
+  Task<Text> Work(const Text& r) override {
+    state_->Record("work-start");
+    if (r.text() == "gate") {
+      state_->WaitUntil(
+          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return state_->gate_open; });
+    }
+    co_return MakeText(absl::StrCat(ActivationId()));
+  }
+
+ private:
+  TestState* state_;
+};
+
+class StatefulWorkerGrain final : public StatefulWorkerGrainBase {
+ public:
+  StatefulWorkerGrain() { PersistState(&state_); }
+  Task<Text> Work(const Text&) override { co_return MakeText("ran"); }
+
+ private:
+  Text state_;
+};
+
 ReminderRequest Reminder(std::string name, int64_t due_ms, int64_t period_ms) {
   ReminderRequest r;
   r.set_name(std::move(name));
@@ -301,6 +326,9 @@ absl::Status AddTestGrains(silo::Silo& silo, TestState* state) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<RemindGrain>(
       [state] { return std::make_unique<RemindGrain>(state); }));
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<ForgetfulGrain>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<HotspotGrain>(
+      [state] { return std::make_unique<HotspotGrain>(state); }));
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<StatefulWorkerGrain>());
   GRANARY_RETURN_IF_ERROR(examples::AddExampleGrains(silo));
   return absl::OkStatus();
 }

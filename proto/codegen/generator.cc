@@ -63,6 +63,45 @@ std::string Where(const pb::FileDescriptor* file,
   return s;
 }
 
+// The state message of a grain (GrainOptions.state), or null.
+const pb::Descriptor* StateType(const pb::FileDescriptor* file,
+                                const GrainOptions& options) {
+  if (options.state().empty()) return nullptr;
+  return file->pool()->FindMessageTypeByName(options.state());
+}
+
+bool GrainOptionsValid(const pb::FileDescriptor* file,
+                       const pb::ServiceDescriptor* service,
+                       const GrainOptions& o, std::string* error) {
+  if (!o.state().empty() && StateType(file, o) == nullptr) {
+    *error = absl::StrCat(Where(file, service), ": state message ", o.state(),
+                          " is not defined in this file or its imports "
+                          "(give its full name, package included)");
+    return false;
+  }
+  if (o.stateless_worker() && !o.state().empty()) {
+    *error = absl::StrCat(Where(file, service),
+                          ": a stateless_worker cannot declare persistent "
+                          "state (state: ",
+                          o.state(), "): its activations are many and "
+                          "short-lived; keep state in another grain");
+    return false;
+  }
+  if (o.max_local_workers() != 0 && !o.stateless_worker()) {
+    *error = absl::StrCat(Where(file, service),
+                          ": max_local_workers is set but the grain is not a "
+                          "stateless_worker");
+    return false;
+  }
+  if (o.stateless_worker() && o.placement() != RANDOM) {
+    *error = absl::StrCat(Where(file, service),
+                          ": a stateless_worker is never placed (it runs on "
+                          "the silo that receives the call): drop placement");
+    return false;
+  }
+  return true;
+}
+
 bool Collect(const pb::FileDescriptor* file, std::vector<Grain>* grains,
              std::string* error) {
   for (int i = 0; i < file->service_count(); ++i) {
@@ -75,6 +114,9 @@ bool Collect(const pb::FileDescriptor* file, std::vector<Grain>* grains,
                             g.options.placement(),
                             " (expected RANDOM, PREFER_LOCAL, HASH or "
                             "ACTIVATION_COUNT)");
+      return false;
+    }
+    if (is_grain && !GrainOptionsValid(file, service, g.options, error)) {
       return false;
     }
     for (int m = 0; m < service->method_count(); ++m) {
@@ -219,6 +261,8 @@ void WriteRefSource(const pb::FileDescriptor* file,
         {"reentrant", g.options.reentrant() ? "true" : "false"},
         {"idle", absl::StrCat(g.options.idle_timeout_s())},
         {"placement", absl::StrCat(static_cast<int>(g.options.placement()))},
+        {"stateless", g.options.stateless_worker() ? "true" : "false"},
+        {"max_workers", absl::StrCat(g.options.max_local_workers())},
         {"count", absl::StrCat(g.methods.size())}};
     p.Print("namespace {\n\n");
     for (const Method& m : g.methods) {
@@ -254,7 +298,7 @@ void WriteRefSource(const pb::FileDescriptor* file,
             "  static const ::granary::InterfaceInfo info{\n"
             "      kTypeName, $reentrant$, $idle$, $placement$, k$name$Methods, "
             "$count$,\n"
-            "      &$name$Descriptor};\n"
+            "      &$name$Descriptor, $stateless$, $max_workers$};\n"
             "  return info;\n"
             "}\n\n");
     for (const Method& m : g.methods) {
@@ -274,7 +318,7 @@ void WriteRefSource(const pb::FileDescriptor* file,
                 "::granary::Task<$rep$> $name$Ref::$m$($req$ request,\n"
                 "    ::granary::CallOptions options) const {\n"
                 "  return ::granary::internal::Ask<$req$, $rep$>(\n"
-                "      invoker(), id(), k$m$, std::move(request), options);\n"
+                "      invoker(), id(), k$m$, std::move(request), std::move(options));\n"
                 "}\n\n");
       }
     }
@@ -306,6 +350,19 @@ void WriteGrainHeader(const pb::FileDescriptor* file,
       p.Print("  virtual ::granary::Task<$rep$> $m$(const $req$& request) = 0;\n",
               "rep", ReplyType(m), "m", m.desc->name(), "req",
               QualifiedClassName(m.desc->input_type()));
+    }
+    if (const pb::Descriptor* state = StateType(file, g.options)) {
+      p.Print(
+          "\n protected:\n"
+          "  // The persistent state (GrainOptions.state): read before "
+          "OnActivate,\n"
+          "  // made durable by WriteState().\n"
+          "  $name$GrainBase() { PersistState(&state_); }\n"
+          "  $type$& state() { return state_; }\n"
+          "  const $type$& state() const { return state_; }\n\n"
+          " private:\n"
+          "  $type$ state_;\n",
+          "name", g.desc->name(), "type", QualifiedClassName(state));
     }
     p.Print("};\n\n");
   }

@@ -101,7 +101,15 @@ INSTANTIATE_TEST_SUITE_P(
                "grain methods"},
         Misuse{"bad_reserved.proto",
                "service bad.Bad, method OnActivate: the name OnActivate is "
-               "reserved"}));
+               "reserved"},
+        Misuse{"bad_stateless_state.proto",
+               "service bad.Bad: a stateless_worker cannot declare persistent "
+               "state (state: bad.Tally)"},
+        Misuse{"bad_state_unknown.proto",
+               "service bad.Bad: state message bad.Nowhere is not defined"},
+        Misuse{"bad_max_workers.proto",
+               "service bad.Bad: max_local_workers is set but the grain is "
+               "not a stateless_worker"}));
 
 }  // namespace
 }  // namespace granary::codegen

@@ -308,7 +308,7 @@ absl::StatusOr<CallBase*> WireCopy(Silo* to, CallBase* call, absl::Time now) {
   }
   copy->set_hops(call->hops());
   if (const GrainId* from = call->caller_grain()) {
-    copy->set_caller_grain(std::string(from->type()), from->key());
+    copy->set_caller_grain(*from);
   }
   if (call->request_context().chain_id != 0) {
     copy->set_request_context(call->request_context());

@@ -24,7 +24,7 @@ std::shared_ptr<const std::string> CallerOf(
 
 absl::StatusOr<CallBase*> CallFromGatewayRequest(
     const Route& route, v1::Request& request, bool from_silos,
-    const std::shared_ptr<const std::string>& caller) {
+    const std::shared_ptr<const std::string>& caller, const Silo* silo) {
   GRANARY_RETURN_IF_ERROR(ValidateGrainKey(request.key()));
   std::shared_ptr<const ContextMap> values;
   if (!request.context().empty()) {
@@ -69,12 +69,17 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
       context.caller = std::make_shared<const std::string>(
           std::move(*request.mutable_caller()));
     }
-    // "<type>/<key>"; ignored when malformed.
-    const std::string& from = request.caller_grain();
+    // "<type>/<key>" of a type hosted here (its name lives as long as the
+    // process); ignored otherwise.
+    const absl::string_view from = request.caller_grain();
     if (const size_t slash = from.find('/');
-        slash != std::string::npos && slash > 0 && slash < 1024 &&
-        ValidateGrainKey(absl::string_view(from).substr(slash + 1)).ok()) {
-      call->set_caller_grain(from.substr(0, slash), from.substr(slash + 1));
+        silo != nullptr && slash != absl::string_view::npos &&
+        ValidateGrainKey(from.substr(slash + 1)).ok()) {
+      if (const InterfaceInfo* iface =
+              silo->FindInterface(from.substr(0, slash))) {
+        call->set_caller_grain(
+            GrainId(iface->type_name, std::string(from.substr(slash + 1))));
+      }
     }
   } else {
     context.caller = caller;

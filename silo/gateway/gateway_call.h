@@ -18,6 +18,8 @@
 
 namespace granary::silo {
 
+class Silo;
+
 // The identity a client stream was accepted with; null when anonymous.
 std::shared_ptr<const std::string> CallerOf(
     const grpc::CallbackServerContext& context);
@@ -28,10 +30,14 @@ std::shared_ptr<const std::string> CallerOf(
 // the request's timeout (kDefaultCallTimeout without one); its caller tag
 // is the request's id. From another silo (`from_silos`) the request carries
 // its hop count, call chain and the identity of the client it serves; from a
-// client, the call serves `caller` (null: anonymous).
+// client, the call serves `caller` (null: anonymous). Every request's
+// context entries are validated (INVALID_ARGUMENT past the bounds of
+// core/request_context.h) and its traceparent continued. From another silo
+// the calling grain is kept when its type is one `silo` hosts (for call
+// filters).
 absl::StatusOr<CallBase*> CallFromGatewayRequest(
     const Route& route, v1::Request& request, bool from_silos,
-    const std::shared_ptr<const std::string>& caller);
+    const std::shared_ptr<const std::string>& caller, const Silo* silo);
 
 // The reply to write for a finished awaited `call`: its serialized reply,
 // or its error; RESOURCE_EXHAUSTED when the reply would not fit a message

@@ -22,6 +22,7 @@
 #include "core/sync.h"
 #include "core/version.h"
 #include "rpc/credentials.h"
+#include "rpc/gateway_stream.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "granary/v1/gateway.grpc.pb.h"
@@ -225,7 +226,8 @@ class GatewayStream final
   // payload's size stands in for the parsed message's) and the call.
   static int64_t CallBytes(const v1::Request& request) {
     return 256 + static_cast<int64_t>(request.key().size() +
-                                      request.payload().size());
+                                      request.payload().size() +
+                                      rpc::RequestContextBytes(request));
   }
   // Charges `bytes` to this stream and the silo.
   void Charge(int64_t bytes) {
@@ -352,7 +354,7 @@ class GatewayStream final
     }
     GRANARY_ASSIGN_OR_RETURN(
         CallBase * call,
-        CallFromGatewayRequest(*route, request, from_silos_, caller_));
+        CallFromGatewayRequest(*route, request, from_silos_, caller_, silo));
     GRANARY_LOG(kDebug) << "trace_id="
                         << call->request_context().trace.TraceIdHex()
                         << " grain=" << LogQuote(call->target().ToString())

@@ -52,6 +52,7 @@ Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
       type_(type),
       id_(std::move(id)),
       activation_id_(activation_id),
+      stateless_(type->info->interface->stateless_worker),
       last_active_ns_(silo->IdleClockNs()) {
   turn_.invoker = silo;
   turn_.activation = this;
@@ -424,10 +425,20 @@ void Activation::StartRequest(CallBase* call) {
   running_.push_back(Running{call, /*is_timer=*/false,
                              call->request_context().chain_id, method.read_only,
                              turn_start_ns_});
+  if (stateless_) running_requests_.fetch_add(1, std::memory_order_relaxed);
   call->set_callee(this);
   turn_.request = call->request_context();
   if (!silo_->incoming_filters().empty()) {
-    Detach(FilterThenInvoke(call), [](absl::Status) {});
+    // The filters' frame is the call's callee frame until the method's
+    // replaces it, so Abandon destroys it while a filter is suspended.
+    auto h = FilterThenInvoke(call).Release();
+    call->set_callee_frame(h.address());
+    h.promise().set_done(
+        [](void* frame) {
+          std::coroutine_handle<>::from_address(frame).destroy();
+        },
+        h.address());
+    h.resume();
     return;
   }
   Invoke(call);
@@ -452,8 +463,21 @@ Task<void> Activation::FilterThenInvoke(CallBase* call) {
           ? absl::string_view(*turn_.request.caller)
           : absl::string_view(),
       turn_.request};
-  absl::Status status =
-      co_await RunCallFilters(silo_->incoming_filters(), filter);
+  absl::Status status;
+  try {
+    status = co_await RunCallFilters(silo_->incoming_filters(), filter);
+  } catch (...) {
+    status = absl::InternalError(
+        absl::StrCat("call filters failed: ",
+                     StatusFromException(std::current_exception()).message()));
+  }
+  call->set_callee_frame(nullptr);
+  // The deadline may have passed while a filter awaited something.
+  if (status.ok() && call->deadline() != absl::InfiniteFuture() &&
+      call->deadline() < TurnNow()) {
+    status = absl::DeadlineExceededError(absl::StrCat(
+        "request to ", id_.ToString(), " expired in its call filters"));
+  }
   if (!status.ok()) {
     OnRequestDone(call, call->TryClaim(), std::move(status));
     co_return;
@@ -515,6 +539,9 @@ void Activation::StartReminderTick(CallBase* call) {
 void Activation::OnRequestDone(CallBase* call, bool claimed,
                                absl::Status status) {
   const int64_t started = RemoveRunning(call);
+  if (stateless_ && started != 0 && call->method() != kReminderMethod) {
+    running_requests_.fetch_sub(1, std::memory_order_relaxed);
+  }
   const uint32_t method = call->method();
   if (method < type_->info->interface->method_count && started != 0) {
     MethodMetrics& m = type_->metrics->methods[method];

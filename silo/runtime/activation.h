@@ -102,6 +102,14 @@ class Activation final : public Runnable, public MessageSink {
 
   const GrainId& id() const { return id_; }
   uint64_t activation_id() const { return activation_id_; }
+  // One of a stateless worker grain's workers (Catalog::PostToWorker).
+  bool stateless() const { return stateless_; }
+  // A stateless worker's work: requests queued plus requests running.
+  int Load() const {
+    return queued_calls_.load(std::memory_order_relaxed) +
+           running_requests_.load(std::memory_order_relaxed);
+  }
+  int Queued() const { return queued_calls_.load(std::memory_order_relaxed); }
   const GrainTypeEntry* type() const { return type_; }
   Silo* silo() const { return silo_; }
 
@@ -208,6 +216,9 @@ class Activation final : public Runnable, public MessageSink {
   std::atomic<bool> scheduled_{false};
   // Calls offered and not yet started (Offer, Process).
   std::atomic<int> queued_calls_{0};
+  const bool stateless_;
+  // Stateless workers only: requests started and not finished.
+  std::atomic<int> running_requests_{0};
 
   // Push-back on grains that send one-way calls into a full mailbox: the
   // sender's next turn waits (it is "parked": still scheduled, run again by

@@ -30,7 +30,12 @@
 // - Outgoing filters run on the caller's silo when grain code (a request,
 //   timer or lifecycle turn) calls a grain, before the call is routed; a
 //   change to the context is carried by that call only.
-// Reminder ticks and timer ticks are not calls and pass no filter.
+// Reminder ticks and timer ticks are not calls and pass no filter. A call's
+// deadline counts the time its filters take.
+//
+// A filter's own grain calls are grain calls too: an outgoing filter that
+// calls a grain every time it runs calls itself without end. Guard such
+// calls (by target type, or with a context entry the filter sets).
 //
 // Threading: filters are added before Silo::Start and never change after;
 // one filter object may run on many workers at once.

@@ -14,7 +14,9 @@
 
 #include <array>
 #include <atomic>
+#include <algorithm>
 #include <cstddef>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
@@ -83,9 +85,63 @@ class Catalog {
     ReaderMutexLock lock(&s.mu);
     auto it = s.map.find(id);
     if (it == s.map.end() || it->second->activation_id() != activation_id) {
+      auto pool = s.workers.find(id);
+      if (pool == s.workers.end()) return false;
+      for (Activation* a : pool->second) {
+        if (a->activation_id() == activation_id) {
+          a->Post(m);
+          return true;
+        }
+      }
       return false;
     }
     it->second->Post(m);
+    return true;
+  }
+
+  // Offers `call` to a worker of stateless worker grain `id` (its type's
+  // GrainOptions.stateless_worker): an idle one (nothing queued or
+  // running), else a new one made by `make()` (under the shard's writer
+  // lock) while the grain has fewer than `max_workers`, else the one with
+  // the least work. False when there is no worker and `make` refused
+  // (returned nullptr); `call` is then untouched.
+  template <typename MakeFn>
+  bool PostToWorker(const GrainId& id, CallBase* call, size_t max_workers,
+                    MakeFn make) {
+    Shard& s = ShardFor(id);
+    bool offered = false;
+    bool posted = false;
+    {
+      ReaderMutexLock lock(&s.mu);
+      auto it = s.workers.find(id);
+      if (it != s.workers.end()) {
+        Activation* a = LeastBusy(it->second);
+        // All busy and room to grow: below, under the writer lock.
+        if (a->Load() == 0 || it->second.size() >= max_workers) {
+          posted = true;
+          offered = a->Offer(call);
+        }
+      }
+    }
+    if (!posted) {
+      MutexLock lock(&s.mu);
+      auto it = s.workers.find(id);
+      Activation* a = it == s.workers.end() ? nullptr : LeastBusy(it->second);
+      if (a == nullptr ||
+          (a->Load() > 0 && it->second.size() < max_workers)) {
+        if (Activation* made = make()) {
+          if (it == s.workers.end()) {
+            it = s.workers.emplace(id, std::vector<Activation*>()).first;
+          }
+          it->second.push_back(made);
+          size_.fetch_add(1, std::memory_order_relaxed);
+          a = made;
+        }
+      }
+      if (a == nullptr) return false;
+      offered = a->Offer(call);
+    }
+    if (!offered) RefuseMailboxFull(call);
     return true;
   }
 
@@ -93,10 +149,36 @@ class Catalog {
   void Remove(Activation* a) {
     Shard& s = ShardFor(a->id());
     MutexLock lock(&s.mu);
+    if (a->stateless()) {
+      auto it = s.workers.find(a->id());
+      if (it == s.workers.end()) return;
+      std::vector<Activation*>& pool = it->second;
+      auto w = std::find(pool.begin(), pool.end(), a);
+      if (w == pool.end()) return;
+      pool.erase(w);
+      if (pool.empty()) s.workers.erase(it);
+      size_.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
     auto it = s.map.find(a->id());
     if (it != s.map.end() && it->second == a) {
       s.map.erase(it);
       size_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+  // The workers of every stateless worker grain of type `type` (for
+  // metrics): how many, and the calls queued at them.
+  void CountWorkers(absl::string_view type, size_t* workers, size_t* queued) {
+    *workers = 0;
+    *queued = 0;
+    for (Shard& s : shards_) {
+      ReaderMutexLock lock(&s.mu);
+      for (auto& [id, pool] : s.workers) {
+        if (id.type() != type) continue;
+        *workers += pool.size();
+        for (Activation* a : pool) *queued += a->Queued();
+      }
     }
   }
 
@@ -107,6 +189,9 @@ class Catalog {
     for (Shard& s : shards_) {
       ReaderMutexLock lock(&s.mu);
       for (auto& [id, a] : s.map) fn(a);
+      for (auto& [id, pool] : s.workers) {
+        for (Activation* a : pool) fn(a);
+      }
     }
   }
 
@@ -118,6 +203,11 @@ class Catalog {
       for (auto& [id, a] : s.map) all.push_back(a);
       size_.fetch_sub(s.map.size(), std::memory_order_relaxed);
       s.map.clear();
+      for (auto& [id, pool] : s.workers) {
+        all.insert(all.end(), pool.begin(), pool.end());
+        size_.fetch_sub(pool.size(), std::memory_order_relaxed);
+      }
+      s.workers.clear();
     }
     return all;
   }
@@ -129,7 +219,18 @@ class Catalog {
   struct alignas(64) Shard {
     Mutex mu;
     absl::flat_hash_map<GrainId, Activation*> map ABSL_GUARDED_BY(mu);
+    // Stateless worker grains: each grain's workers, none empty.
+    absl::flat_hash_map<GrainId, std::vector<Activation*>> workers
+        ABSL_GUARDED_BY(mu);
   };
+  static Activation* LeastBusy(const std::vector<Activation*>& pool) {
+    Activation* best = pool.front();
+    for (Activation* a : pool) {
+      if (a->Load() < best->Load()) best = a;
+      if (best->Load() == 0) break;
+    }
+    return best;
+  }
   Shard& ShardFor(const GrainId& id) {
     return shards_[absl::HashOf(id) % kShards];
   }

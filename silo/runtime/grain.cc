@@ -110,6 +110,12 @@ namespace internal {
 Task<void> LoadGrainState(Grain* grain) {
   if (grain->state_ == nullptr) co_return;
   silo::Activation* activation = grain->activation_;
+  if (activation->stateless()) {
+    // Many activations of one grain would overwrite each other's state.
+    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
+        activation->id().ToString(),
+        " is a stateless worker: it cannot keep persistent state")));
+  }
   storage::GrainStorage& store = activation->silo()->storage();
   const GrainId& id = activation->id();
   absl::StatusOr<storage::StoredState> stored =

@@ -1,7 +1,5 @@
 #include "silo/runtime/silo.h"
 
-#include "core/detach.h"
-
 #include <algorithm>
 
 #include <thread>
@@ -165,6 +163,27 @@ void Silo::AddSiloMetrics() {
             {{"ok"}, static_cast<double>(reminders_->ticks_ok())},
             {{"failed"}, static_cast<double>(reminders_->ticks_failed())}};
       });
+  // Stateless worker types: how many workers, and the calls queued at them.
+  auto workers = [this](bool queued) {
+    Samples out;
+    if (state_.load(std::memory_order_acquire) == State::kNew) return out;
+    for (const auto& [name, entry] : types_) {
+      if (!entry->info->interface->stateless_worker) continue;
+      size_t n = 0;
+      size_t q = 0;
+      catalog_.CountWorkers(name, &n, &q);
+      out.push_back({{name}, static_cast<double>(queued ? q : n)});
+    }
+    return out;
+  };
+  registry_.AddCallback(
+      "granary_stateless_workers",
+      "Activations of stateless worker grains on this silo, by type.",
+      Type::kGauge, {"type"}, [workers] { return workers(false); });
+  registry_.AddCallback(
+      "granary_stateless_queue_depth",
+      "Calls queued at stateless worker activations on this silo, by type.",
+      Type::kGauge, {"type"}, [workers] { return workers(true); });
   metrics::AddProcessMetrics(&registry_);
 }
 
@@ -320,6 +339,9 @@ void Silo::Invoke(CallBase* call) {
   if (TurnContext* turn = CurrentTurn()) {  // sent by grain code
     (call->one_way() ? metrics_.sent_one_way : metrics_.sent_requests)->Inc();
     if (!outgoing_filters_.empty() && turn->invoker == this) {
+      // The deadline runs from now: a filter's time counts, and a filter
+      // that never finishes does not leave the caller waiting for ever.
+      ArmDeadline(call);
       Detach(FilterOutgoing(call, type), [](absl::Status) {});
       return;
     }
@@ -343,7 +365,7 @@ Task<void> Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
     co_return;
   }
   call->set_request_context(std::move(context));
-  Admit(call, type);
+  Deliver(call, type);
 }
 
 void Silo::AddIncomingFilter(CallFilter filter) {
@@ -374,6 +396,11 @@ void Silo::InvokeReminder(CallBase* call) {
 }
 
 void Silo::Admit(CallBase* call, const GrainTypeEntry* type) {
+  ArmDeadline(call);
+  Deliver(call, type);
+}
+
+void Silo::ArmDeadline(CallBase* call) {
   // Once stopped the timers no longer run: a call only passing through is
   // given its deadline where it is sent next.
   if (!call->one_way() &&
@@ -381,10 +408,13 @@ void Silo::Admit(CallBase* call, const GrainTypeEntry* type) {
     call->set_deadline(clock_->Now() + call->timeout());
     call->ArmDeadline(&timers_);
   }
-  Deliver(call, type);
 }
 
 void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
+  if (type->info->interface->stateless_worker) {
+    DeliverToWorker(call, type);
+    return;
+  }
   if (router_ != nullptr) {
     if (catalog_.PostIfExists(call->target(), call)) {
       metrics_.directory_hits->Inc();
@@ -431,6 +461,29 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
   }
 }
 
+void Silo::DeliverToWorker(CallBase* call, const GrainTypeEntry* type) {
+  const uint32_t max = type->info->interface->max_local_workers;
+  absl::Status refused;
+  const bool delivered = catalog_.PostToWorker(
+      call->target(), call,
+      max != 0 ? max : static_cast<size_t>(scheduler_.workers()),
+      [&]() -> Activation* {
+        if (stopping()) return nullptr;
+        refused = MayActivate();
+        if (!refused.ok()) return nullptr;
+        return new Activation(
+            this, type, call->target(),
+            next_activation_id_.fetch_add(1, std::memory_order_relaxed));
+      });
+  if (delivered) return;
+  call->Fail(!refused.ok()
+                 ? std::move(refused)
+                 : absl::UnavailableError(absl::StrCat(
+                       "silo ", options_.name, " is shutting down; ",
+                       call->target().ToString(), " cannot be activated")));
+  call->Release();
+}
+
 void Silo::ActivateHere(CallBase* call, uint64_t activation_id) {
   const GrainTypeEntry* type = FindType(call->target().type());
   absl::Status refused;
@@ -460,6 +513,7 @@ uint64_t Silo::ActiveId(const GrainId& id) {
 }
 
 void Silo::OnActivationRemoved(Activation* a) {
+  if (a->stateless()) return;  // never in the directory
   if (router_ != nullptr) {
     router_->OnActivationGone(a->id(), a->activation_id());
     return;

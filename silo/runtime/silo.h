@@ -366,6 +366,12 @@ class Silo final : public CallInvoker {
   void Shed(size_t count);
   // OK, or why no activation may be created now (RESOURCE_EXHAUSTED).
   absl::Status MayActivate();
+  // Arms `call`'s deadline (its timeout from now) unless it is one-way or
+  // the silo stopped.
+  void ArmDeadline(CallBase* call);
+  // Delivers `call` to a worker of its stateless worker grain, on this
+  // silo (Catalog::PostToWorker).
+  void DeliverToWorker(CallBase* call, const GrainTypeEntry* type);
   // Runs the outgoing filters on `call` (sent by grain code), then admits
   // it or fails it with the status they ended it with.
   Task<void> FilterOutgoing(CallBase* call, const GrainTypeEntry* type);

@@ -75,4 +75,86 @@ const ::granary::GrainClassInfo& LibraryGrainBase::ClassInfo() {
   return info;
 }
 
+namespace {
+
+class IndexGrpcService final
+    : public Index::WithRawCallbackMethod_Lookup<Index::Service> {
+ public:
+  explicit IndexGrpcService(::granary::CallInvoker* invoker)
+      : invoker_(invoker) {}
+  ::grpc::ServerUnaryReactor* Lookup(::grpc::CallbackServerContext* context,
+      const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) override {
+    return ::granary::silo::ServeUnary(invoker_, context, IndexRef::Interface(),
+        IndexRef::kLookup, request, response);
+  }
+
+ private:
+  ::granary::CallInvoker* invoker_;
+};
+
+std::unique_ptr<::grpc::Service> NewIndexGrpcService(
+    ::granary::CallInvoker* invoker) {
+  return std::make_unique<IndexGrpcService>(invoker);
+}
+
+void InvokeIndexLookup(::granary::Grain* grain, ::granary::CallBase* call) {
+  auto* typed = static_cast<::granary::Call<::golden::v1::Query, ::golden::v1::Answer>*>(call);
+  ::granary::internal::RunRequest(
+      static_cast<IndexGrainBase*>(grain)->Lookup(typed->typed_request()),
+      call);
+}
+
+const ::granary::InvokeFn kIndexInvokers[] = {
+    &InvokeIndexLookup,
+};
+
+}  // namespace
+
+const ::granary::GrainClassInfo& IndexGrainBase::ClassInfo() {
+  static const ::granary::GrainClassInfo info{
+      &IndexRef::Interface(), kIndexInvokers, &NewIndexGrpcService};
+  return info;
+}
+
+namespace {
+
+class LedgerGrpcService final
+    : public Ledger::WithRawCallbackMethod_Lookup<Ledger::Service> {
+ public:
+  explicit LedgerGrpcService(::granary::CallInvoker* invoker)
+      : invoker_(invoker) {}
+  ::grpc::ServerUnaryReactor* Lookup(::grpc::CallbackServerContext* context,
+      const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) override {
+    return ::granary::silo::ServeUnary(invoker_, context, LedgerRef::Interface(),
+        LedgerRef::kLookup, request, response);
+  }
+
+ private:
+  ::granary::CallInvoker* invoker_;
+};
+
+std::unique_ptr<::grpc::Service> NewLedgerGrpcService(
+    ::granary::CallInvoker* invoker) {
+  return std::make_unique<LedgerGrpcService>(invoker);
+}
+
+void InvokeLedgerLookup(::granary::Grain* grain, ::granary::CallBase* call) {
+  auto* typed = static_cast<::granary::Call<::golden::v1::Query, ::golden::v1::Answer>*>(call);
+  ::granary::internal::RunRequest(
+      static_cast<LedgerGrainBase*>(grain)->Lookup(typed->typed_request()),
+      call);
+}
+
+const ::granary::InvokeFn kLedgerInvokers[] = {
+    &InvokeLedgerLookup,
+};
+
+}  // namespace
+
+const ::granary::GrainClassInfo& LedgerGrainBase::ClassInfo() {
+  static const ::granary::GrainClassInfo info{
+      &LedgerRef::Interface(), kLedgerInvokers, &NewLedgerGrpcService};
+  return info;
+}
+
 }  // namespace golden::v1

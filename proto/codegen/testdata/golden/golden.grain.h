@@ -19,4 +19,34 @@ class LibraryGrainBase : public ::granary::Grain {
   virtual ::granary::Task<::golden::v1::Answer> Poke(const ::golden::v1::Query& request) = 0;
 };
 
+// Implements golden.v1.Index. Methods run as turns on one worker at a time;
+// they are coroutines and may co_await other grains.
+class IndexGrainBase : public ::granary::Grain {
+ public:
+  using Ref = IndexRef;
+  static const ::granary::GrainClassInfo& ClassInfo();
+
+  virtual ::granary::Task<::golden::v1::Answer> Lookup(const ::golden::v1::Query& request) = 0;
+};
+
+// Implements golden.v1.Ledger. Methods run as turns on one worker at a time;
+// they are coroutines and may co_await other grains.
+class LedgerGrainBase : public ::granary::Grain {
+ public:
+  using Ref = LedgerRef;
+  static const ::granary::GrainClassInfo& ClassInfo();
+
+  virtual ::granary::Task<::golden::v1::Answer> Lookup(const ::golden::v1::Query& request) = 0;
+
+ protected:
+  // The persistent state (GrainOptions.state): read before OnActivate,
+  // made durable by WriteState().
+  LedgerGrainBase() { PersistState(&state_); }
+  ::golden::v1::Answer& state() { return state_; }
+  const ::golden::v1::Answer& state() const { return state_; }
+
+ private:
+  ::golden::v1::Answer state_;
+};
+
 }  // namespace golden::v1

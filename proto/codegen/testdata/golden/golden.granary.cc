@@ -34,14 +34,14 @@ const ::google::protobuf::ServiceDescriptor* LibraryDescriptor() {
 const ::granary::InterfaceInfo& LibraryRef::Interface() {
   static const ::granary::InterfaceInfo info{
       kTypeName, true, 30, 2, kLibraryMethods, 3,
-      &LibraryDescriptor};
+      &LibraryDescriptor, false, 0};
   return info;
 }
 
 ::granary::Task<::golden::v1::Answer> LibraryRef::Lookup(::golden::v1::Query request,
     ::granary::CallOptions options) const {
   return ::granary::internal::Ask<::golden::v1::Query, ::golden::v1::Answer>(
-      invoker(), id(), kLookup, std::move(request), options);
+      invoker(), id(), kLookup, std::move(request), std::move(options));
 }
 
 void LibraryRef::Shelve(::golden::v1::Query_Nested request) const {
@@ -51,7 +51,65 @@ void LibraryRef::Shelve(::golden::v1::Query_Nested request) const {
 ::granary::Task<::golden::v1::Answer> LibraryRef::Poke(::golden::v1::Query request,
     ::granary::CallOptions options) const {
   return ::granary::internal::Ask<::golden::v1::Query, ::golden::v1::Answer>(
-      invoker(), id(), kPoke, std::move(request), options);
+      invoker(), id(), kPoke, std::move(request), std::move(options));
+}
+
+namespace {
+
+::granary::CallBase* NewIndexLookupCall(::granary::GrainId id) {
+  return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(std::move(id), IndexRef::kLookup, false);
+}
+
+const ::granary::MethodInfo kIndexMethods[] = {
+    {0, "Lookup", "/golden.v1.Index/Lookup", false, false, false, &NewIndexLookupCall},
+};
+
+const ::google::protobuf::ServiceDescriptor* IndexDescriptor() {
+  return ::google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("golden.v1.Index");
+}
+
+}  // namespace
+
+const ::granary::InterfaceInfo& IndexRef::Interface() {
+  static const ::granary::InterfaceInfo info{
+      kTypeName, false, 0, 0, kIndexMethods, 1,
+      &IndexDescriptor, true, 4};
+  return info;
+}
+
+::granary::Task<::golden::v1::Answer> IndexRef::Lookup(::golden::v1::Query request,
+    ::granary::CallOptions options) const {
+  return ::granary::internal::Ask<::golden::v1::Query, ::golden::v1::Answer>(
+      invoker(), id(), kLookup, std::move(request), std::move(options));
+}
+
+namespace {
+
+::granary::CallBase* NewLedgerLookupCall(::granary::GrainId id) {
+  return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(std::move(id), LedgerRef::kLookup, false);
+}
+
+const ::granary::MethodInfo kLedgerMethods[] = {
+    {0, "Lookup", "/golden.v1.Ledger/Lookup", false, false, false, &NewLedgerLookupCall},
+};
+
+const ::google::protobuf::ServiceDescriptor* LedgerDescriptor() {
+  return ::google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("golden.v1.Ledger");
+}
+
+}  // namespace
+
+const ::granary::InterfaceInfo& LedgerRef::Interface() {
+  static const ::granary::InterfaceInfo info{
+      kTypeName, false, 0, 0, kLedgerMethods, 1,
+      &LedgerDescriptor, false, 0};
+  return info;
+}
+
+::granary::Task<::golden::v1::Answer> LedgerRef::Lookup(::golden::v1::Query request,
+    ::granary::CallOptions options) const {
+  return ::granary::internal::Ask<::golden::v1::Query, ::golden::v1::Answer>(
+      invoker(), id(), kLookup, std::move(request), std::move(options));
 }
 
 }  // namespace golden::v1

@@ -37,4 +37,46 @@ class LibraryRef : public ::granary::GrainRef {
       ::granary::CallOptions options = {}) const;
 };
 
+// A reference to a golden.v1.Index grain. Cheap to copy; calling it never needs the
+// grain to exist (the runtime activates it).
+class IndexRef : public ::granary::GrainRef {
+ public:
+  static constexpr ::absl::string_view kTypeName = "golden.v1.Index";
+  static const ::granary::InterfaceInfo& Interface();
+
+  enum Method : uint32_t {
+    kLookup = 0,
+  };
+
+  // Bound to the runtime of the grain code that uses it.
+  explicit IndexRef(std::string key)
+      : GrainRef(nullptr, ::granary::GrainId(kTypeName, std::move(key))) {}
+  IndexRef(::granary::CallInvoker* invoker, std::string key)
+      : GrainRef(invoker, ::granary::GrainId(kTypeName, std::move(key))) {}
+
+  ::granary::Task<::golden::v1::Answer> Lookup(::golden::v1::Query request,
+      ::granary::CallOptions options = {}) const;
+};
+
+// A reference to a golden.v1.Ledger grain. Cheap to copy; calling it never needs the
+// grain to exist (the runtime activates it).
+class LedgerRef : public ::granary::GrainRef {
+ public:
+  static constexpr ::absl::string_view kTypeName = "golden.v1.Ledger";
+  static const ::granary::InterfaceInfo& Interface();
+
+  enum Method : uint32_t {
+    kLookup = 0,
+  };
+
+  // Bound to the runtime of the grain code that uses it.
+  explicit LedgerRef(std::string key)
+      : GrainRef(nullptr, ::granary::GrainId(kTypeName, std::move(key))) {}
+  LedgerRef(::granary::CallInvoker* invoker, std::string key)
+      : GrainRef(invoker, ::granary::GrainId(kTypeName, std::move(key))) {}
+
+  ::granary::Task<::golden::v1::Answer> Lookup(::golden::v1::Query request,
+      ::granary::CallOptions options = {}) const;
+};
+
 }  // namespace golden::v1
