@@ -181,10 +181,11 @@ namespace {
 
 constexpr char kHostedScenarios[] =
     "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
-    "create,wake,durable-write,warm-read,ask_filtered,chain_filtered";
+    "create,wake,durable-write,warm-read,ask_filtered,chain_filtered,hotspot,"
+    "stateless";
 constexpr char kRemoteScenarios[] =
     "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
-    "create,wake,durable-write,warm-read,raw_grpc";
+    "create,wake,durable-write,warm-read,hotspot,stateless,raw_grpc";
 constexpr char kPostgresScenarios[] =
     "create,wake,durable-write,warm-read,postgres_floor";
 constexpr int kMaxConcurrency = 100000;
@@ -507,6 +508,14 @@ void Summarize(const RunConfig& c,
                   filtered.c_str(), p50s[filtered] / 1000.0, s,
                   p50s[s] / 1000.0);
     }
+  }
+  if (p50s.contains("hotspot") && p50s.contains("stateless")) {
+    const double hot = report.MeanRate("hotspot");
+    const double stateless = report.MeanRate("stateless");
+    std::printf(
+        "RATIO stateless_rate_over_hotspot_rate=%.2f stateless_rate=%.0f "
+        "hotspot_rate=%.0f\n",
+        hot > 0 ? stateless / hot : 0, stateless, hot);
   }
   report.SetEnv("mode", c.mode);
   report.SetEnv("scale", absl::StrCat(c.scale));

@@ -273,6 +273,9 @@ def goals(by_key):
         goal("hosted %s p50 with an empty call filter chain ≤ 1.05× without" % s,
              get_mode("hosted", s + "_filtered"), get_mode("hosted", s),
              lambda a, b: a["p50_us"] <= 1.05 * b["p50_us"], p50)
+    goal("hosted stateless worker hot spot ≥ 1.5× a normal grain's rate (16 callers, one key)",
+         get_mode("hosted", "stateless"), get_mode("hosted", "hotspot"),
+         lambda a, b: a["mean_rate"] >= 1.5 * b["mean_rate"], rate)
     goal("remote ask p50 ≤ 1.3× raw gRPC bidi ping-pong p50", get_mode("remote", "ask"),
          get_mode("remote", "raw_grpc") or get("grpc", "raw_grpc"),
          lambda a, b: a["p50_us"] <= 1.3 * b["p50_us"], p50)

@@ -98,6 +98,13 @@ int64_t Report::Summarize(const std::string& mode, const std::string& scenario,
   return p50;
 }
 
+double Report::MeanRate(const std::string& scenario) const {
+  for (const ScenarioSummary& s : report_->summaries()) {
+    if (s.scenario() == scenario) return s.mean_rate();
+  }
+  return 0;
+}
+
 absl::Status Report::WriteJson(const std::string& path) const {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;

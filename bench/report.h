@@ -61,6 +61,10 @@ class Report {
                     const std::vector<ScenarioResult>& rounds,
                     const std::string& unit = "op");
 
+  // The mean round rate (ops/s) of `scenario`'s summary; 0 when it has
+  // none yet.
+  double MeanRate(const std::string& scenario) const;
+
   // Writes every summary so far as JSON (protobuf's mapping of BenchReport).
   absl::Status WriteJson(const std::string& path) const;
 

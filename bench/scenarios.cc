@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -240,6 +242,86 @@ void AskConcurrent(const ScenarioContext& ctx, ScenarioResult& r) {
   }
 }
 
+// The hot spot scenarios: kHotspotCallers sequential loops of Work calls,
+// all on one grain at once, each call spinning kHotspotWorkNs of CPU. A
+// normal grain (`hotspot`) serves them one at a time on one activation; a
+// stateless worker (`stateless`) on a pool of activations.
+constexpr int kHotspotCallers = 16;
+constexpr int64_t kHotspotWorkNs = 20000;
+
+struct WorkLoop {
+  std::function<Task<WorkReply>(WorkRequest)> call;
+  int64_t calls = 0;
+  std::vector<int64_t> latencies_ns;
+  int64_t errors = 0;
+  std::set<uint64_t> activations;
+  std::string first_error;
+};
+
+Task<void> RunWorkLoop(WorkLoop* loop) {
+  for (int64_t i = 0; i < loop->calls; ++i) {
+    WorkRequest req;
+    req.set_seq(i);
+    req.set_work_ns(kHotspotWorkNs);
+    const int64_t start = absl::GetCurrentTimeNanos();
+    try {
+      WorkReply reply = co_await loop->call(std::move(req));
+      loop->latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
+      if (reply.seq() != i) ++loop->errors;
+      loop->activations.insert(reply.activation_id());
+    } catch (const StatusError& e) {
+      loop->errors += loop->calls - i;  // see RunAskLoop
+      loop->first_error = e.status().ToString();
+      co_return;
+    }
+  }
+}
+
+void Hotspot(const ScenarioContext& ctx, ScenarioResult& r, bool stateless) {
+  const int k = kHotspotCallers;
+  r.ops = std::max<int64_t>(Scaled(4000, ctx.scale, 100), k);
+  r.concurrency = k;
+  const std::string key = absl::StrCat("hot-", ctx.run_id, "-", ctx.round);
+  std::vector<WorkLoop> loops(static_cast<size_t>(k));
+  for (int i = 0; i < k; ++i) {
+    WorkLoop& loop = loops[static_cast<size_t>(i)];
+    loop.calls = r.ops / k + (i < r.ops % k ? 1 : 0);
+    loop.latencies_ns.reserve(static_cast<size_t>(loop.calls));
+    if (stateless) {
+      StatelessWorkGrainRef g(ctx.invoker, key);
+      loop.call = [g](WorkRequest req) { return g.Work(std::move(req)); };
+    } else {
+      WorkGrainRef g(ctx.invoker, key);
+      loop.call = [g](WorkRequest req) { return g.Work(std::move(req)); };
+    }
+  }
+  Latch finished(k);
+  const absl::Time t0 = absl::Now();
+  for (WorkLoop& loop : loops) {
+    Detach(RunWorkLoop(&loop),
+           [&finished](absl::Status) { finished.CountDown(); });
+  }
+  finished.Wait();
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  std::set<uint64_t> activations;
+  std::string first_error;
+  for (WorkLoop& loop : loops) {
+    r.latencies_ns.insert(r.latencies_ns.end(), loop.latencies_ns.begin(),
+                          loop.latencies_ns.end());
+    r.errors += loop.errors;
+    activations.insert(loop.activations.begin(), loop.activations.end());
+    if (first_error.empty()) first_error = loop.first_error;
+  }
+  r.verified = r.errors == 0;
+  if (r.errors > 0) {
+    Fail(r, absl::StrCat(r.errors, " work calls failed or mismatched",
+                         first_error.empty() ? "" : ", first: ", first_error));
+  } else if (!stateless && activations.size() != 1) {
+    Fail(r, absl::StrCat("a normal grain answered from ", activations.size(),
+                         " activations"));
+  }
+}
+
 // Sequential round trips over a plain gRPC stream to a helper process.
 // One-way Tells spread round-robin over 1,000 grains from one outside
 // thread, then every grain's Count. Latency is the grains' own sample of
@@ -445,7 +527,7 @@ const std::vector<std::string>& ScenarioNames() {
       "activation",    "activation_one", "oneway",   "oneway_spread", "ask",
       "chain",         "pingpong",       "fanout",   "create",        "wake",
       "durable-write", "warm-read",      "raw_grpc", "postgres_floor",
-      "ask_filtered",  "chain_filtered"};
+      "ask_filtered",  "chain_filtered", "hotspot",      "stateless"};
   return *names;
 }
 
@@ -492,6 +574,8 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   else if (name == "pingpong") PingPong(ctx, r);
   else if (name == "raw_grpc") RawGrpc(ctx, r);
   else if (name == "postgres_floor") PostgresFloorRound(ctx, r);
+  else if (name == "hotspot") Hotspot(ctx, r, /*stateless=*/false);
+  else if (name == "stateless") Hotspot(ctx, r, /*stateless=*/true);
   else if (name == "ask_filtered" || name == "chain_filtered") {
     if (ctx.filtered_invoker == nullptr) {
       Fail(r, "no silo with call filters: needs --hosted");

@@ -70,7 +70,9 @@ struct ScenarioContext {
 // "activation" (batches of 100 fresh grains), "activation_one" (one at a
 // time), "oneway" (into one grain), "oneway_spread" (over 1,000 grains),
 // "ask", "chain", "pingpong", "fanout", "ask_filtered" and "chain_filtered"
-// (ask and chain through ScenarioContext::filtered_invoker), the storage
+// (ask and chain through ScenarioContext::filtered_invoker), "hotspot" and
+// "stateless" (16 callers at once on one grain that computes: a normal grain
+// and a stateless worker), the storage
 // scenarios "create",
 // "wake", "durable-write", "warm-read", "raw_grpc" (remote only), or
 // "postgres_floor" (pgbench's synced UPDATE: PostgreSQL storage only).

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/clock.h"
 #include "core/percentile.h"
 #include "core/when_all.h"
 #include "silo/runtime/silo.h"
@@ -244,8 +245,36 @@ Task<LifecycleReply> SiloStatsImpl::StateLifecycle(const LifecycleRequest&) {
   co_return CountsOf(*state_);
 }
 
+namespace {
+
+// Spins for `work_ns` of this thread's time, as a grain that computes would.
+void Spin(int64_t work_ns) {
+  const int64_t until = MonoNanos() + std::min<int64_t>(work_ns, 10'000'000);
+  while (MonoNanos() < until) internal::CpuRelax();
+}
+
+}  // namespace
+
+Task<WorkReply> WorkGrainImpl::Work(const WorkRequest& request) {
+  Spin(request.work_ns());
+  WorkReply reply;
+  reply.set_seq(request.seq());
+  reply.set_activation_id(ActivationId());
+  co_return reply;
+}
+
+Task<WorkReply> StatelessWorkGrainImpl::Work(const WorkRequest& request) {
+  Spin(request.work_ns());
+  WorkReply reply;
+  reply.set_seq(request.seq());
+  reply.set_activation_id(ActivationId());
+  co_return reply;
+}
+
 absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats,
                             BenchStats* state_stats) {
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<WorkGrainImpl>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<StatelessWorkGrainImpl>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<BenchGrainImpl>(
       [stats] { return std::make_unique<BenchGrainImpl>(stats); }));
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<SiloStatsImpl>([stats, state_stats] {

@@ -71,6 +71,16 @@ class BenchGrainImpl final : public BenchGrainGrainBase {
   GrainEvent volley_done_;
 };
 
+// The hot spot scenarios' grains: Work spins for the request's work_ns.
+class WorkGrainImpl final : public WorkGrainGrainBase {
+ public:
+  Task<WorkReply> Work(const WorkRequest& request) override;
+};
+class StatelessWorkGrainImpl final : public StatelessWorkGrainGrainBase {
+ public:
+  Task<WorkReply> Work(const WorkRequest& request) override;
+};
+
 // A grain with persistent state, for the storage scenarios.
 class StateGrainImpl final : public StateGrainGrainBase {
  public:
