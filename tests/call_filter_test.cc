@@ -210,6 +210,7 @@ TEST(CallFilterClusterTest, FiltersRunOnBothSilosOfACallBetweenThem) {
     o.storage = "memory";
     o.workers = 2;
     o.cluster = "dev";
+    o.on_declared_dead = [] { ADD_FAILURE() << "declared dead"; };
     return o;
   };
   auto add_filters = [&trail](silo::SiloHost& host, const std::string& name) {
