@@ -81,6 +81,13 @@ SCENARIO_TEXT = {
     "pingpong": "two grains volleying one-way messages",
     "fanout": "one grain awaits 10 others called at once",
     "raw_grpc": "gRPC bidi-stream ping-pong (remote comparison floor)",
+    "ask_filtered": ("`ask` on a silo whose call filter chain (one incoming, one outgoing "
+                     "filter) passes every call"),
+    "chain_filtered": "`chain` on a silo whose call filter chain passes every call",
+    "hotspot": ("16 callers at once on one normal grain whose calls compute for 20 µs "
+                "(one activation serves them in turn)"),
+    "stateless": ("16 callers at once on one stateless worker grain whose calls compute for "
+                  "20 µs (a pool of activations serves them)"),
     "create": "first call to a new grain that writes its state (sync)",
     "wake": "call to a deactivated grain whose state is read back from storage",
     "durable-write": "one small state write of an active grain, synced before the reply",
@@ -426,7 +433,7 @@ def main():
     # own, never the reference.
     by_key = {}
     for r in rows:
-        if r.get("concurrency", 0) > 1:
+        if r.get("concurrency", 0) > 1 and r["scenario"] not in ("hotspot", "stateless"):
             continue
         arm_key = "granary:" + r["mode"] if r["arm"] == "granary" else r["arm"]
         by_key[(arm_key, r["scenario"])] = r

@@ -56,6 +56,8 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
     (*client)->Register(BenchGrainRef::Interface());
     (*client)->Register(StateGrainRef::Interface());
     (*client)->Register(SiloStatsRef::Interface());
+    (*client)->Register(WorkGrainRef::Interface());
+    (*client)->Register(StatelessWorkGrainRef::Interface());
   }
   return client;
 }

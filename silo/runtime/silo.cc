@@ -342,7 +342,13 @@ void Silo::Invoke(CallBase* call) {
       // The deadline runs from now: a filter's time counts, and a filter
       // that never finishes does not leave the caller waiting for ever.
       ArmDeadline(call);
-      Detach(FilterOutgoing(call, type), [](absl::Status) {});
+      auto h = FilterOutgoing(call, type).Release();
+      h.promise().set_done(
+          [](void* frame) {
+            std::coroutine_handle<>::from_address(frame).destroy();
+          },
+          h.address());
+      h.resume();
       return;
     }
   }
