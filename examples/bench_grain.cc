@@ -253,22 +253,23 @@ void Spin(int64_t work_ns) {
   while (MonoNanos() < until) internal::CpuRelax();
 }
 
+// Work's reply, once the work is done.
+WorkReply DoWork(const WorkRequest& request, uint64_t activation_id) {
+  Spin(request.work_ns());
+  WorkReply reply;
+  reply.set_seq(request.seq());
+  reply.set_activation_id(activation_id);
+  return reply;
+}
+
 }  // namespace
 
 Task<WorkReply> WorkGrainImpl::Work(const WorkRequest& request) {
-  Spin(request.work_ns());
-  WorkReply reply;
-  reply.set_seq(request.seq());
-  reply.set_activation_id(ActivationId());
-  co_return reply;
+  co_return DoWork(request, ActivationId());
 }
 
 Task<WorkReply> StatelessWorkGrainImpl::Work(const WorkRequest& request) {
-  Spin(request.work_ns());
-  WorkReply reply;
-  reply.set_seq(request.seq());
-  reply.set_activation_id(ActivationId());
-  co_return reply;
+  co_return DoWork(request, ActivationId());
 }
 
 absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats,

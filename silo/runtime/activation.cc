@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/detach.h"
 #include "core/log.h"
 #include "silo/runtime/grain_timer.h"
 #include "silo/runtime/reminder_service.h"
@@ -431,13 +430,8 @@ void Activation::StartRequest(CallBase* call) {
   if (!silo_->incoming_filters().empty()) {
     // The filters' frame is the call's callee frame until the method's
     // replaces it, so Abandon destroys it while a filter is suspended.
-    auto h = FilterThenInvoke(call).Release();
+    std::coroutine_handle<> h = SelfDestroying(FilterThenInvoke(call));
     call->set_callee_frame(h.address());
-    h.promise().set_done(
-        [](void* frame) {
-          std::coroutine_handle<>::from_address(frame).destroy();
-        },
-        h.address());
     h.resume();
     return;
   }

@@ -41,6 +41,7 @@
 // one filter object may run on many workers at once.
 #pragma once
 
+#include <coroutine>
 #include <functional>
 #include <memory>
 #include <string>
@@ -78,6 +79,16 @@ struct CallFilterContext {
 };
 
 using CallFilter = std::function<Task<absl::Status>(CallFilterContext&)>;
+
+// `task`'s coroutine, not yet started, destroying its own frame when it
+// finishes (the filter runners' frames: nothing awaits them).
+inline std::coroutine_handle<> SelfDestroying(Task<void> task) {
+  auto h = task.Release();
+  h.promise().set_done(
+      [](void* frame) { std::coroutine_handle<>::from_address(frame).destroy(); },
+      h.address());
+  return h;
+}
 
 // Runs `filters` in order on `call`; OK when all passed, else the status
 // that ends the call (INTERNAL for a filter that threw).

@@ -8,7 +8,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/callback_task.h"
-#include "core/detach.h"
 #include "core/log.h"
 #include "core/process.h"
 #include "core/sync.h"
@@ -342,13 +341,7 @@ void Silo::Invoke(CallBase* call) {
       // The deadline runs from now: a filter's time counts, and a filter
       // that never finishes does not leave the caller waiting for ever.
       ArmDeadline(call);
-      auto h = FilterOutgoing(call, type).Release();
-      h.promise().set_done(
-          [](void* frame) {
-            std::coroutine_handle<>::from_address(frame).destroy();
-          },
-          h.address());
-      h.resume();
+      SelfDestroying(FilterOutgoing(call, type)).resume();
       return;
     }
   }
