@@ -348,33 +348,6 @@ void Silo::Invoke(CallBase* call) {
   Admit(call, type);
 }
 
-Task<void> Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
-  RequestContext context = call->request_context();
-  CallFilterContext filter{
-      call->target(),
-      type->info->interface->methods[call->method()],
-      call->caller_grain(),
-      context.caller != nullptr ? absl::string_view(*context.caller)
-                                : absl::string_view(),
-      context};
-  absl::Status status = co_await RunCallFilters(outgoing_filters_, filter);
-  if (!status.ok()) {
-    call->Fail(std::move(status));
-    call->Release();
-    co_return;
-  }
-  call->set_request_context(std::move(context));
-  Deliver(call, type);
-}
-
-void Silo::AddIncomingFilter(CallFilter filter) {
-  incoming_filters_.push_back(std::move(filter));
-}
-
-void Silo::AddOutgoingFilter(CallFilter filter) {
-  outgoing_filters_.push_back(std::move(filter));
-}
-
 void Silo::InvokeReminder(CallBase* call) {
   const GrainTypeEntry* type = FindType(call->target().type());
   absl::Status refused;
@@ -458,29 +431,6 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
                      call->target().ToString(), " cannot be activated")));
     call->Release();
   }
-}
-
-void Silo::DeliverToWorker(CallBase* call, const GrainTypeEntry* type) {
-  const uint32_t max = type->info->interface->max_local_workers;
-  absl::Status refused;
-  const bool delivered = catalog_.PostToWorker(
-      call->target(), call,
-      max != 0 ? max : static_cast<size_t>(scheduler_.workers()),
-      [&]() -> Activation* {
-        if (stopping()) return nullptr;
-        refused = MayActivate();
-        if (!refused.ok()) return nullptr;
-        return new Activation(
-            this, type, call->target(),
-            next_activation_id_.fetch_add(1, std::memory_order_relaxed));
-      });
-  if (delivered) return;
-  call->Fail(!refused.ok()
-                 ? std::move(refused)
-                 : absl::UnavailableError(absl::StrCat(
-                       "silo ", options_.name, " is shutting down; ",
-                       call->target().ToString(), " cannot be activated")));
-  call->Release();
 }
 
 void Silo::ActivateHere(CallBase* call, uint64_t activation_id) {

@@ -1,0 +1,60 @@
+// Silo: the parts of delivery that grain options and call filters add to
+// silo.cc's: outgoing call filters (silo/runtime/call_filter.h) and the
+// pools of stateless worker grains.
+#include "silo/runtime/silo.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace granary::silo {
+
+Task<void> Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
+  RequestContext context = call->request_context();
+  CallFilterContext filter{
+      call->target(),
+      type->info->interface->methods[call->method()],
+      call->caller_grain(),
+      context.caller != nullptr ? absl::string_view(*context.caller)
+                                : absl::string_view(),
+      context};
+  absl::Status status = co_await RunCallFilters(outgoing_filters_, filter);
+  if (!status.ok()) {
+    call->Fail(std::move(status));
+    call->Release();
+    co_return;
+  }
+  call->set_request_context(std::move(context));
+  Deliver(call, type);
+}
+
+void Silo::AddIncomingFilter(CallFilter filter) {
+  incoming_filters_.push_back(std::move(filter));
+}
+
+void Silo::AddOutgoingFilter(CallFilter filter) {
+  outgoing_filters_.push_back(std::move(filter));
+}
+
+void Silo::DeliverToWorker(CallBase* call, const GrainTypeEntry* type) {
+  const uint32_t max = type->info->interface->max_local_workers;
+  absl::Status refused;
+  const bool delivered = catalog_.PostToWorker(
+      call->target(), call,
+      max != 0 ? max : static_cast<size_t>(scheduler_.workers()),
+      [&]() -> Activation* {
+        if (stopping()) return nullptr;
+        refused = MayActivate();
+        if (!refused.ok()) return nullptr;
+        return new Activation(
+            this, type, call->target(),
+            next_activation_id_.fetch_add(1, std::memory_order_relaxed));
+      });
+  if (delivered) return;
+  call->Fail(!refused.ok()
+                 ? std::move(refused)
+                 : absl::UnavailableError(absl::StrCat(
+                       "silo ", options_.name, " is shutting down; ",
+                       call->target().ToString(), " cannot be activated")));
+  call->Release();
+}
+
+}  // namespace granary::silo
