@@ -50,7 +50,8 @@ const std::set<std::string>& ReservedNames() {
       "OnActivate",      "OnDeactivate", "DeactivateOnIdle", "GetGrainId",
       "GetGrain",        "RegisterTimer", "ActivationId",   "SiloName",
       "Interface",       "ClassInfo",     "id",             "invoker",
-      "Now",             "Ref"};
+      "Now",             "Ref",           "state",          "PersistState",
+      "WriteState",      "ClearState",    "StateEtag"};
   return *names;
 }
 
@@ -70,10 +71,21 @@ const pb::Descriptor* StateType(const pb::FileDescriptor* file,
   return file->pool()->FindMessageTypeByName(options.state());
 }
 
+// `type` is defined in `file` or a file it imports (so its C++ class is
+// declared where the generated code includes).
+bool Visible(const pb::FileDescriptor* file, const pb::Descriptor* type) {
+  if (type == nullptr) return false;
+  if (type->file() == file) return true;
+  for (int i = 0; i < file->dependency_count(); ++i) {
+    if (file->dependency(i) == type->file()) return true;
+  }
+  return false;
+}
+
 bool GrainOptionsValid(const pb::FileDescriptor* file,
                        const pb::ServiceDescriptor* service,
                        const GrainOptions& o, std::string* error) {
-  if (!o.state().empty() && StateType(file, o) == nullptr) {
+  if (!o.state().empty() && !Visible(file, StateType(file, o))) {
     *error = absl::StrCat(Where(file, service), ": state message ", o.state(),
                           " is not defined in this file or its imports "
                           "(give its full name, package included)");
@@ -357,7 +369,7 @@ void WriteGrainHeader(const pb::FileDescriptor* file,
           "  // The persistent state (GrainOptions.state): read before "
           "OnActivate,\n"
           "  // made durable by WriteState().\n"
-          "  $name$GrainBase() { PersistState(&state_); }\n"
+          "  $name$GrainBase() { ::granary::Grain::PersistState(&state_); }\n"
           "  $type$& state() { return state_; }\n"
           "  const $type$& state() const { return state_; }\n\n"
           " private:\n"

@@ -78,6 +78,7 @@ void ClusterRouter::RunSweep(uint64_t ring, std::vector<std::string> owners) {
   absl::flat_hash_map<std::string, std::vector<v1::DirectoryEntry>> by_owner;
   for (const std::string& o : owners) by_owner[o];
   silo_->catalog().ForEach([&](Activation* a) {
+    if (a->stateless()) return;  // stateless workers are in no directory
     const std::string o = owner_->OwnerOf(a->id());
     auto it = by_owner.find(o);
     if (it == by_owner.end()) return;  // the ring moved on meanwhile

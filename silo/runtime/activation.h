@@ -104,8 +104,11 @@ class Activation final : public Runnable, public MessageSink {
   uint64_t activation_id() const { return activation_id_; }
   // One of a stateless worker grain's workers (Catalog::PostToWorker).
   bool stateless() const { return stateless_; }
-  // A stateless worker's work: requests queued plus requests running.
+  // A stateless worker's work: requests queued plus requests running; a
+  // worker that is deactivating counts as full (no call should wait for
+  // its OnDeactivate only to be rerouted).
   int Load() const {
+    if (retiring_.load(std::memory_order_relaxed)) return 1 << 20;
     return queued_calls_.load(std::memory_order_relaxed) +
            running_requests_.load(std::memory_order_relaxed);
   }
@@ -217,8 +220,10 @@ class Activation final : public Runnable, public MessageSink {
   // Calls offered and not yet started (Offer, Process).
   std::atomic<int> queued_calls_{0};
   const bool stateless_;
-  // Stateless workers only: requests started and not finished.
+  // Stateless workers only: requests started and not finished, and
+  // whether the worker began deactivating.
   std::atomic<int> running_requests_{0};
+  std::atomic<bool> retiring_{false};
 
   // Push-back on grains that send one-way calls into a full mailbox: the
   // sender's next turn waits (it is "parked": still scheduled, run again by

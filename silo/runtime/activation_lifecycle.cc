@@ -95,6 +95,7 @@ void Activation::OnActivated(absl::Status status) {
 
 void Activation::BeginDeactivation(DeactivationReason reason) {
   state_ = State::kDeactivating;
+  if (stateless_) retiring_.store(true, std::memory_order_relaxed);
   deactivation_reason_ = reason;
   for (auto& [id, timer] : timers_) {
     if (silo_->timers().Cancel(timer)) {

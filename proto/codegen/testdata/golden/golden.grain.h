@@ -41,7 +41,7 @@ class LedgerGrainBase : public ::granary::Grain {
  protected:
   // The persistent state (GrainOptions.state): read before OnActivate,
   // made durable by WriteState().
-  LedgerGrainBase() { PersistState(&state_); }
+  LedgerGrainBase() { ::granary::Grain::PersistState(&state_); }
   ::golden::v1::Answer& state() { return state_; }
   const ::golden::v1::Answer& state() const { return state_; }
 
