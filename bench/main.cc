@@ -499,24 +499,7 @@ void Summarize(const RunConfig& c,
         "raw_grpc_p50_us=%.2f ask_concurrency=%d\n",
         raw_us > 0 ? ask_us / raw_us : 0, ask_us, raw_us, c.concurrency);
   }
-  for (const char* s : {"ask", "chain"}) {
-    const std::string filtered = absl::StrCat(s, "_filtered");
-    if (p50s.contains(s) && p50s.contains(filtered) && p50s[s] > 0) {
-      std::printf("RATIO %s_p50_over_%s_p50=%.3f %s_p50_us=%.2f %s_p50_us=%.2f\n",
-                  filtered.c_str(), s,
-                  static_cast<double>(p50s[filtered]) / p50s[s],
-                  filtered.c_str(), p50s[filtered] / 1000.0, s,
-                  p50s[s] / 1000.0);
-    }
-  }
-  if (p50s.contains("hotspot") && p50s.contains("stateless")) {
-    const double hot = report.MeanRate("hotspot");
-    const double stateless = report.MeanRate("stateless");
-    std::printf(
-        "RATIO stateless_rate_over_hotspot_rate=%.2f stateless_rate=%.0f "
-        "hotspot_rate=%.0f\n",
-        hot > 0 ? stateless / hot : 0, stateless, hot);
-  }
+  report.PrintPairRatios(p50s);
   report.SetEnv("mode", c.mode);
   report.SetEnv("scale", absl::StrCat(c.scale));
   report.SetEnv("rounds", absl::StrCat(c.rounds));

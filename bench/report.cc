@@ -98,6 +98,31 @@ int64_t Report::Summarize(const std::string& mode, const std::string& scenario,
   return p50;
 }
 
+void Report::PrintPairRatios(
+    const std::map<std::string, int64_t>& p50s) const {
+  for (const char* s : {"ask", "chain"}) {
+    const std::string filtered = absl::StrCat(s, "_filtered");
+    auto plain = p50s.find(s);
+    auto with = p50s.find(filtered);
+    if (plain == p50s.end() || with == p50s.end() || plain->second <= 0) {
+      continue;
+    }
+    std::printf("RATIO %s_p50_over_%s_p50=%.3f %s_p50_us=%.2f %s_p50_us=%.2f\n",
+                filtered.c_str(), s,
+                static_cast<double>(with->second) / plain->second,
+                filtered.c_str(), with->second / 1000.0, s,
+                plain->second / 1000.0);
+  }
+  if (p50s.contains("hotspot") && p50s.contains("stateless")) {
+    const double hot = MeanRate("hotspot");
+    const double stateless = MeanRate("stateless");
+    std::printf(
+        "RATIO stateless_rate_over_hotspot_rate=%.2f stateless_rate=%.0f "
+        "hotspot_rate=%.0f\n",
+        hot > 0 ? stateless / hot : 0, stateless, hot);
+  }
+}
+
 double Report::MeanRate(const std::string& scenario) const {
   for (const ScenarioSummary& s : report_->summaries()) {
     if (s.scenario() == scenario) return s.mean_rate();

@@ -65,6 +65,11 @@ class Report {
   // none yet.
   double MeanRate(const std::string& scenario) const;
 
+  // RATIO lines of the scenarios measured in pairs, given each summarized
+  // scenario's p50 (ns): ask and chain with and without call filters, and
+  // the stateless worker hot spot against a normal grain's.
+  void PrintPairRatios(const std::map<std::string, int64_t>& p50s) const;
+
   // Writes every summary so far as JSON (protobuf's mapping of BenchReport).
   absl::Status WriteJson(const std::string& path) const;
 

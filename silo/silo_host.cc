@@ -202,18 +202,11 @@ void SiloHost::AddGrains(std::function<absl::Status(Silo&)> add) {
   grain_adders_.push_back(std::move(add));
 }
 
-void SiloHost::AddIncomingFilter(CallFilter filter) {
-  grain_adders_.push_back([f = std::move(filter)](Silo& silo) {
-    silo.AddIncomingFilter(f);
-    return absl::OkStatus();
-  });
+void SiloHost::AddIncomingFilter(CallFilter f) {
+  AddGrains([f](Silo& s) { s.AddIncomingFilter(f); return absl::OkStatus(); });
 }
-
-void SiloHost::AddOutgoingFilter(CallFilter filter) {
-  grain_adders_.push_back([f = std::move(filter)](Silo& silo) {
-    silo.AddOutgoingFilter(f);
-    return absl::OkStatus();
-  });
+void SiloHost::AddOutgoingFilter(CallFilter f) {
+  AddGrains([f](Silo& s) { s.AddOutgoingFilter(f); return absl::OkStatus(); });
 }
 
 const std::string& SiloHost::gateway_address() const {

@@ -11,9 +11,16 @@
 #include "core/status.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "rpc/credentials.h"
+#include "rpc/gateway_stream.h"
 #include "silo/runtime/reminder_service.h"
 
 namespace granary::silo {
+
+int64_t CallBytes(const v1::Request& request) {
+  return 256 + static_cast<int64_t>(request.key().size() +
+                                    request.payload().size() +
+                                    rpc::RequestContextBytes(request));
+}
 
 std::shared_ptr<const std::string> CallerOf(
     const grpc::CallbackServerContext& context) {

@@ -5,7 +5,7 @@
 // (silo/gateway/gateway_service.cc).
 //
 //   absl::StatusOr<CallBase*> call =
-//       CallFromGatewayRequest(route, request, from_silos, caller);
+//       CallFromGatewayRequest(route, request, from_silos, caller, silo);
 #pragma once
 
 #include <memory>
@@ -13,12 +13,28 @@
 
 #include "absl/status/statusor.h"
 #include "core/call.h"
+#include "core/log.h"
 #include "granary/v1/gateway.pb.h"
 #include "silo/gateway/gateway_service_impl.h"
 
 namespace granary::silo {
 
 class Silo;
+
+// At debug level: `call` of gRPC path `method` was accepted `from` "client",
+// "silo" or "grpc", with its trace id (how one request is followed through
+// a silo's log).
+#define GRANARY_LOG_CALL_ACCEPTED(call, method, from)                     \
+  GRANARY_LOG(kDebug) << "trace_id="                                      \
+                      << (call).request_context().trace.TraceIdHex()      \
+                      << " grain=" << LogQuote((call).target().ToString()) \
+                      << " method=" << LogQuote(method) << " from=" << (from) \
+                      << " call accepted"
+
+// What a call of `request` holds while it runs: its key, request (the
+// payload's size stands in for the parsed message's) and context, and the
+// call.
+int64_t CallBytes(const v1::Request& request);
 
 // The identity a client stream was accepted with; null when anonymous.
 std::shared_ptr<const std::string> CallerOf(

@@ -22,7 +22,6 @@
 #include "core/sync.h"
 #include "core/version.h"
 #include "rpc/credentials.h"
-#include "rpc/gateway_stream.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "granary/v1/gateway.grpc.pb.h"
@@ -222,13 +221,6 @@ class GatewayStream final
     Uncharge(held);
   }
 
-  // What a call of `request` holds while it runs: its key and request (the
-  // payload's size stands in for the parsed message's) and the call.
-  static int64_t CallBytes(const v1::Request& request) {
-    return 256 + static_cast<int64_t>(request.key().size() +
-                                      request.payload().size() +
-                                      rpc::RequestContextBytes(request));
-  }
   // Charges `bytes` to this stream and the silo.
   void Charge(int64_t bytes) {
     bytes_.fetch_add(bytes, std::memory_order_relaxed);
@@ -355,12 +347,8 @@ class GatewayStream final
     GRANARY_ASSIGN_OR_RETURN(
         CallBase * call,
         CallFromGatewayRequest(*route, request, from_silos_, caller_, silo));
-    GRANARY_LOG(kDebug) << "trace_id="
-                        << call->request_context().trace.TraceIdHex()
-                        << " grain=" << LogQuote(call->target().ToString())
-                        << " method=" << LogQuote(request.method())
-                        << (from_silos_ ? " from=silo" : " from=client")
-                        << " call accepted";
+    GRANARY_LOG_CALL_ACCEPTED(*call, request.method(),
+                              from_silos_ ? "silo" : "client");
     Ref();  // the call's
     call->set_charge(static_cast<uint32_t>(bytes));
     Charge(bytes);

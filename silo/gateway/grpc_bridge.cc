@@ -13,6 +13,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "rpc/credentials.h"
 #include "rpc/status.h"
+#include "silo/gateway/gateway_call.h"
 #include "silo/runtime/silo.h"
 
 namespace granary::silo {
@@ -159,11 +160,7 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
         std::make_shared<const std::string>(std::move(caller));
   }
   call->set_request_context(std::move(call_context));
-  GRANARY_LOG(kDebug) << "trace_id="
-                      << call->request_context().trace.TraceIdHex()
-                      << " grain=" << LogQuote(call->target().ToString())
-                      << " method=" << LogQuote(info.full_name)
-                      << " from=grpc call accepted";
+  GRANARY_LOG_CALL_ACCEPTED(*call, info.full_name, "grpc");
   const int64_t bytes =
       256 + static_cast<int64_t>(call->target().key().size() +
                                  request->Length());
