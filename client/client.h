@@ -26,6 +26,11 @@
 // the other live gateways, and the client reconnects in the background. With
 // no gateway live, calls fail with UNAVAILABLE immediately.
 //
+// Cancellation: a call made with CallOptions::cancel (a CancellationSource's
+// token, core/cancel.h) fails with CANCELLED as soon as the source is
+// cancelled, and the gateway is told, so the grain's turn sees its token fire
+// (or the call, still queued, never runs).
+//
 // Flow control: at most `max_in_flight` calls are outstanding per gateway;
 // past that a caller waits (or gets RESOURCE_EXHAUSTED, see `overflow`).
 //

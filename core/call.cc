@@ -43,15 +43,26 @@ void CallAwaiter::await_suspend(std::coroutine_handle<> h) {
       return;
     }
   }
+  // The call is cancelled with the token the caller gave, or else with the
+  // request the calling turn serves (whose token the context carries on, so
+  // the turn has it again when this call's answer resumes it).
+  CancelState* parent = options_ != nullptr && options_->cancel.state()
+                            ? options_->cancel.state()
+                            : context.cancel.get();
   call_->set_request_context(std::move(context));
   if (turn != nullptr && turn->grain != nullptr) {
     call_->set_caller_grain(*turn->grain);
   }
-  call_->AddRef();  // the invoker's
+  // `this` may be gone once the call is registered: a cancel on another
+  // thread can finish it (and resume the caller) at once.
   CallInvoker* invoker = invoker_;
   CallBase* call = call_;
-  // `this` may be gone once Invoke returns: the call can finish (and resume
-  // the caller) before it does.
+  call->AddRef();  // the invoker's
+  if (!call->Adopt(parent)) {
+    call->Cancel();   // may resume the caller here, who lets its hold go
+    call->Release();  // never sent
+    return;
+  }
   invoker->Invoke(call);
 }
 
@@ -107,9 +118,12 @@ void CallBase::Fail(absl::Status status) {
 
 void CallBase::ArmDeadline(TimerQueue* timers) {
   if (one_way_ || deadline_ == absl::InfiniteFuture()) return;
-  deadline_timers_ = timers;
   AddRef();  // the timer's
+  deadline_timers_.store(timers, std::memory_order_seq_cst);
   timers->Schedule(this, deadline_);
+  // A cancel that ran meanwhile may have missed the timer (OnCancelled):
+  // the deadline would hold the finished call until it passed.
+  if (cancelled() && timers->Cancel(this)) Release();
 }
 
 void CallBase::OnTimer() {
@@ -120,13 +134,28 @@ void CallBase::OnTimer() {
         "; whether the grain ran the request is unknown"));
     HandBack(/*callee_may_hold=*/true);
   }
+  // The caller no longer waits: the grain's token fires and the calls made
+  // on this call's behalf are cancelled (core/cancel.h).
+  if (!one_way_) Cancel();
   Release();  // the timer's
+}
+
+void CallBase::OnCancelled() {
+  if (!TryClaim()) return;  // answered, or its deadline passed, already
+  status_ = absl::CancelledError(absl::StrCat(
+      "call to ", target_.ToString(), " method #", method_,
+      " was cancelled; whether the grain ran the request is unknown"));
+  // Whoever cancels holds a reference, so this never frees the call.
+  TimerQueue* timers = deadline_timers_.load(std::memory_order_seq_cst);
+  if (timers != nullptr && timers->Cancel(this)) Release();
+  HandBack(/*callee_may_hold=*/true);
 }
 
 void CallBase::Deliver(absl::Status status) {
   status_ = std::move(status);
   // The caller of Deliver holds a reference, so this never frees the call.
-  if (deadline_timers_ != nullptr && deadline_timers_->Cancel(this)) Release();
+  TimerQueue* timers = deadline_timers_.load(std::memory_order_acquire);
+  if (timers != nullptr && timers->Cancel(this)) Release();
   HandBack(/*callee_may_hold=*/false);
 }
 

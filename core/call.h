@@ -16,12 +16,13 @@
 //   absl::StatusOr<CounterValue> v = counter.Add(req).Get();  // plain thread
 //   CounterValue w = co_await counter.Add(req);               // coroutine
 //
-// Completion: exactly one of the callee's reply and the deadline wins
-// (`TryClaim`); only the winner writes the result, and it hands the call back
-// to the caller: posted to the caller activation's mailbox (the reply resumes
-// grain code as a message of its own activation, never inline on another
-// activation's thread), resumed inline for callers outside any activation, or
-// passed to a callback for generic (serialized) callers.
+// Completion: exactly one of the callee's reply, the deadline and a cancel
+// (core/cancel.h) wins (`TryClaim`); only the winner writes the result, and
+// it hands the call back to the caller: posted to the caller activation's
+// mailbox (the reply resumes grain code as a message of its own activation,
+// never inline on another activation's thread), resumed inline for callers
+// outside any activation, or passed to a callback for generic (serialized)
+// callers.
 #pragma once
 
 #include <atomic>
@@ -35,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/cancel.h"
 #include "core/grain_id.h"
 #include "core/mpsc_queue.h"
 #include "core/request_context.h"
@@ -81,6 +83,11 @@ struct CallOptions {
   // A W3C traceparent the call continues (outside grain code; a turn's calls
   // continue its trace). Empty or unparsable: a new trace.
   std::string traceparent;
+  // Cancels the call (core/cancel.h): the caller gets CANCELLED at once, a
+  // queued request never runs and a running one sees its token fire. Unset:
+  // in grain code the running turn's token (the call is cancelled with the
+  // request it serves), elsewhere nothing. Awaited calls only.
+  CancellationToken cancel;
 };
 
 // What a mailbox holds.
@@ -167,7 +174,7 @@ class CallInvoker {
 // (the gateway, tests): runs on the thread that finishes the call.
 using CallDoneFn = void (*)(void* ctx, CallBase* call);
 
-class CallBase : public Message, public TimerEntry {
+class CallBase : public Message, public TimerEntry, public CancelState {
  public:
   CallBase(GrainId target, uint32_t method, bool one_way)
       : Message(MessageKind::kRequest),
@@ -188,7 +195,9 @@ class CallBase : public Message, public TimerEntry {
   void set_deadline(absl::Time d) { deadline_ = d; }
   // Whether ArmDeadline ran: a call forwarded to another silo already has
   // its deadline running where it was admitted.
-  bool deadline_armed() const { return deadline_timers_ != nullptr; }
+  bool deadline_armed() const {
+    return deadline_timers_.load(std::memory_order_acquire) != nullptr;
+  }
   // How many times silos forwarded this call (see gateway.proto, hops).
   uint32_t hops() const { return hops_; }
   void set_hops(uint32_t h) { hops_ = h; }
@@ -270,16 +279,15 @@ class CallBase : public Message, public TimerEntry {
   void set_callee_frame(void* f) { callee_frame_ = f; }
 
   // --- lifetime ------------------------------------------------------------
-  void AddRef() { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void Release() {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
+  // AddRef and Release (CancelState's count): the last reference deletes.
 
  protected:
   ~CallBase() override = default;
 
  private:
   void OnTimer() override;  // the deadline passed
+  // Cancelled (CancelState::Cancel): finishes the call with CANCELLED.
+  void OnCancelled() override;
   // Hands the finished call to its caller. `callee_may_hold` is true on the
   // deadline path, where the callee may still have the call queued.
   void HandBack(bool callee_may_hold);
@@ -288,13 +296,13 @@ class CallBase : public Message, public TimerEntry {
   uint32_t method_;
   bool one_way_;
   std::atomic<bool> claimed_{false};
-  std::atomic<int> refs_{1};
   RequestContext context_;
   GrainId caller_grain_;  // empty key: none
   absl::Duration timeout_ = kDefaultCallTimeout;
   absl::Time deadline_ = absl::InfiniteFuture();
   absl::Status status_;
-  TimerQueue* deadline_timers_ = nullptr;
+  // Set once by ArmDeadline; read by a cancel on another thread.
+  std::atomic<TimerQueue*> deadline_timers_{nullptr};
   std::coroutine_handle<> waiter_;
   MessageSink* sink_ = nullptr;
   CallInvoker* invoker_ = nullptr;
@@ -433,7 +441,9 @@ template <typename Req>
 void Tell(CallInvoker* invoker, GrainId id, uint32_t method, Req&& request) {
   auto* call = new Call<Req, google::protobuf::Empty>(
       std::move(id), method, /*one_way=*/true, std::move(request));
-  call->set_request_context(ContextOfNewCall());
+  RequestContext context = ContextOfNewCall();
+  context.cancel = CancelRef();  // one-way calls are not cancelled
+  call->set_request_context(std::move(context));
   if (TurnContext* turn = CurrentTurn(); turn != nullptr && turn->grain) {
     call->set_caller_grain(*turn->grain);
   }

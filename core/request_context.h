@@ -44,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/cancel.h"
 
 namespace granary {
 
@@ -106,6 +107,10 @@ struct RequestContext {
   // The context entries; null: none.
   std::shared_ptr<const ContextMap> values;
   TraceContext trace;
+  // The cancellation scope of the request a turn serves (core/cancel.h):
+  // the call itself; calls the turn makes are registered under it. Null:
+  // not cancellable (one-way calls, timers, reminders, outside grain code).
+  CancelRef cancel;
 };
 
 // A context that starts a chain and a trace (a call from outside grain code,

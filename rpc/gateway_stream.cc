@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/gateway_connection.h"
@@ -23,6 +24,37 @@ NetworkThreadScope::NetworkThreadScope()
 NetworkThreadScope::~NetworkThreadScope() { on_network_thread = saved_; }
 
 absl::Status GatewayStream::Send(v1::Request& request, CallBase* call) {
+  uint64_t id = 0;
+  if (call != nullptr) {
+    // Set before the call can be answered (once in waiting_), and never
+    // under mu_: a cancel holds the call's lock while it takes mu_.
+    id = next_id_.fetch_add(1, std::memory_order_relaxed);
+    Ref();  // the forwarder's
+    if (!call->SetForwarder(this, id)) {
+      Unref();
+      call->Release();  // cancelled already: its caller has its answer
+      return absl::OkStatus();
+    }
+  }
+  absl::Status refused = Enqueue(request, call, id);
+  if (!refused.ok() && call != nullptr) Forget(call);
+  return refused;
+}
+
+void GatewayStream::ForwardCancel(uint64_t id) {
+  Actions actions;
+  {
+    MutexLock lock(&mu_);
+    // Half-closed (write_hold_ gone): nothing more can be written.
+    if (dead_ || !write_hold_ || !waiting_.contains(id)) return;
+    cancels_.push_back(id);
+    actions = AdvanceLocked();
+  }
+  Act(actions);
+}
+
+absl::Status GatewayStream::Enqueue(v1::Request& request, CallBase* call,
+                                       uint64_t id) {
   Actions actions;
   {
     MutexLock lock(&mu_);
@@ -46,9 +78,10 @@ absl::Status GatewayStream::Send(v1::Request& request, CallBase* call) {
     }
     ++in_flight_;
     if (call != nullptr) {
-      const uint64_t id = next_id_++;
       request.set_id(id);
       waiting_.emplace(id, call);
+      // A cancel between SetForwarder and here found no id to send.
+      if (call->cancelled()) cancels_.push_back(id);
     } else {
       ++pending_one_way_;
     }
@@ -65,7 +98,7 @@ GatewayStream::Actions GatewayStream::AdvanceLocked() {
   if (dead_) {
     write_hold_ = false;
     actions.remove_hold = true;
-  } else if (!pending_.empty()) {
+  } else if (!pending_.empty() || !cancels_.empty()) {
     size_t bytes = 0;
     int one_way = 0;
     while (!pending_.empty()) {
@@ -75,6 +108,21 @@ GatewayStream::Actions GatewayStream::AdvanceLocked() {
       if (pending_.front().id() == 0) ++one_way;
       *writing_.add_requests() = std::move(pending_.front());
       pending_.pop_front();
+    }
+    // A cancel follows the request it names: held back while that is
+    // still queued.
+    if (!cancels_.empty()) {
+      absl::flat_hash_set<uint64_t> queued;
+      for (const v1::Request& r : pending_) queued.insert(r.id());
+      size_t kept = 0;
+      for (uint64_t id : cancels_) {
+        if (queued.contains(id)) {
+          cancels_[kept++] = id;
+        } else {
+          writing_.add_cancels(id);
+        }
+      }
+      cancels_.resize(kept);
     }
     pending_one_way_ -= one_way;
     writing_one_way_ = one_way;
@@ -120,6 +168,7 @@ void GatewayStream::OnWriteDone(bool ok) {
 }
 
 void GatewayStream::Finish(CallBase* call, const v1::Reply& reply) {
+  Forget(call);
   if (!reply.host_gateway().empty()) {
     link_->set()->RememberLocation(call->target(), reply.host_gateway());
   }
@@ -200,6 +249,7 @@ void GatewayStream::OnDone(const grpc::Status& status) {
     }
     waiting.swap(waiting_);
     pending_.clear();
+    cancels_.clear();
     in_flight_ = 0;
     why = cancel_reason_;
     drained = draining_;
@@ -219,6 +269,7 @@ void GatewayStream::OnDone(const grpc::Status& status) {
       absl::StrContains(status.error_message(),
                         "failed to connect to all addresses");
   const bool resend = (stopping || never_connected) && !link_->closed();
+  for (auto& [id, call] : waiting) Forget(call);
   if (!resend) {
     for (auto& [id, call] : waiting) {
       call->Fail(refused ? absl::Status(static_cast<absl::StatusCode>(

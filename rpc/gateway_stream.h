@@ -18,6 +18,7 @@
 #include <deque>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -75,7 +76,8 @@ inline constexpr size_t kMaxBatchBytes = 1 << 20;
 // alive while writes may still start; it is removed once the stream is dead
 // and no write is out. Reads run back to back inside the reactions.
 class GatewayStream final
-    : public grpc::ClientBidiReactor<v1::RequestBatch, v1::ReplyBatch> {
+    : public grpc::ClientBidiReactor<v1::RequestBatch, v1::ReplyBatch>,
+      public CancelForwarder {
  public:
   GatewayStream(GatewayConnection* link, const GatewaySetOptions& options)
       : link_(link),
@@ -100,9 +102,14 @@ class GatewayStream final
 
   // Queues `request` for sending. For an awaited call, `call` is kept (with
   // the reference the caller passes on success) until its reply or the
-  // stream's end. Fails with UNAVAILABLE when the stream is gone and
-  // RESOURCE_EXHAUSTED on overflow.
+  // stream's end, and a cancel of it is sent on (RequestBatch.cancels); a
+  // call cancelled already is not sent (and its reference let go). Fails
+  // with UNAVAILABLE when the stream is gone and RESOURCE_EXHAUSTED on
+  // overflow.
   absl::Status Send(v1::Request& request, CallBase* call);
+
+  // CancelForwarder: the call sent as `id` was cancelled.
+  void ForwardCancel(uint64_t id) override;
 
   // Ends the stream; calls still in flight fail with UNAVAILABLE `why`.
   void Cancel(std::string why) {
@@ -133,9 +140,15 @@ class GatewayStream final
     bool remove_hold = false;
   };
   Actions AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Send after the forwarder is set: queues `request` (call sent as `id`).
+  absl::Status Enqueue(v1::Request& request, CallBase* call, uint64_t id);
   void Act(Actions actions);
   void Advance();
   void Finish(CallBase* call, const v1::Reply& reply);
+  // `call` leaves waiting_: no cancel of it is sent from now on.
+  void Forget(CallBase* call) {
+    if (call->ClearForwarder() != nullptr) Unref();  // the forwarder's
+  }
 
   GatewayConnection* const link_;
   const int max_in_flight_;
@@ -153,7 +166,9 @@ class GatewayStream final
   std::deque<v1::Request> pending_ ABSL_GUARDED_BY(mu_);
   int pending_one_way_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, CallBase*> waiting_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Cancels to send; only for ids in waiting_, each once.
+  std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> next_id_{1};
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   v1::RequestBatch writing_;  // owned by the write out
   int writing_one_way_ ABSL_GUARDED_BY(mu_) = 0;

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/silo_host.h"
+#include "tests/dev_host_options.h"
 #include "tests/silo_fixture.h"
 
 namespace granary::testing {
@@ -202,17 +203,6 @@ TEST_F(CallFilterTest, FiltersSeeCallsFromTheGatewayAndAFilterMayAwait) {
 // Two SiloHosts of a dev cluster in this process, over real gRPC.
 TEST(CallFilterClusterTest, FiltersRunOnBothSilosOfACallBetweenThem) {
   Trail trail;
-  auto options = [] {
-    silo::SiloHostOptions o;
-    o.gateway = "127.0.0.1:0";
-    o.silo = "127.0.0.1:0";
-    o.http = "127.0.0.1:0";
-    o.storage = "memory";
-    o.workers = 2;
-    o.cluster = "dev";
-    o.on_declared_dead = [] { ADD_FAILURE() << "declared dead"; };
-    return o;
-  };
   auto add_filters = [&trail](silo::SiloHost& host, const std::string& name) {
     host.AddGrains(examples::AddExampleGrains);
     host.AddIncomingFilter(
@@ -230,12 +220,10 @@ TEST(CallFilterClusterTest, FiltersRunOnBothSilosOfACallBetweenThem) {
           co_return c.Set("from-silo", name);
         });
   };
-  silo::SiloHost primary(options());
+  silo::SiloHost primary(DevHostOptions());
   add_filters(primary, "p");
   ASSERT_THAT(primary.Start(), IsOk());
-  silo::SiloHostOptions member_options = options();
-  member_options.primary = primary.silo_address();
-  silo::SiloHost member(member_options);
+  silo::SiloHost member(DevHostOptions(primary.silo_address()));
   add_filters(member, "m");
   ASSERT_THAT(member.Start(), IsOk());
 

@@ -303,6 +303,41 @@ class StatefulWorkerGrain final : public StatefulWorkerGrainBase {
   Text state_;
 };
 
+class CancellableGrain final : public CancellableGrainBase {
+ public:
+  explicit CancellableGrain(TestState* state) : state_(state) {}
+  Task<Text> Wait(const Text&) override {
+    Note("wait");
+    co_await CurrentCancellation();
+    Note("saw-cancel");
+    CurrentCancellation().ThrowIfCancelled();
+    co_return MakeText("not cancelled");
+  }
+  Task<Text> Poll(const Text&) override {
+    Note("poll");
+    CancellationToken token = CurrentCancellation();
+    while (!token.IsCancelled()) absl::SleepFor(absl::Milliseconds(1));
+    Note("saw-cancel");
+    token.ThrowIfCancelled();
+    co_return MakeText("not cancelled");
+  }
+  Task<Text> Record(const Text& r) override {
+    Note("ran " + r.text());
+    co_return r;
+  }
+  Task<Text> Forward(const Text& r) override {
+    Note("forward");
+    co_return co_await GetGrain<CancellableRef>(r.text()).Wait({});
+  }
+  Task<Text> Where(const Text&) override { co_return MakeText(SiloName()); }
+
+ private:
+  void Note(const std::string& event) {
+    state_->Record(GetGrainId().key() + ":" + event);
+  }
+  TestState* state_;
+};
+
 ReminderRequest Reminder(std::string name, int64_t due_ms, int64_t period_ms) {
   ReminderRequest r;
   r.set_name(std::move(name));
@@ -329,6 +364,8 @@ absl::Status AddTestGrains(silo::Silo& silo, TestState* state) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<HotspotGrain>(
       [state] { return std::make_unique<HotspotGrain>(state); }));
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<StatefulWorkerGrain>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<CancellableGrain>(
+      [state] { return std::make_unique<CancellableGrain>(state); }));
   GRANARY_RETURN_IF_ERROR(examples::AddExampleGrains(silo));
   return absl::OkStatus();
 }

@@ -16,6 +16,38 @@
 
 namespace granary::silo {
 
+void OpenCalls::Add(uint64_t id, CallBase* call) {
+  MutexLock lock(&mu_);
+  calls_[id] = call;
+}
+
+void OpenCalls::Remove(uint64_t id, CallBase* call) {
+  MutexLock lock(&mu_);
+  auto it = calls_.find(id);
+  if (it != calls_.end() && it->second == call) calls_.erase(it);
+}
+
+void OpenCalls::Cancel(const google::protobuf::RepeatedField<uint64_t>& ids) {
+  for (uint64_t id : ids) {
+    CallBase* call;
+    {
+      MutexLock lock(&mu_);
+      auto it = calls_.find(id);
+      if (it == calls_.end()) continue;
+      // Open calls are alive: their finisher removes them before letting go.
+      call = it->second;
+      call->AddRef();
+    }
+    call->Cancel();
+    call->Release();
+  }
+}
+
+size_t OpenCalls::size() const {
+  MutexLock lock(&mu_);
+  return calls_.size();
+}
+
 int64_t CallBytes(const v1::Request& request) {
   return 256 + static_cast<int64_t>(request.key().size() +
                                     request.payload().size() +
@@ -68,7 +100,7 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
   // own on; the trace the caller sent, continued with a new span.
   RequestContext context{call->request_context().chain_id, nullptr,
                          std::move(values),
-                         ContinueTrace(request.traceparent())};
+                         ContinueTrace(request.traceparent()), {}};
   if (from_silos) {
     call->set_hops(request.hops());
     if (request.chain_id() != 0) context.chain_id = request.chain_id();

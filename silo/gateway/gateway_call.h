@@ -11,9 +11,11 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "core/call.h"
 #include "core/log.h"
+#include "core/sync.h"
 #include "granary/v1/gateway.pb.h"
 #include "silo/gateway/gateway_service_impl.h"
 
@@ -54,6 +56,25 @@ std::shared_ptr<const std::string> CallerOf(
 absl::StatusOr<CallBase*> CallFromGatewayRequest(
     const Route& route, v1::Request& request, bool from_silos,
     const std::shared_ptr<const std::string>& caller, const Silo* silo);
+
+// The awaited calls a stream accepted and has not answered, by request id,
+// so that a cancel from its client (RequestBatch.cancels) reaches them.
+// Thread-safe.
+class OpenCalls {
+ public:
+  // `call` (id != 0) was accepted; a duplicate id replaces the older call,
+  // which can then no longer be cancelled.
+  void Add(uint64_t id, CallBase* call);
+  // `call` finished (before its done callback returns).
+  void Remove(uint64_t id, CallBase* call);
+  // Cancels the open calls among `ids`.
+  void Cancel(const google::protobuf::RepeatedField<uint64_t>& ids);
+  size_t size() const;
+
+ private:
+  mutable Mutex mu_;
+  absl::flat_hash_map<uint64_t, CallBase*> calls_ ABSL_GUARDED_BY(mu_);
+};
 
 // The reply to write for a finished awaited `call`: its serialized reply,
 // or its error; RESOURCE_EXHAUSTED when the reply would not fit a message

@@ -260,6 +260,7 @@ class GatewayStream final
       }
       return;
     }
+    open_.Remove(call->caller_tag(), call);
     v1::Reply reply = ReplyOfCall(*call, max_message_bytes_, from_silos_);
     {
       MutexLock lock(&mu_);
@@ -307,6 +308,7 @@ class GatewayStream final
             << " gateway: one-way request refused: " << error;
       }
     }
+    if (!batch_.cancels().empty()) open_.Cancel(batch_.cancels());
     batch_.Clear();
     in_flight_.fetch_sub(n - accepted, std::memory_order_relaxed);
     MutexLock lock(&mu_);
@@ -353,6 +355,7 @@ class GatewayStream final
     call->set_charge(static_cast<uint32_t>(bytes));
     Charge(bytes);
     call->SetDoneCallback(&GatewayStream::CallDone, this);
+    if (!call->one_way() && request.id() != 0) open_.Add(request.id(), call);
     if (route->method == nullptr) {
       silo->InvokeReminder(call);
     } else {
@@ -490,6 +493,7 @@ class GatewayStream final
   MemoryBudget* const silo_budget_;  // null for links from other silos
   const bool from_silos_;
   std::atomic<int> refs_{1};
+  OpenCalls open_;  // awaited calls, for the client's cancels
 
   // Touched only by the read side (one read at a time).
   grpc::ByteBuffer incoming_;

@@ -1,5 +1,6 @@
 #include "silo/gateway/grpc_bridge.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -24,45 +25,57 @@ void SetBytes(const std::string& bytes, grpc::ByteBuffer* out) {
   *out = grpc::ByteBuffer(&slice, 1);
 }
 
-// A call the bridge started, charged to the silo's budget until it ends.
-struct PendingUnary {
-  grpc::ServerUnaryReactor* reactor;
-  grpc::ByteBuffer* response;
-  MemoryBudget* budget;  // null: the invoker is no silo
-  int64_t bytes;
-  ~PendingUnary() {
-    if (budget != nullptr) budget->Release(bytes);
+// One call the bridge started: gRPC's reactor for it, charged to the
+// silo's budget until it ends. References: gRPC's (until OnDone) and the
+// call's done callback; the last deletes it. A client's cancellation
+// cancels the grain call (core/cancel.h).
+class BridgeCall final : public grpc::ServerUnaryReactor {
+ public:
+  BridgeCall(CallBase* call, grpc::ByteBuffer* response, MemoryBudget* budget,
+             int64_t bytes)
+      : call_(call), response_(response), budget_(budget), bytes_(bytes) {
+    call_->AddRef();
   }
+
+  void OnCancel() override { call_->Cancel(); }
+  void OnDone() override { Unref(); }
+
+  // A one-way call is answered once its turn ran, so a caller that waits
+  // for its answers is paced by the grain (and its open calls, bounded by
+  // the server's streams per connection, are all gRPC holds for it).
+  static void Done(void* ctx, CallBase* call) {
+    auto* self = static_cast<BridgeCall*>(ctx);
+    self->Finish(self->Answer(*call));
+    self->Unref();
+  }
+
+ private:
+  ~BridgeCall() override {
+    if (budget_ != nullptr) budget_->Release(bytes_);
+    call_->Release();
+  }
+
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  grpc::Status Answer(CallBase& call) {
+    if (!call.status().ok()) return rpc::ToGrpc(call.status());
+    std::string bytes;  // empty: google.protobuf.Empty of a one-way call
+    if (!call.one_way() && !call.reply().SerializeToString(&bytes)) {
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          "reply failed to serialize");
+    }
+    SetBytes(bytes, response_);
+    return grpc::Status::OK;
+  }
+
+  CallBase* const call_;
+  grpc::ByteBuffer* const response_;
+  MemoryBudget* const budget_;  // null: the invoker is no silo
+  const int64_t bytes_;
+  std::atomic<int> refs_{2};
 };
-
-// A one-way call is answered once its turn ran, so a caller that waits
-// for its answers is paced by the grain (and its open calls, bounded by
-// the server's streams per connection, are all gRPC holds for it).
-void OneWayDone(void* ctx, CallBase* call) {
-  std::unique_ptr<PendingUnary> pending(static_cast<PendingUnary*>(ctx));
-  if (!call->status().ok()) {
-    pending->reactor->Finish(rpc::ToGrpc(call->status()));
-    return;
-  }
-  SetBytes(std::string(), pending->response);  // google.protobuf.Empty
-  pending->reactor->Finish(grpc::Status::OK);
-}
-
-void UnaryDone(void* ctx, CallBase* call) {
-  std::unique_ptr<PendingUnary> pending(static_cast<PendingUnary*>(ctx));
-  if (!call->status().ok()) {
-    pending->reactor->Finish(rpc::ToGrpc(call->status()));
-    return;
-  }
-  std::string bytes;
-  if (!call->reply().SerializeToString(&bytes)) {
-    pending->reactor->Finish(
-        grpc::Status(grpc::StatusCode::INTERNAL, "reply failed to serialize"));
-    return;
-  }
-  SetBytes(bytes, pending->response);
-  pending->reactor->Finish(grpc::Status::OK);
-}
 
 }  // namespace
 
@@ -121,17 +134,21 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
                                      uint32_t method,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // gRPC's default reactor answers a call refused before it starts.
+  auto refuse = [context](const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  };
   const MethodInfo& info = iface.methods[method];
   auto* silo = dynamic_cast<Silo*>(invoker);
   MemoryBudget* budget = silo != nullptr ? &silo->remote_memory() : nullptr;
   if (budget != nullptr && budget->Over()) {
     silo->metrics().refused_over_budget->Inc();
-    reactor->Finish(grpc::Status(
+    return refuse(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         "the silo holds as many remote calls as its --silo_memory_budget "
         "allows: retry later"));
-    return reactor;
   }
   const auto& metadata = context->client_metadata();
   auto key_it = metadata.find(kGrainKeyMetadata);
@@ -143,8 +160,7 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
       iface, method, key_it == metadata.end() ? nullptr : &key_it->second,
       timeout, request);
   if (!made.ok()) {
-    reactor->Finish(rpc::ToGrpc(made.status()));
-    return reactor;
+    return refuse(rpc::ToGrpc(made.status()));
   }
   CallBase* call = *made;
   RequestContext call_context;
@@ -152,8 +168,7 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
   if (absl::Status s = ContextFromMetadata(metadata, &call_context);
       !s.ok()) {
     call->Release();
-    reactor->Finish(rpc::ToGrpc(s));
-    return reactor;
+    return refuse(rpc::ToGrpc(s));
   }
   if (std::string caller = rpc::CallerIdentity(*context); !caller.empty()) {
     call_context.caller =
@@ -165,10 +180,10 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
       256 + static_cast<int64_t>(call->target().key().size() +
                                  request->Length());
   if (budget != nullptr) budget->Charge(bytes);
-  call->SetDoneCallback(info.one_way ? &OneWayDone : &UnaryDone,
-                        new PendingUnary{reactor, response, budget, bytes});
+  auto* bridge = new BridgeCall(call, response, budget, bytes);
+  call->SetDoneCallback(&BridgeCall::Done, bridge);
   invoker->Invoke(call);
-  return reactor;
+  return bridge;
 }
 
 }  // namespace granary::silo

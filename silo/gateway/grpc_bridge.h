@@ -10,7 +10,8 @@
 // gateway registers one per hosted type (see GatewayServer). Named services
 // let server reflection list the grain types; raw bytes let a payload that
 // does not parse be INVALID_ARGUMENT (gRPC's own typed path would say
-// INTERNAL).
+// INTERNAL). The client's deadline is the grain call's, and a client that
+// cancels its call cancels the grain call (core/cancel.h).
 //
 // Included only by generated .grain.cc files and the gateway.
 #pragma once

@@ -290,6 +290,9 @@ void Activation::Run() {
   }
   turn_times.Flush();
   request_times.Flush();
+  // Between runs the activation holds nothing of its last turn's request
+  // (the call it served is its cancellation token).
+  turn_.request = RequestContext();
   if (Activation* target = std::exchange(pushed_back_by_, nullptr)) {
     if (state_ != State::kActive) {
       target->Unref();
@@ -407,6 +410,12 @@ void Activation::Process(Message* m) {
 }
 
 void Activation::StartRequest(CallBase* call) {
+  if (call->cancelled()) {
+    // Its caller has had CANCELLED (or DEADLINE_EXCEEDED): it never runs.
+    CountFailure(call, absl::StatusCode::kCancelled);
+    call->Release();
+    return;
+  }
   // One-way calls have no deadline: no need to read the clock for them.
   if (call->deadline() != absl::InfiniteFuture() &&
       call->deadline() < TurnNow()) {
@@ -427,6 +436,9 @@ void Activation::StartRequest(CallBase* call) {
   if (stateless_) running_requests_.fetch_add(1, std::memory_order_relaxed);
   call->set_callee(this);
   turn_.request = call->request_context();
+  // The turn's token (CurrentCancellation) is its call; one-way calls have
+  // none.
+  turn_.request.cancel = call->one_way() ? CancelRef() : CancelRef(call);
   if (!silo_->incoming_filters().empty()) {
     // The filters' frame is the call's callee frame until the method's
     // replaces it, so Abandon destroys it while a filter is suspended.
@@ -466,6 +478,10 @@ Task<void> Activation::FilterThenInvoke(CallBase* call) {
                      StatusFromException(std::current_exception()).message()));
   }
   call->set_callee_frame(nullptr);
+  if (status.ok() && call->cancelled()) {
+    status = absl::CancelledError(absl::StrCat(
+        "request to ", id_.ToString(), " was cancelled in its call filters"));
+  }
   // The deadline may have passed while a filter awaited something.
   if (status.ok() && call->deadline() != absl::InfiniteFuture() &&
       call->deadline() < TurnNow()) {
@@ -485,48 +501,6 @@ void Activation::CountFailure(CallBase* call, absl::StatusCode code) {
   if (method < iface.method_count) {
     silo_->metrics().CountError(iface, method, type_->metrics->methods[method],
                                 code);
-  }
-}
-
-void Activation::NoteReminder(const std::string& name, absl::Time first_tick) {
-  reminders_[name] = first_tick;
-}
-
-void Activation::StartReminderTick(CallBase* call) {
-  auto* tick = static_cast<ReminderCall*>(call);
-  bool current;
-  if (tick->reminder() != nullptr) {
-    current = silo_->reminders().IsCurrent(*tick);
-  } else {
-    auto noted = reminders_.find(tick->tick().name);
-    current =
-        noted == reminders_.end() || noted->second == tick->tick().first_tick;
-  }
-  // Two silos may both send a due time while they disagree about who owns
-  // the reminder's range (reminder_service.h): it runs once.
-  auto last = last_ticks_.find(tick->tick().name);
-  if (current && last != last_ticks_.end() &&
-      tick->tick().current_tick <= last->second) {
-    current = false;
-  }
-  if (current) last_ticks_[tick->tick().name] = tick->tick().current_tick;
-  if (!current) {
-    // Removed or replaced since it was sent, or this due time ran already:
-    // the tick is dropped.
-    if (call->TryClaim()) call->Deliver(absl::OkStatus());
-    call->Release();
-    return;
-  }
-  running_.push_back(Running{call, /*is_timer=*/false,
-                             call->request_context().chain_id,
-                             /*read_only=*/false, turn_start_ns_});
-  call->set_callee(this);
-  turn_.request = call->request_context();
-  try {
-    internal::RunRequest(grain_->ReceiveReminder(tick->tick()), call);
-  } catch (...) {
-    OnRequestDone(call, call->TryClaim(),
-                  StatusFromException(std::current_exception()));
   }
 }
 

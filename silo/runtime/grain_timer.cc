@@ -1,5 +1,6 @@
 // Grain timers (silo/runtime/grain_timer.h): registered by grain code, fired
-// by the silo's timer queue, run as messages of their activation.
+// by the silo's timer queue, run as messages of their activation; and the
+// turns of reminder ticks (silo/runtime/reminder_service.h).
 #include "silo/runtime/grain_timer.h"
 
 #include <algorithm>
@@ -49,7 +50,7 @@ void Activation::StartTick(GrainTimer* timer) {
   running_.push_back(
       Running{timer, /*is_timer=*/true, chain, false, turn_start_ns_});
   turn_.request =
-      RequestContext{chain, nullptr, nullptr, TraceContext::NewRoot()};
+      RequestContext{chain, nullptr, nullptr, TraceContext::NewRoot(), {}};
   timer->owner = this;
   Task<void> task;
   try {
@@ -94,6 +95,48 @@ void Activation::OnTickDone(GrainTimer* timer) {
 
 void GrainTimer::OnTimer() {
   if (!silo->catalog().PostIfCurrent(grain, activation_id, this)) delete this;
+}
+
+void Activation::NoteReminder(const std::string& name, absl::Time first_tick) {
+  reminders_[name] = first_tick;
+}
+
+void Activation::StartReminderTick(CallBase* call) {
+  auto* tick = static_cast<ReminderCall*>(call);
+  bool current;
+  if (tick->reminder() != nullptr) {
+    current = silo_->reminders().IsCurrent(*tick);
+  } else {
+    auto noted = reminders_.find(tick->tick().name);
+    current =
+        noted == reminders_.end() || noted->second == tick->tick().first_tick;
+  }
+  // Two silos may both send a due time while they disagree about who owns
+  // the reminder's range (reminder_service.h): it runs once.
+  auto last = last_ticks_.find(tick->tick().name);
+  if (current && last != last_ticks_.end() &&
+      tick->tick().current_tick <= last->second) {
+    current = false;
+  }
+  if (current) last_ticks_[tick->tick().name] = tick->tick().current_tick;
+  if (!current) {
+    // Removed or replaced since it was sent, or this due time ran already:
+    // the tick is dropped.
+    if (call->TryClaim()) call->Deliver(absl::OkStatus());
+    call->Release();
+    return;
+  }
+  running_.push_back(Running{call, /*is_timer=*/false,
+                             call->request_context().chain_id,
+                             /*read_only=*/false, turn_start_ns_});
+  call->set_callee(this);
+  turn_.request = call->request_context();
+  try {
+    internal::RunRequest(grain_->ReceiveReminder(tick->tick()), call);
+  } catch (...) {
+    OnRequestDone(call, call->TryClaim(),
+                  StatusFromException(std::current_exception()));
+  }
 }
 
 }  // namespace granary::silo
