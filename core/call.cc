@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/grain_interface.h"
 #include "core/log.h"
+#include "core/stream.h"
 #include "google/protobuf/io/zero_copy_stream.h"
 
 namespace granary {
@@ -29,34 +30,36 @@ RequestContext ContextOfNewCall() {
   return context;
 }
 
-void CallAwaiter::await_suspend(std::coroutine_handle<> h) {
+namespace {
+
+// Sends `call` (whose waiter, if any, is set) with the context, trace and
+// cancel scope of the code calling; `options` may be null.
+void SendCall(CallBase* call, CallInvoker* invoker,
+              const CallOptions* options) {
   TurnContext* turn = CurrentTurn();
-  call_->SetWaiter(h, turn != nullptr ? turn->activation : nullptr, invoker_);
   RequestContext context = ContextOfNewCall();
-  if (options_ != nullptr) {
-    if (turn == nullptr && !options_->traceparent.empty()) {
-      context.trace = ContinueTrace(options_->traceparent);
+  if (options != nullptr) {
+    if (turn == nullptr && !options->traceparent.empty()) {
+      context.trace = ContinueTrace(options->traceparent);
     }
-    if (absl::Status s = MergeContext(options_->context, &context); !s.ok()) {
-      call_->set_request_context(std::move(context));
-      call_->Fail(std::move(s));  // resumes the caller, who holds a reference
+    if (absl::Status s = MergeContext(options->context, &context); !s.ok()) {
+      call->set_request_context(std::move(context));
+      call->Fail(std::move(s));  // resumes the caller, who holds a reference
       return;
     }
   }
   // The call is cancelled with the token the caller gave, or else with the
   // request the calling turn serves (whose token the context carries on, so
   // the turn has it again when this call's answer resumes it).
-  CancelState* parent = options_ != nullptr && options_->cancel.state()
-                            ? options_->cancel.state()
+  CancelState* parent = options != nullptr && options->cancel.state()
+                            ? options->cancel.state()
                             : context.cancel.get();
-  call_->set_request_context(std::move(context));
+  call->set_request_context(std::move(context));
   if (turn != nullptr && turn->grain != nullptr) {
-    call_->set_caller_grain(*turn->grain);
+    call->set_caller_grain(*turn->grain);
   }
-  // `this` may be gone once the call is registered: a cancel on another
-  // thread can finish it (and resume the caller) at once.
-  CallInvoker* invoker = invoker_;
-  CallBase* call = call_;
+  // The caller's awaiter may be gone once the call is registered: a cancel
+  // on another thread can finish it (and resume the caller) at once.
   call->AddRef();  // the invoker's
   if (!call->Adopt(parent)) {
     call->Cancel();   // may resume the caller here, who lets its hold go
@@ -64,6 +67,19 @@ void CallAwaiter::await_suspend(std::coroutine_handle<> h) {
     return;
   }
   invoker->Invoke(call);
+}
+
+}  // namespace
+
+void CallAwaiter::await_suspend(std::coroutine_handle<> h) {
+  TurnContext* turn = CurrentTurn();
+  call_->SetWaiter(h, turn != nullptr ? turn->activation : nullptr, invoker_);
+  SendCall(call_, invoker_, options_);
+}
+
+void StartStreamCall(CallBase* call, CallInvoker* invoker,
+                     const CallOptions& options) {
+  SendCall(call, invoker, &options);
 }
 
 }  // namespace internal
@@ -110,6 +126,10 @@ CallInvoker* GrainRef::invoker() const {
   if (invoker_ != nullptr) return invoker_;
   TurnContext* turn = CurrentTurn();
   return turn != nullptr ? turn->invoker : nullptr;
+}
+
+CallBase::~CallBase() {
+  if (stream_ != nullptr) stream_->Release();
 }
 
 void CallBase::Fail(absl::Status status) {
@@ -160,6 +180,8 @@ void CallBase::Deliver(absl::Status status) {
 }
 
 void CallBase::HandBack(bool callee_may_hold) {
+  // The stream's consumer reads what was queued, then this status.
+  if (stream_ != nullptr) stream_->Close(status_);
   if (one_way_) {
     if (!status_.ok()) {
       GRANARY_LOG(kWarning) << "one-way call to " << target_.ToString()

@@ -64,6 +64,7 @@ inline std::string ReminderMethodPath(absl::string_view type) {
 
 class CallBase;
 class CallInvoker;
+class StreamChannel;
 
 // Default deadline of a request (DESIGN.md: 30 s).
 inline constexpr absl::Duration kDefaultCallTimeout = absl::Seconds(30);
@@ -278,11 +279,18 @@ class CallBase : public Message, public TimerEntry, public CancelState {
   void* callee_frame() const { return callee_frame_; }
   void set_callee_frame(void* f) { callee_frame_ = f; }
 
+  // The items of a server-streaming call (core/stream.h), or null. The call
+  // holds a reference; whatever finishes the call closes it with the call's
+  // status.
+  StreamChannel* stream() const { return stream_; }
+  // Once, before the call is sent; takes the reference `s` comes with.
+  void set_stream(StreamChannel* s) { stream_ = s; }
+
   // --- lifetime ------------------------------------------------------------
   // AddRef and Release (CancelState's count): the last reference deletes.
 
  protected:
-  ~CallBase() override = default;
+  ~CallBase() override;
 
  private:
   void OnTimer() override;  // the deadline passed
@@ -314,6 +322,7 @@ class CallBase : public Message, public TimerEntry, public CancelState {
   uint32_t charge_ = 0;
   void* callee_ = nullptr;
   void* callee_frame_ = nullptr;
+  StreamChannel* stream_ = nullptr;
 };
 
 // Tells the awaiting activation that `call`'s deadline passed. A separate

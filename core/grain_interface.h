@@ -39,6 +39,9 @@ struct MethodInfo {
   // A new call of this method with a default request, holding one reference;
   // the generic (serialized) path parses into its request().
   CallBase* (*new_call)(GrainId id);
+  // `rpc M(R) returns (stream E)`: the call carries a stream of E
+  // (core/stream.h; new_call gives it one) and its reply is empty.
+  bool server_streaming;
 };
 
 struct InterfaceInfo {
