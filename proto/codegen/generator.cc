@@ -145,9 +145,17 @@ bool Collect(const pb::FileDescriptor* file, std::vector<Grain>* grains,
         }
         continue;
       }
-      if (method->client_streaming() || method->server_streaming()) {
+      if (method->client_streaming()) {
         *error = absl::StrCat(Where(file, service, method),
-                              ": streaming methods cannot be grain methods");
+                              ": client-streaming methods cannot be grain "
+                              "methods (send one call per message, or a "
+                              "repeated field)");
+        return false;
+      }
+      if (method->server_streaming() && o.one_way()) {
+        *error = absl::StrCat(Where(file, service, method),
+                              ": a server-streaming method cannot be one_way "
+                              "(its caller reads the stream)");
         return false;
       }
       if (o.one_way() &&
@@ -187,9 +195,12 @@ std::string Stem(const pb::FileDescriptor* file) {
   return name;
 }
 
-// The C++ type a grain method returns: Task<void> for one-way methods.
+// The C++ type a grain method returns: Task<void> for one-way and
+// streaming methods.
 std::string ReplyType(const Method& m) {
-  return m.options.one_way() ? "void" : QualifiedClassName(m.desc->output_type());
+  return m.options.one_way() || m.desc->server_streaming()
+             ? "void"
+             : QualifiedClassName(m.desc->output_type());
 }
 
 
@@ -211,6 +222,7 @@ void WriteRefHeader(const pb::FileDescriptor* file,
       "#include <string>\n\n"
       "#include \"core/call.h\"\n"
       "#include \"core/grain_interface.h\"\n"
+      "#include \"core/stream.h\"\n"
       "#include \"$stem$.pb.h\"\n\n",
       "file", file->name(), "stem", Stem(file));
   OpenNamespace(p, file);
@@ -247,6 +259,13 @@ void WriteRefHeader(const pb::FileDescriptor* file,
         p.Print(mv,
                 "  // One-way: returns once sent; nothing comes back.\n"
                 "  void $m$($req$ request) const;\n");
+      } else if (m.desc->server_streaming()) {
+        p.Print(mv,
+                "  // Server streaming: read the grain's messages from the "
+                "stream (no\n"
+                "  // deadline unless options.timeout is set).\n"
+                "  ::granary::Stream<$rep$> $m$($req$ request,\n"
+                "      ::granary::CallOptions options = {}) const;\n");
       } else {
         p.Print(mv,
                 "  ::granary::Task<$rep$> $m$($req$ request,\n"
@@ -278,6 +297,16 @@ void WriteRefSource(const pb::FileDescriptor* file,
         {"count", absl::StrCat(g.methods.size())}};
     p.Print("namespace {\n\n");
     for (const Method& m : g.methods) {
+      if (m.desc->server_streaming()) {
+        p.Print("::granary::CallBase* New$name$$m$Call(::granary::GrainId id) {\n"
+                "  return ::granary::internal::NewStreamCall<$req$, $rep$>(\n"
+                "      std::move(id), $name$Ref::k$m$);\n"
+                "}\n\n",
+                "name", g.desc->name(), "m", m.desc->name(), "req",
+                QualifiedClassName(m.desc->input_type()), "rep",
+                QualifiedClassName(m.desc->output_type()));
+        continue;
+      }
       p.Print("::granary::CallBase* New$name$$m$Call(::granary::GrainId id) {\n"
               "  return new ::granary::Call<$req$, $rep$>(std::move(id), "
               "$name$Ref::k$m$, $ow$);\n"
@@ -291,14 +320,17 @@ void WriteRefSource(const pb::FileDescriptor* file,
     for (size_t i = 0; i < g.methods.size(); ++i) {
       const Method& m = g.methods[i];
       p.Print("    {$i$, \"$m$\", \"/$full$/$m$\", $ow$, $ro$, $ai$, "
-              "&New$name$$m$Call},\n",
+              "&New$name$$m$Call, $ss$},\n",
+              "ss", m.desc->server_streaming() ? "true" : "false",
               "i", absl::StrCat(i), "m", m.desc->name(), "full",
               g.desc->full_name(), "ow", m.options.one_way() ? "true" : "false",
               "ro", m.options.read_only() ? "true" : "false", "ai",
               m.options.always_interleave() ? "true" : "false", "name",
               g.desc->name());
     }
-    if (g.methods.empty()) p.Print("    {0, \"\", \"\", false, false, false, nullptr},\n");
+    if (g.methods.empty()) {
+      p.Print("    {0, \"\", \"\", false, false, false, nullptr, false},\n");
+    }
     p.Print(vars,
             "};\n\n"
             "const ::google::protobuf::ServiceDescriptor* $name$Descriptor() {\n"
@@ -324,6 +356,13 @@ void WriteRefSource(const pb::FileDescriptor* file,
                 "void $name$Ref::$m$($req$ request) const {\n"
                 "  ::granary::internal::Tell(invoker(), id(), k$m$, "
                 "std::move(request));\n"
+                "}\n\n");
+      } else if (m.desc->server_streaming()) {
+        p.Print(mv,
+                "::granary::Stream<$rep$> $name$Ref::$m$($req$ request,\n"
+                "    ::granary::CallOptions options) const {\n"
+                "  return ::granary::internal::OpenStream<$req$, $rep$>(\n"
+                "      invoker(), id(), k$m$, std::move(request), options);\n"
                 "}\n\n");
       } else {
         p.Print(mv,
@@ -359,6 +398,19 @@ void WriteGrainHeader(const pb::FileDescriptor* file,
         "  static const ::granary::GrainClassInfo& ClassInfo();\n\n",
         "name", g.desc->name(), "full", g.desc->full_name());
     for (const Method& m : g.methods) {
+      if (m.desc->server_streaming()) {
+        p.Print("  // Server streaming: write to `stream` now or keep it (an "
+                "ObserverSet)\n"
+                "  // and write from later turns; the stream ends on "
+                "Finish() or when\n"
+                "  // the last copy of the writer is dropped.\n"
+                "  virtual ::granary::Task<void> $m$(const $req$& request,\n"
+                "      ::granary::StreamWriter<$e$> stream) = 0;\n",
+                "m", m.desc->name(), "req",
+                QualifiedClassName(m.desc->input_type()), "e",
+                QualifiedClassName(m.desc->output_type()));
+        continue;
+      }
       p.Print("  virtual ::granary::Task<$rep$> $m$(const $req$& request) = 0;\n",
               "rep", ReplyType(m), "m", m.desc->name(), "req",
               QualifiedClassName(m.desc->input_type()));
@@ -408,6 +460,17 @@ void WriteGrainSource(const pb::FileDescriptor* file,
         "      : invoker_(invoker) {}\n",
         "name", g.desc->name(), "base", base);
     for (const Method& m : g.methods) {
+      if (m.desc->server_streaming()) {
+        p.Print(
+            "  ::grpc::ServerWriteReactor<::grpc::ByteBuffer>* $m$(\n"
+            "      ::grpc::CallbackServerContext* context,\n"
+            "      const ::grpc::ByteBuffer* request) override {\n"
+            "    return ::granary::silo::ServeServerStream(invoker_, context,\n"
+            "        $name$Ref::Interface(), $name$Ref::k$m$, request);\n"
+            "  }\n",
+            "name", g.desc->name(), "m", m.desc->name());
+        continue;
+      }
       p.Print(
           "  ::grpc::ServerUnaryReactor* $m$(::grpc::CallbackServerContext* "
           "context,\n"
@@ -429,6 +492,22 @@ void WriteGrainSource(const pb::FileDescriptor* file,
         "}\n\n",
         "name", g.desc->name());
     for (const Method& m : g.methods) {
+      if (m.desc->server_streaming()) {
+        p.Print(
+            "void Invoke$name$$m$(::granary::Grain* grain, ::granary::CallBase* "
+            "call) {\n"
+            "  auto* typed = static_cast<::granary::Call<$req$, "
+            "::google::protobuf::Empty>*>(call);\n"
+            "  ::granary::internal::RunStreamRequest(\n"
+            "      static_cast<$name$GrainBase*>(grain)->$m$(typed->typed_request(),\n"
+            "          ::granary::internal::BeginStream<$rep$>(call)),\n"
+            "      call);\n"
+            "}\n\n",
+            "name", g.desc->name(), "m", m.desc->name(), "req",
+            QualifiedClassName(m.desc->input_type()), "rep",
+            QualifiedClassName(m.desc->output_type()));
+        continue;
+      }
       p.Print(
           "void Invoke$name$$m$(::granary::Grain* grain, ::granary::CallBase* "
           "call) {\n"

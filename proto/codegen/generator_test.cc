@@ -97,8 +97,11 @@ INSTANTIATE_TEST_SUITE_P(
                "service bad.Bad, method Get: (granary.method) is set but the "
                "service is not marked with (granary.grain)"},
         Misuse{"bad_streaming.proto",
-               "service bad.Bad, method Watch: streaming methods cannot be "
-               "grain methods"},
+               "service bad.Bad, method Upload: client-streaming methods "
+               "cannot be grain methods"},
+        Misuse{"bad_streaming_one_way.proto",
+               "service bad.Bad, method Watch: a server-streaming method "
+               "cannot be one_way"},
         Misuse{"bad_reserved.proto",
                "service bad.Bad, method OnActivate: the name OnActivate is "
                "reserved"},

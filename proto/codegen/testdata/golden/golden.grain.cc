@@ -11,7 +11,7 @@ namespace golden::v1 {
 namespace {
 
 class LibraryGrpcService final
-    : public Library::WithRawCallbackMethod_Lookup<Library::WithRawCallbackMethod_Shelve<Library::WithRawCallbackMethod_Poke<Library::Service>>> {
+    : public Library::WithRawCallbackMethod_Lookup<Library::WithRawCallbackMethod_Shelve<Library::WithRawCallbackMethod_Poke<Library::WithRawCallbackMethod_Watch<Library::Service>>>> {
  public:
   explicit LibraryGrpcService(::granary::CallInvoker* invoker)
       : invoker_(invoker) {}
@@ -29,6 +29,12 @@ class LibraryGrpcService final
       const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) override {
     return ::granary::silo::ServeUnary(invoker_, context, LibraryRef::Interface(),
         LibraryRef::kPoke, request, response);
+  }
+  ::grpc::ServerWriteReactor<::grpc::ByteBuffer>* Watch(
+      ::grpc::CallbackServerContext* context,
+      const ::grpc::ByteBuffer* request) override {
+    return ::granary::silo::ServeServerStream(invoker_, context,
+        LibraryRef::Interface(), LibraryRef::kWatch, request);
   }
 
  private:
@@ -61,10 +67,19 @@ void InvokeLibraryPoke(::granary::Grain* grain, ::granary::CallBase* call) {
       call);
 }
 
+void InvokeLibraryWatch(::granary::Grain* grain, ::granary::CallBase* call) {
+  auto* typed = static_cast<::granary::Call<::golden::v1::Query, ::google::protobuf::Empty>*>(call);
+  ::granary::internal::RunStreamRequest(
+      static_cast<LibraryGrainBase*>(grain)->Watch(typed->typed_request(),
+          ::granary::internal::BeginStream<::golden::v1::Answer>(call)),
+      call);
+}
+
 const ::granary::InvokeFn kLibraryInvokers[] = {
     &InvokeLibraryLookup,
     &InvokeLibraryShelve,
     &InvokeLibraryPoke,
+    &InvokeLibraryWatch,
 };
 
 }  // namespace

@@ -17,6 +17,11 @@ class LibraryGrainBase : public ::granary::Grain {
   virtual ::granary::Task<::golden::v1::Answer> Lookup(const ::golden::v1::Query& request) = 0;
   virtual ::granary::Task<void> Shelve(const ::golden::v1::Query_Nested& request) = 0;
   virtual ::granary::Task<::golden::v1::Answer> Poke(const ::golden::v1::Query& request) = 0;
+  // Server streaming: write to `stream` now or keep it (an ObserverSet)
+  // and write from later turns; the stream ends on Finish() or when
+  // the last copy of the writer is dropped.
+  virtual ::granary::Task<void> Watch(const ::golden::v1::Query& request,
+      ::granary::StreamWriter<::golden::v1::Answer> stream) = 0;
 };
 
 // Implements golden.v1.Index. Methods run as turns on one worker at a time;

@@ -19,10 +19,16 @@ namespace {
   return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(std::move(id), LibraryRef::kPoke, false);
 }
 
+::granary::CallBase* NewLibraryWatchCall(::granary::GrainId id) {
+  return ::granary::internal::NewStreamCall<::golden::v1::Query, ::golden::v1::Answer>(
+      std::move(id), LibraryRef::kWatch);
+}
+
 const ::granary::MethodInfo kLibraryMethods[] = {
-    {0, "Lookup", "/golden.v1.Library/Lookup", false, true, false, &NewLibraryLookupCall},
-    {1, "Shelve", "/golden.v1.Library/Shelve", true, false, false, &NewLibraryShelveCall},
-    {2, "Poke", "/golden.v1.Library/Poke", false, false, true, &NewLibraryPokeCall},
+    {0, "Lookup", "/golden.v1.Library/Lookup", false, true, false, &NewLibraryLookupCall, false},
+    {1, "Shelve", "/golden.v1.Library/Shelve", true, false, false, &NewLibraryShelveCall, false},
+    {2, "Poke", "/golden.v1.Library/Poke", false, false, true, &NewLibraryPokeCall, false},
+    {3, "Watch", "/golden.v1.Library/Watch", false, false, false, &NewLibraryWatchCall, true},
 };
 
 const ::google::protobuf::ServiceDescriptor* LibraryDescriptor() {
@@ -33,7 +39,7 @@ const ::google::protobuf::ServiceDescriptor* LibraryDescriptor() {
 
 const ::granary::InterfaceInfo& LibraryRef::Interface() {
   static const ::granary::InterfaceInfo info{
-      kTypeName, true, 30, 2, kLibraryMethods, 3,
+      kTypeName, true, 30, 2, kLibraryMethods, 4,
       &LibraryDescriptor, false, 0};
   return info;
 }
@@ -54,6 +60,12 @@ void LibraryRef::Shelve(::golden::v1::Query_Nested request) const {
       invoker(), id(), kPoke, std::move(request), std::move(options));
 }
 
+::granary::Stream<::golden::v1::Answer> LibraryRef::Watch(::golden::v1::Query request,
+    ::granary::CallOptions options) const {
+  return ::granary::internal::OpenStream<::golden::v1::Query, ::golden::v1::Answer>(
+      invoker(), id(), kWatch, std::move(request), options);
+}
+
 namespace {
 
 ::granary::CallBase* NewIndexLookupCall(::granary::GrainId id) {
@@ -61,7 +73,7 @@ namespace {
 }
 
 const ::granary::MethodInfo kIndexMethods[] = {
-    {0, "Lookup", "/golden.v1.Index/Lookup", false, false, false, &NewIndexLookupCall},
+    {0, "Lookup", "/golden.v1.Index/Lookup", false, false, false, &NewIndexLookupCall, false},
 };
 
 const ::google::protobuf::ServiceDescriptor* IndexDescriptor() {
@@ -90,7 +102,7 @@ namespace {
 }
 
 const ::granary::MethodInfo kLedgerMethods[] = {
-    {0, "Lookup", "/golden.v1.Ledger/Lookup", false, false, false, &NewLedgerLookupCall},
+    {0, "Lookup", "/golden.v1.Ledger/Lookup", false, false, false, &NewLedgerLookupCall, false},
 };
 
 const ::google::protobuf::ServiceDescriptor* LedgerDescriptor() {

@@ -6,6 +6,7 @@
 
 #include "core/call.h"
 #include "core/grain_interface.h"
+#include "core/stream.h"
 #include "golden.pb.h"
 
 namespace golden::v1 {
@@ -21,6 +22,7 @@ class LibraryRef : public ::granary::GrainRef {
     kLookup = 0,
     kShelve = 1,
     kPoke = 2,
+    kWatch = 3,
   };
 
   // Bound to the runtime of the grain code that uses it.
@@ -34,6 +36,10 @@ class LibraryRef : public ::granary::GrainRef {
   // One-way: returns once sent; nothing comes back.
   void Shelve(::golden::v1::Query_Nested request) const;
   ::granary::Task<::golden::v1::Answer> Poke(::golden::v1::Query request,
+      ::granary::CallOptions options = {}) const;
+  // Server streaming: read the grain's messages from the stream (no
+  // deadline unless options.timeout is set).
+  ::granary::Stream<::golden::v1::Answer> Watch(::golden::v1::Query request,
       ::granary::CallOptions options = {}) const;
 };
 
