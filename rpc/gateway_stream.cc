@@ -1,11 +1,14 @@
 #include "rpc/gateway_stream.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/stream.h"
 #include "rpc/gateway_connection.h"
 #include "rpc/gateway_set.h"
 
@@ -13,6 +16,26 @@ namespace granary::rpc {
 namespace {
 
 thread_local bool on_network_thread = false;
+
+// Grants the gateway credit for a streaming call as its consumer reads:
+// half a window at a time.
+class CreditHook final : public StreamChannel::ReadHook {
+ public:
+  CreditHook(GatewayStream* stream, uint64_t id, uint32_t window)
+      : stream_(stream), id_(id), batch_(std::max<uint32_t>(1, window / 2)) {
+    stream_->Ref();
+  }
+  ~CreditHook() override { stream_->Unref(); }
+  void OnRead() override {
+    if (++unacked_ >= batch_) stream_->GrantCredit(id_, std::exchange(unacked_, 0));
+  }
+
+ private:
+  GatewayStream* const stream_;
+  const uint64_t id_;
+  const uint32_t batch_;
+  uint32_t unacked_ = 0;  // under the channel's lock
+};
 
 }  // namespace
 
@@ -36,6 +59,11 @@ absl::Status GatewayStream::Send(v1::Request& request, CallBase* call) {
       return absl::OkStatus();
     }
   }
+  if (call != nullptr && call->stream() != nullptr) {
+    StreamChannel* ch = call->stream();
+    request.set_stream_window(ch->capacity());
+    ch->SetReadHook(std::make_unique<CreditHook>(this, id, ch->capacity()));
+  }
   absl::Status refused = Enqueue(request, call, id);
   if (!refused.ok() && call != nullptr) Forget(call);
   return refused;
@@ -48,6 +76,17 @@ void GatewayStream::ForwardCancel(uint64_t id) {
     // Half-closed (write_hold_ gone): nothing more can be written.
     if (dead_ || !write_hold_ || !waiting_.contains(id)) return;
     cancels_.push_back(id);
+    actions = AdvanceLocked();
+  }
+  Act(actions);
+}
+
+void GatewayStream::GrantCredit(uint64_t id, uint32_t n) {
+  Actions actions;
+  {
+    MutexLock lock(&mu_);
+    if (dead_ || !write_hold_ || !waiting_.contains(id)) return;
+    credits_.emplace_back(id, n);
     actions = AdvanceLocked();
   }
   Act(actions);
@@ -76,7 +115,9 @@ absl::Status GatewayStream::Enqueue(v1::Request& request, CallBase* call,
       return absl::UnavailableError(
           absl::StrCat("gateway ", link_->address(), " is shutting down"));
     }
-    ++in_flight_;
+    // An open stream is not a call in flight: it may stay open for good
+    // (the gateway bounds them apart).
+    if (call == nullptr || call->stream() == nullptr) ++in_flight_;
     if (call != nullptr) {
       request.set_id(id);
       waiting_.emplace(id, call);
@@ -98,7 +139,7 @@ GatewayStream::Actions GatewayStream::AdvanceLocked() {
   if (dead_) {
     write_hold_ = false;
     actions.remove_hold = true;
-  } else if (!pending_.empty() || !cancels_.empty()) {
+  } else if (!pending_.empty() || !cancels_.empty() || !credits_.empty()) {
     size_t bytes = 0;
     int one_way = 0;
     while (!pending_.empty()) {
@@ -124,6 +165,12 @@ GatewayStream::Actions GatewayStream::AdvanceLocked() {
       }
       cancels_.resize(kept);
     }
+    for (const auto& [id, n] : credits_) {
+      v1::StreamCredit* c = writing_.add_credits();
+      c->set_id(id);
+      c->set_n(n);
+    }
+    credits_.clear();
     pending_one_way_ -= one_way;
     writing_one_way_ = one_way;
     write_out_ = true;
@@ -187,6 +234,27 @@ void GatewayStream::Finish(CallBase* call, const v1::Reply& reply) {
   call->Release();
 }
 
+void GatewayStream::PushItem(CallBase* call, const v1::Reply& reply) {
+  StreamChannel* ch = call->stream();
+  if (ch == nullptr) return;  // not a stream: ignored
+  std::unique_ptr<google::protobuf::Message> item(ch->prototype().New());
+  if (!item->ParseFromString(reply.payload())) {
+    call->Fail(absl::InternalError(absl::StrCat(
+        "stream item from ", call->target().ToString(), " is not a valid ",
+        ch->prototype().GetTypeName())));
+    call->Cancel();
+    return;
+  }
+  absl::Status pushed = ch->TryPush(StreamItem(std::move(item)));
+  if (absl::IsResourceExhausted(pushed)) {
+    call->Fail(absl::InternalError(absl::StrCat(
+        "gateway ", link_->address(),
+        " sent more stream items than the client granted")));
+    call->Cancel();
+  }
+  // Otherwise queued, or the stream ended here already: dropped.
+}
+
 void GatewayStream::OnReadDone(bool ok) {
   if (!ok) {
     {
@@ -211,19 +279,34 @@ void GatewayStream::OnReadDone(bool ok) {
       told_to_drain = true;
       space_.SignalAll();
     }
+    int finished = 0;
     for (const v1::Reply& reply : incoming_.replies()) {
       auto it = waiting_.find(reply.id());
       if (it == waiting_.end()) continue;  // not ours: ignore
+      if (reply.item()) {
+        it->second->AddRef();  // the item's, until pushed
+        ready.emplace_back(it->second, &reply);
+        continue;
+      }
       ready.emplace_back(it->second, &reply);
+      if (it->second->stream() == nullptr) ++finished;
       waiting_.erase(it);
     }
-    in_flight_ -= static_cast<int>(ready.size());
+    in_flight_ -= finished;
     space_.SignalAll();
   }
   // Before the calls finish: what their continuations send goes elsewhere.
   if (told_to_drain) link_->OnStreamDraining(this);
   // Finishing resumes awaiting coroutines here, on this network thread.
-  for (auto& [call, reply] : ready) Finish(call, *reply);
+  // In order: a stream's items before its end.
+  for (auto& [call, reply] : ready) {
+    if (reply->item()) {
+      PushItem(call, *reply);
+      call->Release();
+    } else {
+      Finish(call, *reply);
+    }
+  }
   incoming_.Clear();
   StartRead(&incoming_);
   if (told_to_drain) Advance();  // half-closes at once when nothing is queued
@@ -250,6 +333,7 @@ void GatewayStream::OnDone(const grpc::Status& status) {
     waiting.swap(waiting_);
     pending_.clear();
     cancels_.clear();
+    credits_.clear();
     in_flight_ = 0;
     why = cancel_reason_;
     drained = draining_;

@@ -110,6 +110,9 @@ class GatewayStream final
 
   // CancelForwarder: the call sent as `id` was cancelled.
   void ForwardCancel(uint64_t id) override;
+  // The consumer of server-streaming call `id` read `n` items: the gateway
+  // may send that many more (RequestBatch.credits).
+  void GrantCredit(uint64_t id, uint32_t n);
 
   // Ends the stream; calls still in flight fail with UNAVAILABLE `why`.
   void Cancel(std::string why) {
@@ -145,6 +148,8 @@ class GatewayStream final
   void Act(Actions actions);
   void Advance();
   void Finish(CallBase* call, const v1::Reply& reply);
+  // An item of streaming `call` came: into its channel.
+  void PushItem(CallBase* call, const v1::Reply& reply);
   // `call` leaves waiting_: no cancel of it is sent from now on.
   void Forget(CallBase* call) {
     if (call->ClearForwarder() != nullptr) Unref();  // the forwarder's
@@ -168,6 +173,8 @@ class GatewayStream final
   absl::flat_hash_map<uint64_t, CallBase*> waiting_ ABSL_GUARDED_BY(mu_);
   // Cancels to send; only for ids in waiting_, each once.
   std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mu_);
+  // Stream credit to send (id, n); only for ids in waiting_.
+  std::vector<std::pair<uint64_t, uint32_t>> credits_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> next_id_{1};
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   v1::RequestBatch writing_;  // owned by the write out

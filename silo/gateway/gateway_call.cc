@@ -9,6 +9,7 @@
 #include "core/grain_id.h"
 #include "core/grain_interface.h"
 #include "core/status.h"
+#include "core/stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "rpc/credentials.h"
 #include "rpc/gateway_stream.h"
@@ -54,6 +55,45 @@ int64_t CallBytes(const v1::Request& request) {
                                     rpc::RequestContextBytes(request));
 }
 
+absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
+                               bool stopping, const Silo& silo) {
+  if (route == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "unknown grain method '", request.method(),
+        "': this silo hosts no such grain type or method"));
+  }
+  if (stopping && silo.router() == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("silo ", silo.name(), " is shutting down"));
+  }
+  if (route->method != nullptr && route->method->server_streaming &&
+      request.id() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        request.method(), " is server-streaming: its request needs an id"));
+  }
+  return absl::OkStatus();
+}
+
+void ConnectionBytes::Charge(int64_t bytes) {
+  bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  if (silo_budget_ != nullptr) silo_budget_->Charge(bytes);
+}
+
+int64_t ConnectionBytes::Release(int64_t bytes) {
+  if (bytes == 0) return bytes_.load(std::memory_order_relaxed);
+  const int64_t before = bytes_.fetch_sub(bytes, std::memory_order_acq_rel);
+  if (silo_budget_ != nullptr) silo_budget_->Release(bytes);
+  return before;
+}
+
+v1::Reply ErrorReply(uint64_t id, const absl::Status& error) {
+  v1::Reply reply;
+  reply.set_id(id);
+  reply.set_code(static_cast<int>(error.code()));
+  reply.set_message(std::string(error.message()));
+  return reply;
+}
+
 std::shared_ptr<const std::string> CallerOf(
     const grpc::CallbackServerContext& context) {
   std::string identity = rpc::CallerIdentity(context);
@@ -75,7 +115,10 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
     }
     GRANARY_ASSIGN_OR_RETURN(values, MakeContextValues(std::move(entries)));
   }
-  absl::Duration timeout = kDefaultCallTimeout;
+  absl::Duration timeout =
+      route.method != nullptr && route.method->server_streaming
+          ? absl::InfiniteDuration()
+          : kDefaultCallTimeout;
   if (request.timeout_us() != 0) {
     timeout = absl::Microseconds(
         std::min<uint64_t>(request.timeout_us(), uint64_t{1} << 62));
@@ -125,6 +168,199 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
   }
   call->set_request_context(std::move(context));
   return call;
+}
+
+// Registered with a channel that ran dry: pumps its stream once an item or
+// the end is there. Holds the call and the owner while registered.
+class ServedStreams::Wake final : public StreamWaiter {
+ public:
+  Wake(ServedStreams* streams, uint64_t id, CallBase* call)
+      : streams_(streams), id_(id), call_(call) {
+    call_->AddRef();
+    streams_->owner_->HoldOwner();
+  }
+  void ReadyUnlocked() override {
+    ServedStreams* streams = streams_;
+    {
+      MutexLock lock(&streams->mu_);
+      auto it = streams->served_.find(id_);
+      if (it != streams->served_.end() && it->second->call == call_) {
+        it->second->waiting = false;
+      }
+    }
+    streams->Pump(id_);
+    call_->Release();
+    Owner* owner = streams->owner_;
+    delete this;
+    owner->ReleaseOwner();  // may free `streams`
+  }
+  // Never registered: lets go (the caller holds the owner).
+  void Discard() {
+    call_->Release();
+    streams_->owner_->ReleaseOwner();
+    delete this;
+  }
+
+ private:
+  ~Wake() = default;
+  ServedStreams* const streams_;
+  const uint64_t id_;
+  CallBase* const call_;
+};
+
+ServedStreams::~ServedStreams() {
+  for (auto& [id, s] : served_) s->call->Release();
+}
+
+bool ServedStreams::Serves(uint64_t id) const {
+  MutexLock lock(&mu_);
+  return served_.contains(id);
+}
+
+void ServedStreams::Add(uint64_t id, CallBase* call, uint32_t window) {
+  if (window == 0) window = kDefaultStreamWindow;
+  window = std::min(window, kMaxStreamWindow);
+  call->AddRef();
+  {
+    MutexLock lock(&mu_);
+    auto [it, fresh] = served_.try_emplace(id);
+    if (!fresh) {
+      // Refused before (Serves); should one slip through, the old stream
+      // loses its entry but not its reference.
+      it->second->call->Release();
+    } else {
+      open_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    it->second = std::make_unique<Served>(Served{call, window, false, {}});
+  }
+  Pump(id);
+}
+
+void ServedStreams::Grant(uint64_t id, uint32_t n) {
+  {
+    MutexLock lock(&mu_);
+    auto it = served_.find(id);
+    if (it == served_.end()) return;  // ended: credit comes late
+    Served& s = *it->second;
+    s.credit = std::min<int64_t>(s.credit + n, kMaxStreamWindow);
+  }
+  Pump(id);
+}
+
+void ServedStreams::Pumped::Finish(Owner* owner) {
+  if (emitted) owner->ItemsEmitted();
+  if (fail != nullptr) {
+    fail->Fail(absl::InternalError("a stream item failed to serialize"));
+    fail->Release();
+  }
+  if (ended != nullptr) ended->call->Release();
+}
+
+void ServedStreams::Pump(uint64_t id) {
+  Pumped done;
+  {
+    MutexLock lock(&mu_);
+    PumpLocked(id, &done);
+  }
+  done.Finish(owner_);
+}
+
+void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
+  auto it = served_.find(id);
+  if (it == served_.end()) return;
+  Served& s = *it->second;
+  std::vector<v1::Reply> items;
+  StreamChannel* ch = s.call->stream();
+  bool end = false;
+  while (!s.waiting) {
+    // A failed stream's items past the credit are dropped, not waited for.
+    const bool failed = s.final.has_value() && s.final->code() != 0;
+    if (s.credit <= 0 && !failed) break;  // Grant pumps again
+    StreamItem item;
+    absl::Status status;
+    const StreamChannel::Read r = ch->TryRead(&item, &status);
+    if (r == StreamChannel::Read::kEnd) {
+      end = s.final.has_value();  // else End comes and pumps again
+      break;
+    }
+    if (r == StreamChannel::Read::kEmpty) {
+      auto* wake = new Wake(this, id, s.call);
+      s.waiting = true;
+      if (ch->WaitReadable(wake)) break;
+      s.waiting = false;
+      wake->Discard();  // readable already
+      continue;
+    }
+    if (s.credit <= 0) continue;  // failed: dropped
+    v1::Reply& reply = items.emplace_back();
+    reply.set_id(id);
+    reply.set_item(true);
+    if (!item->SerializeToString(reply.mutable_payload())) {
+      items.pop_back();
+      if (s.final.has_value()) continue;  // ended already: dropped
+      out->fail = s.call;  // failed once the lock is released
+      out->fail->AddRef();
+      break;
+    }
+    --s.credit;
+  }
+  if (end) {
+    items.push_back(std::move(*s.final));
+    out->ended = std::move(it->second);
+    served_.erase(it);
+    open_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  if (items.empty()) return;
+  owner_->EmitItems(&items);
+  out->emitted = true;
+}
+
+bool ServedStreams::End(uint64_t id, CallBase* call, v1::Reply* reply) {
+  Pumped done;
+  {
+    MutexLock lock(&mu_);
+    auto it = served_.find(id);
+    if (it == served_.end() || it->second->call != call) return false;
+    it->second->final = std::move(*reply);
+    PumpLocked(id, &done);
+  }
+  done.Finish(owner_);
+  return true;
+}
+
+void ServedStreams::EndAll(const absl::Status& status) {
+  std::vector<CallBase*> calls;
+  {
+    MutexLock lock(&mu_);
+    for (auto& [id, s] : served_) {
+      if (s->final.has_value()) continue;  // finished already
+      s->call->AddRef();
+      calls.push_back(s->call);
+    }
+  }
+  for (CallBase* call : calls) {
+    if (status.code() == absl::StatusCode::kCancelled) {
+      call->Cancel();  // the grain's cancellation token fires too
+    } else {
+      call->Fail(status);
+    }
+    call->Release();
+  }
+}
+
+absl::Status CheckStreamRequest(const ServedStreams& served,
+                                const v1::Request& request, int max_streams) {
+  if (served.Serves(request.id())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request id ", request.id(), " already names an open stream"));
+  }
+  if (served.open() >= max_streams) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the connection has ", max_streams,
+                     " streams open: end one, or open it on another "
+                     "connection"));
+  }
+  return absl::OkStatus();
 }
 
 v1::Reply ReplyOfCall(CallBase& call, int max_message_bytes,

@@ -8,13 +8,18 @@
 //       CallFromGatewayRequest(route, request, from_silos, caller, silo);
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "core/call.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 #include "core/sync.h"
 #include "granary/v1/gateway.pb.h"
 #include "silo/gateway/gateway_service_impl.h"
@@ -37,6 +42,35 @@ class Silo;
 // payload's size stands in for the parsed message's) and context, and the
 // call.
 int64_t CallBytes(const v1::Request& request);
+
+// Whether `request` may start on `route` (null: no such method):
+// UNIMPLEMENTED for an unknown method; UNAVAILABLE when the gateway is
+// `stopping` and `silo` is not in a cluster (a clustered silo sends calls on
+// to the grains' new homes); INVALID_ARGUMENT for a server-streaming request
+// without an id (its items are replies to that id).
+absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
+                               bool stopping, const Silo& silo);
+
+// The error reply to request `id`.
+v1::Reply ErrorReply(uint64_t id, const absl::Status& error);
+
+// The bytes a Gateway stream holds (its calls, and the replies it has not
+// written), charged to it and to its silo's budget (null: links from other
+// silos, bounded by their own limit only). Thread-safe.
+class ConnectionBytes {
+ public:
+  explicit ConnectionBytes(MemoryBudget* silo_budget)
+      : silo_budget_(silo_budget) {}
+  void Charge(int64_t bytes);
+  // Gives `bytes` back; never with the stream's lock held (the silo's budget
+  // may wake that very stream). Returns the bytes held before.
+  int64_t Release(int64_t bytes);
+  int64_t held() const { return bytes_.load(std::memory_order_acquire); }
+
+ private:
+  MemoryBudget* const silo_budget_;
+  std::atomic<int64_t> bytes_{0};
+};
 
 // The identity a client stream was accepted with; null when anonymous.
 std::shared_ptr<const std::string> CallerOf(
@@ -75,6 +109,87 @@ class OpenCalls {
   mutable Mutex mu_;
   absl::flat_hash_map<uint64_t, CallBase*> calls_ ABSL_GUARDED_BY(mu_);
 };
+
+// The server-streaming calls a Gateway stream serves: each one's items are
+// read from its channel (core/stream.h) as its client grants credit
+// (Request.stream_window, RequestBatch.credits) and handed to the owner as
+// item Replies, in order. Thread-safe.
+class ServedStreams {
+ public:
+  // The Gateway stream the items go to.
+  class Owner {
+   public:
+    // Queues item replies for writing; called with this object's lock held
+    // (which keeps their order), so it must not call back into it.
+    virtual void EmitItems(std::vector<v1::Reply>* items) = 0;
+    // After EmitItems, without the lock: start writing.
+    virtual void ItemsEmitted() = 0;
+    virtual void HoldOwner() = 0;
+    virtual void ReleaseOwner() = 0;
+
+   protected:
+    ~Owner() = default;
+  };
+
+  explicit ServedStreams(Owner* owner) : owner_(owner) {}
+  ~ServedStreams();
+
+  // Whether a stream is served as `id` (a request reusing it is refused).
+  bool Serves(uint64_t id) const;
+  // Streaming `call` (taking a reference) was accepted as `id`, with
+  // `window` items of credit (0: the default).
+  void Add(uint64_t id, CallBase* call, uint32_t window);
+  // The client read `n` more items of `id`.
+  void Grant(uint64_t id, uint32_t n);
+  // `call` (as `id`) finished with `reply`: false when it is not served
+  // here (the caller writes the reply). Else the reply is written after the
+  // stream's last items: after all of them, as the client's credit allows,
+  // when the call ended OK; after those the credit allows at once, the
+  // rest dropped, when it failed (a failed stream does not wait for a
+  // client that may never read again, such as one that half-closed).
+  bool End(uint64_t id, CallBase* call, v1::Reply* reply);
+  // Ends every stream with `status`: the client is gone (CANCELLED; the
+  // grains see their writes fail and their ObserverSets drop them), or the
+  // gateway is shutting down (UNAVAILABLE: the client watches again
+  // elsewhere).
+  void EndAll(const absl::Status& status);
+  // Streams served and not fully written (lock-free, for the owner's
+  // plans).
+  int open() const { return open_.load(std::memory_order_acquire); }
+
+ private:
+  struct Served {
+    CallBase* call;   // a reference
+    int64_t credit;   // items the client may still receive
+    bool waiting = false;  // a Wake is registered with the channel
+    // The call's reply, once it finished: written after its items.
+    std::optional<v1::Reply> final;
+  };
+  // What a pump leaves to do once mu_ is released.
+  struct Pumped {
+    bool emitted = false;
+    CallBase* fail = nullptr;  // an item did not serialize (a reference)
+    std::unique_ptr<Served> ended;
+    void Finish(Owner* owner);
+  };
+  class Wake;
+  // Reads what the credit allows, emits it (and the final reply after the
+  // last item, ending the stream); waits for the channel when it runs dry.
+  void PumpLocked(uint64_t id, Pumped* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Pump(uint64_t id);
+
+  Owner* const owner_;
+  mutable Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Served>> served_
+      ABSL_GUARDED_BY(mu_);
+  std::atomic<int> open_{0};  // served_.size()
+};
+
+// Whether a server-streaming `request` may open on a connection serving
+// `served`: INVALID_ARGUMENT when its id names an open stream already,
+// RESOURCE_EXHAUSTED with `max_streams` open.
+absl::Status CheckStreamRequest(const ServedStreams& served,
+                                const v1::Request& request, int max_streams);
 
 // The reply to write for a finished awaited `call`: its serialized reply,
 // or its error; RESOURCE_EXHAUSTED when the reply would not fit a message

@@ -2,17 +2,11 @@
 #include "silo/gateway/gateway_service_impl.h"
 #include "silo/gateway/gateway_call.h"
 
-#include <unistd.h>
-
 #include <atomic>
-#include <cstdio>
 #include <deque>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/call.h"
@@ -20,10 +14,7 @@
 #include "core/log.h"
 #include "core/memory_budget.h"
 #include "core/sync.h"
-#include "core/version.h"
 #include "rpc/credentials.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -49,7 +40,8 @@ namespace granary::silo {
 // half-closes; Stop then ends what is left (see gateway.proto, "Shutdown").
 class GatewayStream final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-      public MemoryBudget::Waiter {
+      public MemoryBudget::Waiter,
+      public ServedStreams::Owner {
  public:
   GatewayStream(GatewayService::Impl* service,
                 grpc::CallbackServerContext* context, bool stopping,
@@ -102,6 +94,10 @@ class GatewayStream final
       draining_ = true;
       notice_due_ = true;
     }
+    // The client half-closes and grants no more credit: its streams end
+    // here, and it watches again elsewhere.
+    served_.EndAll(absl::UnavailableError(
+        "the gateway is shutting down: open the stream again"));
     Advance();
   }
 
@@ -174,7 +170,7 @@ class GatewayStream final
       writing_bytes_ = 0;
       if (!ok) Break();
     }
-    Uncharge(written);
+    bytes_.Release(written);
     Advance();
   }
 
@@ -204,6 +200,15 @@ class GatewayStream final
     Unref();  // the waiter's reference
   }
 
+  // ServedStreams::Owner: items of the streams this stream serves.
+  void EmitItems(std::vector<v1::Reply>* items) override {
+    MutexLock lock(&mu_);
+    for (v1::Reply& r : *items) QueueLocked(std::move(r));
+  }
+  void ItemsEmitted() override { Advance(); }
+  void HoldOwner() override { Ref(); }
+  void ReleaseOwner() override { Unref(); }
+
   // A call accepted from this stream finished (any worker thread).
   static void CallDone(void* ctx, CallBase* call) {
     auto* self = static_cast<GatewayStream*>(ctx);
@@ -218,21 +223,16 @@ class GatewayStream final
       MutexLock lock(&mu_);
       held = pending_bytes_ + writing_bytes_ + to_release_;
     }
-    Uncharge(held);
+    bytes_.Release(held);
   }
 
-  // Charges `bytes` to this stream and the silo.
-  void Charge(int64_t bytes) {
-    bytes_.fetch_add(bytes, std::memory_order_relaxed);
-    if (silo_budget_ != nullptr) silo_budget_->Charge(bytes);
-  }
-  // Gives `bytes` back; never with mu_ held (the silo's budget may wake
-  // this very stream). Returns this stream's bytes before.
-  int64_t Uncharge(int64_t bytes) {
-    if (bytes == 0) return bytes_.load(std::memory_order_relaxed);
-    const int64_t before = bytes_.fetch_sub(bytes, std::memory_order_acq_rel);
-    if (silo_budget_ != nullptr) silo_budget_->Release(bytes);
-    return before;
+  // Requires mu_: queues `reply` to write (dropped once broken).
+  void QueueLocked(v1::Reply reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (broken_) return;
+    const int64_t bytes = ReplyBytes(reply);
+    pending_bytes_ += bytes;
+    bytes_.Charge(bytes);
+    pending_.push_back(std::move(reply));
   }
 
   // Requires mu_. The client is gone or the stream failed: replies from now
@@ -252,7 +252,7 @@ class GatewayStream final
       // No reply: only a change that matters to Advance takes the lock
       // (reading resumes below the limits; a draining stream finishes at
       // 0).
-      const int64_t before = Uncharge(call->charge());
+      const int64_t before = bytes_.Release(call->charge());
       const int left = in_flight_.fetch_sub(1, std::memory_order_acq_rel) - 1;
       if (left == max_in_flight_ - 1 || left == 0 ||
           (max_connection_bytes_ > 0 && before >= max_connection_bytes_)) {
@@ -262,17 +262,18 @@ class GatewayStream final
     }
     open_.Remove(call->caller_tag(), call);
     v1::Reply reply = ReplyOfCall(*call, max_message_bytes_, from_silos_);
-    {
+    if (call->stream() != nullptr) {
+      // Written after the stream's last items; streams are not counted in
+      // flight (Accept).
+      if (served_.End(call->caller_tag(), call, &reply)) return;
+      MutexLock lock(&mu_);
+      QueueLocked(std::move(reply));  // not served (cannot happen)
+    } else {
       MutexLock lock(&mu_);
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
-      if (!broken_) {
-        const int64_t bytes = ReplyBytes(reply);
-        pending_bytes_ += bytes;
-        Charge(bytes);
-        pending_.push_back(std::move(reply));
-      }
+      QueueLocked(std::move(reply));
     }
-    Uncharge(call->charge());
+    bytes_.Release(call->charge());
     Advance();
   }
 
@@ -297,10 +298,7 @@ class GatewayStream final
         continue;
       }
       if (request.id() != 0) {
-        v1::Reply& reply = refused.emplace_back();
-        reply.set_id(request.id());
-        reply.set_code(static_cast<int>(error.code()));
-        reply.set_message(std::string(error.message()));
+        refused.push_back(ErrorReply(request.id(), error));
       } else {
         // A client can send these at will: one line a second at most.
         GRANARY_LOG_EVERY(kWarning, absl::Seconds(1))
@@ -308,18 +306,17 @@ class GatewayStream final
             << " gateway: one-way request refused: " << error;
       }
     }
-    if (!batch_.cancels().empty()) open_.Cancel(batch_.cancels());
-    batch_.Clear();
     in_flight_.fetch_sub(n - accepted, std::memory_order_relaxed);
-    MutexLock lock(&mu_);
-    if (!broken_) {
-      for (v1::Reply& r : refused) {
-        const int64_t bytes = ReplyBytes(r);
-        pending_bytes_ += bytes;
-        Charge(bytes);
-        pending_.push_back(std::move(r));
-      }
+    {
+      // Refusals go ahead of the items the credits below release.
+      MutexLock lock(&mu_);
+      for (v1::Reply& r : refused) QueueLocked(std::move(r));
     }
+    if (!batch_.cancels().empty()) open_.Cancel(batch_.cancels());
+    for (const v1::StreamCredit& c : batch_.credits()) {
+      served_.Grant(c.id(), c.n());
+    }
+    batch_.Clear();
   }
 
   // The route of `method`; consecutive requests usually share it.
@@ -336,15 +333,13 @@ class GatewayStream final
     Silo* silo = silo_;
     const int64_t bytes = CallBytes(request);  // before the key moves
     const Route* route = FindRoute(request.method());
-    if (route == nullptr) {
-      return absl::UnimplementedError(absl::StrCat(
-          "unknown grain method '", request.method(),
-          "': this silo hosts no such grain type or method"));
-    }
-    if (stopping && silo->router() == nullptr) {
-      // In a cluster the silo sends such calls on to the grains' new homes.
-      return absl::UnavailableError(absl::StrCat(
-          "silo ", silo->name(), " is shutting down"));
+    GRANARY_RETURN_IF_ERROR(
+        CheckGatewayRoute(route, request, stopping, *silo));
+    const bool streaming =
+        route->method != nullptr && route->method->server_streaming;
+    if (streaming) {
+      GRANARY_RETURN_IF_ERROR(
+          CheckStreamRequest(served_, request, max_in_flight_));
     }
     GRANARY_ASSIGN_OR_RETURN(
         CallBase * call,
@@ -353,9 +348,15 @@ class GatewayStream final
                               from_silos_ ? "silo" : "client");
     Ref();  // the call's
     call->set_charge(static_cast<uint32_t>(bytes));
-    Charge(bytes);
+    bytes_.Charge(bytes);
     call->SetDoneCallback(&GatewayStream::CallDone, this);
     if (!call->one_way() && request.id() != 0) open_.Add(request.id(), call);
+    if (streaming) {
+      // An open stream does not hold the connection's reading back (it
+      // would stall the credit that keeps it going): it is bounded apart.
+      in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      served_.Add(request.id(), call, request.stream_window());
+    }
     if (route->method == nullptr) {
       silo->InvokeReminder(call);
     } else {
@@ -372,7 +373,10 @@ class GatewayStream final
       MutexLock lock(&mu_);
       PlanLocked(&steps);
     }
-    Uncharge(steps.release);
+    bytes_.Release(steps.release);
+    if (steps.cancel_streams) {
+      served_.EndAll(absl::CancelledError("the client went away"));
+    }
     if (steps.wait_for_budget && !silo_budget_->WakeWhenUnder(this)) {
       // Under the limit again already: read after all.
       Wake();
@@ -385,12 +389,17 @@ class GatewayStream final
     int64_t release = 0;           // bytes Break dropped
     bool wait_for_budget = false;  // register with the silo's budget
     bool stop_waiting = false;     // finished: leave the budget's waiters
+    bool cancel_streams = false;   // broken: the client reads no more items
   };
 
   // Requires mu_: decides what is due and starts the gRPC operations.
   void PlanLocked(Steps* steps) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     steps->release = to_release_;
     to_release_ = 0;
+    if (broken_ && !streams_cancelled_) {
+      streams_cancelled_ = true;
+      steps->cancel_streams = true;
+    }
     if (finished_) return;
     bool read = false;
     bool write = false;
@@ -407,7 +416,7 @@ class GatewayStream final
       // Over a budget, the stream is not read: HTTP/2 flow control then
       // holds the client back, and nothing it sent is dropped.
       if (max_connection_bytes_ > 0 &&
-          bytes_.load(std::memory_order_acquire) >= max_connection_bytes_) {
+          bytes_.held() >= max_connection_bytes_) {
         if (!paused_) silo_->metrics().paused_connection->Inc();
         paused_ = true;
       } else if (silo_budget_ != nullptr && silo_budget_->Over()) {
@@ -425,7 +434,8 @@ class GatewayStream final
         read = true;
       }
     }
-    const bool drained = in_flight == 0 && pending_.empty() &&
+    const bool drained = in_flight == 0 && served_.open() == 0 &&
+                         pending_.empty() &&
                          !write_in_flight_ && !dispatching_;
     if (broken_ && !write_in_flight_) {
       finish = true;
@@ -494,6 +504,7 @@ class GatewayStream final
   const bool from_silos_;
   std::atomic<int> refs_{1};
   OpenCalls open_;  // awaited calls, for the client's cancels
+  ServedStreams served_{this};  // server-streaming calls: items and credit
 
   // Touched only by the read side (one read at a time).
   grpc::ByteBuffer incoming_;
@@ -512,7 +523,7 @@ class GatewayStream final
   // Bytes this stream holds (its budget, max_connection_bytes): accepted
   // calls not finished (their charge) and replies not yet written. Atomic
   // like in_flight_.
-  std::atomic<int64_t> bytes_{0};
+  ConnectionBytes bytes_{silo_budget_};  // never released under mu_
   int64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // in pending_
   int64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // in the write out
   int64_t to_release_ ABSL_GUARDED_BY(mu_) = 0;     // dropped by Break
@@ -529,21 +540,9 @@ class GatewayStream final
   bool notice_due_ ABSL_GUARDED_BY(mu_) = false;  // not written yet
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool streams_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status broken_status_ ABSL_GUARDED_BY(mu_);
 };
-
-namespace {
-
-// A stream refused at once: before the service has its silo, or with
-// max_streams open.
-class RefusedStream final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  explicit RefusedStream(grpc::Status status) { Finish(std::move(status)); }
-  void OnDone() override { delete this; }
-};
-
-}  // namespace
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {

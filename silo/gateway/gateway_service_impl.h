@@ -37,9 +37,19 @@ inline size_t ReplyBytes(const v1::Reply& r) {
   return r.payload().size() + r.message().size() + 16;
 }
 
+// A Gateway stream refused at once: before the service has its silo, or
+// with max_streams open.
+class RefusedStream final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit RefusedStream(grpc::Status status) { Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace gateway_internal
 
 using gateway_internal::kStoppingKey;
+using gateway_internal::RefusedStream;
 using gateway_internal::ReplyBytes;
 using gateway_internal::Route;
 

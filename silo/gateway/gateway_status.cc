@@ -49,6 +49,7 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Status(
       method->set_one_way(m.one_way);
       method->set_read_only(m.read_only);
       method->set_always_interleave(m.always_interleave);
+      method->set_server_streaming(m.server_streaming);
       if (service != nullptr) {
         if (const auto* md = service->FindMethodByName(std::string(m.name))) {
           method->set_input_type(md->input_type()->full_name());

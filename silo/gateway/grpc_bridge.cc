@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/memory_budget.h"
 #include "core/status.h"
+#include "core/stream.h"
 #include "core/sync.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "rpc/credentials.h"
@@ -86,6 +87,176 @@ class BridgeCall final : public grpc::ServerUnaryReactor {
   Mutex mu_;
 };
 
+// One server-streaming call the bridge started: writes the stream's items
+// as they come, one write out at a time (gRPC's flow control then holds
+// the grain back through the stream's bounded buffer), and finishes with
+// the stream's end status. References: gRPC's (until OnDone) and one while
+// it waits for the channel; the last deletes it.
+class BridgeStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
+                           public StreamWaiter {
+ public:
+  BridgeStream(CallBase* call, MemoryBudget* budget, int64_t bytes)
+      : call_(call), budget_(budget), bytes_(bytes) {
+    call_->AddRef();
+  }
+
+  // Once the call is handed to the silo: writes what is there.
+  void Begin() { Pump(); }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      {
+        MutexLock lock(&mu_);
+        broken_ = true;
+        writing_ = false;
+      }
+      call_->Cancel();  // the client is gone: the grain's writes fail
+    } else {
+      MutexLock lock(&mu_);
+      writing_ = false;
+    }
+    Pump();
+  }
+  void OnCancel() override {
+    { MutexLock lock(&mu_); }
+    call_->Cancel();
+  }
+  void OnDone() override { Unref(); }
+
+  bool ReadyLocked() override { return true; }
+  void ReadyUnlocked() override {
+    {
+      MutexLock lock(&mu_);
+      waiting_ = false;
+    }
+    Pump();
+    Unref();  // the wait's
+  }
+
+ private:
+  ~BridgeStream() override {
+    if (budget_ != nullptr) budget_->Release(bytes_);
+    call_->Release();
+  }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  // Starts the next write, the finish, or a wait for the channel.
+  void Pump() {
+    StreamChannel* ch = call_->stream();
+    MutexLock lock(&mu_);
+    while (!writing_ && !finished_ && !waiting_) {
+      if (broken_) {
+        finished_ = true;
+        Finish(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
+        return;
+      }
+      StreamItem item;
+      absl::Status end;
+      switch (ch->TryRead(&item, &end)) {
+        case StreamChannel::Read::kItem: {
+          std::string bytes;
+          if (!item->SerializeToString(&bytes)) {
+            finished_ = true;
+            call_->Fail(absl::InternalError("stream item failed to serialize"));
+            Finish(grpc::Status(grpc::StatusCode::INTERNAL,
+                                "stream item failed to serialize"));
+            return;
+          }
+          SetBytes(bytes, &out_);
+          writing_ = true;
+          StartWrite(&out_);
+          return;
+        }
+        case StreamChannel::Read::kEnd:
+          finished_ = true;
+          Finish(rpc::ToGrpc(end));
+          return;
+        case StreamChannel::Read::kEmpty:
+          refs_.fetch_add(1, std::memory_order_relaxed);  // the wait's
+          waiting_ = true;
+          if (ch->WaitReadable(this)) return;
+          waiting_ = false;  // readable already
+          refs_.fetch_sub(1, std::memory_order_relaxed);
+          break;
+      }
+    }
+  }
+
+  CallBase* const call_;
+  MemoryBudget* const budget_;
+  const int64_t bytes_;
+  std::atomic<int> refs_{1};
+  Mutex mu_;
+  grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// What ServeUnary and ServeServerStream do before the call is sent: checks
+// the silo's budget, builds the call from the request and its metadata.
+struct Prepared {
+  CallBase* call = nullptr;
+  grpc::Status refusal;
+  MemoryBudget* budget = nullptr;
+  int64_t bytes = 0;
+};
+
+Prepared PrepareCall(CallInvoker* invoker,
+                     grpc::CallbackServerContext* context,
+                     const InterfaceInfo& iface, uint32_t method,
+                     const grpc::ByteBuffer* request) {
+  Prepared p;
+  const MethodInfo& info = iface.methods[method];
+  auto* silo = dynamic_cast<Silo*>(invoker);
+  p.budget = silo != nullptr ? &silo->remote_memory() : nullptr;
+  if (p.budget != nullptr && p.budget->Over()) {
+    silo->metrics().refused_over_budget->Inc();
+    p.refusal = grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        "the silo holds as many remote calls as its --silo_memory_budget "
+        "allows: retry later");
+    return p;
+  }
+  const auto& metadata = context->client_metadata();
+  auto key_it = metadata.find(kGrainKeyMetadata);
+  // A stream has no deadline unless its client set one.
+  absl::Duration timeout = info.server_streaming ? absl::InfiniteDuration()
+                                                 : kDefaultCallTimeout;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    timeout = absl::FromChrono(context->deadline()) - absl::Now();
+  }
+  absl::StatusOr<CallBase*> made = UnaryCallFromWire(
+      iface, method, key_it == metadata.end() ? nullptr : &key_it->second,
+      timeout, request);
+  if (!made.ok()) {
+    p.refusal = rpc::ToGrpc(made.status());
+    return p;
+  }
+  CallBase* call = *made;
+  RequestContext call_context;
+  call_context.chain_id = call->request_context().chain_id;
+  if (absl::Status s = ContextFromMetadata(metadata, &call_context);
+      !s.ok()) {
+    call->Release();
+    p.refusal = rpc::ToGrpc(s);
+    return p;
+  }
+  if (std::string caller = rpc::CallerIdentity(*context); !caller.empty()) {
+    call_context.caller =
+        std::make_shared<const std::string>(std::move(caller));
+  }
+  call->set_request_context(std::move(call_context));
+  GRANARY_LOG_CALL_ACCEPTED(*call, info.full_name, "grpc");
+  p.bytes = 256 + static_cast<int64_t>(call->target().key().size() +
+                                       request->Length());
+  if (p.budget != nullptr) p.budget->Charge(p.bytes);
+  p.call = call;
+  return p;
+}
+
 }  // namespace
 
 absl::Status ContextFromMetadata(
@@ -143,56 +314,40 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
                                      uint32_t method,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) {
-  // gRPC's default reactor answers a call refused before it starts.
-  auto refuse = [context](const grpc::Status& status) {
+  Prepared p = PrepareCall(invoker, context, iface, method, request);
+  if (p.call == nullptr) {
+    // gRPC's default reactor answers a call refused before it starts.
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(status);
+    reactor->Finish(p.refusal);
     return reactor;
-  };
-  const MethodInfo& info = iface.methods[method];
-  auto* silo = dynamic_cast<Silo*>(invoker);
-  MemoryBudget* budget = silo != nullptr ? &silo->remote_memory() : nullptr;
-  if (budget != nullptr && budget->Over()) {
-    silo->metrics().refused_over_budget->Inc();
-    return refuse(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        "the silo holds as many remote calls as its --silo_memory_budget "
-        "allows: retry later"));
   }
-  const auto& metadata = context->client_metadata();
-  auto key_it = metadata.find(kGrainKeyMetadata);
-  absl::Duration timeout = kDefaultCallTimeout;
-  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
-    timeout = absl::FromChrono(context->deadline()) - absl::Now();
-  }
-  absl::StatusOr<CallBase*> made = UnaryCallFromWire(
-      iface, method, key_it == metadata.end() ? nullptr : &key_it->second,
-      timeout, request);
-  if (!made.ok()) {
-    return refuse(rpc::ToGrpc(made.status()));
-  }
-  CallBase* call = *made;
-  RequestContext call_context;
-  call_context.chain_id = call->request_context().chain_id;
-  if (absl::Status s = ContextFromMetadata(metadata, &call_context);
-      !s.ok()) {
-    call->Release();
-    return refuse(rpc::ToGrpc(s));
-  }
-  if (std::string caller = rpc::CallerIdentity(*context); !caller.empty()) {
-    call_context.caller =
-        std::make_shared<const std::string>(std::move(caller));
-  }
-  call->set_request_context(std::move(call_context));
-  GRANARY_LOG_CALL_ACCEPTED(*call, info.full_name, "grpc");
-  const int64_t bytes =
-      256 + static_cast<int64_t>(call->target().key().size() +
-                                 request->Length());
-  if (budget != nullptr) budget->Charge(bytes);
-  auto* bridge = new BridgeCall(call, response, budget, bytes);
-  call->SetDoneCallback(&BridgeCall::Done, bridge);
+  auto* bridge = new BridgeCall(p.call, response, p.budget, p.bytes);
+  p.call->SetDoneCallback(&BridgeCall::Done, bridge);
   bridge->Publish();
-  invoker->Invoke(call);
+  invoker->Invoke(p.call);
+  return bridge;
+}
+
+namespace {
+
+// A stream refused before it starts.
+class RefusedWrite final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  explicit RefusedWrite(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ServeServerStream(
+    CallInvoker* invoker, grpc::CallbackServerContext* context,
+    const InterfaceInfo& iface, uint32_t method,
+    const grpc::ByteBuffer* request) {
+  Prepared p = PrepareCall(invoker, context, iface, method, request);
+  if (p.call == nullptr) return new RefusedWrite(p.refusal);
+  auto* bridge = new BridgeStream(p.call, p.budget, p.bytes);
+  invoker->Invoke(p.call);  // takes the call's reference
+  bridge->Begin();
   return bridge;
 }
 

@@ -61,6 +61,18 @@ grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response);
 
+// Serves one server-streaming call (`rpc M(R) returns (stream E)`): each
+// message the grain writes is sent as it comes, and the call ends with the
+// stream's status (OK when the grain ended it; UNAVAILABLE when its
+// activation went away, so the client subscribes again). Refusals as for
+// ServeUnary. No deadline unless the client set one; a client's cancel, or
+// a write that fails because it went away, cancels the stream (the grain's
+// writes then fail).
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ServeServerStream(
+    CallInvoker* invoker, grpc::CallbackServerContext* context,
+    const InterfaceInfo& iface, uint32_t method,
+    const grpc::ByteBuffer* request);
+
 // What ServeUnary makes of a request before any grain sees it: a new call
 // (holding one reference) of `method` of grain type `iface`, to the grain
 // whose key is `key` (the value of the granary-key metadata; null when the

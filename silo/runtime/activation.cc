@@ -62,7 +62,10 @@ Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
 }
 
 // Senders still waiting for room here go on.
-Activation::~Activation() { WakeRoomWaiters(); }
+Activation::~Activation() {
+  WakeRoomWaiters();
+  for (CallBase* call : streams_) call->Release();
+}
 
 void Activation::Post(Message* m) {
   // Once pushed, the message may be run by a worker that then finishes the
@@ -545,13 +548,14 @@ void Activation::HandleControl(Message* m) {
     const absl::Duration idle = absl::Nanoseconds(
         silo_->IdleClockNs() - last_active_ns_.load(std::memory_order_relaxed));
     if (state_ == State::kActive && running_.empty() && waiting_.empty() &&
-        idle >= type_->idle_timeout) {
+        idle >= type_->idle_timeout && OpenStreams() == 0) {
       BeginDeactivation(DeactivationReason::kIdle);
     }
   } else if (m == &shed_msg_) {
     shed_posted_.store(false, std::memory_order_relaxed);
     if (state_ == State::kActive && running_.empty() && waiting_.empty() &&
-        queued_calls_.load(std::memory_order_relaxed) == 0) {
+        queued_calls_.load(std::memory_order_relaxed) == 0 &&
+        OpenStreams() == 0) {
       BeginDeactivation(DeactivationReason::kMemoryPressure);
     }
   } else if (m == &shutdown_msg_) {

@@ -145,6 +145,13 @@ class Activation final : public Runnable, public MessageSink {
   // lost): its ticks run.
   void ForgetReminder(const std::string& name) { reminders_.erase(name); }
 
+  // A streaming call this activation serves (its method got a writer): the
+  // activation holds it until it ends, and ends it UNAVAILABLE when the
+  // activation goes first. An activation with open streams is not idle.
+  void KeepStream(CallBase* call);
+  // Streams held and not ended (drops the ended ones).
+  size_t OpenStreams();
+
   // --- completion callbacks (on this activation's worker) -----------------
   void OnRequestDone(CallBase* call, bool claimed, absl::Status status);
   void OnTickDone(GrainTimer* timer);
@@ -290,6 +297,11 @@ class Activation final : public Runnable, public MessageSink {
   absl::flat_hash_map<std::string, absl::Time> reminders_;  // NoteReminder
   // The due time of the last tick of each reminder that ran here.
   absl::flat_hash_map<std::string, absl::Time> last_ticks_;
+  // KeepStream: one reference each; ended ones pruned as it grows.
+  std::vector<CallBase*> streams_;
+  size_t streams_pruned_at_ = 0;
+  // Ends the streams still open with `status` and lets them go.
+  void EndStreams(const absl::Status& status);
 };
 
 }  // namespace granary::silo

@@ -148,6 +148,9 @@ void Activation::OnDeactivated() {
     }
   });
   waiting_.clear();
+  // Subscribers see the end and subscribe again: a new activation.
+  EndStreams(absl::UnavailableError(absl::StrCat(
+      "grain ", id_.ToString(), " deactivated; call again to reactivate it")));
   grain_.reset();
   state_ = State::kGone;
   silo_->OnActivationGone(this);
@@ -194,6 +197,7 @@ void Activation::Abandon(const absl::Status& status) {
     if (silo_->timers().Cancel(timer)) delete timer;
   }
   timers_.clear();
+  EndStreams(status);
   grain_.reset();
   type_->metrics->activations->Add(-1);
   state_ = State::kGone;
@@ -218,6 +222,38 @@ void Activation::RequestShed() {
   if (shed_posted_.exchange(true, std::memory_order_relaxed)) return;
   Post(&shed_msg_);
   WakeFromPark();
+}
+
+void Activation::KeepStream(CallBase* call) {
+  call->AddRef();
+  streams_.push_back(call);
+  if (streams_.size() >= 2 * streams_pruned_at_ + 16) {
+    OpenStreams();
+    streams_pruned_at_ = streams_.size();
+  }
+}
+
+size_t Activation::OpenStreams() {
+  size_t kept = 0;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    CallBase* call = streams_[i];
+    if (call->stream()->closed()) {
+      call->Release();
+      continue;
+    }
+    streams_[kept++] = call;
+  }
+  streams_.resize(kept);
+  return kept;
+}
+
+void Activation::EndStreams(const absl::Status& status) {
+  for (CallBase* call : streams_) {
+    call->Fail(status);
+    call->Release();
+  }
+  streams_.clear();
+  streams_pruned_at_ = 0;
 }
 
 void Activation::DeactivateOnIdle() {

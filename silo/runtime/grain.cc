@@ -225,5 +225,24 @@ void FinishRequest(CallBase* call, bool claimed, absl::Status status) {
       ->OnRequestDone(call, claimed, std::move(status));
 }
 
+void KeepStream(CallBase* call) {
+  static_cast<silo::Activation*>(call->callee())->KeepStream(call);
+}
+
+void StreamRequestDone(void* ctx) {
+  auto* call = static_cast<CallBase*>(ctx);
+  auto h = std::coroutine_handle<internal::TaskPromise<void>>::from_address(
+      call->callee_frame());
+  absl::Status status;
+  bool claimed = false;
+  if (h.promise().exception()) {
+    status = StatusFromException(h.promise().exception());
+    claimed = call->TryClaim();
+  }
+  h.destroy();  // drops the method's own writer
+  call->set_callee_frame(nullptr);
+  FinishRequest(call, claimed, std::move(status));
+}
+
 }  // namespace internal
 }  // namespace granary

@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "core/call.h"
 #include "core/grain_interface.h"
+#include "core/stream.h"
 #include "core/task.h"
 
 namespace grpc {
@@ -211,6 +212,29 @@ void RunRequest(Task<Resp> task, CallBase* call) {
   auto h = task.Release();
   call->set_callee_frame(h.address());
   h.promise().set_done(&RequestDone<Resp>, call);
+  h.resume();
+}
+
+// The activation serving streaming `call` keeps it, to end it UNAVAILABLE
+// if the activation goes first (silo/runtime/activation.h).
+void KeepStream(CallBase* call);
+
+// The writer a streaming method gets.
+template <typename E>
+StreamWriter<E> BeginStream(CallBase* call) {
+  KeepStream(call);
+  return StreamWriter<E>(call);
+}
+
+// A streaming method's task ended: the stream goes on while a writer is
+// held (its last one ends it), unless the method failed, which ends it with
+// the error.
+void StreamRequestDone(void* ctx);
+
+inline void RunStreamRequest(Task<void> task, CallBase* call) {
+  auto h = task.Release();
+  call->set_callee_frame(h.address());
+  h.promise().set_done(&StreamRequestDone, call);
   h.resume();
 }
 
