@@ -64,6 +64,10 @@ ABSL_FLAG(std::vector<std::string>, context, {},
 ABSL_FLAG(std::string, traceparent, "",
           "For `call`: a W3C traceparent header the call continues "
           "(default: the silo starts a new trace).");
+ABSL_FLAG(absl::Duration, watch_for, absl::InfiniteDuration(),
+          "For `call` of a server-streaming method: how long to print its "
+          "messages before ending the call (default: until the grain ends "
+          "the stream; Ctrl-C ends it too).");
 ABSL_FLAG(std::string, postgres, "",
           "For `db`: the PostgreSQL connection string or URI (it may hold a "
           "password: prefer --postgres_file or GRANARY_POSTGRES).");
@@ -104,12 +108,70 @@ constexpr char kUsage[] =
     "  db version                   the database's schema version and this "
     "build's\n";
 
+// Prints each message of a server-streaming call as one JSON line, as it
+// arrives. The request goes out on a generic bidi call and is half-closed
+// at once: on the wire that is the server-streaming call.
+class PrintingStream final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  PrintingStream(const pb::Descriptor* output, std::ostream* out)
+      : output_(output), out_(out) {}
+
+  void Run(grpc::GenericStub* stub, grpc::ClientContext* ctx,
+           const std::string& path, const grpc::ByteBuffer& request) {
+    request_ = request;
+    stub->PrepareBidiStreamingCall(ctx, path, grpc::StubOptions(), this);
+    StartWriteLast(&request_, grpc::WriteOptions());
+    StartRead(&received_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (received_.Dump(&slices).ok()) {
+      for (const auto& s : slices) {
+        bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+    }
+    absl::StatusOr<std::string> json = ReplyToJson(*output_, bytes);
+    if (json.ok()) {
+      *out_ << *json << std::endl;  // flushed: a watcher sees it now
+    } else {
+      std::cerr << "granary: " << json.status() << "\n";
+    }
+    StartRead(&received_);
+  }
+  void OnDone(const grpc::Status& s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = s;
+    done_ = true;
+    cv_.notify_one();
+  }
+  grpc::Status Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return status_;
+  }
+
+ private:
+  const pb::Descriptor* const output_;
+  std::ostream* const out_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer received_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  grpc::Status status_;
+};
+
 class Cli {
  public:
   Cli(std::string gateway, absl::Duration timeout,
       rpc::ClientSecurity security)
       : gateway_(std::move(gateway)),
         timeout_(timeout),
+        watch_for_(absl::GetFlag(FLAGS_watch_for)),
         security_(std::move(security)),
         channel_(rpc::NewChannel(
             gateway_, rpc::MakeChannelCredentials(security_))) {}
@@ -186,7 +248,8 @@ class Cli {
         if (m.read_only()) flags.push_back("read_only");
         if (m.always_interleave()) flags.push_back("always_interleave");
         std::cout << "  " << m.name() << "(" << m.input_type() << ") returns ("
-                  << m.output_type() << ")";
+                  << (m.server_streaming() ? "stream " : "") << m.output_type()
+                  << ")";
         if (!flags.empty()) std::cout << "  [" << absl::StrJoin(flags, ", ") << "]";
         std::cout << "\n";
       }
@@ -234,7 +297,15 @@ class Cli {
                              RequestFromJson(*input, json));
     grpc::GenericStub stub(channel_);
     grpc::ClientContext ctx;
-    SetDeadline(&ctx);
+    if (method->server_streaming()) {
+      // A stream runs until the grain ends it: a deadline only when asked.
+      if (watch_for_ != absl::InfiniteDuration()) {
+        ctx.set_deadline(absl::ToChronoTime(absl::Now() + watch_for_));
+      }
+      rpc::AddCallToken(&ctx, security_);
+    } else {
+      SetDeadline(&ctx);
+    }
     ctx.AddMetadata("granary-key", key);
     for (const auto& [k, v] : context_) {
       ctx.AddMetadata(absl::StrCat("granary-ctx-", k), v);
@@ -242,13 +313,27 @@ class Cli {
     if (!traceparent_.empty()) ctx.AddMetadata("traceparent", traceparent_);
     grpc::Slice slice(bytes);
     grpc::ByteBuffer send(&slice, 1);
+    const std::string path =
+        absl::StrCat("/", type->name(), "/", method->name());
+    if (method->server_streaming()) {
+      // Each message is printed as it arrives, one JSON line each.
+      PrintingStream printer(output, &std::cout);
+      printer.Run(&stub, &ctx, path, send);
+      grpc::Status ended = printer.Wait();
+      // --watch_for ran out: the watch is over, as asked.
+      if (ended.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+          watch_for_ != absl::InfiniteDuration()) {
+        return absl::OkStatus();
+      }
+      return rpc::FromGrpc(ended, absl::StrCat(type->name(), "/", key, " ",
+                                               method->name()));
+    }
     grpc::ByteBuffer received;
     grpc::Status status;
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
-    stub.UnaryCall(&ctx, absl::StrCat("/", type->name(), "/", method->name()),
-                   grpc::StubOptions(), &send, &received,
+    stub.UnaryCall(&ctx, path, grpc::StubOptions(), &send, &received,
                    [&](grpc::Status s) {
                      std::lock_guard<std::mutex> lock(mu);
                      status = std::move(s);
@@ -360,6 +445,7 @@ class Cli {
 
   const std::string gateway_;
   const absl::Duration timeout_;
+  const absl::Duration watch_for_;  // the deadline of a streaming call
   const rpc::ClientSecurity security_;
   std::shared_ptr<grpc::Channel> channel_;
   std::set<std::string> loaded_;
@@ -438,6 +524,9 @@ int Main(int argc, char** argv) {
   absl::StatusOr<rpc::ClientSecurity> security =
       client::ClientSecurityFromFlags();
   if (!security.ok()) return Usage(std::string(security.status().message()));
+  if (absl::GetFlag(FLAGS_watch_for) <= absl::ZeroDuration()) {
+    return Usage("--watch_for must be positive");
+  }
   Cli cli(absl::GetFlag(FLAGS_gateway), absl::GetFlag(FLAGS_timeout),
           *std::move(security));
   absl::Status status;

@@ -8,6 +8,7 @@
 #include "core/status.h"
 #include "examples/alarm_grain.h"
 #include "examples/bank_grain.h"
+#include "examples/chat_grain.h"
 #include "silo/runtime/silo.h"
 
 namespace granary::examples {
@@ -91,6 +92,7 @@ absl::Status AddExampleGrains(silo::Silo& silo) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<PingGrain>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<BankAccountGrain>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<AlarmGrain>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<ChatGrain>());
   return absl::OkStatus();
 }
 

@@ -1,7 +1,7 @@
 // File: examples/counter_grain.h
 // -----------------------------------------------------------------------------
 // Example grains: granary.examples.Counter and granary.examples.Ping (and
-// AddExampleGrains, which also registers BankAccount and Alarm).
+// AddExampleGrains, which also registers BankAccount, Alarm and Chat).
 //
 //   silo.AddGrain<granary::examples::CounterGrain>();
 //   silo.AddGrain<granary::examples::PingGrain>();
