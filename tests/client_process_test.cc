@@ -84,6 +84,16 @@ TEST(CliProcessTest, CallsAnyGrainWithJsonAndDescribesTheSilo) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr(R"("context":["relay-hops=2","tenant=acme","user=ann"])"));
   EXPECT_THAT(r.out, HasSubstr(R"("traceId":"4bf92f3577b34da6a3ce929d0e0e4736")"));
+  // A server-streaming method: each message printed as one line.
+  r = Cli(gw, {"call", "Chat/room", "Post", R"({"author": "ann", "text": "hi"})"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::StartsWith("{\"seq\":\""));  // a clock
+  r = Cli(gw, {"--watch_for=1s", "call", "Chat/room", "Watch"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(R"("author":"ann","text":"hi")"));
+  r = Cli(gw, {"types"});
+  EXPECT_THAT(r.out, HasSubstr("Watch(granary.examples.WatchRequest) returns "
+                               "(stream granary.examples.ChatMessage)"));
   silo.Signal(SIGTERM);
   EXPECT_EQ(silo.Wait(), 0);
 }
@@ -128,6 +138,11 @@ TEST(CliProcessTest, BadInputGetsAStatusAndANonZeroExit) {
             "given twice"},
            {{"--traceparent=00-nope", "call", "Ping/a", "Relay"}, 2,
             "is not a W3C traceparent"},
+           {{"--watch_for=0s", "call", "Chat/a", "Watch"}, 2,
+            "--watch_for must be positive"},
+           {{"call", "Chat/a", "Watch", R"({"afterSeq": "soon"})"}, 1,
+            "INVALID_ARGUMENT"},
+           {{"call", "Chat/", "Watch"}, 1, "INVALID_ARGUMENT"},
        }) {
     ToolRun r = Cli(gw, c.args);
     EXPECT_EQ(r.exit_code, c.exit_code) << c.err << "\n" << r.err;

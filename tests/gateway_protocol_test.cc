@@ -1,6 +1,7 @@
 // The gateway protocol (granary.v1.Gateway) spoken directly, as a client in
 // another language would: batches of good and bad requests, deadlines,
-// one-way sends, Status, a stream of undecodable bytes, and shutdown.
+// one-way sends, Status, a stream of undecodable bytes, server-streaming
+// methods, and shutdown.
 #include <map>
 #include <memory>
 #include <string>
@@ -315,6 +316,97 @@ TEST_F(GatewayProtocolTest, ADrainingGatewayReadsUntilTheClientHalfCloses) {
   EXPECT_THAT(replies[3], StatusIs(grpc::StatusCode::UNIMPLEMENTED));
   const grpc::Status end = stream->Finish();
   EXPECT_TRUE(end.ok()) << end.error_message();
+}
+
+// A server-streaming method over the raw protocol: items come as item
+// replies within the credit the client grants (Request.stream_window, then
+// RequestBatch.credits), the final reply last; a second request reusing an
+// open stream's id is refused; a draining gateway ends open streams
+// UNAVAILABLE (the client half-closes and could grant no more credit).
+TEST_F(GatewayProtocolTest, StreamsFollowCreditRefuseReusedIdsAndEndOnDrain) {
+  auto count = [](uint64_t id, const std::string& key, int n) {
+    CountRequest c;
+    c.set_n(n);
+    v1::Request r;
+    r.set_id(id);
+    r.set_method("/granary.testing.Streamer/Count");
+    r.set_key(key);
+    r.set_payload(c.SerializeAsString());
+    r.set_stream_window(4);
+    return r;
+  };
+  grpc::ClientContext ctx;
+  auto stream = stub_->Connect(&ctx);
+  v1::RequestBatch batch;
+  *batch.add_requests() = count(1, "raw", 10);
+  ASSERT_TRUE(stream->Write(batch));
+  std::vector<int> items;
+  std::vector<v1::Reply> ends;
+  v1::ReplyBatch got;
+  // Read what the window allows (more would be a protocol violation).
+  while (items.size() < 4 && stream->Read(&got)) {
+    for (const v1::Reply& r : got.replies()) {
+      ASSERT_EQ(r.id(), 1u);
+      ASSERT_TRUE(r.item()) << "the stream ended early: " << r.message();
+      CountItem item;
+      ASSERT_TRUE(item.ParseFromString(r.payload()));
+      items.push_back(item.i());
+    }
+  }
+  ASSERT_EQ(items.size(), 4u);
+  batch.Clear();
+  *batch.add_requests() = count(1, "raw-again", 1);  // id 1 is open
+  v1::StreamCredit* credit = batch.add_credits();
+  credit->set_id(1);
+  credit->set_n(100);
+  ASSERT_TRUE(stream->Write(batch));
+  while (ends.empty() || ends.back().code() != 0) {
+    ASSERT_TRUE(stream->Read(&got));
+    for (const v1::Reply& r : got.replies()) {
+      ASSERT_EQ(r.id(), 1u);
+      if (!r.item()) {
+        ends.push_back(r);
+        continue;
+      }
+      ASSERT_TRUE(ends.empty() || ends.back().code() != 0)
+          << "an item after the stream's end";
+      CountItem item;
+      ASSERT_TRUE(item.ParseFromString(r.payload()));
+      items.push_back(item.i());
+    }
+  }
+  EXPECT_EQ(items, std::vector<int>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_THAT(ends[0], StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(ends[0].message(), HasSubstr("already names an open stream"));
+
+  // A stream that never ends by itself, then the gateway drains.
+  batch.Clear();
+  *batch.add_requests() = count(2, "raw-endless", 1 << 30);
+  ASSERT_TRUE(stream->Write(batch));
+  ASSERT_TRUE(stream->Read(&got));
+  std::thread stopper([this] { gateway_->Stop(absl::Seconds(60)); });
+  absl::Cleanup join = [&stopper] { stopper.join(); };
+  bool drained = false;
+  v1::Reply end;
+  bool ended = false;
+  while (!ended && stream->Read(&got)) {
+    drained = drained || got.draining();
+    for (const v1::Reply& r : got.replies()) {
+      if (r.item()) continue;
+      end = r;
+      ended = true;
+    }
+  }
+  ASSERT_TRUE(ended);
+  EXPECT_TRUE(drained);
+  EXPECT_THAT(end, StatusIs(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_THAT(end.message(), HasSubstr("shutting down"));
+  ASSERT_TRUE(stream->WritesDone());
+  while (stream->Read(&got)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 }  // namespace

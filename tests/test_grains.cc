@@ -1,5 +1,6 @@
 #include "tests/test_grains.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
@@ -338,6 +339,61 @@ class CancellableGrain final : public CancellableGrainBase {
   TestState* state_;
 };
 
+class StreamerGrain final : public StreamerGrainBase {
+ public:
+  explicit StreamerGrain(TestState* state) : state_(state) {}
+  Task<void> Count(const CountRequest& r,
+                   StreamWriter<CountItem> out) override {
+    absl::Status last;
+    for (int i = 0; i < r.n(); ++i) {
+      last = co_await out.Write(Item(i, r.pad()));
+      if (!last.ok()) break;
+      ++written_;
+    }
+    Note("count-done " + std::string(absl::StatusCodeToString(last.code())));
+  }
+  Task<void> CountThenFail(const CountRequest& r,
+                           StreamWriter<CountItem> out) override {
+    for (int i = 0; i < r.n(); ++i) {
+      absl::Status s = co_await out.Write(Item(i, r.pad()));
+      if (!s.ok()) co_return;
+    }
+    throw StatusError(absl::FailedPreconditionError("count failed"));
+  }
+  Task<void> Subscribe(const CountRequest&,
+                       StreamWriter<CountItem> out) override {
+    subscribers_.Add(std::move(out));
+    Note("subscribed");
+    co_return;
+  }
+  Task<Text> Publish(const CountRequest& r) override {
+    co_return MakeText(absl::StrCat(subscribers_.Publish(Item(r.n(), r.pad()))));
+  }
+  Task<Text> Stats(const Text&) override {
+    co_return MakeText(absl::StrCat("written=", written_,
+                                    " subscribers=", subscribers_.Prune()));
+  }
+  Task<Text> Deactivate(const Text&) override {
+    DeactivateOnIdle();
+    co_return MakeText("ok");
+  }
+  Task<Text> Where(const Text&) override { co_return MakeText(SiloName()); }
+
+ private:
+  static CountItem Item(int i, int pad) {
+    CountItem item;
+    item.set_i(i);
+    item.set_pad(std::string(static_cast<size_t>(std::max(pad, 0)), 'p'));
+    return item;
+  }
+  void Note(const std::string& event) {
+    state_->Record(GetGrainId().key() + ":" + event);
+  }
+  TestState* state_;
+  int64_t written_ = 0;
+  ObserverSet<CountItem> subscribers_;
+};
+
 ReminderRequest Reminder(std::string name, int64_t due_ms, int64_t period_ms) {
   ReminderRequest r;
   r.set_name(std::move(name));
@@ -366,6 +422,8 @@ absl::Status AddTestGrains(silo::Silo& silo, TestState* state) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<StatefulWorkerGrain>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<CancellableGrain>(
       [state] { return std::make_unique<CancellableGrain>(state); }));
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<StreamerGrain>(
+      [state] { return std::make_unique<StreamerGrain>(state); }));
   GRANARY_RETURN_IF_ERROR(examples::AddExampleGrains(silo));
   return absl::OkStatus();
 }
