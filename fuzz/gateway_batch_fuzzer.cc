@@ -19,7 +19,11 @@
 //   - each request with an id (not 0) got exactly one reply, unless its
 //     method is one-way: then one when it was refused, else none;
 //   - requests with id 0 got at most one reply each (id 0, for an awaited
-//     method that ran), and no reply names an id no request had.
+//     method that ran), and no reply names an id no request had;
+//   - stream items (Reply.item) name only ids of server-streaming requests
+//     and are not counted as their replies. A watch that never ends keeps
+//     its stream open: the stream's deadline then ends it (the gateway
+//     cancels its watches), and nothing is compared.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +61,8 @@ using RawStream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
 
 // The gRPC paths of the one-way methods of the silo's grain types.
 absl::flat_hash_set<std::string>* one_way_methods = nullptr;
+// The gRPC paths of the server-streaming methods.
+absl::flat_hash_set<std::string>* streaming_methods = nullptr;
 
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "gateway_batch: %s\n", what.c_str());
@@ -114,6 +120,7 @@ void Exchange(const Gateway& g, const std::string& bytes,
   stream->WritesDone();
 
   absl::flat_hash_map<uint64_t, int> replies;
+  absl::flat_hash_set<uint64_t> items;
   grpc::ByteBuffer incoming;
   while (stream->Read(&incoming)) {
     grpc::ProtoBufferReader reader(&incoming);
@@ -121,7 +128,13 @@ void Exchange(const Gateway& g, const std::string& bytes,
     if (!out.ParseFromZeroCopyStream(&reader)) {
       Fail(absl::StrCat(g.name, ": a reply batch does not decode"));
     }
-    for (const v1::Reply& r : out.replies()) ++replies[r.id()];
+    for (const v1::Reply& r : out.replies()) {
+      if (r.item()) {
+        items.insert(r.id());
+      } else {
+        ++replies[r.id()];
+      }
+    }
   }
   const grpc::Status status = stream->Finish();
   // The server's side of the stream goes too (so what the input allocated
@@ -149,6 +162,18 @@ void Exchange(const Gateway& g, const std::string& bytes,
       ++may;
     } else {
       ++must;
+    }
+  }
+  for (uint64_t id : items) {
+    bool streaming = false;
+    for (const v1::Request& r : batch->requests()) {
+      if (r.id() == id && streaming_methods->contains(r.method())) {
+        streaming = true;
+      }
+    }
+    if (!streaming) {
+      Fail(absl::StrCat(g.name, ": a stream item for id ", id,
+                        ", which no streaming request had"));
     }
   }
   for (const auto& [id, n] : replies) {
@@ -183,11 +208,15 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   client_gateway = StartGateway(silo, /*from_silos=*/false);
   silo_gateway = StartGateway(silo, /*from_silos=*/true);
   one_way_methods = new absl::flat_hash_set<std::string>;
+  streaming_methods = new absl::flat_hash_set<std::string>;
   for (const granary::GrainClassInfo* info : silo->GrainTypes()) {
     const granary::InterfaceInfo& iface = *info->interface;
     for (size_t i = 0; i < iface.method_count; ++i) {
       if (iface.methods[i].one_way) {
         one_way_methods->emplace(iface.methods[i].full_name);
+      }
+      if (iface.methods[i].server_streaming) {
+        streaming_methods->emplace(iface.methods[i].full_name);
       }
     }
   }

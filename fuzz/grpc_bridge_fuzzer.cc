@@ -2,7 +2,8 @@
 // decoding ServeUnary does before a grain sees a call, UnaryCallFromWire
 // (the granary-key metadata, the deadline, the raw request bytes in one or
 // more slices), and then the call itself in a silo hosting the example
-// grains, as the bridge hands it on.
+// grains, as the bridge hands it on (a server-streaming call is cancelled
+// as soon as it is sent, as by a client that leaves).
 //
 // Input layout (short inputs read as zeros past their end):
 //   byte 0     grain type (index into the silo's types, by name)
@@ -91,7 +92,15 @@ void Run(const uint8_t* data, size_t size) {
                       " method ", call->method(), ", not what was asked"));
   }
   std::shared_ptr<CallWaiter> waiter = CallWaiter::Attach(call);
+  const bool streaming = iface.methods[method].server_streaming;
+  if (streaming) call->AddRef();
   ExampleSilo().Invoke(call);
+  if (streaming) {
+    // A watch runs until its caller leaves: this one leaves at once (the
+    // grain's writes then fail, its ObserverSet drops the stream).
+    call->Cancel();
+    call->Release();
+  }
   if (!waiter->Wait(std::min(kCallBound, timeout + absl::Seconds(1)))) {
     return;  // still running; the waiter outlives this input
   }

@@ -62,7 +62,7 @@ def msg(*fields):
 
 
 def request(id=0, method="", key="", payload=b"", timeout_us=0, hops=0,
-            chain_id=0, caller=""):
+            chain_id=0, caller="", stream_window=0):
     fields = []
     if id:
         fields.append(u(1, id))
@@ -80,17 +80,23 @@ def request(id=0, method="", key="", payload=b"", timeout_us=0, hops=0,
         fields.append(u(7, chain_id))
     if caller:
         fields.append(b(8, caller))
+    if stream_window:
+        fields.append(u(12, stream_window))
     return msg(*fields)
 
 
-def batch(*requests):
-    return msg(*(b(1, r) for r in requests))
+def batch(*requests, cancels=(), credits=()):
+    fields = [b(1, r) for r in requests]
+    fields += [u(2, c) for c in cancels]
+    fields += [b(3, msg(u(1, id), u(2, n))) for id, n in credits]
+    return msg(*fields)
 
 
 COUNTER = "/granary.examples.Counter/"
 PING = "/granary.examples.Ping/"
 BANK = "/granary.examples.BankAccount/"
 ALARM = "/granary.examples.Alarm/"
+CHAT = "/granary.examples.Chat/"
 
 
 def add_request(amount):
@@ -159,12 +165,22 @@ def gateway_batch_seeds():
     yield "duplicate-ids", batch(
         request(23, COUNTER + "Get", "c"), request(23, COUNTER + "Get", "c"),
         request(23, "/x/y", "c"))
+    yield "cancels", batch(request(1, COUNTER + "Add", "alice", add_request(5)),
+                           cancels=(1, 99))
+    # Server push: a watch with a window, credit for it and for an unknown
+    # id, a watch without an id (refused), a post, and a cancel of the watch.
+    yield "stream", batch(
+        request(24, CHAT + "Post", "room", msg(b(1, "ann"), b(2, "hi"))),
+        request(25, CHAT + "Watch", "room", b"", stream_window=2),
+        request(0, CHAT + "Watch", "room", b""),
+        request(26, CHAT + "Watch", "room", u(1, 1), stream_window=1 << 31),
+        credits=((25, 3), (77, 1), (26, 1 << 32 - 1)), cancels=(26,))
 
 
 # --- gRPC bridge -----------------------------------------------------------------
 
 # The fuzzer indexes types by name and methods in proto order.
-ALARM_T, BANK_T, COUNTER_T, PING_T = 0, 1, 2, 3
+ALARM_T, BANK_T, CHAT_T, COUNTER_T, PING_T = 0, 1, 2, 3, 4
 
 
 def bridge(type_index, method, key, payload, key_present=True, deadline=0,
@@ -194,6 +210,7 @@ def grpc_bridge_seeds():
     yield "alarm-set", bridge(ALARM_T, 0, "kitchen",
                               set_alarm("tea", 10, 3600000))
     yield "bank-transfer", bridge(BANK_T, 3, "a", transfer("b", 1))
+    yield "chat-watch", bridge(CHAT_T, 1, "room", u(1, 0))
 
 
 # --- directory -----------------------------------------------------------------
