@@ -14,6 +14,7 @@
 #include "bench/postgres_floor.h"
 #include "core/status.h"
 #include "examples/bench_grain.h"
+#include "examples/chat_grain.h"
 #include "silo/runtime/silo.h"
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
@@ -49,6 +50,7 @@ class HostedArm final : public Arm {
     if (storage_ != nullptr) options_.storage = storage_.get();
     silo_ = std::make_unique<silo::Silo>(options_);
     GRANARY_RETURN_IF_ERROR(AddBenchGrains(*silo_, &stats_, &state_stats_));
+    GRANARY_RETURN_IF_ERROR(silo_->AddGrain<examples::ChatGrain>());  // push
     GRANARY_RETURN_IF_ERROR(silo_->Start());
     lifecycle_ = std::make_unique<HostedLifecycle>(&stats_);
     state_lifecycle_ = std::make_unique<HostedLifecycle>(&state_stats_);

@@ -182,10 +182,10 @@ namespace {
 constexpr char kHostedScenarios[] =
     "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
     "create,wake,durable-write,warm-read,ask_filtered,chain_filtered,hotspot,"
-    "stateless";
+    "stateless,push";
 constexpr char kRemoteScenarios[] =
     "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
-    "create,wake,durable-write,warm-read,hotspot,stateless,raw_grpc";
+    "create,wake,durable-write,warm-read,hotspot,stateless,push,raw_grpc";
 constexpr char kPostgresScenarios[] =
     "create,wake,durable-write,warm-read,postgres_floor";
 constexpr int kMaxConcurrency = 100000;

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "core/address.h"
 #include "examples/bench_grain.h"
+#include "examples/chat.granary.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/credentials.h"
@@ -58,6 +59,7 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
     (*client)->Register(SiloStatsRef::Interface());
     (*client)->Register(WorkGrainRef::Interface());
     (*client)->Register(StatelessWorkGrainRef::Interface());
+    (*client)->Register(examples::ChatRef::Interface());
   }
   return client;
 }

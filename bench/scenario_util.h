@@ -84,5 +84,7 @@ void WarmRead(const ScenarioContext& ctx, ScenarioResult& r);
 // PostgreSQL's own synced single-row UPDATE, as many as durable-write's
 // writes (bench/postgres_floor.h).
 void PostgresFloorRound(const ScenarioContext& ctx, ScenarioResult& r);
+// Server push (push_scenario.cc): a Chat room's posts to 100 subscribers.
+void Push(const ScenarioContext& ctx, ScenarioResult& r);
 
 }  // namespace granary::bench

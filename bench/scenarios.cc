@@ -527,7 +527,8 @@ const std::vector<std::string>& ScenarioNames() {
       "activation",    "activation_one", "oneway",   "oneway_spread", "ask",
       "chain",         "pingpong",       "fanout",   "create",        "wake",
       "durable-write", "warm-read",      "raw_grpc", "postgres_floor",
-      "ask_filtered",  "chain_filtered", "hotspot",      "stateless"};
+      "ask_filtered",  "chain_filtered", "hotspot",      "stateless",
+      "push"};
   return *names;
 }
 
@@ -535,6 +536,7 @@ std::string ScenarioUnit(absl::string_view name) {
   if (name == "activation" || name == "activation_one") return "activation";
   if (name == "oneway" || name == "oneway_spread") return "message";
   if (name == "pingpong") return "exchange";
+  if (name == "push") return "post";
   if (name == "chain" || name == "chain_filtered") return "chain";
   if (name == "fanout") return "fan-out";
   if (name == "create") return "create";
@@ -576,6 +578,7 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   else if (name == "postgres_floor") PostgresFloorRound(ctx, r);
   else if (name == "hotspot") Hotspot(ctx, r, /*stateless=*/false);
   else if (name == "stateless") Hotspot(ctx, r, /*stateless=*/true);
+  else if (name == "push") Push(ctx, r);
   else if (name == "ask_filtered" || name == "chain_filtered") {
     if (ctx.filtered_invoker == nullptr) {
       Fail(r, "no silo with call filters: needs --hosted");
