@@ -527,8 +527,7 @@ const std::vector<std::string>& ScenarioNames() {
       "activation",    "activation_one", "oneway",   "oneway_spread", "ask",
       "chain",         "pingpong",       "fanout",   "create",        "wake",
       "durable-write", "warm-read",      "raw_grpc", "postgres_floor",
-      "ask_filtered",  "chain_filtered", "hotspot",      "stateless",
-      "push"};
+      "ask_filtered",  "chain_filtered", "hotspot",  "stateless",     "push"};
   return *names;
 }
 

@@ -24,7 +24,7 @@ report() {
 }
 for t in membership_test grpc_transport_test directory_service_test storage_service_test client_test \
          gateway_protocol_test grpc_access_test reminder_remote_test silo_host_test \
-         security_test silo_authorization_test cancellation_remote_test; do
+         security_test silo_authorization_test cancellation_remote_test streaming_test; do
   echo "== $t"
   TSAN_OPTIONS="$options" "$build/tests/$t" > "$logs/$t.log" 2>&1 || true
   report "$logs/$t.log"
