@@ -88,6 +88,10 @@ SCENARIO_TEXT = {
                 "(one activation serves them in turn)"),
     "stateless": ("16 callers at once on one stateless worker grain whose calls compute for "
                   "20 µs (a pool of activations serves them)"),
+    "push": ("server push: posts to one Chat room, one after another, each delivered to 100 "
+             "subscribers of its Watch stream; a post counts once all have read it, latency is "
+             "from the room taking the post to each subscriber reading it (one sample per "
+             "subscriber and post)"),
     "create": "first call to a new grain that writes its state (sync)",
     "wake": "call to a deactivated grain whose state is read back from storage",
     "durable-write": "one small state write of an active grain, synced before the reply",

@@ -10,6 +10,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "core/stream.h"
 #include "core/testing/status_matchers.h"
 #include "examples/counter.pb.h"
 #include "gmock/gmock.h"
@@ -407,6 +408,68 @@ TEST_F(GatewayProtocolTest, StreamsFollowCreditRefuseReusedIdsAndEndOnDrain) {
   }
   const grpc::Status status = stream->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+// A client may grant credit without reading what it is sent: the items then
+// wait in the silo's channel (holding the grain back), not in the gateway's
+// write queue, once the connection holds its byte budget; they flow again
+// as the client reads.
+class GatewayProtocolBudgetTest : public SiloFixture {};
+
+TEST_F(GatewayProtocolBudgetTest, StreamItemsWaitWhileTheConnectionIsFull) {
+  SiloFixtureOptions options;
+  options.max_connection_bytes = int64_t{1} << 20;
+  ASSERT_NO_FATAL_FAILURE(StartSilo(options));
+  auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
+      gateway_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  auto stream = stub->Connect(&ctx);
+  CountRequest c;
+  c.set_n(1 << 30);
+  c.set_pad(4096);
+  v1::RequestBatch batch;
+  v1::Request* r = batch.add_requests();
+  r->set_id(1);
+  r->set_method("/granary.testing.Streamer/Count");
+  r->set_key("greedy");
+  r->set_payload(c.SerializeAsString());
+  r->set_stream_window(kMaxStreamWindow);
+  ASSERT_TRUE(stream->Write(batch));
+  // 32768 items of 4 KiB granted (128 MiB), none read.
+  for (int i = 0; i < 7; ++i) {
+    v1::RequestBatch more;
+    v1::StreamCredit* credit = more.add_credits();
+    credit->set_id(1);
+    credit->set_n(kMaxStreamWindow);
+    ASSERT_TRUE(stream->Write(more));
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  // The budget and one batch being written, give or take an item.
+  EXPECT_LT(silo_->remote_memory().used(), int64_t{8} << 20);
+  // Reading lets them flow again.
+  int items = 0;
+  v1::ReplyBatch got;
+  while (items < 2000 && stream->Read(&got)) {
+    for (const v1::Reply& reply : got.replies()) items += reply.item();
+  }
+  EXPECT_GE(items, 2000);
+  v1::RequestBatch cancel;
+  cancel.add_cancels(1);
+  ASSERT_TRUE(stream->Write(cancel));
+  bool ended = false;
+  while (!ended && stream->Read(&got)) {
+    for (const v1::Reply& reply : got.replies()) {
+      if (reply.item()) continue;
+      EXPECT_THAT(reply, StatusIs(grpc::StatusCode::CANCELLED));
+      ended = true;
+    }
+  }
+  EXPECT_TRUE(ended);
+  ASSERT_TRUE(stream->WritesDone());
+  while (stream->Read(&got)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 }  // namespace

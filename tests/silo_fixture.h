@@ -23,6 +23,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "rpc/limits.h"
 #include "gtest/gtest.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/runtime/silo.h"
@@ -45,6 +46,8 @@ struct SiloFixtureOptions {
   std::string gateway_address = "127.0.0.1:0";
   int max_message_bytes = silo::GatewayServer::kDefaultMaxMessageBytes;
   int max_in_flight = silo::GatewayServer::kDefaultMaxInFlight;
+  // Bytes one gateway-protocol stream may hold; 0: the gateway's default.
+  int64_t max_connection_bytes = 0;
   // Runs once the test grains are added, before the silo starts: for what
   // must be set before Silo::Start (e.g. reminders().SetRanges). Unset: none.
   std::function<void(silo::Silo&)> before_start;
@@ -65,6 +68,10 @@ class SiloFixture : public ::testing::Test {
     gateway_ = std::make_unique<silo::GatewayServer>(
         silo_.get(), options.gateway_address, options.max_message_bytes,
         options.max_in_flight);
+    if (options.max_connection_bytes > 0) {
+      gateway_->set_limits(rpc::ServerLimits{}, options.max_connection_bytes,
+                           16384);
+    }
     ASSERT_TRUE(gateway_->Start().ok());
     ASSERT_GT(gateway_->port(), 0);
   }

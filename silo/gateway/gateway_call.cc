@@ -272,9 +272,15 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
   std::vector<v1::Reply> items;
   StreamChannel* ch = s.call->stream();
   bool end = false;
+  int64_t room = owner_->ItemRoom();
   while (!s.waiting) {
-    // A failed stream's items past the credit are dropped, not waited for.
+    // A failed stream's items past the credit (or the room) are dropped,
+    // not waited for.
     const bool failed = s.final.has_value() && s.final->code() != 0;
+    if (!failed && room <= 0 && s.credit > 0) {
+      stalled_.store(true, std::memory_order_release);  // Unstall pumps
+      break;
+    }
     if (s.credit <= 0 && !failed) break;  // Grant pumps again
     StreamItem item;
     absl::Status status;
@@ -291,7 +297,7 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
       wake->Discard();  // readable already
       continue;
     }
-    if (s.credit <= 0) continue;  // failed: dropped
+    if (s.credit <= 0 || room <= 0) continue;  // failed: dropped
     v1::Reply& reply = items.emplace_back();
     reply.set_id(id);
     reply.set_item(true);
@@ -303,6 +309,7 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
       break;
     }
     --s.credit;
+    room -= ReplyBytes(reply);
   }
   if (end) {
     items.push_back(std::move(*s.final));
@@ -313,6 +320,17 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
   if (items.empty()) return;
   owner_->EmitItems(&items);
   out->emitted = true;
+}
+
+void ServedStreams::Unstall() {
+  if (!stalled_.exchange(false, std::memory_order_acq_rel)) return;
+  std::vector<uint64_t> ids;
+  {
+    MutexLock lock(&mu_);
+    ids.reserve(served_.size());
+    for (const auto& [id, s] : served_) ids.push_back(id);
+  }
+  for (uint64_t id : ids) Pump(id);  // one still without room stalls again
 }
 
 bool ServedStreams::End(uint64_t id, CallBase* call, v1::Reply* reply) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,10 @@ class ConnectionBytes {
   // may wake that very stream). Returns the bytes held before.
   int64_t Release(int64_t bytes);
   int64_t held() const { return bytes_.load(std::memory_order_acquire); }
+  // Bytes left below `limit` (none: 0 or less); `limit` 0 is no limit.
+  int64_t Room(int64_t limit) const {
+    return limit <= 0 ? std::numeric_limits<int64_t>::max() : limit - held();
+  }
 
  private:
   MemoryBudget* const silo_budget_;
@@ -126,6 +131,9 @@ class ServedStreams {
     virtual void ItemsEmitted() = 0;
     virtual void HoldOwner() = 0;
     virtual void ReleaseOwner() = 0;
+    // Bytes of items the owner may take now (its connection's budget less
+    // what it holds): past it items wait, their credit kept, for Unstall.
+    virtual int64_t ItemRoom() const = 0;
 
    protected:
     ~Owner() = default;
@@ -156,6 +164,8 @@ class ServedStreams {
   // Streams served and not fully written (lock-free, for the owner's
   // plans).
   int open() const { return open_.load(std::memory_order_acquire); }
+  // The owner has room again: pumps the streams that waited for it.
+  void Unstall();
 
  private:
   struct Served {
@@ -183,6 +193,7 @@ class ServedStreams {
   absl::flat_hash_map<uint64_t, std::unique_ptr<Served>> served_
       ABSL_GUARDED_BY(mu_);
   std::atomic<int> open_{0};  // served_.size()
+  std::atomic<bool> stalled_{false};  // a stream waits for ItemRoom
 };
 
 // Whether a server-streaming `request` may open on a connection serving

@@ -94,8 +94,7 @@ class GatewayStream final
       draining_ = true;
       notice_due_ = true;
     }
-    // The client half-closes and grants no more credit: its streams end
-    // here, and it watches again elsewhere.
+    // The client half-closes (no more credit): streams end, reopen elsewhere.
     served_.EndAll(absl::UnavailableError(
         "the gateway is shutting down: open the stream again"));
     Advance();
@@ -206,6 +205,9 @@ class GatewayStream final
     for (v1::Reply& r : *items) QueueLocked(std::move(r));
   }
   void ItemsEmitted() override { Advance(); }
+  int64_t ItemRoom() const override {
+    return bytes_.Room(max_connection_bytes_);
+  }
   void HoldOwner() override { Ref(); }
   void ReleaseOwner() override { Unref(); }
 
@@ -263,8 +265,7 @@ class GatewayStream final
     open_.Remove(call->caller_tag(), call);
     v1::Reply reply = ReplyOfCall(*call, max_message_bytes_, from_silos_);
     if (call->stream() != nullptr) {
-      // Written after the stream's last items; streams are not counted in
-      // flight (Accept).
+      // After the stream's last items; streams are not in flight (Accept).
       if (served_.End(call->caller_tag(), call, &reply)) return;
       MutexLock lock(&mu_);
       QueueLocked(std::move(reply));  // not served (cannot happen)
@@ -382,6 +383,7 @@ class GatewayStream final
       Wake();
     }
     if (steps.stop_waiting && silo_budget_->Cancel(this)) Unref();
+    if (ItemRoom() > 0) served_.Unstall();
   }
 
   // What Advance does once mu_ is released.
@@ -415,8 +417,7 @@ class GatewayStream final
         in_flight < max_in_flight_) {
       // Over a budget, the stream is not read: HTTP/2 flow control then
       // holds the client back, and nothing it sent is dropped.
-      if (max_connection_bytes_ > 0 &&
-          bytes_.held() >= max_connection_bytes_) {
+      if (ItemRoom() <= 0) {  // over the connection's budget
         if (!paused_) silo_->metrics().paused_connection->Inc();
         paused_ = true;
       } else if (silo_budget_ != nullptr && silo_budget_->Over()) {
