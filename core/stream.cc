@@ -13,11 +13,11 @@ absl::Status EndedError(const absl::Status& end) {
   return absl::FailedPreconditionError("the stream has ended");
 }
 
-void TellUnlocked(const std::vector<StreamWaiter*>& waiters) {
+}  // namespace
+
+void StreamChannel::Tell(const std::vector<StreamWaiter*>& waiters) {
   for (StreamWaiter* w : waiters) w->ReadyUnlocked();
 }
-
-}  // namespace
 
 size_t StreamChannel::size() const {
   MutexLock lock(&mu_);
@@ -59,7 +59,7 @@ absl::Status StreamChannel::TryPush(StreamItem item) {
     items_.push_back(std::move(item));
     WakeReaderLocked(&unlocked);
   }
-  TellUnlocked(unlocked);
+  Tell(unlocked);
   return absl::OkStatus();
 }
 
@@ -80,7 +80,7 @@ bool StreamChannel::PushOrWait(RoomWaiter* w) {
     w->result = absl::OkStatus();
     WakeReaderLocked(&unlocked);
   }
-  TellUnlocked(unlocked);
+  Tell(unlocked);
   return false;
 }
 
@@ -103,12 +103,14 @@ void StreamChannel::Close(const absl::Status& status) {
     WakeReaderLocked(&unlocked);
     ServeRoomLocked(&unlocked);
   }
-  TellUnlocked(unlocked);
+  Tell(unlocked);
 }
 
 StreamChannel::Read StreamChannel::TryRead(StreamItem* item,
-                                           absl::Status* end) {
-  std::vector<StreamWaiter*> unlocked;
+                                           absl::Status* end,
+                                           std::vector<StreamWaiter*>* defer) {
+  std::vector<StreamWaiter*> own;
+  std::vector<StreamWaiter*>& unlocked = defer != nullptr ? *defer : own;
   {
     MutexLock lock(&mu_);
     if (items_.empty()) {
@@ -121,7 +123,7 @@ StreamChannel::Read StreamChannel::TryRead(StreamItem* item,
     if (read_hook_ != nullptr) read_hook_->OnRead();
     ServeRoomLocked(&unlocked);
   }
-  TellUnlocked(unlocked);
+  if (defer == nullptr) Tell(own);
   return Read::kItem;
 }
 

@@ -131,11 +131,16 @@ class StreamChannel {
   void Close(const absl::Status& status);
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
-  // --- consumer (one) ---------------------------------------------------------
+  // --- consumer (one) -----------------------------------------------------
   enum class Read { kItem, kEmpty, kEnd };
   // Takes the next item; kEnd once every item is read and the stream ended
-  // (`*end` is then its status).
-  Read TryRead(StreamItem* item, absl::Status* end);
+  // (`*end` is then its status). A writer waiting for the room this makes
+  // is told before it returns, or, with `defer`, added to it: for a
+  // consumer holding a lock of its own, which tells them (Tell) once it is
+  // released (a writer outside grain code resumes on the telling thread).
+  Read TryRead(StreamItem* item, absl::Status* end,
+               std::vector<StreamWaiter*>* defer = nullptr);
+  static void Tell(const std::vector<StreamWaiter*>& waiters);
   // `w` is told once an item or the end is there; false (nothing
   // registered) when one is already. One consumer waiter at a time.
   bool WaitReadable(StreamWaiter* w);
@@ -409,7 +414,9 @@ Stream<E> OpenStream(CallInvoker* invoker, GrainId id, uint32_t method,
   CallBase* call = NewStreamCall<Req, E>(std::move(id), method);
   static_cast<Call<Req, google::protobuf::Empty>*>(call)->typed_request() =
       std::move(request);
-  if (options.timeout != kDefaultCallTimeout) call->set_timeout(options.timeout);
+  if (options.timeout != kDefaultCallTimeout) {
+    call->set_timeout(options.timeout);
+  }
   Stream<E> stream(call);
   if (invoker == nullptr) {
     call->Fail(NoInvokerError(call->target()));

@@ -248,6 +248,7 @@ void ServedStreams::Grant(uint64_t id, uint32_t n) {
 }
 
 void ServedStreams::Pumped::Finish(Owner* owner) {
+  StreamChannel::Tell(writers);
   if (emitted) owner->ItemsEmitted();
   if (fail != nullptr) {
     fail->Fail(absl::InternalError("a stream item failed to serialize"));
@@ -284,7 +285,7 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
     if (s.credit <= 0 && !failed) break;  // Grant pumps again
     StreamItem item;
     absl::Status status;
-    const StreamChannel::Read r = ch->TryRead(&item, &status);
+    const StreamChannel::Read r = ch->TryRead(&item, &status, &out->writers);
     if (r == StreamChannel::Read::kEnd) {
       end = s.final.has_value();  // else End comes and pumps again
       break;

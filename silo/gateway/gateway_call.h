@@ -180,6 +180,7 @@ class ServedStreams {
     bool emitted = false;
     CallBase* fail = nullptr;  // an item did not serialize (a reference)
     std::unique_ptr<Served> ended;
+    std::vector<StreamWaiter*> writers;  // to tell of the room made
     void Finish(Owner* owner);
   };
   class Wake;

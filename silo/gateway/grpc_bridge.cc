@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -141,10 +142,20 @@ class BridgeStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
-  // Starts the next write, the finish, or a wait for the channel.
+  // Starts the next write, the finish, or a wait for the channel; then
+  // tells the writers waiting for the room it made.
   void Pump() {
+    std::vector<StreamWaiter*> writers;
+    {
+      MutexLock lock(&mu_);
+      PumpLocked(&writers);
+    }
+    StreamChannel::Tell(writers);
+  }
+
+  void PumpLocked(std::vector<StreamWaiter*>* writers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     StreamChannel* ch = call_->stream();
-    MutexLock lock(&mu_);
     while (!writing_ && !finished_ && !waiting_) {
       if (broken_) {
         finished_ = true;
@@ -153,7 +164,7 @@ class BridgeStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       }
       StreamItem item;
       absl::Status end;
-      switch (ch->TryRead(&item, &end)) {
+      switch (ch->TryRead(&item, &end, writers)) {
         case StreamChannel::Read::kItem: {
           std::string bytes;
           if (!item->SerializeToString(&bytes)) {
