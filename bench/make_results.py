@@ -88,10 +88,9 @@ SCENARIO_TEXT = {
                 "(one activation serves them in turn)"),
     "stateless": ("16 callers at once on one stateless worker grain whose calls compute for "
                   "20 µs (a pool of activations serves them)"),
-    "push": ("server push: posts to one Chat room, one after another, each delivered to 100 "
-             "subscribers of its Watch stream; a post counts once all have read it, latency is "
-             "from the room taking the post to each subscriber reading it (one sample per "
-             "subscriber and post)"),
+    "push": ("server push: posts to one Chat room, one after another, each written to the "
+             "100 subscribers of its Watch stream; a message counts when a subscriber reads it, "
+             "and its latency is from the room taking the post to that read"),
     "create": "first call to a new grain that writes its state (sync)",
     "wake": "call to a deactivated grain whose state is read back from storage",
     "durable-write": "one small state write of an active grain, synced before the reply",

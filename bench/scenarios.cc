@@ -535,7 +535,7 @@ std::string ScenarioUnit(absl::string_view name) {
   if (name == "activation" || name == "activation_one") return "activation";
   if (name == "oneway" || name == "oneway_spread") return "message";
   if (name == "pingpong") return "exchange";
-  if (name == "push") return "post";
+  if (name == "push") return "message";
   if (name == "chain" || name == "chain_filtered") return "chain";
   if (name == "fanout") return "fan-out";
   if (name == "create") return "create";
