@@ -473,12 +473,13 @@ Task<void> Activation::FilterThenInvoke(CallBase* call) {
           : absl::string_view(),
       turn_.request};
   absl::Status status;
-  try {
-    status = co_await RunCallFilters(silo_->incoming_filters(), filter);
-  } catch (...) {
-    status = absl::InternalError(
-        absl::StrCat("call filters failed: ",
-                     StatusFromException(std::current_exception()).message()));
+  const std::vector<CallFilter>& filters = silo_->incoming_filters();
+  for (size_t i = 0; i < filters.size() && status.ok(); ++i) {
+    try {
+      status = co_await filters[i](filter);
+    } catch (...) {
+      status = FilterThrew(i, filter, std::current_exception());
+    }
   }
   call->set_callee_frame(nullptr);
   if (status.ok() && call->cancelled()) {

@@ -6,25 +6,12 @@
 
 namespace granary::silo {
 
-Task<absl::Status> RunCallFilters(const std::vector<CallFilter>& filters,
-                                  CallFilterContext& call) {
-  for (size_t i = 0; i < filters.size(); ++i) {
-    absl::Status status;
-    std::exception_ptr thrown;
-    try {
-      status = co_await filters[i](call);
-    } catch (...) {
-      thrown = std::current_exception();
-    }
-    if (thrown) {
-      co_return absl::InternalError(
-          absl::StrCat("call filter #", i, " threw calling ",
-                       call.target.ToString(), " ", call.method.name, ": ",
-                       StatusFromException(thrown).message()));
-    }
-    if (!status.ok()) co_return status;
-  }
-  co_return absl::OkStatus();
+absl::Status FilterThrew(size_t index, const CallFilterContext& call,
+                         std::exception_ptr thrown) {
+  return absl::InternalError(
+      absl::StrCat("call filter #", index, " threw calling ",
+                   call.target.ToString(), " ", call.method.name, ": ",
+                   StatusFromException(thrown).message()));
 }
 
 }  // namespace granary::silo

@@ -42,6 +42,7 @@
 #pragma once
 
 #include <coroutine>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -90,9 +91,15 @@ inline std::coroutine_handle<> SelfDestroying(Task<void> task) {
   return h;
 }
 
-// Runs `filters` in order on `call`; OK when all passed, else the status
-// that ends the call (INTERNAL for a filter that threw).
-Task<absl::Status> RunCallFilters(const std::vector<CallFilter>& filters,
-                                  CallFilterContext& call);
+// The status that ends a call whose filter #`index` threw `thrown`:
+// INTERNAL. The runners (Activation::FilterThenInvoke, Silo::FilterOutgoing)
+// loop over the filters in their own coroutine frame, one co_await each:
+//
+//   for (size_t i = 0; i < filters.size() && status.ok(); ++i) {
+//     try { status = co_await filters[i](call); }
+//     catch (...) { status = FilterThrew(i, call, std::current_exception()); }
+//   }
+absl::Status FilterThrew(size_t index, const CallFilterContext& call,
+                         std::exception_ptr thrown);
 
 }  // namespace granary::silo

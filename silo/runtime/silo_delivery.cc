@@ -16,7 +16,14 @@ Task<void> Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
       context.caller != nullptr ? absl::string_view(*context.caller)
                                 : absl::string_view(),
       context};
-  absl::Status status = co_await RunCallFilters(outgoing_filters_, filter);
+  absl::Status status;
+  for (size_t i = 0; i < outgoing_filters_.size() && status.ok(); ++i) {
+    try {
+      status = co_await outgoing_filters_[i](filter);
+    } catch (...) {
+      status = FilterThrew(i, filter, std::current_exception());
+    }
+  }
   if (!status.ok()) {
     call->Fail(std::move(status));
     call->Release();
