@@ -21,9 +21,9 @@
 //   - requests with id 0 got at most one reply each (id 0, for an awaited
 //     method that ran), and no reply names an id no request had;
 //   - stream items (Reply.item) name only ids of server-streaming requests
-//     and are not counted as their replies. A watch that never ends keeps
-//     its stream open: the stream's deadline then ends it (the gateway
-//     cancels its watches), and nothing is compared.
+//     and are not counted as their replies. Watches never end by
+//     themselves: a second batch cancels them (RequestBatch.cancels), so
+//     each gets one reply and the stream can finish.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -117,6 +117,19 @@ void Exchange(const Gateway& g, const std::string& bytes,
   grpc::Slice slice(bytes);
   grpc::ByteBuffer message(&slice, 1);
   stream->Write(message);
+  if (batch != nullptr) {
+    v1::RequestBatch cancels;
+    for (const v1::Request& r : batch->requests()) {
+      if (r.id() != 0 && streaming_methods->contains(r.method())) {
+        cancels.add_cancels(r.id());
+      }
+    }
+    if (cancels.cancels_size() > 0) {
+      grpc::Slice cancel_slice(cancels.SerializeAsString());
+      grpc::ByteBuffer cancel_message(&cancel_slice, 1);
+      stream->Write(cancel_message);
+    }
+  }
   stream->WritesDone();
 
   absl::flat_hash_map<uint64_t, int> replies;
