@@ -381,28 +381,35 @@ TEST_F(GatewayProtocolTest, StreamsFollowCreditRefuseReusedIdsAndEndOnDrain) {
   EXPECT_THAT(ends[0], StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_THAT(ends[0].message(), HasSubstr("already names an open stream"));
 
-  // A stream that never ends by itself, then the gateway drains.
+  // A stream that never ends by itself, and one that ended OK with items
+  // its client has no credit for; then the gateway drains: both end
+  // UNAVAILABLE (the second is not told OK with items missing).
   batch.Clear();
   *batch.add_requests() = count(2, "raw-endless", 1 << 30);
+  *batch.add_requests() = count(3, "raw-ok-behind", 10);
   ASSERT_TRUE(stream->Write(batch));
-  ASSERT_TRUE(stream->Read(&got));
+  ASSERT_TRUE(state_.WaitForLog("raw-ok-behind:count-done OK"));
   std::thread stopper([this] { gateway_->Stop(absl::Seconds(60)); });
   absl::Cleanup join = [&stopper] { stopper.join(); };
   bool drained = false;
-  v1::Reply end;
-  bool ended = false;
-  while (!ended && stream->Read(&got)) {
+  std::map<uint64_t, v1::Reply> finals;
+  int behind_items = 0;
+  while (finals.size() < 2 && stream->Read(&got)) {
     drained = drained || got.draining();
     for (const v1::Reply& r : got.replies()) {
-      if (r.item()) continue;
-      end = r;
-      ended = true;
+      if (!r.item()) {
+        finals[r.id()] = r;
+      } else if (r.id() == 3) {
+        ++behind_items;
+      }
     }
   }
-  ASSERT_TRUE(ended);
+  ASSERT_EQ(finals.size(), 2u);
+  EXPECT_EQ(behind_items, 4);  // its window
+  EXPECT_THAT(finals[3], StatusIs(grpc::StatusCode::UNAVAILABLE));
   EXPECT_TRUE(drained);
-  EXPECT_THAT(end, StatusIs(grpc::StatusCode::UNAVAILABLE));
-  EXPECT_THAT(end.message(), HasSubstr("shutting down"));
+  EXPECT_THAT(finals[2], StatusIs(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_THAT(finals[2].message(), HasSubstr("shutting down"));
   ASSERT_TRUE(stream->WritesDone());
   while (stream->Read(&got)) {
   }

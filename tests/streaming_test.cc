@@ -256,6 +256,29 @@ TEST_F(StreamingTest, AStreamThatFailsAheadOfItsSdkReaderEndsWithItsError) {
   EXPECT_EQ(got, Iota(static_cast<int>(got.size())));
 }
 
+// What an SDK stream holds in the silo (its request, its unsent items) is
+// given back when it ends, however it ends.
+TEST_F(StreamingTest, EndedSdkStreamsGiveTheirMemoryBack) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  for (int round = 0; round < 10; ++round) {
+    std::vector<Stream<CountItem>> streams;
+    for (int i = 0; i < 100; ++i) {
+      streams.push_back(client->Get<StreamerRef>(absl::StrCat("mem-", i))
+                            .Count(Count(i % 2 == 0 ? 3 : 1 << 30)));
+    }
+    for (int i = 0; i < 100; i += 2) {
+      EXPECT_EQ(ReadAll(streams[i]), Iota(3));
+      EXPECT_THAT(streams[i].status(), IsOk());
+    }
+    streams.clear();  // the endless ones are cancelled
+  }
+  for (int i = 0; silo_->remote_memory().used() != 0 && i < 500; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(silo_->remote_memory().used(), 0);
+}
+
 TEST_F(StreamingTest, AnSdkCancelReachesTheGrain) {
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);

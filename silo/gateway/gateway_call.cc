@@ -81,7 +81,7 @@ void ConnectionBytes::Charge(int64_t bytes) {
 
 int64_t ConnectionBytes::Release(int64_t bytes) {
   if (bytes == 0) return bytes_.load(std::memory_order_relaxed);
-  const int64_t before = bytes_.fetch_sub(bytes, std::memory_order_acq_rel);
+  const int64_t before = bytes_.fetch_sub(bytes);  // seq_cst (held())
   if (silo_budget_ != nullptr) silo_budget_->Release(bytes);
   return before;
 }
@@ -279,8 +279,12 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
     // not waited for.
     const bool failed = s.final.has_value() && s.final->code() != 0;
     if (!failed && room <= 0 && s.credit > 0) {
-      stalled_.store(true, std::memory_order_release);  // Unstall pumps
-      break;
+      // Unstall pumps again. Bytes released since `room` was read are seen
+      // here, or their release's Unstall sees the flag (both seq_cst).
+      stalled_.store(true);
+      room = owner_->ItemRoom();
+      if (room <= 0) break;
+      continue;
     }
     if (s.credit <= 0 && !failed) break;  // Grant pumps again
     StreamItem item;
@@ -316,15 +320,17 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
     items.push_back(std::move(*s.final));
     out->ended = std::move(it->second);
     served_.erase(it);
-    open_.fetch_sub(1, std::memory_order_acq_rel);
   }
   if (items.empty()) return;
   owner_->EmitItems(&items);
   out->emitted = true;
+  // Only once the final reply is queued: the owner may finish when none
+  // is open.
+  if (end) open_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void ServedStreams::Unstall() {
-  if (!stalled_.exchange(false, std::memory_order_acq_rel)) return;
+  if (!stalled_.exchange(false)) return;
   std::vector<uint64_t> ids;
   {
     MutexLock lock(&mu_);
@@ -349,14 +355,22 @@ bool ServedStreams::End(uint64_t id, CallBase* call, v1::Reply* reply) {
 
 void ServedStreams::EndAll(const absl::Status& status) {
   std::vector<CallBase*> calls;
+  std::vector<uint64_t> ended_ok;
   {
     MutexLock lock(&mu_);
     for (auto& [id, s] : served_) {
-      if (s->final.has_value()) continue;  // finished already
-      s->call->AddRef();
-      calls.push_back(s->call);
+      if (!s->final.has_value()) {
+        s->call->AddRef();
+        calls.push_back(s->call);
+      } else if (s->final->code() == 0) {
+        // Ended OK, its last items waiting for credit that will not come:
+        // the client learns that it did not get them all.
+        *s->final = ErrorReply(id, status);
+        ended_ok.push_back(id);
+      }
     }
   }
+  for (uint64_t id : ended_ok) Pump(id);
   for (CallBase* call : calls) {
     if (status.code() == absl::StatusCode::kCancelled) {
       call->Cancel();  // the grain's cancellation token fires too
@@ -380,6 +394,20 @@ absl::Status CheckStreamRequest(const ServedStreams& served,
                      "connection"));
   }
   return absl::OkStatus();
+}
+
+size_t MoveToBatch(std::deque<v1::Reply>* pending, int max_batch_bytes,
+                   v1::ReplyBatch* batch) {
+  size_t bytes = 0;
+  const size_t limit = static_cast<size_t>(max_batch_bytes);
+  while (!pending->empty()) {
+    const size_t b = ReplyBytes(pending->front());
+    if (bytes > 0 && bytes + b > limit) break;
+    bytes += b;
+    *batch->add_replies() = std::move(pending->front());
+    pending->pop_front();
+  }
+  return bytes;
 }
 
 v1::Reply ReplyOfCall(CallBase& call, int max_message_bytes,

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -66,7 +67,8 @@ class ConnectionBytes {
   // Gives `bytes` back; never with the stream's lock held (the silo's budget
   // may wake that very stream). Returns the bytes held before.
   int64_t Release(int64_t bytes);
-  int64_t held() const { return bytes_.load(std::memory_order_acquire); }
+  // seq_cst, as Release: ServedStreams::PumpLocked relies on it.
+  int64_t held() const { return bytes_.load(); }
   // Bytes left below `limit` (none: 0 or less); `limit` 0 is no limit.
   int64_t Room(int64_t limit) const {
     return limit <= 0 ? std::numeric_limits<int64_t>::max() : limit - held();
@@ -159,7 +161,8 @@ class ServedStreams {
   // Ends every stream with `status`: the client is gone (CANCELLED; the
   // grains see their writes fail and their ObserverSets drop them), or the
   // gateway is shutting down (UNAVAILABLE: the client watches again
-  // elsewhere).
+  // elsewhere). A stream that ended OK with items still waiting for credit
+  // ends with `status` instead, at once.
   void EndAll(const absl::Status& status);
   // Streams served and not fully written (lock-free, for the owner's
   // plans).
@@ -202,6 +205,11 @@ class ServedStreams {
 // RESOURCE_EXHAUSTED with `max_streams` open.
 absl::Status CheckStreamRequest(const ServedStreams& served,
                                 const v1::Request& request, int max_streams);
+
+// Moves replies from the front of `pending` into `batch`, up to about
+// `max_batch_bytes` (always at least one); returns their ReplyBytes.
+size_t MoveToBatch(std::deque<v1::Reply>* pending, int max_batch_bytes,
+                   v1::ReplyBatch* batch);
 
 // The reply to write for a finished awaited `call`: its serialized reply,
 // or its error; RESOURCE_EXHAUSTED when the reply would not fit a message

@@ -100,12 +100,15 @@ class GatewayStream final
     Advance();
   }
 
+  bool Going() { MutexLock l(&mu_); return draining_ || stopping_; }
+
   // The gateway is stopping: read nothing more, finish once drained.
   void Stop() {
     {
       MutexLock lock(&mu_);
       stopping_ = true;
     }
+    served_.EndAll(absl::UnavailableError("the gateway is stopping"));
     Advance();
   }
 
@@ -252,8 +255,7 @@ class GatewayStream final
   void Finished(CallBase* call) {
     if (call->one_way()) {
       // No reply: only a change that matters to Advance takes the lock
-      // (reading resumes below the limits; a draining stream finishes at
-      // 0).
+      // (reading resumes below the limits; a draining stream finishes at 0).
       const int64_t before = bytes_.Release(call->charge());
       const int left = in_flight_.fetch_sub(1, std::memory_order_acq_rel) - 1;
       if (left == max_in_flight_ - 1 || left == 0 ||
@@ -266,9 +268,10 @@ class GatewayStream final
     v1::Reply reply = ReplyOfCall(*call, max_message_bytes_, from_silos_);
     if (call->stream() != nullptr) {
       // After the stream's last items; streams are not in flight (Accept).
-      if (served_.End(call->caller_tag(), call, &reply)) return;
-      MutexLock lock(&mu_);
-      QueueLocked(std::move(reply));  // not served (cannot happen)
+      if (!served_.End(call->caller_tag(), call, &reply)) {
+        MutexLock lock(&mu_);
+        QueueLocked(std::move(reply));  // not served (cannot happen)
+      }
     } else {
       MutexLock lock(&mu_);
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
@@ -353,10 +356,15 @@ class GatewayStream final
     call->SetDoneCallback(&GatewayStream::CallDone, this);
     if (!call->one_way() && request.id() != 0) open_.Add(request.id(), call);
     if (streaming) {
-      // An open stream does not hold the connection's reading back (it
-      // would stall the credit that keeps it going): it is bounded apart.
+      // Not in flight (that would stall its credit): bounded apart.
       in_flight_.fetch_sub(1, std::memory_order_relaxed);
       served_.Add(request.id(), call, request.stream_window());
+      if (Going()) {  // Drain or Stop may have ended the others already
+        call->Fail(absl::UnavailableError(
+            "the gateway is shutting down: open the stream again"));
+        call->Release();
+        return absl::OkStatus();
+      }
     }
     if (route->method == nullptr) {
       silo->InvokeReminder(call);
@@ -472,15 +480,7 @@ class GatewayStream final
       writing_.set_draining(true);
       notice_due_ = false;
     }
-    size_t bytes = 0;
-    const size_t limit = static_cast<size_t>(max_batch_bytes_);
-    while (!pending_.empty()) {
-      const size_t b = ReplyBytes(pending_.front());
-      if (bytes > 0 && bytes + b > limit) break;
-      bytes += b;
-      *writing_.add_replies() = std::move(pending_.front());
-      pending_.pop_front();
-    }
+    const size_t bytes = MoveToBatch(&pending_, max_batch_bytes_, &writing_);
     pending_bytes_ -= static_cast<int64_t>(bytes);
     writing_bytes_ += static_cast<int64_t>(bytes);
     bool own = false;
