@@ -286,7 +286,13 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
       if (room <= 0) break;
       continue;
     }
-    if (s.credit <= 0 && !failed) break;  // Grant pumps again
+    if (s.credit <= 0 && !failed) {
+      if (!s.final.has_value() || ending_.ok()) break;  // Grant pumps again
+      // Ended OK, but no credit will come (EndAll): the client learns
+      // that it missed items.
+      *s.final = ErrorReply(id, ending_);
+      continue;
+    }
     StreamItem item;
     absl::Status status;
     const StreamChannel::Read r = ch->TryRead(&item, &status, &out->writers);
@@ -355,22 +361,20 @@ bool ServedStreams::End(uint64_t id, CallBase* call, v1::Reply* reply) {
 
 void ServedStreams::EndAll(const absl::Status& status) {
   std::vector<CallBase*> calls;
-  std::vector<uint64_t> ended_ok;
+  std::vector<uint64_t> ended;
   {
     MutexLock lock(&mu_);
+    if (ending_.ok()) ending_ = status;
     for (auto& [id, s] : served_) {
-      if (!s->final.has_value()) {
+      if (s->final.has_value()) {
+        ended.push_back(id);  // its items may wait for credit: PumpLocked
+      } else {
         s->call->AddRef();
         calls.push_back(s->call);
-      } else if (s->final->code() == 0) {
-        // Ended OK, its last items waiting for credit that will not come:
-        // the client learns that it did not get them all.
-        *s->final = ErrorReply(id, status);
-        ended_ok.push_back(id);
       }
     }
   }
-  for (uint64_t id : ended_ok) Pump(id);
+  for (uint64_t id : ended) Pump(id);
   for (CallBase* call : calls) {
     if (status.code() == absl::StatusCode::kCancelled) {
       call->Cancel();  // the grain's cancellation token fires too

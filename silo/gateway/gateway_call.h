@@ -161,8 +161,8 @@ class ServedStreams {
   // Ends every stream with `status`: the client is gone (CANCELLED; the
   // grains see their writes fail and their ObserverSets drop them), or the
   // gateway is shutting down (UNAVAILABLE: the client watches again
-  // elsewhere). A stream that ended OK with items still waiting for credit
-  // ends with `status` instead, at once.
+  // elsewhere). A stream that ends OK with items still waiting for credit,
+  // now or later, ends with `status` instead, at once.
   void EndAll(const absl::Status& status);
   // Streams served and not fully written (lock-free, for the owner's
   // plans).
@@ -198,6 +198,10 @@ class ServedStreams {
       ABSL_GUARDED_BY(mu_);
   std::atomic<int> open_{0};  // served_.size()
   std::atomic<bool> stalled_{false};  // a stream waits for ItemRoom
+  // Set by EndAll: no more credit comes, so a stream that ends OK with
+  // items still waiting for it ends with this instead (also one whose end
+  // was under way while EndAll ran).
+  absl::Status ending_ ABSL_GUARDED_BY(mu_);
 };
 
 // Whether a server-streaming `request` may open on a connection serving
