@@ -3,6 +3,7 @@
 #include "absl/container/inlined_vector.h"
 #include "core/call.h"
 #include "core/status.h"
+#include "core/turn_resume.h"
 
 namespace granary {
 
@@ -124,13 +125,7 @@ bool CancelAwaiter::await_suspend(std::coroutine_handle<> h) {
         "calls, timers and reminders have none)"));
   }
   handle_ = h;
-  if (TurnContext* turn = CurrentTurn();
-      turn != nullptr && turn->activation != nullptr) {
-    message_ = new ResumeMessage();
-    message_->handle = h;
-    message_->request = turn->request;
-    sink_ = turn->activation;
-  }
+  message_ = NewTurnResume(h, &sink_);
   MutexLock lock(&s->mu_);
   if (s->cancelled()) {
     // Cancel may have collected its waiters already: do not wait.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/turn_resume.h"
 
 namespace granary {
 namespace {
@@ -169,13 +170,7 @@ namespace internal {
 
 void StreamResumer::Prepare(std::coroutine_handle<> h) {
   handle_ = h;
-  if (TurnContext* turn = CurrentTurn();
-      turn != nullptr && turn->activation != nullptr) {
-    message_ = new ResumeMessage();
-    message_->handle = h;
-    message_->request = turn->request;
-    sink_ = turn->activation;
-  }
+  message_ = NewTurnResume(h, &sink_);
 }
 
 bool StreamResumer::ResumeLocked() {
