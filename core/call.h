@@ -188,6 +188,8 @@ class CallBase : public Message, public TimerEntry, public CancelState {
   bool one_way() const { return one_way_; }
 
   const RequestContext& request_context() const { return context_; }
+  // Before the call is sent (the outgoing call filters change it in place).
+  RequestContext& mutable_request_context() { return context_; }
   void set_request_context(const RequestContext& c) { context_ = c; }
   void set_request_context(RequestContext&& c) { context_ = std::move(c); }
   absl::Duration timeout() const { return timeout_; }

@@ -1,9 +1,14 @@
 // Grain call filters (silo/runtime/call_filter.h): their order, a filter
-// ending a call, context changes seen downstream, a filter that throws, what
-// a filter sees of the caller, and filters on calls between two silos of a
+// ending a call, context changes seen downstream, filters that suspend (the
+// chain goes on where it stopped), that throw before or after suspending or
+// return no task, a call parked in a filter when its silo stops, what a
+// filter sees of the caller, and filters on calls between two silos of a
 // dev cluster over gRPC.
+#include <coroutine>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -198,6 +203,106 @@ TEST_F(CallFilterTest, FiltersSeeCallsFromTheGatewayAndAFilterMayAwait) {
   ASSERT_THAT(audited, IsOk());
   EXPECT_EQ(audited->value(), 1);
   (*client)->Close();
+}
+
+// A filter that, on calls to a Ping grain, first awaits an Add to Counter
+// `counter` (a grain call of its own), then records the call.
+CallFilter Awaiting(std::string name, std::string counter, Trail* trail,
+                    std::unique_ptr<silo::Silo>* silo) {
+  return [name, counter, trail,
+          silo](CallFilterContext& c) -> Task<absl::Status> {
+    if (c.target.type() == "granary.examples.Ping") {
+      examples::AddRequest one;
+      one.set_amount(1);
+      co_await (*silo)->Get<examples::CounterRef>(counter).Add(one);
+    }
+    trail->Add(Describe(name, c));
+    co_return absl::OkStatus();
+  };
+}
+
+TEST_F(CallFilterTest, AChainGoesOnWhereAFilterThatSuspendedLeftIt) {
+  ASSERT_NO_FATAL_FAILURE(StartWith(
+      {Recorder("in1", &trail_), Awaiting("in2", "in-audit", &trail_, &silo_),
+       Recorder("in3", &trail_)},
+      {Awaiting("out1", "out-audit", &trail_, &silo_),
+       Recorder("out2", &trail_)}));
+  ASSERT_THAT(Ping("a").Relay(Path({"b"})).Get(), IsOk());
+  // The filters' own calls to the counters pass the filters too; the Relay
+  // calls went through each chain in order, suspended or not.
+  std::vector<std::string> relays;
+  for (const std::string& line : trail_.lines()) {
+    if (line.find(":Relay ") != std::string::npos) relays.push_back(line);
+  }
+  EXPECT_THAT(relays,
+              ElementsAre("in1:Relay a from -", "in2:Relay a from -",
+                          "in3:Relay a from -", "out1:Relay b from a",
+                          "out2:Relay b from a", "in1:Relay b from a",
+                          "in2:Relay b from a", "in3:Relay b from a"));
+  absl::StatusOr<examples::CounterValue> in =
+      silo_->Get<examples::CounterRef>("in-audit").Get({}).Get();
+  absl::StatusOr<examples::CounterValue> out =
+      silo_->Get<examples::CounterRef>("out-audit").Get({}).Get();
+  ASSERT_THAT(in, IsOk());
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(in->value(), 2);   // a and b
+  EXPECT_EQ(out->value(), 1);  // a's call to b
+}
+
+TEST_F(CallFilterTest, FiltersThatFailLateOrNeverStartFailThatCallOnly) {
+  CallFilter late = [this](CallFilterContext& c) -> Task<absl::Status> {
+    if (c.target.key() == "late") {
+      examples::AddRequest one;
+      one.set_amount(1);
+      co_await silo_->Get<examples::CounterRef>("before-throw").Add(one);
+      throw std::runtime_error("late filter bug");
+    }
+    co_return absl::OkStatus();
+  };
+  // Not a coroutine: it can throw, or return no task, before any starts.
+  CallFilter plain = [](CallFilterContext& c) -> Task<absl::Status> {
+    if (c.target.key() == "eager") throw std::runtime_error("eager bug");
+    if (c.target.key() == "empty") return Task<absl::Status>();
+    return [](CallFilterContext&) -> Task<absl::Status> {
+      co_return absl::OkStatus();
+    }(c);
+  };
+  ASSERT_NO_FATAL_FAILURE(StartWith({late, plain}));
+  EXPECT_THAT(Ping("late").Relay(Path({})).Get().status(),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("call filter #0 threw")));
+  EXPECT_THAT(Ping("eager").Relay(Path({})).Get().status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("eager bug")));
+  EXPECT_THAT(Ping("empty").Relay(Path({})).Get().status(),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("call filter #1 returned no task")));
+  EXPECT_THAT(Ping("fine").Relay(Path({})).Get(), IsOk());
+  EXPECT_THAT(Ping("late").Relay(Path({})).Get().status(),
+              StatusIs(absl::StatusCode::kInternal));
+}
+
+TEST_F(CallFilterTest, AStoppingSiloEndsACallParkedInAFilter) {
+  Notification parked;
+  CallFilter park = [&parked](CallFilterContext& c) -> Task<absl::Status> {
+    if (c.target.key() == "parked") {
+      parked.Notify();
+      co_await std::suspend_always{};  // never resumed: only destroyed
+    }
+    co_return absl::OkStatus();
+  };
+  ASSERT_NO_FATAL_FAILURE(StartWith({park, Recorder("after", &trail_)}));
+  absl::Status status;
+  std::thread caller(
+      [&] { status = Ping("parked").Relay(Path({})).Get().status(); });
+  parked.WaitForNotification();
+  EXPECT_THAT(Ping("free").Relay(Path({})).Get(), IsOk());
+  // The parked call holds its activation past the shutdown timeout: the
+  // silo abandons it, destroying the suspended filter, and fails the call.
+  StopSilo();
+  caller.join();
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable,
+                               HasSubstr("shut down")));
+  EXPECT_THAT(trail_.lines(), ElementsAre("after:Relay free from -"));
 }
 
 // Two SiloHosts of a dev cluster in this process, over real gRPC.

@@ -435,7 +435,7 @@ void Activation::StartRequest(CallBase* call) {
   const MethodInfo& method = type_->info->interface->methods[call->method()];
   running_.push_back(Running{call, /*is_timer=*/false,
                              call->request_context().chain_id, method.read_only,
-                             turn_start_ns_});
+                             turn_start_ns_, /*filters=*/nullptr});
   if (stateless_) running_requests_.fetch_add(1, std::memory_order_relaxed);
   call->set_callee(this);
   turn_.request = call->request_context();
@@ -443,11 +443,20 @@ void Activation::StartRequest(CallBase* call) {
   // none.
   turn_.request.cancel = call->one_way() ? CancelRef() : CancelRef(call);
   if (!silo_->incoming_filters().empty()) {
-    // The filters' frame is the call's callee frame until the method's
-    // replaces it, so Abandon destroys it while a filter is suspended.
-    std::coroutine_handle<> h = SelfDestroying(FilterThenInvoke(call));
-    call->set_callee_frame(h.address());
-    h.resume();
+    // The filters change the turn's context: what the method then sees.
+    const CallFilterContext filter{
+        call->target(), method, call->caller_grain(),
+        turn_.request.caller != nullptr
+            ? absl::string_view(*turn_.request.caller)
+            : absl::string_view(),
+        turn_.request};
+    if (FilterRun* run = FilterRun::Start(
+            silo_->incoming_filters(), filter, &Activation::FiltersDone, this,
+            call, nullptr)) {
+      // A filter suspended: Abandon ends the run if the activation goes
+      // first.
+      FindRunning(call)->filters = run;
+    }
     return;
   }
   Invoke(call);
@@ -463,40 +472,26 @@ void Activation::Invoke(CallBase* call) {
   }
 }
 
-Task<void> Activation::FilterThenInvoke(CallBase* call) {
-  // The filters change the turn's context: what the method then sees.
-  CallFilterContext filter{
-      call->target(), type_->info->interface->methods[call->method()],
-      call->caller_grain(),
-      turn_.request.caller != nullptr
-          ? absl::string_view(*turn_.request.caller)
-          : absl::string_view(),
-      turn_.request};
-  absl::Status status;
-  const std::vector<CallFilter>& filters = silo_->incoming_filters();
-  for (size_t i = 0; i < filters.size() && status.ok(); ++i) {
-    try {
-      status = co_await filters[i](filter);
-    } catch (...) {
-      status = FilterThrew(i, filter, std::current_exception());
-    }
-  }
-  call->set_callee_frame(nullptr);
+void Activation::FiltersDone(void* owner, CallBase* call, const void*,
+                             bool suspended, absl::Status status) {
+  auto* self = static_cast<Activation*>(owner);
+  if (suspended) self->FindRunning(call)->filters = nullptr;
   if (status.ok() && call->cancelled()) {
-    status = absl::CancelledError(absl::StrCat(
-        "request to ", id_.ToString(), " was cancelled in its call filters"));
+    status = absl::CancelledError(absl::StrCat("request to ",
+                                               self->id_.ToString(),
+                                               " was cancelled in its call filters"));
   }
   // The deadline may have passed while a filter awaited something.
-  if (status.ok() && call->deadline() != absl::InfiniteFuture() &&
-      call->deadline() < TurnNow()) {
+  if (status.ok() && suspended && call->deadline() != absl::InfiniteFuture() &&
+      call->deadline() < self->TurnNow()) {
     status = absl::DeadlineExceededError(absl::StrCat(
-        "request to ", id_.ToString(), " expired in its call filters"));
+        "request to ", self->id_.ToString(), " expired in its call filters"));
   }
   if (!status.ok()) {
-    OnRequestDone(call, call->TryClaim(), std::move(status));
-    co_return;
+    self->OnRequestDone(call, call->TryClaim(), std::move(status));
+    return;
   }
-  Invoke(call);
+  self->Invoke(call);
 }
 
 void Activation::CountFailure(CallBase* call, absl::StatusCode code) {
@@ -532,6 +527,11 @@ void Activation::OnRequestDone(CallBase* call, bool claimed,
   }
   if (claimed) call->Deliver(std::move(status));
   call->Release();  // the callee's reference
+}
+
+Activation::Running* Activation::FindRunning(Message* m) {
+  return &*std::find_if(running_.begin(), running_.end(),
+                        [m](const Running& r) { return r.msg == m; });
 }
 
 int64_t Activation::RemoveRunning(Message* m) {

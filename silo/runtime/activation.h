@@ -60,6 +60,7 @@ namespace granary::silo {
 
 class Silo;
 struct GrainTimer;
+class FilterRun;
 
 // A registered grain type.
 struct GrainTypeEntry {
@@ -172,6 +173,8 @@ class Activation final : public Runnable, public MessageSink {
     uint64_t chain_id;
     bool read_only;
     int64_t start_ns;  // MonoNanos when its first turn began
+    // A call parked in a suspended incoming filter: its filter chain.
+    FilterRun* filters;
   };
 
   void DrainMailbox();
@@ -187,9 +190,11 @@ class Activation final : public Runnable, public MessageSink {
   void Process(Message* m);
   void StartRequest(CallBase* call);
   // Runs the grain method of `call` (StartRequest, or after the incoming
-  // call filters passed it: FilterThenInvoke).
+  // call filters passed it: FiltersDone).
   void Invoke(CallBase* call);
-  Task<void> FilterThenInvoke(CallBase* call);
+  // The end of `call`'s incoming filter chain (a FilterRun::Finish).
+  static void FiltersDone(void* self, CallBase* call, const void* unused,
+                          bool suspended, absl::Status status);
   void StartReminderTick(CallBase* call);
   // The silo's membership lease (Silo::RenewLease) has run out: a fresh
   // clock read, only when there is a lease.
@@ -202,6 +207,8 @@ class Activation final : public Runnable, public MessageSink {
   void HandleControl(Message* m);
   // Removes `m` from running_; returns when it started (0 if absent).
   int64_t RemoveRunning(Message* m);
+  // The running_ entry of `m`, which is running.
+  Running* FindRunning(Message* m);
   // Counts and logs a turn that ran `label` (method: the request's method
   // index, or kNoMethod) for `nanos`, past the slow-turn threshold.
   void SlowTurn(MessageLabel label, uint32_t method, int64_t nanos);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "silo/runtime/call_filter.h"
 #include "silo/runtime/grain_timer.h"
 #include "silo/runtime/reminder_service.h"
 #include "silo/runtime/silo.h"
@@ -174,7 +175,9 @@ void Activation::Abandon(const absl::Status& status) {
   for (const Running& r : running_) {
     if (!r.is_timer) {
       auto* call = static_cast<CallBase*>(r.msg);
-      if (call->callee_frame() != nullptr) {
+      if (r.filters != nullptr) {
+        r.filters->Abandon();
+      } else if (call->callee_frame() != nullptr) {
         std::coroutine_handle<>::from_address(call->callee_frame()).destroy();
       }
       call->Fail(status);

@@ -1,17 +1,122 @@
 #include "silo/runtime/call_filter.h"
 
 #include <exception>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace granary::silo {
 
+struct FilterRunDeleter {
+  void operator()(FilterRun* run) const { delete run; }
+};
+
+namespace {
+
+// The status that ends a call whose filter #`index` threw `thrown`.
 absl::Status FilterThrew(size_t index, const CallFilterContext& call,
                          std::exception_ptr thrown) {
   return absl::InternalError(
       absl::StrCat("call filter #", index, " threw calling ",
                    call.target.ToString(), " ", call.method.name, ": ",
                    StatusFromException(thrown).message()));
+}
+
+// This thread's spare run: a call through the filters takes it and gives
+// it back when its chain ends (on whichever thread that is).
+thread_local std::unique_ptr<FilterRun, FilterRunDeleter> spare_run;
+}  // namespace
+
+FilterRun* FilterRun::Start(const std::vector<CallFilter>& filters,
+                            const CallFilterContext& context, Finish finish,
+                            void* owner, CallBase* call, const void* extra) {
+  FilterRun* run = spare_run != nullptr ? spare_run.release() : new FilterRun;
+  run->filters_ = &filters;
+  run->context_.emplace(context);
+  run->finish_ = finish;
+  run->owner_ = owner;
+  run->call_ = call;
+  run->extra_ = extra;
+  run->next_ = 0;
+  run->status_ = absl::OkStatus();
+  run->suspended_ = false;
+  return run->Drive() ? nullptr : run;
+}
+
+bool FilterRun::Drive() {
+  while (next_ < filters_->size() && status_.ok()) {
+    const size_t index = next_++;
+    Task<absl::Status> task;
+    try {
+      task = (*filters_)[index](*context_);
+    } catch (...) {  // thrown before a coroutine started
+      status_ = FilterThrew(index, *context_, std::current_exception());
+      break;
+    }
+    if (!task.valid()) {
+      status_ = absl::InternalError(
+          absl::StrCat("call filter #", index, " returned no task calling ",
+                       context_->target.ToString(), " ",
+                       context_->method.name));
+      break;
+    }
+    frame_ = task.Release();
+    frame_.promise().set_done(&FilterRun::OnFilterDone, this);
+    driving_ = true;
+    finished_ = false;
+    frame_.resume();
+    driving_ = false;
+    // Not finished: the filter suspended, and its await resumes it as a
+    // later turn of this activation, never while this one runs, so nothing
+    // else touches the run before this returns.
+    if (!finished_) {
+      suspended_ = true;
+      return false;
+    }
+  }
+  Recycle();
+  return true;
+}
+
+void FilterRun::OnFilterDone(void* p) {
+  auto* run = static_cast<FilterRun*>(p);
+  auto h = std::exchange(run->frame_, {});
+  try {
+    run->status_ = h.promise().TakeResult();
+  } catch (...) {
+    run->status_ =
+        FilterThrew(run->next_ - 1, *run->context_, std::current_exception());
+  }
+  h.destroy();  // at its final suspend point: allowed from here
+  if (run->driving_) {
+    run->finished_ = true;  // Drive goes on
+    return;
+  }
+  run->Drive();  // the filter finished in a later turn: go on from here
+}
+
+void FilterRun::Recycle() {
+  const Finish finish = finish_;
+  void* const owner = owner_;
+  CallBase* const call = call_;
+  const void* const extra = extra_;
+  const bool suspended = suspended_;
+  absl::Status status = std::move(status_);
+  context_.reset();
+  // Given back first: the grain method that `finish` starts may call
+  // through filters itself.
+  if (spare_run == nullptr) {
+    spare_run.reset(this);
+  } else {
+    delete this;
+  }
+  finish(owner, call, extra, suspended, std::move(status));
+}
+
+void FilterRun::Abandon() {
+  if (frame_) std::exchange(frame_, {}).destroy();
+  context_.reset();
+  delete this;
 }
 
 }  // namespace granary::silo

@@ -42,9 +42,9 @@
 #pragma once
 
 #include <coroutine>
-#include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,25 +81,62 @@ struct CallFilterContext {
 
 using CallFilter = std::function<Task<absl::Status>(CallFilterContext&)>;
 
-// `task`'s coroutine, not yet started, destroying its own frame when it
-// finishes (the filter runners' frames: nothing awaits them).
-inline std::coroutine_handle<> SelfDestroying(Task<void> task) {
-  auto h = task.Release();
-  h.promise().set_done(
-      [](void* frame) { std::coroutine_handle<>::from_address(frame).destroy(); },
-      h.address());
-  return h;
-}
-
-// The status that ends a call whose filter #`index` threw `thrown`:
-// INTERNAL. The runners (Activation::FilterThenInvoke, Silo::FilterOutgoing)
-// loop over the filters in their own coroutine frame, one co_await each:
+// One call's way through a filter chain: how the silo runs incoming filters
+// (Activation) and outgoing ones (Silo) alike. Each filter's coroutine is
+// started where the one before it finished (in its done callback), so a
+// chain costs no coroutine frame beyond the filters' own. A filter that
+// suspends is resumed as a turn of the activation it runs in, like any
+// grain code; the chain goes on from there.
 //
-//   for (size_t i = 0; i < filters.size() && status.ok(); ++i) {
-//     try { status = co_await filters[i](call); }
-//     catch (...) { status = FilterThrew(i, call, std::current_exception()); }
-//   }
-absl::Status FilterThrew(size_t index, const CallFilterContext& call,
-                         std::exception_ptr thrown);
+// Runs are reused: each thread keeps one spare.
+class FilterRun {
+ public:
+  // Called once, when the chain ends: `status` is OK when every filter
+  // passed the call, else the first non-OK status (INTERNAL for a filter
+  // that threw). `suspended`: a filter suspended on the way, so the chain
+  // ended in a later turn than it started in.
+  using Finish = void (*)(void* owner, CallBase* call, const void* extra,
+                          bool suspended, absl::Status status);
+
+  // Runs `filters` on the call `context` describes. Returns null when the
+  // chain ended before Start returned (`finish` has run), or else the run,
+  // parked in a suspended filter: it goes on by itself when that filter
+  // resumes, and until then Abandon may end it.
+  static FilterRun* Start(const std::vector<CallFilter>& filters,
+                          const CallFilterContext& context, Finish finish,
+                          void* owner, CallBase* call, const void* extra);
+
+  // Destroys the suspended filter and the run; `finish` never runs (the
+  // activation is going away and fails the call itself).
+  void Abandon();
+
+  FilterRun(const FilterRun&) = delete;
+  FilterRun& operator=(const FilterRun&) = delete;
+
+ private:
+  FilterRun() = default;
+  ~FilterRun() = default;
+  friend struct FilterRunDeleter;
+
+  // Runs filters until one suspends (false) or the chain ends (true: the
+  // run is given back and `finish_` has run).
+  bool Drive();
+  static void OnFilterDone(void* run);
+  void Recycle();
+
+  const std::vector<CallFilter>* filters_ = nullptr;
+  std::optional<CallFilterContext> context_;
+  Finish finish_ = nullptr;
+  void* owner_ = nullptr;
+  CallBase* call_ = nullptr;
+  const void* extra_ = nullptr;
+  size_t next_ = 0;  // the next filter to start
+  absl::Status status_;
+  // The running filter's frame, while it runs.
+  Task<absl::Status>::Handle frame_;
+  bool driving_ = false;   // inside Drive's resume of frame_
+  bool finished_ = false;  // frame_ finished inside that resume
+  bool suspended_ = false;
+};
 
 }  // namespace granary::silo

@@ -48,7 +48,8 @@ void Activation::StartTick(GrainTimer* timer) {
   }
   const uint64_t chain = NewChainId();
   running_.push_back(
-      Running{timer, /*is_timer=*/true, chain, false, turn_start_ns_});
+      Running{timer, /*is_timer=*/true, chain, false, turn_start_ns_,
+              /*filters=*/nullptr});
   turn_.request =
       RequestContext{chain, nullptr, nullptr, TraceContext::NewRoot(), {}};
   timer->owner = this;
@@ -128,7 +129,8 @@ void Activation::StartReminderTick(CallBase* call) {
   }
   running_.push_back(Running{call, /*is_timer=*/false,
                              call->request_context().chain_id,
-                             /*read_only=*/false, turn_start_ns_});
+                             /*read_only=*/false, turn_start_ns_,
+                             /*filters=*/nullptr});
   call->set_callee(this);
   turn_.request = call->request_context();
   try {

@@ -341,7 +341,7 @@ void Silo::Invoke(CallBase* call) {
       // The deadline runs from now: a filter's time counts, and a filter
       // that never finishes does not leave the caller waiting for ever.
       ArmDeadline(call);
-      SelfDestroying(FilterOutgoing(call, type)).resume();
+      FilterOutgoing(call, type);
       return;
     }
   }

@@ -374,7 +374,11 @@ class Silo final : public CallInvoker {
   void DeliverToWorker(CallBase* call, const GrainTypeEntry* type);
   // Runs the outgoing filters on `call` (sent by grain code), then admits
   // it or fails it with the status they ended it with.
-  Task<void> FilterOutgoing(CallBase* call, const GrainTypeEntry* type);
+  void FilterOutgoing(CallBase* call, const GrainTypeEntry* type);
+  // The end of an outgoing filter chain (a FilterRun::Finish).
+  static void OutgoingFiltersDone(void* self, CallBase* call,
+                                  const void* type, bool suspended,
+                                  absl::Status status);
 
   SiloOptions options_;
   Clock* const clock_;

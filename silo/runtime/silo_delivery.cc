@@ -7,30 +7,29 @@
 
 namespace granary::silo {
 
-Task<void> Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
-  RequestContext context = call->request_context();
-  CallFilterContext filter{
+void Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
+  // A change to the context is the call's own.
+  RequestContext& context = call->mutable_request_context();
+  const CallFilterContext filter{
       call->target(),
       type->info->interface->methods[call->method()],
       call->caller_grain(),
       context.caller != nullptr ? absl::string_view(*context.caller)
                                 : absl::string_view(),
       context};
-  absl::Status status;
-  for (size_t i = 0; i < outgoing_filters_.size() && status.ok(); ++i) {
-    try {
-      status = co_await outgoing_filters_[i](filter);
-    } catch (...) {
-      status = FilterThrew(i, filter, std::current_exception());
-    }
-  }
+  FilterRun::Start(outgoing_filters_, filter,
+                             &Silo::OutgoingFiltersDone, this, call, type);
+}
+
+void Silo::OutgoingFiltersDone(void* self, CallBase* call, const void* type,
+                               bool, absl::Status status) {
   if (!status.ok()) {
     call->Fail(std::move(status));
     call->Release();
-    co_return;
+    return;
   }
-  call->set_request_context(std::move(context));
-  Deliver(call, type);
+  static_cast<Silo*>(self)->Deliver(call,
+                                    static_cast<const GrainTypeEntry*>(type));
 }
 
 void Silo::AddIncomingFilter(CallFilter filter) {
