@@ -3,27 +3,30 @@
 
 Every arm -- granary-bench --hosted, granary-bench --target, granary-bench
 --failover, the PostgreSQL arms (--hosted --storage=postgres, --failover
---cluster=postgres) and the comparison arms under bench/compare/ -- writes a
-BenchReport (bench/report.proto) with --json=FILE. This script pairs their
-rows by scenario and writes one table per scenario, the environment, and the
-goals.
+--cluster=postgres) and the comparison arms under bench/compare/ (CAF, gRPC,
+Erlang/OTP) -- writes a BenchReport (bench/report.proto) with --json=FILE.
+This script pairs their rows by scenario and writes one table per scenario,
+the environment, and the goals.
 
 A row that is not verified is refused: its figures are not published, the
 table says why, and the script exits 1 (so `make bench` fails visibly).
 
   make_results.py --out bench/RESULTS.md --plot bench/results_latency.png \
-      --env-commit $(git rev-parse --short HEAD) hosted.json remote.json caf.json grpc.json
+      --env-commit $(git rev-parse --short HEAD) hosted.json remote.json caf.json grpc.json \
+      erlang.json
 """
 
 import argparse
+import collections
 import json
 import os
 import platform
 import subprocess
 import sys
 
-# Which arm a Granary row is compared with.
-REFERENCE = {"hosted": "caf", "remote": "grpc"}
+# Which arms a Granary row is compared with, in the order the ratios are
+# shown.
+REFERENCE = {"hosted": ("caf", "erlang"), "remote": ("grpc",)}
 
 # Granary rows compared with another Granary row instead, by p50:
 # (mode, scenario) -> (arm key, scenario) of the reference.
@@ -55,7 +58,8 @@ MODE_LABEL = {
 # PostgreSQL's own synced single-row UPDATE (p50).
 POSTGRES_FLOOR_GOAL = 1.5
 
-# Footnotes: how each arm's operation differs from Granary's. Keyed by arm.
+# Footnotes: how each arm's operation differs from Granary's. Keyed by arm;
+# {key} is filled in from the arm's report environment ("?" when absent).
 FOOTNOTES = {
     "caf": (
         "CAF (C++ Actor Framework 0.17, Debian's libcaf-dev) runs in one process, like --hosted. "
@@ -68,6 +72,14 @@ FOOTNOTES = {
         "remote mode: `ask` is a unary echo, `raw_grpc` a bidi-stream ping-pong, `oneway` a "
         "client stream with one message per write, `oneway_batched` 100 per write. See "
         "bench/compare/grpc/."),
+    "erlang": (
+        "Erlang/OTP {otp_release} (erts {erts_version}, Debian's erlang-base) runs in one BEAM "
+        "process, like --hosted, on {workers} scheduler(s). Its processes are spawned explicitly "
+        "and addressed by pid: no activation on first call by id, no directory or catalog "
+        "lookup, no per-request deadline, no reentrancy rules. A request is a message tagged "
+        "with a fresh reference and answered with one; the caller is itself an Erlang process "
+        "on a BEAM scheduler, not a thread outside the runtime. See the header of "
+        "bench/compare/erlang/granary_compare.escript for the per-scenario differences."),
 }
 
 SCENARIO_TEXT = {
@@ -202,7 +214,7 @@ def label(row):
         return "Granary (%s%s)" % (MODE_LABEL.get(row["mode"], row["mode"]),
                                    ", K=%d" % row["concurrency"]
                                    if row.get("concurrency", 0) > 1 else "")
-    return {"caf": "CAF", "grpc": "gRPC"}.get(row["arm"], row["arm"])
+    return {"caf": "CAF", "grpc": "gRPC", "erlang": "Erlang/OTP"}.get(row["arm"], row["arm"])
 
 
 def ratio_text(row, by_key):
@@ -221,16 +233,17 @@ def ratio_text(row, by_key):
         if ref is None or not ref["verified"] or ref["mean_rate"] <= 0:
             return "–"
         return "rate ×%.2f of %s" % (row["mean_rate"] / ref["mean_rate"], label(ref))
-    ref = by_key.get((REFERENCE.get(row["mode"]), row["scenario"]))
-    if ref is None or not ref["verified"]:
-        return "–"
-    if row["scenario"] in ("ask", "chain", "fanout", "raw_grpc"):
-        if ref["p50_us"] > 0:
-            return "p50 ×%.2f of %s" % (row["p50_us"] / ref["p50_us"], label(ref))
-        return "–"
-    if ref["mean_rate"] > 0:
-        return "rate ×%.2f of %s" % (row["mean_rate"] / ref["mean_rate"], label(ref))
-    return "–"
+    parts = []
+    for arm in REFERENCE.get(row["mode"], ()):
+        ref = by_key.get((arm, row["scenario"]))
+        if ref is None or not ref["verified"]:
+            continue
+        if row["scenario"] in ("ask", "chain", "fanout", "raw_grpc"):
+            if ref["p50_us"] > 0:
+                parts.append("p50 ×%.2f of %s" % (row["p50_us"] / ref["p50_us"], label(ref)))
+        elif ref["mean_rate"] > 0:
+            parts.append("rate ×%.2f of %s" % (row["mean_rate"] / ref["mean_rate"], label(ref)))
+    return "; ".join(parts) or "–"
 
 
 def table(rows, by_key):
@@ -499,7 +512,9 @@ def main():
     md.append("")
     arms = sorted({r["arm"] for r in rows if r["arm"] != "granary"})
     for i, arm in enumerate(arms, 1):
-        md.append("%d. %s" % (i, FOOTNOTES.get(arm, arm)))
+        env = next((r["env"] for r in rows if r["arm"] == arm), {})
+        md.append("%d. %s" % (i, FOOTNOTES.get(arm, arm).format_map(
+            collections.defaultdict(lambda: "?", env))))
     md.append("")
     if all_refused:
         md.append("## Refused rows")

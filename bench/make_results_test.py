@@ -5,12 +5,15 @@ bad input is a clear error."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_results.py")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "make_results.py")
+ERLANG_ARM = os.path.join(HERE, "compare", "erlang", "granary_compare.escript")
 
 
 def summary(scenario, mode, verified=True, rate=1000.0, p50=12.5, failures=(), unit="call"):
@@ -55,6 +58,68 @@ class MakeResultsTest(unittest.TestCase):
         self.assertIn("hosted oneway ≥ 2× CAF tell", md)
         self.assertNotIn("refused: not verified", md)
         self.assertNotIn("## Refused rows", md)
+
+    def test_erlang_rows_are_published_beside_cafs(self):
+        g = self.write("g.json", {"arm": "granary", "summaries": [
+            summary("oneway", "hosted", rate=4000000.0, unit="message"),
+            summary("ask", "hosted", p50=10.0)]})
+        c = self.write("c.json", {"arm": "caf", "summaries": [
+            summary("oneway", "caf", rate=1000000.0, unit="message"),
+            summary("ask", "caf", p50=20.0)]})
+        e = self.write("e.json", {
+            "arm": "erlang",
+            "env": {"mode": "erlang", "otp_release": "25", "erts_version": "13.1.5",
+                    "workers": "2"},
+            "summaries": [summary("oneway", "erlang", rate=2000000.0, unit="message"),
+                          summary("ask", "erlang", p50=5.0)]})
+        rc, md, err = self.run_script(g, c, e)
+        self.assertEqual(rc, 0, err)
+        section = md.split("## oneway", 1)[1].split("\n## ", 1)[0]
+        self.assertIn("| Erlang/OTP | 2.00 M/s", section)
+        self.assertLess(section.index("| CAF |"), section.index("| Erlang/OTP |"))
+        self.assertIn("rate ×4.00 of CAF; rate ×2.00 of Erlang/OTP", section)
+        section = md.split("## ask", 1)[1].split("\n## ", 1)[0]
+        self.assertIn("| Erlang/OTP | 1.0 k/s", section)
+        self.assertIn("p50 ×0.50 of CAF; p50 ×2.00 of Erlang/OTP", section)
+        self.assertIn("Erlang/OTP 25 (erts 13.1.5, Debian's erlang-base)", md)
+        self.assertIn("on 2 scheduler(s)", md)
+        # The goals stay CAF's.
+        self.assertIn("hosted oneway ≥ 2× CAF tell | 4.00 M/s vs 1.00 M/s", md)
+        # Without CAF's rows the Erlang ratio stands alone; an unverified
+        # Erlang row is refused like any other.
+        e = self.write("e.json", {"arm": "erlang", "summaries": [
+            summary("oneway", "erlang", rate=2000000.0),
+            summary("ask", "erlang", verified=False,
+                    failures=["3 pings failed or mismatched"])]})
+        rc, md, err = self.run_script(g, e)
+        self.assertEqual(rc, 1)
+        self.assertIn("| rate ×2.00 of Erlang/OTP |", md)
+        self.assertIn("| Erlang/OTP | **refused: not verified** (3 pings failed or mismatched)",
+                      md)
+        self.assertIn("Erlang/OTP ? (erts ?", md)  # no environment in this report
+
+    @unittest.skipUnless(shutil.which("escript"), "escript (erlang-base) is not installed")
+    def test_the_erlang_arms_own_report_is_read(self):
+        path = os.path.join(self.dir, "erlang.json")
+        p = subprocess.run(["escript", ERLANG_ARM, "--rounds=1", "--warmup=0", "--scale=0.01",
+                            "--scenarios=oneway,ask,pingpong", "--json=" + path],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(path) as f:
+            report = json.load(f)
+        self.assertEqual(report["arm"], "erlang")
+        self.assertEqual([s["scenario"] for s in report["summaries"]],
+                         ["oneway", "ask", "pingpong"])
+        ask = report["summaries"][1]
+        self.assertEqual(ask["ops"], "100")  # int64 fields are strings, as protobuf writes them
+        self.assertEqual(ask["samples"], "100")
+        self.assertEqual(ask["concurrency"], 1)
+        self.assertTrue(ask["verified"])
+        self.assertEqual(report["env"]["scale"], "0.01")
+        rc, md, err = self.run_script(path)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| Erlang/OTP |", md.split("## pingpong", 1)[1])
+        self.assertIn("Erlang/OTP %s" % report["env"]["otp_release"], md)
 
     def test_tls_rows_are_compared_with_plaintext_of_the_same_run(self):
         plain = self.write("remote.json", {"arm": "granary", "summaries": [

@@ -8,7 +8,9 @@
 # Arms: granary-bench --hosted; a granary-silo started here on free ports and
 # granary-bench --target against it, then the same (ask, oneway) against a
 # granary-silo serving TLS; the comparison arms granary-compare-caf
-# and granary-compare-grpc when built; granary-bench --failover on a dev
+# and granary-compare-grpc when built, and the Erlang/OTP arm
+# (bench/compare/erlang/granary_compare.escript) when `escript` is found;
+# granary-bench --failover on a dev
 # cluster; granary-bench --overload; and the PostgreSQL arms on a throwaway PostgreSQL server started
 # here (scripts/throwaway-postgres.sh; fsync and synchronous_commit on, since they
 # measure synced commits; stopped at exit): --failover --cluster=postgres,
@@ -140,6 +142,14 @@ for arm in caf grpc; do
     echo "== $arm: not built; its rows are missing from the report" >&2
   fi
 done
+# The Erlang/OTP arm is an escript run from the source tree: nothing to build.
+if command -v escript > /dev/null; then
+  run erlang escript "$here/compare/erlang/granary_compare.escript" \
+      --rounds="$rounds" --warmup=1 --scale="$arm_scale" --json="$work/erlang.json"
+  reports+=("$work/erlang.json")
+else
+  echo "== erlang: no escript (scripts/install-deps.sh installs erlang-base); its rows are missing from the report" >&2
+fi
 
 # 4. Failover: SIGKILL a silo of a 3-silo dev cluster, per round.
 run failover "$bin/granary-bench" --failover --rounds="$failover_rounds" \

@@ -11,7 +11,7 @@ PACKAGES=(
   postgresql libpq-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libjemalloc-dev
-  libcaf-dev
+  libcaf-dev erlang-base
   clang libclang-rt-14-dev
   systemd file python3-yaml
   python3-grpcio python3-protobuf python3-matplotlib python3-prometheus-client
