@@ -28,9 +28,10 @@
 //          rate=<ops/s> p50_us=<x> p99_us=<y> verified=<true|false>
 //          errors=<n> rss_delta_kb=<n> [concurrency=<k>] [failure="..."]
 // one SUMMARY line per scenario, and after a remote run with both `ask` and
-// `raw_grpc` (pooled p50s of the two summaries):
-//   RATIO remote_ask_p50_over_raw_grpc_p50=<x.xx> remote_ask_p50_us=<a>
-//         raw_grpc_p50_us=<b> ask_concurrency=<k>
+// `raw_grpc` (pooled p50s of the two summaries, and the median of the
+// per-round p50 ratios: the scenarios' rounds ran interleaved, side by side):
+//   RATIO remote_ask_p50_over_raw_grpc_p50=<x.xx> median_round_ratio=<y.yy>
+//         remote_ask_p50_us=<a> raw_grpc_p50_us=<b> ask_concurrency=<k>
 // and after a run with `durable-write` on --storage=postgres and
 // `postgres_floor` (pgbench's synced UPDATE on the same database):
 //   RATIO durable_write_p50_over_postgres_floor_p50=<x.xx>
@@ -495,11 +496,13 @@ void Summarize(const RunConfig& c,
     const double ask_us = p50s["ask"] / 1000.0;
     const double raw_us = p50s["raw_grpc"] / 1000.0;
     std::printf(
-        "RATIO remote_ask_p50_over_raw_grpc_p50=%.2f remote_ask_p50_us=%.2f "
-        "raw_grpc_p50_us=%.2f ask_concurrency=%d\n",
-        raw_us > 0 ? ask_us / raw_us : 0, ask_us, raw_us, c.concurrency);
+        "RATIO remote_ask_p50_over_raw_grpc_p50=%.2f median_round_ratio=%.2f "
+        "remote_ask_p50_us=%.2f raw_grpc_p50_us=%.2f ask_concurrency=%d\n",
+        raw_us > 0 ? ask_us / raw_us : 0,
+        Report::MedianRoundRatio(results["ask"], results["raw_grpc"]), ask_us,
+        raw_us, c.concurrency);
   }
-  report.PrintPairRatios(p50s);
+  report.PrintPairRatios(results);
   report.SetEnv("mode", c.mode);
   report.SetEnv("scale", absl::StrCat(c.scale));
   report.SetEnv("rounds", absl::StrCat(c.rounds));

@@ -50,6 +50,7 @@ int64_t Report::Summarize(const std::string& mode, const std::string& scenario,
     samples.insert(samples.end(), r.latencies_ns.begin(), r.latencies_ns.end());
     p50s.push_back(r.p50_ns);
     p99s.push_back(r.p99_ns);
+    s->add_round_p50_us(r.p50_ns / 1000.0);
     ops += r.ops;
     errors += r.errors;
     rss += r.rss_delta_bytes;
@@ -98,22 +99,42 @@ int64_t Report::Summarize(const std::string& mode, const std::string& scenario,
   return p50;
 }
 
+double Report::MedianRoundRatio(const std::vector<ScenarioResult>& a,
+                                const std::vector<ScenarioResult>& b) {
+  if (a.empty() || a.size() != b.size()) return 0;
+  std::vector<double> ratios;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].p50_ns <= 0 || b[i].p50_ns <= 0) return 0;
+    ratios.push_back(static_cast<double>(a[i].p50_ns) / b[i].p50_ns);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  return n % 2 == 1 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+}
+
 void Report::PrintPairRatios(
-    const std::map<std::string, int64_t>& p50s) const {
+    const std::map<std::string, std::vector<ScenarioResult>>& results) const {
+  auto pooled_p50 = [this](const std::string& scenario) -> double {
+    for (const ScenarioSummary& s : report_->summaries()) {
+      if (s.scenario() == scenario) return s.p50_us();
+    }
+    return 0;
+  };
   for (const char* s : {"ask", "chain"}) {
     const std::string filtered = absl::StrCat(s, "_filtered");
-    auto plain = p50s.find(s);
-    auto with = p50s.find(filtered);
-    if (plain == p50s.end() || with == p50s.end() || plain->second <= 0) {
-      continue;
-    }
-    std::printf("RATIO %s_p50_over_%s_p50=%.3f %s_p50_us=%.2f %s_p50_us=%.2f\n",
-                filtered.c_str(), s,
-                static_cast<double>(with->second) / plain->second,
-                filtered.c_str(), with->second / 1000.0, s,
-                plain->second / 1000.0);
+    auto plain = results.find(s);
+    auto with = results.find(filtered);
+    if (plain == results.end() || with == results.end()) continue;
+    const double plain_us = pooled_p50(s), with_us = pooled_p50(filtered);
+    if (plain_us <= 0) continue;
+    std::printf(
+        "RATIO %s_p50_over_%s_p50=%.3f median_round_ratio=%.3f %s_p50_us=%.2f "
+        "%s_p50_us=%.2f\n",
+        filtered.c_str(), s, with_us / plain_us,
+        MedianRoundRatio(with->second, plain->second), filtered.c_str(),
+        with_us, s, plain_us);
   }
-  if (p50s.contains("hotspot") && p50s.contains("stateless")) {
+  if (results.contains("hotspot") && results.contains("stateless")) {
     const double hot = MeanRate("hotspot");
     const double stateless = MeanRate("stateless");
     std::printf(

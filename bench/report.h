@@ -66,9 +66,17 @@ class Report {
   double MeanRate(const std::string& scenario) const;
 
   // RATIO lines of the scenarios measured in pairs, given each summarized
-  // scenario's p50 (ns): ask and chain with and without call filters, and
+  // scenario's rounds: ask and chain with and without call filters (the
+  // median of the per-round p50 ratios, and the ratio of pooled p50s), and
   // the stateless worker hot spot against a normal grain's.
-  void PrintPairRatios(const std::map<std::string, int64_t>& p50s) const;
+  void PrintPairRatios(
+      const std::map<std::string, std::vector<ScenarioResult>>& results) const;
+
+  // The median over rounds i of a[i].p50 / b[i].p50: rounds of scenarios
+  // that ran interleaved, so each pair ran side by side. 0 when the rounds
+  // do not pair up.
+  static double MedianRoundRatio(const std::vector<ScenarioResult>& a,
+                                 const std::vector<ScenarioResult>& b);
 
   // Writes every summary so far as JSON (protobuf's mapping of BenchReport).
   absl::Status WriteJson(const std::string& path) const;
