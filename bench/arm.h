@@ -52,6 +52,11 @@ struct RunConfig {
   std::string conninfo;
   bool wants_floor = false;
   std::string pgbench;
+  // --profile: one more round per scenario, watched (bench/profile.h); the
+  // silo's process for the server side of a remote run (--silo_pid, 0:
+  // client side only).
+  bool profile = false;
+  int silo_pid = 0;
 };
 
 // What the scenarios run against, hosted or remote. Start fills the

@@ -38,6 +38,7 @@
 //         durable_write_p50_us=<a> postgres_floor_p50_us=<b>
 // Rounds are interleaved across scenarios after a warm-up. Exits 1 when any
 // round was not verified, 2 on bad flags or a gateway that cannot be used.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +62,7 @@
 #include "bench/arm.h"
 #include "bench/failover.h"
 #include "bench/main_util.h"
+#include "bench/profile.h"
 #include "bench/hosted_arm.h"
 #include "bench/raw_echo.h"
 #include "bench/remote.h"
@@ -122,6 +124,13 @@ ABSL_FLAG(int32_t, workers, 0,
 ABSL_FLAG(int32_t, turn_budget, 64,
           "Messages per activation per scheduling; --hosted only.");
 ABSL_FLAG(int32_t, depth, 5, "Depth of the chain scenario.");
+ABSL_FLAG(bool, profile, false,
+          "After the measured rounds, one more round per scenario with its "
+          "processes watched: context switches, CPU time, and (where perf "
+          "runs) system calls per operation (PROFILE lines; bench/profile.h).");
+ABSL_FLAG(int32_t, silo_pid, 0,
+          "--profile with --target: the silo's process on this machine, "
+          "watched as the server side (0: client side only).");
 ABSL_FLAG(bool, one_hop, true,
           "With --target: send a grain's calls to the gateway of the silo that "
           "hosts it once a reply named it. false: to a gateway chosen by the "
@@ -277,6 +286,17 @@ absl::Status CheckRanges(const RunConfig& c) {
   if (absl::GetFlag(FLAGS_depth) < 1) {
     return absl::InvalidArgumentError("--depth must be at least 1");
   }
+  if (c.silo_pid < 0) {
+    return absl::InvalidArgumentError("--silo_pid must not be negative");
+  }
+  if (c.silo_pid > 0 && (!c.profile || c.hosted)) {
+    return absl::InvalidArgumentError(
+        "--silo_pid names the silo --profile watches in a --target run");
+  }
+  if (c.silo_pid > 0 && kill(c.silo_pid, 0) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--silo_pid=", c.silo_pid, ": no such process here"));
+  }
   if (absl::GetFlag(FLAGS_fanout) < 1 || absl::GetFlag(FLAGS_fanout) > 1000) {
     return absl::InvalidArgumentError("--fanout must be in [1, 1000]");
   }
@@ -340,6 +360,8 @@ absl::StatusOr<RunConfig> ConfigFromFlags() {
   RunConfig c;
   c.hosted = absl::GetFlag(FLAGS_hosted);
   c.target = absl::GetFlag(FLAGS_target);
+  c.profile = absl::GetFlag(FLAGS_profile);
+  c.silo_pid = absl::GetFlag(FLAGS_silo_pid);
   if (c.hosted && !c.target.empty()) {
     return absl::InvalidArgumentError(
         "--hosted and --target are mutually exclusive");
@@ -476,6 +498,28 @@ bool RunRounds(const RunConfig& c, ScenarioContext& ctx,
   return all_verified;
 }
 
+// --profile: one more round of each scenario with its processes watched.
+void ProfileRounds(const RunConfig& c, ScenarioContext& ctx, Report& report) {
+  for (const std::string& s : c.scenarios) {
+    std::vector<ProfileSide> sides;
+    if (c.hosted) {
+      sides.push_back({"process", getpid()});
+    } else {
+      sides.push_back({"client", getpid()});
+      if (s == "raw_grpc" && ctx.raw_echo != nullptr) {
+        sides.push_back({"server", ctx.raw_echo->pid()});
+      } else if (c.silo_pid > 0) {
+        sides.push_back({"silo", static_cast<pid_t>(c.silo_pid)});
+      }
+    }
+    ctx.round = 1000000 + ctx.round;  // keys of its own
+    ScenarioProfile profile =
+        ProfileScenario(s, sides, [&] { return RunScenario(s, ctx); });
+    PrintProfile(c.mode, profile);
+    report.AddProfile(c.mode, profile);
+  }
+}
+
 // SUMMARY lines, the RATIO line of a remote run, and the run's environment.
 void Summarize(const RunConfig& c,
                std::map<std::string, std::vector<ScenarioResult>>& results,
@@ -564,6 +608,7 @@ int Main() {
   const bool all_verified = RunRounds(*config, ctx, &results);
   Report report("granary");
   Summarize(*config, results, report);
+  if (config->profile) ProfileRounds(*config, ctx, report);
   arm->Finish(*config, report);
   std::fflush(stdout);
   if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {

@@ -125,11 +125,17 @@ class Refused(Exception):
     pass
 
 
-def load(paths):
-    rows = []
+def read_reports(paths):
+    reports = []
     for path in paths:
         with open(path) as f:
-            report = json.load(f)
+            reports.append(json.load(f))
+    return reports
+
+
+def load(paths):
+    rows = []
+    for report in read_reports(paths):
         for s in report.get("summaries", []):
             s = dict(s)
             s["arm"] = report.get("arm", "?")
@@ -340,6 +346,42 @@ def goals(by_key):
     return lines
 
 
+def load_profiles(paths):
+    """The --profile rows of the reports (bench/profile.h), in report order."""
+    return [dict(p, ops=int(p.get("ops", 0)))
+            for report in read_reports(paths) for p in report.get("profile", [])]
+
+
+def profile_notes(profiles):
+    """Per operation, on each side: what the watched round of each scenario
+    cost in context switches, CPU time and system calls."""
+    if not profiles:
+        return []
+    per_op = lambda v: "n/a" if v is None or v < 0 else "%.2f" % v
+    lines = ["## Where the time goes (`--profile`)", "",
+             "After its measured rounds each scenario ran one more round with its processes "
+             "watched (bench/profile.h): context switches summed over the process's threads "
+             "(voluntary: the thread blocked, one sleep and one wake-up each; involuntary: it was "
+             "preempted), time on a CPU (spinning included), and system calls and futex calls "
+             "counted by `perf stat` (n/a where perf does not run). Per operation; the client is "
+             "granary-bench, the silo or server the process answering it.", "",
+             "| mode | scenario | side | voluntary cs | involuntary cs | CPU µs | syscalls | "
+             "futex | verified |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for p in profiles:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            p.get("mode", "?"), p.get("scenario", "?"), p.get("side", "?"),
+            per_op(p.get("voluntary_cs_per_op", 0)), per_op(p.get("involuntary_cs_per_op", 0)),
+            per_op(p.get("cpu_us_per_op", 0)), per_op(p.get("syscalls_per_op", -1)),
+            per_op(p.get("futex_per_op", -1)), "yes" if p.get("verified") else "**no**"))
+    notes = sorted({p["note"] for p in profiles if p.get("note")})
+    if notes:
+        lines.append("")
+        lines.extend("- perf: %s" % n for n in notes)
+    lines.append("")
+    return lines
+
+
 def tls_notes(by_key):
     """Remote calls with and without TLS, measured in the same run."""
     plain_ask = by_key.get(("granary:remote", "ask"))
@@ -521,6 +563,7 @@ def main():
         except ImportError:
             md.append("(No plot: matplotlib is not installed.)")
             md.append("")
+    md.extend(profile_notes(load_profiles(args.reports)))
     md.extend(tls_notes(by_key))
     md.extend(overload_notes(by_key))
     md.extend(postgres_notes(rows))

@@ -146,6 +146,23 @@ class MakeResultsTest(unittest.TestCase):
         self.assertIn("(×1.10)", ask_goal[0])
         self.assertTrue(ask_goal[0].endswith("| **no** |"), ask_goal[0])
 
+    def test_profile_rows_are_published_per_side(self):
+        g = self.write("g.json", {"arm": "granary", "summaries": [
+            summary("ask", "remote", p50=80.0)], "profile": [
+            {"scenario": "ask", "mode": "remote", "side": "client", "ops": "2500",
+             "verified": True, "voluntary_cs_per_op": 4.75, "involuntary_cs_per_op": 1.5,
+             "cpu_us_per_op": 30.0, "syscalls_per_op": 12.9, "futex_per_op": 7.4, "note": ""},
+            {"scenario": "ask", "mode": "remote", "side": "silo", "ops": "2500",
+             "verified": True, "voluntary_cs_per_op": 5.2, "involuntary_cs_per_op": 1.4,
+             "cpu_us_per_op": 25.0, "syscalls_per_op": -1, "futex_per_op": -1,
+             "note": "perf exited"}]})
+        rc, md, err = self.run_script(g)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("## Where the time goes (`--profile`)", md)
+        self.assertIn("| remote | ask | client | 4.75 | 1.50 | 30.00 | 12.90 | 7.40 | yes |", md)
+        self.assertIn("| remote | ask | silo | 5.20 | 1.40 | 25.00 | n/a | n/a | yes |", md)
+        self.assertIn("- perf: perf exited", md)
+
     def test_tls_rows_are_compared_with_plaintext_of_the_same_run(self):
         plain = self.write("remote.json", {"arm": "granary", "summaries": [
             summary("ask", "remote", p50=100.0), summary("oneway", "remote", rate=200000.0)]})

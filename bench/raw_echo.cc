@@ -144,6 +144,8 @@ RawEchoArm::RawEchoArm(std::unique_ptr<ChildProcess> child, std::string address,
       channel_(std::move(channel)),
       stub_(RawEcho::NewStub(channel_)) {}
 
+pid_t RawEchoArm::pid() const { return child_->pid(); }
+
 RawEchoArm::~RawEchoArm() { Stop().IgnoreError(); }
 
 absl::Status RawEchoArm::Stop() {

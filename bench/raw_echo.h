@@ -54,6 +54,8 @@ class RawEchoArm {
   ~RawEchoArm();  // stops and reaps the helper
 
   const std::string& address() const { return address_; }
+  // The helper's process (the server side of --profile).
+  pid_t pid() const;
 
   // Runs `ops` sequential round trips on one new stream; fills `r` (ops,
   // seconds, latencies_ns, errors, verified: every echo carried its seq).

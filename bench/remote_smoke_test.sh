@@ -4,8 +4,9 @@
 #   remote_smoke_test.sh GRANARY_SILO GRANARY_BENCH
 #
 # Starts the silo on free ports, waits for its READY line, runs every
-# scenario (raw_grpc and concurrent asks included) at a tiny scale, and
-# passes only when every RESULT is verified, the RATIO line is printed, the
+# scenario (raw_grpc and concurrent asks included) at a tiny scale, then ask
+# and raw_grpc with --profile, and passes only when every RESULT is
+# verified, the RATIO and PROFILE lines are printed, the
 # silo exits 0 on SIGTERM, and a gateway that is gone is a clean exit 2.
 # No timing is asserted.
 set -u
@@ -60,8 +61,23 @@ done
 ! grep -q "verified=false" "$dir/bench.out" || fail "a row was not verified"
 grep -q "^RESULT scenario=ask .* concurrency=4" "$dir/bench.out" ||
   fail "the ask row does not carry concurrency=4"
-grep -q "^RATIO remote_ask_p50_over_raw_grpc_p50=[0-9.]* remote_ask_p50_us=" \
+grep -q "^RATIO remote_ask_p50_over_raw_grpc_p50=[0-9.]* median_round_ratio=[0-9.]* remote_ask_p50_us=" \
   "$dir/bench.out" || fail "no RATIO line"
+
+# --profile watches both sides: the silo of ask, the echo helper of raw_grpc
+# (system calls are n/a where perf does not run).
+"$bench_bin" --target="$gateway" --rounds=1 --warmup=0 --scale=0.01 \
+  --scenarios=ask,raw_grpc --profile --silo_pid="$silo_pid" \
+  >"$dir/profile.out" 2>"$dir/profile.err"
+profile_rc=$?
+cat "$dir/profile.out"
+cat "$dir/profile.err" >&2
+[[ $profile_rc -eq 0 ]] || fail "granary-bench --profile exited $profile_rc"
+for line in "ask mode=remote side=client" "ask mode=remote side=silo" \
+    "raw_grpc mode=remote side=client" "raw_grpc mode=remote side=server"; do
+  grep -q "^PROFILE scenario=$line ops=[1-9][0-9]* verified=true voluntary_cs_per_op=[0-9.]* involuntary_cs_per_op=[0-9.]* cpu_us_per_op=[0-9.]* syscalls_per_op=" \
+    "$dir/profile.out" || fail "no PROFILE line for $line"
+done
 
 kill -TERM "$silo_pid"
 wait "$silo_pid"

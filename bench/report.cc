@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "bench/profile.h"
 #include "bench/report.pb.h"
 #include "bench/stats.h"
 #include "google/protobuf/util/json_util.h"
@@ -141,6 +142,25 @@ void Report::PrintPairRatios(
         "RATIO stateless_rate_over_hotspot_rate=%.2f stateless_rate=%.0f "
         "hotspot_rate=%.0f\n",
         hot > 0 ? stateless / hot : 0, stateless, hot);
+  }
+}
+
+void Report::AddProfile(const std::string& mode,
+                        const ScenarioProfile& profile) {
+  const double ops = profile.ops > 0 ? static_cast<double>(profile.ops) : 1;
+  for (const SideProfile& side : profile.sides) {
+    ProfileRow* p = report_->add_profile();
+    p->set_scenario(profile.scenario);
+    p->set_mode(mode);
+    p->set_side(side.side.name);
+    p->set_ops(profile.ops);
+    p->set_verified(profile.verified);
+    p->set_voluntary_cs_per_op(side.delta.voluntary / ops);
+    p->set_involuntary_cs_per_op(side.delta.involuntary / ops);
+    p->set_cpu_us_per_op(side.delta.cpu_us / ops);
+    p->set_syscalls_per_op(side.syscalls < 0 ? -1 : side.syscalls / ops);
+    p->set_futex_per_op(side.futex < 0 ? -1 : side.futex / ops);
+    p->set_note(side.note);
   }
 }
 

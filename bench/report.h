@@ -24,6 +24,7 @@ namespace granary::bench {
 
 class BenchReport;      // report.pb.h
 class ScenarioSummary;  // report.pb.h
+struct ScenarioProfile;  // bench/profile.h
 
 // One measured round of one scenario.
 struct ScenarioResult {
@@ -77,6 +78,9 @@ class Report {
   // do not pair up.
   static double MedianRoundRatio(const std::vector<ScenarioResult>& a,
                                  const std::vector<ScenarioResult>& b);
+
+  // Keeps a --profile round's figures for the JSON report.
+  void AddProfile(const std::string& mode, const ScenarioProfile& profile);
 
   // Writes every summary so far as JSON (protobuf's mapping of BenchReport).
   absl::Status WriteJson(const std::string& path) const;

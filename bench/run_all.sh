@@ -56,7 +56,7 @@ trap cleanup EXIT
 status=0
 run() {  # run NAME COMMAND...: prints the command, keeps going on failure
   echo "== $1: ${*:2}"
-  "${@:2}" | grep -E '^(SUMMARY|RATIO|ENV|FAILOVER|OVERLOAD)' || true
+  "${@:2}" | grep -E '^(SUMMARY|RATIO|ENV|FAILOVER|OVERLOAD|PROFILE)' || true
   local rc=${PIPESTATUS[0]}
   if [ "$rc" -ne 0 ]; then
     echo "== $1 exited $rc" >&2
@@ -110,7 +110,8 @@ stop_silo() {
 start_silo silo
 if [ -n "$gateway" ]; then
   run remote "$bin/granary-bench" --target="$gateway" --rounds="$rounds" \
-      --warmup=1 --scale="$remote_scale" --json="$work/remote.json"
+      --warmup=1 --scale="$remote_scale" --profile --silo_pid="$silo_pid" \
+      --json="$work/remote.json"
   reports+=("$work/remote.json")
   run remote-k16 "$bin/granary-bench" --target="$gateway" --rounds="$rounds" \
       --warmup=1 --scale="$remote_scale" --scenarios=ask --concurrency=16 \
