@@ -67,6 +67,7 @@
 #include "bench/raw_echo.h"
 #include "bench/remote.h"
 #include "client/security_flags.h"
+#include "bench/scenario_util.h"
 #include "bench/scenarios.h"
 #include "bench/stats.h"
 #include "core/log.h"
@@ -547,6 +548,10 @@ void Summarize(const RunConfig& c,
         raw_us, c.concurrency);
   }
   report.PrintPairRatios(results);
+  if (results.contains("memory")) {
+    std::printf("ENV memory_grain_bytes=%zu\n", TinyGrainOwnBytes());
+    report.SetEnv("memory_grain_bytes", absl::StrCat(TinyGrainOwnBytes()));
+  }
   report.SetEnv("mode", c.mode);
   report.SetEnv("scale", absl::StrCat(c.scale));
   report.SetEnv("rounds", absl::StrCat(c.rounds));

@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
     (*client)->Register(StateGrainRef::Interface());
     (*client)->Register(SiloStatsRef::Interface());
     (*client)->Register(WorkGrainRef::Interface());
+    (*client)->Register(TinyGrainRef::Interface());
     (*client)->Register(StatelessWorkGrainRef::Interface());
     (*client)->Register(examples::ChatRef::Interface());
   }

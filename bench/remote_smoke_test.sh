@@ -48,13 +48,13 @@ gateway=${gateway%% *}
 echo "silo ready: $ready"
 
 "$bench_bin" --target="$gateway" --rounds=1 --warmup=0 --scale=0.01 \
-  --scenarios=activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,create,wake,durable-write,warm-read,raw_grpc --concurrency=4 \
+  --scenarios=activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,create,wake,durable-write,warm-read,memory,raw_grpc --concurrency=4 \
   >"$dir/bench.out" 2>"$dir/bench.err"
 bench_rc=$?
 cat "$dir/bench.out"
 cat "$dir/bench.err" >&2
 [[ $bench_rc -eq 0 ]] || fail "granary-bench exited $bench_rc"
-for s in activation activation_one oneway oneway_spread ask chain pingpong fanout create wake durable-write warm-read raw_grpc; do
+for s in activation activation_one oneway oneway_spread ask chain pingpong fanout create wake durable-write warm-read memory raw_grpc; do
   grep -q "^RESULT scenario=$s mode=remote .*verified=true" "$dir/bench.out" ||
     fail "no verified remote RESULT for $s"
 done

@@ -40,6 +40,9 @@ struct ScenarioResult {
   bool verified = false;
   std::string failure;  // why not verified
   int64_t rss_delta_bytes = 0;
+  // The scenario read the resident memory itself (`memory`, after a
+  // settle); otherwise it is read around the round.
+  bool rss_measured = false;
   // Operations kept in flight at once; 0 where the notion does not apply.
   int concurrency = 0;
 };

@@ -5,8 +5,10 @@
 #   bench/run_all.sh BUILD_DIR full     # make bench: about 10 minutes
 #   bench/run_all.sh BUILD_DIR quick    # make bench-quick: about 1 minute
 #
-# Arms: granary-bench --hosted; a granary-silo started here on free ports and
-# granary-bench --target against it, then the same (ask, oneway) against a
+# Arms: granary-bench --hosted (and its memory scenario, a run of its own); a
+# granary-silo started here on free ports and granary-bench --target against
+# it (profiled), the memory scenario against a fresh one, then the same
+# (ask, oneway) against a
 # granary-silo serving TLS; the comparison arms granary-compare-caf
 # and granary-compare-grpc when built, and the Erlang/OTP arm
 # (bench/compare/erlang/granary_compare.escript) when `escript` is found;
@@ -30,10 +32,10 @@ command="make bench"
 case "$size" in
   full)  rounds=5; hosted_scale=5; remote_scale=1; arm_scale=1
          failover_rounds=3; failover_grains=3000; pg_scale=1
-         overload_rounds=3; overload_time=10s ;;
+         overload_rounds=3; overload_time=10s; memory_scale=1 ;;
   quick) rounds=2; hosted_scale=0.5; remote_scale=0.2; arm_scale=0.2
          failover_rounds=1; failover_grains=300; pg_scale=0.1
-         overload_rounds=1; overload_time=3s
+         overload_rounds=1; overload_time=3s; memory_scale=0.1
          command="make bench-quick"
          out_md="$build/RESULTS-quick.md"; out_png="$build/results_latency-quick.png" ;;
   *) echo "run_all.sh: size must be full or quick" >&2; exit 2 ;;
@@ -74,6 +76,11 @@ run hosted-k16 "$bin/granary-bench" --hosted --rounds="$rounds" --warmup=1 \
     --scale="$hosted_scale" --scenarios=ask --concurrency=16 \
     --json="$work/hosted-k16.json"
 reports+=("$work/hosted-k16.json")
+# What an idle activation weighs: its own run, since the activations stay.
+run hosted-memory "$bin/granary-bench" --hosted --storage=memory \
+    --scenarios=memory --rounds="$rounds" --warmup=0 --scale="$memory_scale" \
+    --json="$work/hosted-memory.json"
+reports+=("$work/hosted-memory.json")
 
 # start_silo NAME [FLAGS...]: a granary-silo on free ports with the bench
 # grains (its data and log under $work/NAME); sets `gateway` to its gateway
@@ -117,6 +124,14 @@ if [ -n "$gateway" ]; then
       --warmup=1 --scale="$remote_scale" --scenarios=ask --concurrency=16 \
       --json="$work/remote-k16.json"
   reports+=("$work/remote-k16.json")
+  stop_silo
+fi
+start_silo silo-memory
+if [ -n "$gateway" ]; then
+  run remote-memory "$bin/granary-bench" --target="$gateway" --scenarios=memory \
+      --rounds="$rounds" --warmup=0 --scale="$memory_scale" \
+      --json="$work/remote-memory.json"
+  reports+=("$work/remote-memory.json")
   stop_silo
 fi
 

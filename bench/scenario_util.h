@@ -86,5 +86,9 @@ void WarmRead(const ScenarioContext& ctx, ScenarioResult& r);
 void PostgresFloorRound(const ScenarioContext& ctx, ScenarioResult& r);
 // Server push (push_scenario.cc): a Chat room's posts to 100 subscribers.
 void Push(const ScenarioContext& ctx, ScenarioResult& r);
+// Idle activations' memory (memory_scenario.cc): 100,000 TinyGrains made
+// and left idle; and the bytes a TinyGrain holds itself.
+void Memory(const ScenarioContext& ctx, ScenarioResult& r);
+size_t TinyGrainOwnBytes();
 
 }  // namespace granary::bench

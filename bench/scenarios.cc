@@ -522,36 +522,6 @@ void PingPong(const ScenarioContext& ctx, ScenarioResult& r) {
 
 }  // namespace
 
-const std::vector<std::string>& ScenarioNames() {
-  static const auto* names = new std::vector<std::string>{
-      "activation",    "activation_one", "oneway",   "oneway_spread", "ask",
-      "chain",         "pingpong",       "fanout",   "create",        "wake",
-      "durable-write", "warm-read",      "raw_grpc", "postgres_floor",
-      "ask_filtered",  "chain_filtered", "hotspot",  "stateless",     "push"};
-  return *names;
-}
-
-std::string ScenarioUnit(absl::string_view name) {
-  if (name == "activation" || name == "activation_one") return "activation";
-  if (name == "oneway" || name == "oneway_spread") return "message";
-  if (name == "pingpong") return "exchange";
-  if (name == "push") return "message";
-  if (name == "chain" || name == "chain_filtered") return "chain";
-  if (name == "fanout") return "fan-out";
-  if (name == "create") return "create";
-  if (name == "wake") return "wake";
-  if (name == "durable-write" || name == "postgres_floor") return "write";
-  if (name == "warm-read") return "read";
-  return "call";
-}
-
-bool IsScenario(absl::string_view name) {
-  for (const auto& n : ScenarioNames()) {
-    if (n == name) return true;
-  }
-  return false;
-}
-
 ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   ScenarioResult r;
   r.scenario = std::string(name);
@@ -578,6 +548,7 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   else if (name == "hotspot") Hotspot(ctx, r, /*stateless=*/false);
   else if (name == "stateless") Hotspot(ctx, r, /*stateless=*/true);
   else if (name == "push") Push(ctx, r);
+  else if (name == "memory") Memory(ctx, r);
   else if (name == "ask_filtered" || name == "chain_filtered") {
     if (ctx.filtered_invoker == nullptr) {
       Fail(r, "no silo with call filters: needs --hosted");
@@ -589,7 +560,7 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
     }
   }
   else Fail(r, "unknown scenario");
-  r.rss_delta_bytes = resident() - rss0;
+  if (!r.rss_measured) r.rss_delta_bytes = resident() - rss0;
   if (!r.latencies_ns.empty()) {
     r.p50_ns = NearestRank(r.latencies_ns, 0.50);
     r.p99_ns = NearestRank(r.latencies_ns, 0.99);

@@ -72,7 +72,8 @@ struct ScenarioContext {
 // "ask", "chain", "pingpong", "fanout", "ask_filtered" and "chain_filtered"
 // (ask and chain through ScenarioContext::filtered_invoker), "hotspot" and
 // "stateless" (16 callers at once on one grain that computes: a normal grain
-// and a stateless worker), the storage
+// and a stateless worker), "memory" (100,000 idle activations of a small
+// grain: resident memory per activation; not a default), the storage
 // scenarios "create",
 // "wake", "durable-write", "warm-read", "raw_grpc" (remote only), or
 // "postgres_floor" (pgbench's synced UPDATE: PostgreSQL storage only).

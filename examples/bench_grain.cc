@@ -272,9 +272,16 @@ Task<WorkReply> StatelessWorkGrainImpl::Work(const WorkRequest& request) {
   co_return DoWork(request, ActivationId());
 }
 
+Task<TouchReply> TinyGrainImpl::Touch(const TouchRequest&) {
+  TouchReply reply;
+  reply.set_touches(++touches_);
+  co_return reply;
+}
+
 absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats,
                             BenchStats* state_stats) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<WorkGrainImpl>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<TinyGrainImpl>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<StatelessWorkGrainImpl>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<BenchGrainImpl>(
       [stats] { return std::make_unique<BenchGrainImpl>(stats); }));

@@ -81,6 +81,16 @@ class StatelessWorkGrainImpl final : public StatelessWorkGrainGrainBase {
   Task<WorkReply> Work(const WorkRequest& request) override;
 };
 
+// The memory scenario's grain: its one field is all the grain itself holds;
+// the rest of an idle activation's memory is the runtime's.
+class TinyGrainImpl final : public TinyGrainGrainBase {
+ public:
+  Task<TouchReply> Touch(const TouchRequest& request) override;
+
+ private:
+  int64_t touches_ = 0;
+};
+
 // A grain with persistent state, for the storage scenarios.
 class StateGrainImpl final : public StateGrainGrainBase {
  public:
