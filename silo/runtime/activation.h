@@ -74,7 +74,7 @@ struct GrainTypeEntry {
 // and drops the caller's reference to it.
 void RefuseMailboxFull(CallBase* call);
 
-enum class DeactivationReason {
+enum class DeactivationReason : uint8_t {
   kIdle,
   kRequested,
   kShutdown,
@@ -85,7 +85,13 @@ const char* DeactivationReasonName(DeactivationReason r);
 
 class Activation final : public Runnable, public MessageSink {
  public:
-  enum class State { kCreating, kActivating, kActive, kDeactivating, kGone };
+  enum class State : uint8_t {
+    kCreating,
+    kActivating,
+    kActive,
+    kDeactivating,
+    kGone
+  };
 
   Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
              uint64_t activation_id);
@@ -144,7 +150,9 @@ class Activation final : public Runnable, public MessageSink {
   void NoteReminder(const std::string& name, absl::Time first_tick);
   // Whether `name` is registered is not known (a request's answer was
   // lost): its ticks run.
-  void ForgetReminder(const std::string& name) { reminders_.erase(name); }
+  void ForgetReminder(const std::string& name) {
+    if (extras_ != nullptr) extras_->reminders.erase(name);
+  }
 
   // A streaming call this activation serves (its method got a writer): the
   // activation holds it until it ends, and ends it UNAVAILABLE when the
@@ -170,8 +178,8 @@ class Activation final : public Runnable, public MessageSink {
     Message* msg;   // the call or timer being served
     bool is_timer;  // msg->kind can change: a call whose deadline passed
                     // becomes a response while its method still runs
-    uint64_t chain_id;
     bool read_only;
+    uint64_t chain_id;
     int64_t start_ns;  // MonoNanos when its first turn began
     // A call parked in a suspended incoming filter: its filter chain.
     FilterRun* filters;
@@ -234,10 +242,10 @@ class Activation final : public Runnable, public MessageSink {
   // Calls offered and not yet started (Offer, Process).
   std::atomic<int> queued_calls_{0};
   const bool stateless_;
-  // Stateless workers only: requests started and not finished, and
-  // whether the worker began deactivating.
-  std::atomic<int> running_requests_{0};
+  // Stateless workers only: whether the worker began deactivating, and
+  // requests started and not finished.
   std::atomic<bool> retiring_{false};
+  std::atomic<int> running_requests_{0};
 
   // Push-back on grains that send one-way calls into a full mailbox: the
   // sender's next turn waits (it is "parked": still scheduled, run again by
@@ -257,11 +265,11 @@ class Activation final : public Runnable, public MessageSink {
   // Wakes every sender waiting for room here.
   void WakeRoomWaiters();
   Mutex park_mu_;  // before the silo timers' lock
-  bool parked_ ABSL_GUARDED_BY(park_mu_) = false;
   PushbackTimer pushback_timer_;
   Mutex room_mu_;
   std::vector<Activation*> room_waiters_ ABSL_GUARDED_BY(room_mu_);
   std::atomic<bool> has_room_waiters_{false};
+  bool parked_ ABSL_GUARDED_BY(park_mu_) = false;
   // 1 until the activation is gone, plus 1 for a runner between releasing
   // `scheduled_` and its last look at `pending_`, and 1 per poster inside
   // Post: another worker may run the activation to its end (and free it) in
@@ -272,24 +280,25 @@ class Activation final : public Runnable, public MessageSink {
   }
   std::atomic<int64_t> last_active_ns_;  // Silo::IdleClockNs()
   std::atomic<bool> collect_posted_{false};
+  std::atomic<bool> shed_posted_{false};
+  std::atomic<bool> shutdown_posted_{false};
   Message collect_msg_{MessageKind::kControl};
   Message shutdown_msg_{MessageKind::kControl};
   Message shed_msg_{MessageKind::kControl};
-  std::atomic<bool> shed_posted_{false};
-  std::atomic<bool> shutdown_posted_{false};
 
   // Worker-only.
   State state_ = State::kCreating;
+  bool deactivate_requested_ = false;
+  DeactivationReason deactivation_reason_ = DeactivationReason::kRequested;
   // A full mailbox this activation's current turn sent a one-way call to
   // (a reference held); the run parks after the turn.
   Activation* pushed_back_by_ = nullptr;
   TurnContext turn_;
   MessageFifo responses_;
   MessageFifo waiting_;
-  absl::InlinedVector<Running, 4> running_;
+  // Mostly one at a time (more only for interleaving grains).
+  absl::InlinedVector<Running, 1> running_;
   int64_t popped_ = 0;
-  bool deactivate_requested_ = false;
-  DeactivationReason deactivation_reason_ = DeactivationReason::kRequested;
   // The silo clock's time as of this Run's first look at it.
   absl::Time TurnNow();
   absl::Time now_;
@@ -299,14 +308,24 @@ class Activation final : public Runnable, public MessageSink {
   int64_t finished_start_ = 0;
   std::coroutine_handle<internal::TaskPromise<void>> lifecycle_;
   absl::Status activation_status_;
-  absl::flat_hash_map<TimerId, GrainTimer*> timers_;
-  TimerId next_timer_id_ = 1;
-  absl::flat_hash_map<std::string, absl::Time> reminders_;  // NoteReminder
-  // The due time of the last tick of each reminder that ran here.
-  absl::flat_hash_map<std::string, absl::Time> last_ticks_;
-  // KeepStream: one reference each; ended ones pruned as it grows.
-  std::vector<CallBase*> streams_;
-  size_t streams_pruned_at_ = 0;
+  // What only some activations use, made on first use (an idle activation
+  // of a grain without timers, reminders or streams is smaller without it).
+  // Touched only by the activation's own turns and lifecycle.
+  struct Extras {
+    absl::flat_hash_map<TimerId, GrainTimer*> timers;
+    TimerId next_timer_id = 1;
+    absl::flat_hash_map<std::string, absl::Time> reminders;  // NoteReminder
+    // The due time of the last tick of each reminder that ran here.
+    absl::flat_hash_map<std::string, absl::Time> last_ticks;
+    // KeepStream: one reference each; ended ones pruned as it grows.
+    std::vector<CallBase*> streams;
+    size_t streams_pruned_at = 0;
+  };
+  Extras& extras() {
+    if (extras_ == nullptr) extras_ = std::make_unique<Extras>();
+    return *extras_;
+  }
+  std::unique_ptr<Extras> extras_;
   // Ends the streams still open with `status` and lets them go.
   void EndStreams(const absl::Status& status);
 };

@@ -98,14 +98,16 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
   state_ = State::kDeactivating;
   if (stateless_) retiring_.store(true, std::memory_order_relaxed);
   deactivation_reason_ = reason;
-  for (auto& [id, timer] : timers_) {
-    if (silo_->timers().Cancel(timer)) {
-      delete timer;
-    } else {
-      timer->cancelled = true;  // in flight to the mailbox; freed when drained
+  if (extras_ != nullptr) {
+    for (auto& [id, timer] : extras_->timers) {
+      if (silo_->timers().Cancel(timer)) {
+        delete timer;
+      } else {
+        timer->cancelled = true;  // in flight to the mailbox; freed when drained
+      }
     }
+    extras_->timers.clear();
   }
-  timers_.clear();
   try {
     StartLifecycle(grain_->OnDeactivate(), [](void* self) {
       auto* a = static_cast<Activation*>(self);
@@ -187,7 +189,7 @@ void Activation::Abandon(const absl::Status& status) {
       if (timer->frame != nullptr) {
         std::coroutine_handle<>::from_address(timer->frame).destroy();
       }
-      timers_.erase(timer->id);
+      if (extras_ != nullptr) extras_->timers.erase(timer->id);
       delete timer;
     }
   }
@@ -196,10 +198,12 @@ void Activation::Abandon(const absl::Status& status) {
     lifecycle_.destroy();
     lifecycle_ = {};
   }
-  for (auto& [id, timer] : timers_) {
-    if (silo_->timers().Cancel(timer)) delete timer;
+  if (extras_ != nullptr) {
+    for (auto& [id, timer] : extras_->timers) {
+      if (silo_->timers().Cancel(timer)) delete timer;
+    }
+    extras_->timers.clear();
   }
-  timers_.clear();
   EndStreams(status);
   grain_.reset();
   type_->metrics->activations->Add(-1);
@@ -229,34 +233,38 @@ void Activation::RequestShed() {
 
 void Activation::KeepStream(CallBase* call) {
   call->AddRef();
-  streams_.push_back(call);
-  if (streams_.size() >= 2 * streams_pruned_at_ + 16) {
+  Extras& e = extras();
+  e.streams.push_back(call);
+  if (e.streams.size() >= 2 * e.streams_pruned_at + 16) {
     OpenStreams();
-    streams_pruned_at_ = streams_.size();
+    e.streams_pruned_at = e.streams.size();
   }
 }
 
 size_t Activation::OpenStreams() {
+  if (extras_ == nullptr) return 0;
+  std::vector<CallBase*>& streams = extras_->streams;
   size_t kept = 0;
-  for (size_t i = 0; i < streams_.size(); ++i) {
-    CallBase* call = streams_[i];
+  for (size_t i = 0; i < streams.size(); ++i) {
+    CallBase* call = streams[i];
     if (call->stream()->closed()) {
       call->Release();
       continue;
     }
-    streams_[kept++] = call;
+    streams[kept++] = call;
   }
-  streams_.resize(kept);
+  streams.resize(kept);
   return kept;
 }
 
 void Activation::EndStreams(const absl::Status& status) {
-  for (CallBase* call : streams_) {
+  if (extras_ == nullptr) return;
+  for (CallBase* call : extras_->streams) {
     call->Fail(status);
     call->Release();
   }
-  streams_.clear();
-  streams_pruned_at_ = 0;
+  extras_->streams.clear();
+  extras_->streams_pruned_at = 0;
 }
 
 void Activation::DeactivateOnIdle() {

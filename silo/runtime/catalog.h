@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "core/sync.h"
 #include "core/grain_id.h"
@@ -38,7 +39,7 @@ class Catalog {
       ReaderMutexLock lock(&s.mu);
       auto it = s.map.find(id);
       if (it == s.map.end()) return false;
-      offered = it->second->Offer(call);
+      offered = (*it)->Offer(call);
     }
     if (!offered) RefuseMailboxFull(call);
     return true;
@@ -51,7 +52,7 @@ class Catalog {
     Shard& s = ShardFor(id);
     ReaderMutexLock lock(&s.mu);
     auto it = s.map.find(id);
-    if (it != s.map.end()) fn(it->second);
+    if (it != s.map.end()) fn(*it);
   }
 
   // Posts `m` to the activation of `id`, first creating it with `make()`
@@ -69,10 +70,10 @@ class Catalog {
       if (it == s.map.end()) {
         Activation* a = make();
         if (a == nullptr) return false;
-        it = s.map.emplace(id, a).first;
+        it = s.map.insert(a).first;
         size_.fetch_add(1, std::memory_order_relaxed);
       }
-      offered = it->second->Offer(call);
+      offered = (*it)->Offer(call);
     }
     if (!offered) RefuseMailboxFull(call);
     return true;
@@ -84,7 +85,7 @@ class Catalog {
     Shard& s = ShardFor(id);
     ReaderMutexLock lock(&s.mu);
     auto it = s.map.find(id);
-    if (it == s.map.end() || it->second->activation_id() != activation_id) {
+    if (it == s.map.end() || (*it)->activation_id() != activation_id) {
       auto pool = s.workers.find(id);
       if (pool == s.workers.end()) return false;
       for (Activation* a : pool->second) {
@@ -95,7 +96,7 @@ class Catalog {
       }
       return false;
     }
-    it->second->Post(m);
+    (*it)->Post(m);
     return true;
   }
 
@@ -161,7 +162,7 @@ class Catalog {
       return;
     }
     auto it = s.map.find(a->id());
-    if (it != s.map.end() && it->second == a) {
+    if (it != s.map.end() && *it == a) {
       s.map.erase(it);
       size_.fetch_sub(1, std::memory_order_relaxed);
     }
@@ -188,7 +189,7 @@ class Catalog {
   void ForEach(Fn fn) {
     for (Shard& s : shards_) {
       ReaderMutexLock lock(&s.mu);
-      for (auto& [id, a] : s.map) fn(a);
+      for (Activation* a : s.map) fn(a);
       for (auto& [id, pool] : s.workers) {
         for (Activation* a : pool) fn(a);
       }
@@ -200,7 +201,7 @@ class Catalog {
     std::vector<Activation*> all;
     for (Shard& s : shards_) {
       MutexLock lock(&s.mu);
-      for (auto& [id, a] : s.map) all.push_back(a);
+      all.insert(all.end(), s.map.begin(), s.map.end());
       size_.fetch_sub(s.map.size(), std::memory_order_relaxed);
       s.map.clear();
       for (auto& [id, pool] : s.workers) {
@@ -216,9 +217,27 @@ class Catalog {
 
  private:
   static constexpr size_t kShards = 64;
+  // Activations found by their own id: the table holds a pointer per
+  // activation and no copy of its id.
+  struct ById {
+    using is_transparent = void;
+    size_t operator()(const Activation* a) const {
+      return absl::HashOf(a->id());
+    }
+    size_t operator()(const GrainId& id) const { return absl::HashOf(id); }
+    bool operator()(const Activation* a, const Activation* b) const {
+      return a->id() == b->id();
+    }
+    bool operator()(const Activation* a, const GrainId& id) const {
+      return a->id() == id;
+    }
+    bool operator()(const GrainId& id, const Activation* a) const {
+      return a->id() == id;
+    }
+  };
   struct alignas(64) Shard {
     Mutex mu;
-    absl::flat_hash_map<GrainId, Activation*> map ABSL_GUARDED_BY(mu);
+    absl::flat_hash_set<Activation*, ById, ById> map ABSL_GUARDED_BY(mu);
     // Stateless worker grains: each grain's workers, none empty.
     absl::flat_hash_map<GrainId, std::vector<Activation*>> workers
         ABSL_GUARDED_BY(mu);

@@ -21,19 +21,21 @@ TimerId Activation::RegisterTimer(std::function<Task<void>()> tick,
   t->silo = silo_;
   t->grain = id_;
   t->activation_id = activation_id_;
-  t->id = next_timer_id_++;
+  Extras& e = extras();
+  t->id = e.next_timer_id++;
   t->tick = std::move(tick);
   t->period = period;
-  timers_.emplace(t->id, t);
+  e.timers.emplace(t->id, t);
   silo_->timers().Schedule(t, silo_->clock()->Now() + due);
   return t->id;
 }
 
 void Activation::CancelTimer(TimerId id) {
-  auto it = timers_.find(id);
-  if (it == timers_.end()) return;
+  if (extras_ == nullptr) return;
+  auto it = extras_->timers.find(id);
+  if (it == extras_->timers.end()) return;
   GrainTimer* t = it->second;
-  timers_.erase(it);
+  extras_->timers.erase(it);
   if (silo_->timers().Cancel(t)) {
     delete t;
   } else {
@@ -48,8 +50,8 @@ void Activation::StartTick(GrainTimer* timer) {
   }
   const uint64_t chain = NewChainId();
   running_.push_back(
-      Running{timer, /*is_timer=*/true, chain, false, turn_start_ns_,
-              /*filters=*/nullptr});
+      Running{timer, /*is_timer=*/true, /*read_only=*/false, chain,
+              turn_start_ns_, /*filters=*/nullptr});
   turn_.request =
       RequestContext{chain, nullptr, nullptr, TraceContext::NewRoot(), {}};
   timer->owner = this;
@@ -90,7 +92,7 @@ void Activation::OnTickDone(GrainTimer* timer) {
     silo_->timers().Schedule(timer, silo_->clock()->Now() + timer->period);
     return;
   }
-  if (!timer->cancelled) timers_.erase(timer->id);
+  if (!timer->cancelled && extras_ != nullptr) extras_->timers.erase(timer->id);
   delete timer;
 }
 
@@ -99,7 +101,7 @@ void GrainTimer::OnTimer() {
 }
 
 void Activation::NoteReminder(const std::string& name, absl::Time first_tick) {
-  reminders_[name] = first_tick;
+  extras().reminders[name] = first_tick;
 }
 
 void Activation::StartReminderTick(CallBase* call) {
@@ -108,18 +110,20 @@ void Activation::StartReminderTick(CallBase* call) {
   if (tick->reminder() != nullptr) {
     current = silo_->reminders().IsCurrent(*tick);
   } else {
-    auto noted = reminders_.find(tick->tick().name);
+    const auto& reminders = extras().reminders;
+    auto noted = reminders.find(tick->tick().name);
     current =
-        noted == reminders_.end() || noted->second == tick->tick().first_tick;
+        noted == reminders.end() || noted->second == tick->tick().first_tick;
   }
   // Two silos may both send a due time while they disagree about who owns
   // the reminder's range (reminder_service.h): it runs once.
-  auto last = last_ticks_.find(tick->tick().name);
-  if (current && last != last_ticks_.end() &&
+  auto& last_ticks = extras().last_ticks;
+  auto last = last_ticks.find(tick->tick().name);
+  if (current && last != last_ticks.end() &&
       tick->tick().current_tick <= last->second) {
     current = false;
   }
-  if (current) last_ticks_[tick->tick().name] = tick->tick().current_tick;
+  if (current) last_ticks[tick->tick().name] = tick->tick().current_tick;
   if (!current) {
     // Removed or replaced since it was sent, or this due time ran already:
     // the tick is dropped.
@@ -127,9 +131,8 @@ void Activation::StartReminderTick(CallBase* call) {
     call->Release();
     return;
   }
-  running_.push_back(Running{call, /*is_timer=*/false,
-                             call->request_context().chain_id,
-                             /*read_only=*/false, turn_start_ns_,
+  running_.push_back(Running{call, /*is_timer=*/false, /*read_only=*/false,
+                             call->request_context().chain_id, turn_start_ns_,
                              /*filters=*/nullptr});
   call->set_callee(this);
   turn_.request = call->request_context();
