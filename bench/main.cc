@@ -393,10 +393,14 @@ absl::StatusOr<RunConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(
         "--tls_ca and --token_file are for --target");
   }
-  c.mode = !c.hosted                 ? (c.security.tls() ? "remote-tls"
-                                                         : "remote")
-           : c.storage == "postgres" ? "hosted-postgres"
-                                     : "hosted";
+  if (c.hosted) {
+    c.mode = c.storage == "postgres" ? "hosted-postgres" : "hosted";
+  } else if (c.security.tls()) {
+    c.mode = "remote-tls";
+  } else {
+    // Every call passed on from one silo to another: rows of their own.
+    c.mode = absl::GetFlag(FLAGS_one_hop) ? "remote" : "remote-cross";
+  }
   c.rounds = absl::GetFlag(FLAGS_rounds);
   c.warmup = absl::GetFlag(FLAGS_warmup);
   c.scale = absl::GetFlag(FLAGS_scale);

@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""Writes bench/RESULTS.md (and a latency plot) from benchmark JSON reports.
+"""Writes bench/RESULTS.md (and two figures) from benchmark JSON reports.
 
 Every arm -- granary-bench --hosted, granary-bench --target, granary-bench
 --failover, the PostgreSQL arms (--hosted --storage=postgres, --failover
 --cluster=postgres) and the comparison arms under bench/compare/ (CAF, gRPC,
 Erlang/OTP) -- writes a BenchReport (bench/report.proto) with --json=FILE.
 This script pairs their rows by scenario and writes one table per scenario,
-the environment, and the goals.
+the environment, and the goals. With --plot it also draws two figures: the
+latency of each scenario (p50 bars, p99 whiskers, one panel per scenario) in
+the file named, and the measured ratio of each goal against its goal beside
+it (results_latency.png -> results_goals.png).
 
 A row that is not verified is refused: its figures are not published, the
 table says why, and the script exits 1 (so `make bench` fails visibly).
@@ -18,12 +21,17 @@ table says why, and the script exits 1 (so `make bench` fails visibly).
 
 import argparse
 import collections
+import dataclasses
+import importlib.util
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_figures  # noqa: E402  (bench/results_figures.py)
 
 # Which arms a Granary row is compared with, in the order the ratios are
 # shown.
@@ -35,6 +43,7 @@ P50_REFERENCE = {
     ("hosted-postgres", "durable-write"): ("granary:hosted-postgres", "postgres_floor"),
     ("cluster-postgres", "failover"): ("granary:cluster", "failover"),
     ("remote-tls", "ask"): ("granary:remote", "ask"),
+    ("remote-cross", "ask"): ("granary:remote", "ask"),
 }
 
 # The same by throughput.
@@ -52,12 +61,19 @@ MODE_LABEL = {
     "cluster": "dev cluster",
     "cluster-postgres": "PostgreSQL cluster",
     "remote-tls": "remote, TLS",
+    "remote-cross": "remote, cross-silo",
     "overload": "calm caller, silo overloaded",
 }
 
 # The goal: a durable write to PostgreSQL costs at most this many times
 # PostgreSQL's own synced single-row UPDATE (p50).
 POSTGRES_FLOOR_GOAL = 1.5
+
+# The goal: an idle activation costs its silo at most this many bytes of
+# resident memory beyond the grain's own fields.
+MEMORY_GOAL_BYTES = 512
+# The grain's own fields when the report does not say (TinyGrain: one int64).
+MEMORY_GRAIN_BYTES = 8
 
 # Footnotes: how each arm's operation differs from Granary's. Keyed by arm;
 # {key} is filled in from the arm's report environment ("?" when absent).
@@ -115,6 +131,8 @@ SCENARIO_TEXT = {
     "overload": ("awaited Pings of a calm client, one at a time, while another client offers a "
                  "granary-silo twice the one-way load it served closed loop, open loop (see "
                  "Overload below)"),
+    "memory": ("100,000 idle activations of a small grain type (one int64 field); the figure "
+               "is resident memory growth per activation after a settle"),
     "postgres_floor": ("PostgreSQL's own synced single-row UPDATE (pgbench, one client, prepared, "
                        "`UPDATE granary_bench_floor SET v = v + 1 WHERE id = 1`), latencies from "
                        "pgbench's per-transaction log"),
@@ -271,78 +289,164 @@ def table(rows, by_key):
     return out, refused
 
 
+@dataclasses.dataclass
+class Goal:
+    """One goal of the run, computed once: the goals table and the goals
+    figure are both drawn from it. `ratio` and `target` are None for a goal
+    that is not a ratio (failover: a count) or was not measured."""
+    text: str                 # the goal, as the table states it
+    short: str                # the same, short enough for the figure's tick label
+    shown: str = "not measured in this run"  # the table's "measured" cell
+    met: bool | None = None   # None: not measured
+    ratio: float | None = None   # the measured ratio
+    target: float | None = None  # the ratio the goal asks for
+    direction: str = ""       # "≥" (higher is better) or "≤"
+    note: str = ""            # the figure's measured figure, when not "×ratio (goal ...)"
+
+
+# A row's figure a goal compares, by name: (value, formatter).
+FIGURES = {
+    "rate": (lambda r: r["mean_rate"], fmt_rate),
+    "p50": (lambda r: r["p50_us"], fmt_us),
+    "p99": (lambda r: r["p99_us"], fmt_us),
+}
+
+
+def paired_ratio(a, b):
+    """a's p50 over b's. For scenarios of one run whose rounds ran
+    interleaved, the median of the per-round p50 ratios (each pair of rounds
+    ran side by side), else the ratio of pooled p50s. Second: whether the
+    rounds were paired."""
+    ra, rb = a.get("round_p50_us") or [], b.get("round_p50_us") or []
+    if (a.get("mode") == b.get("mode") and ra and len(ra) == len(rb)
+            and all(x > 0 for x in ra + rb)):
+        return statistics.median(x / y for x, y in zip(ra, rb)), True
+    return (a["p50_us"] / b["p50_us"] if b["p50_us"] else 0), False
+
+
+def compare(text, short, a, refs, figure, direction, target, paired=False, name_ref=False):
+    """The goal that row `a`'s `figure` stands in `direction` to `target`
+    times that of the best row of `refs` (the highest rate, the lowest
+    latency). `paired`: the ratio is paired_ratio()'s. `name_ref`: the
+    measured cell names the reference arm, and the others beside it."""
+    refs = [r for r in refs if r is not None]
+    if a is None or not refs:
+        return Goal(text, short)
+    value, fmt = FIGURES[figure]
+    best = (max if figure == "rate" else min)(refs, key=value)
+    if value(best) <= 0:
+        return Goal(text, short, shown="the reference's %s is 0" % figure)
+    if paired:
+        ratio, was_paired = paired_ratio(a, best)
+    else:
+        ratio, was_paired = value(a) / value(best), False
+    notes = ["×%.2f%s" % (ratio, ", median of per-round ratios" if was_paired else "")]
+    notes.extend("%s %s" % (label(r), fmt(value(r))) for r in refs if r is not best)
+    shown = "%s vs %s%s (%s)" % (fmt(value(a)), label(best) + " " if name_ref else "",
+                                 fmt(value(best)), "; ".join(notes))
+    met = ratio >= target if direction == "≥" else ratio <= target
+    return Goal(text, short, shown, met, ratio, target, direction)
+
+
+def memory_goal(mode, row):
+    """Resident memory per idle activation against the grain's own fields
+    plus MEMORY_GOAL_BYTES."""
+    text = ("%s: bytes per idle activation ≤ %d beyond the grain's own fields"
+            % (mode, MEMORY_GOAL_BYTES))
+    short = "%s memory per idle activation ≤ %d B + fields" % (mode, MEMORY_GOAL_BYTES)
+    if row is None or row["ops"] <= 0:
+        return Goal(text, short)
+    try:
+        grain = int(row["env"].get("memory_grain_bytes", MEMORY_GRAIN_BYTES))
+    except ValueError:
+        grain = MEMORY_GRAIN_BYTES
+    per = row["rss_delta_kb"] * 1024 / row["ops"]
+    budget = MEMORY_GOAL_BYTES + grain
+    return Goal(text, short, "%.0f B per activation (grain fields %d B; ×%.2f of %d B)" % (
+        per, grain, per / budget, budget), per <= budget, per / budget, 1.0, "≤",
+        "%.0f B (goal ≤ %d B)" % (per, budget))
+
+
 def goals(by_key):
+    """Every goal of the run, in the order of the table."""
     def get(arm, scenario):
         r = by_key.get((arm, scenario))
         return r if r is not None and r["verified"] else None
 
-    def get_mode(mode, scenario):
-        return get("granary:" + mode, scenario)
+    def hosted(scenario):
+        return get("granary:hosted", scenario)
 
-    lines = ["| goal | measured | met |", "|---|---|---|"]
+    def better(scenario):  # the comparison arms in-process, like --hosted
+        return [get("caf", scenario), get("erlang", scenario)]
 
-    def goal(text, a, b, ok_fn, show):
-        if a is None or b is None:
-            lines.append("| %s | not measured in this run | – |" % text)
-            return
-        lines.append("| %s | %s | %s |" % (text, show(a, b), "yes" if ok_fn(a, b) else "**no**"))
-
-    rate = lambda a, b: "%s vs %s (×%.2f)" % (fmt_rate(a["mean_rate"]), fmt_rate(b["mean_rate"]),
-                                             a["mean_rate"] / b["mean_rate"] if b["mean_rate"] else 0)
-    p50 = lambda a, b: "%s vs %s (×%.2f)" % (fmt_us(a["p50_us"]), fmt_us(b["p50_us"]),
-                                            a["p50_us"] / b["p50_us"] if b["p50_us"] else 0)
-
-    # Scenarios of one run whose rounds ran interleaved: the median of the
-    # per-round p50 ratios (each pair of rounds ran side by side), else the
-    # ratio of pooled p50s.
-    def paired_ratio(a, b):
-        ra, rb = a.get("round_p50_us") or [], b.get("round_p50_us") or []
-        if (a.get("mode") == b.get("mode") and ra and len(ra) == len(rb)
-                and all(x > 0 for x in ra + rb)):
-            return statistics.median(x / y for x, y in zip(ra, rb)), True
-        return (a["p50_us"] / b["p50_us"] if b["p50_us"] else 0), False
-
-    def paired_p50(a, b):
-        ratio, paired = paired_ratio(a, b)
-        return "%s vs %s (×%.2f%s)" % (fmt_us(a["p50_us"]), fmt_us(b["p50_us"]), ratio,
-                                       ", median of per-round ratios" if paired else "")
-    goal("hosted oneway ≥ 2× CAF tell", get_mode("hosted", "oneway"), get("caf", "oneway"),
-         lambda a, b: a["mean_rate"] >= 2 * b["mean_rate"], rate)
-    goal("hosted pingpong ≥ CAF", get_mode("hosted", "pingpong"), get("caf", "pingpong"),
-         lambda a, b: a["mean_rate"] >= b["mean_rate"], rate)
-    goal("hosted activation ≥ 2× CAF spawn", get_mode("hosted", "activation"), get("caf", "activation"),
-         lambda a, b: a["mean_rate"] >= 2 * b["mean_rate"], rate)
-    goal("hosted ask p50 ≤ CAF's", get_mode("hosted", "ask"), get("caf", "ask"),
-         lambda a, b: a["p50_us"] <= b["p50_us"], p50)
+    raw_grpc = get("granary:remote", "raw_grpc") or get("grpc", "raw_grpc")
+    out = [
+        compare("hosted activation ≥ 1.0× the better of CAF spawn and Erlang spawn",
+                "hosted activation ≥ 1× best of CAF/Erlang", hosted("activation"),
+                better("activation"), "rate", "≥", 1.0, name_ref=True),
+        compare("hosted one-way ≥ 2× the better of CAF tell and Erlang send",
+                "hosted one-way ≥ 2× best of CAF/Erlang", hosted("oneway"), better("oneway"),
+                "rate", "≥", 2.0, name_ref=True),
+        compare("hosted ping-pong ≥ 2× the better of CAF and Erlang",
+                "hosted ping-pong ≥ 2× best of CAF/Erlang", hosted("pingpong"), better("pingpong"),
+                "rate", "≥", 2.0, name_ref=True),
+        compare("hosted chain (depth 5) p50 ≤ 0.5× the better of CAF and Erlang",
+                "hosted chain p50 ≤ 0.5× best of CAF/Erlang", hosted("chain"), better("chain"),
+                "p50", "≤", 0.5, name_ref=True),
+        compare("hosted ask p50 ≤ CAF's", "hosted ask p50 ≤ CAF", hosted("ask"),
+                [get("caf", "ask")], "p50", "≤", 1.0),
+    ]
     for s in ("ask", "chain"):
-        goal("hosted %s p50 with an empty call filter chain ≤ 1.05× without" % s,
-             get_mode("hosted", s + "_filtered"), get_mode("hosted", s),
-             lambda a, b: paired_ratio(a, b)[0] <= 1.05, paired_p50)
-    goal("hosted stateless worker hot spot ≥ 1.5× a normal grain's rate (16 callers, one key)",
-         get_mode("hosted", "stateless"), get_mode("hosted", "hotspot"),
-         lambda a, b: a["mean_rate"] >= 1.5 * b["mean_rate"], rate)
-    goal("remote ask p50 ≤ 1.3× raw gRPC bidi ping-pong p50", get_mode("remote", "ask"),
-         get_mode("remote", "raw_grpc") or get("grpc", "raw_grpc"),
-         lambda a, b: paired_ratio(a, b)[0] <= 1.3, paired_p50)
-    goal("remote one-way ≥ 10× gRPC one-message-per-write", get_mode("remote", "oneway"),
-         get("grpc", "oneway"), lambda a, b: a["mean_rate"] >= 10 * b["mean_rate"], rate)
-    goal("durable-write on PostgreSQL p50 ≤ %g× PostgreSQL's synced UPDATE (pgbench) p50"
-         % POSTGRES_FLOOR_GOAL, get_mode("hosted-postgres", "durable-write"),
-         get_mode("hosted-postgres", "postgres_floor"),
-         lambda a, b: a["p50_us"] <= POSTGRES_FLOOR_GOAL * b["p50_us"], p50)
+        out.append(compare(
+            "hosted %s p50 with an empty call filter chain ≤ 1.05× without" % s,
+            "hosted %s p50, filters ≤ 1.05× none" % s, hosted(s + "_filtered"), [hosted(s)],
+            "p50", "≤", 1.05, paired=True))
+    out += [
+        compare("hosted stateless worker hot spot ≥ 1.5× a normal grain's rate "
+                "(16 callers, one key)", "stateless hot spot ≥ 1.5× normal grain",
+                hosted("stateless"), [hosted("hotspot")], "rate", "≥", 1.5),
+        compare("remote ask p50 ≤ 1.3× plain gRPC bidi ping-pong p50",
+                "remote ask p50 ≤ 1.3× gRPC bidi", get("granary:remote", "ask"), [raw_grpc],
+                "p50", "≤", 1.3, paired=True),
+        compare("remote ask p99 ≤ 1.5× plain gRPC bidi ping-pong p99",
+                "remote ask p99 ≤ 1.5× gRPC bidi", get("granary:remote", "ask"), [raw_grpc],
+                "p99", "≤", 1.5),
+        compare("remote one-way ≥ 10× gRPC one-message-per-write",
+                "remote one-way ≥ 10× gRPC one per write", get("granary:remote", "oneway"),
+                [get("grpc", "oneway")], "rate", "≥", 10.0),
+        # Another run than raw_grpc's: pooled p50s.
+        compare("cross-silo ask (`--one_hop=false`) p50 ≤ 2× plain gRPC bidi ping-pong p50",
+                "cross-silo ask p50 ≤ 2× gRPC bidi", get("granary:remote-cross", "ask"),
+                [raw_grpc], "p50", "≤", 2.0),
+        memory_goal("hosted", hosted("memory")),
+        memory_goal("remote", get("granary:remote", "memory")),
+        compare("durable-write on PostgreSQL p50 ≤ %g× PostgreSQL's synced UPDATE (pgbench) p50"
+                % POSTGRES_FLOOR_GOAL, "PostgreSQL write p50 ≤ %g× pgbench" % POSTGRES_FLOOR_GOAL,
+                get("granary:hosted-postgres", "durable-write"),
+                [get("granary:hosted-postgres", "postgres_floor")], "p50", "≤",
+                POSTGRES_FLOOR_GOAL),
+    ]
     # Failover: disturbed grains, goal 0. An unverified row is a miss (its
     # failure says what happened), not a row that was not measured.
     for mode in ("cluster", "cluster-postgres"):
         text = "failover (%s): 0 grains of surviving silos disturbed" % MODE_LABEL[mode]
         r = by_key.get(("granary:" + mode, "failover"))
         if r is None:
-            lines.append("| %s | not measured in this run | – |" % text)
+            out.append(Goal(text, text))
         elif r["verified"]:
-            lines.append("| %s | 0 in %d round(s); kill → first answer p50 %s, p99 %s | yes |" % (
-                text, int(r.get("rounds", 0)), fmt_us(r["p50_us"]), fmt_us(r["p99_us"])))
+            out.append(Goal(text, text, "0 in %d round(s); kill → first answer p50 %s, p99 %s" % (
+                int(r.get("rounds", 0)), fmt_us(r["p50_us"]), fmt_us(r["p99_us"])), True))
         else:
-            why = "; ".join(r.get("failures", [])) or "not verified"
-            lines.append("| %s | %s | **no** |" % (text, why))
+            out.append(Goal(text, text, "; ".join(r.get("failures", [])) or "not verified",
+                            False))
+    return out
+
+
+def goal_table(goal_list):
+    lines = ["| goal | measured | met |", "|---|---|---|"]
+    for g in goal_list:
+        met = "–" if g.met is None else "yes" if g.met else "**no**"
+        lines.append("| %s | %s | %s |" % (g.text, g.shown, met))
     return lines
 
 
@@ -462,34 +566,12 @@ def postgres_notes(rows):
             "than the primary, which holds its table." % (server, settings), ""]
 
 
-def plot(rows, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    good = [r for r in rows if r["verified"] and r["p50_us"] > 0]
-    if not good:
-        return False
-    names = ["%s\n%s" % (r["scenario"], label(r)) for r in good]
-    fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(good)), 5))
-    xs = range(len(good))
-    ax.bar([x - 0.2 for x in xs], [r["p50_us"] for r in good], width=0.4, label="p50")
-    ax.bar([x + 0.2 for x in xs], [r["p99_us"] for r in good], width=0.4, label="p99")
-    ax.set_yscale("log")
-    ax.set_ylabel("latency (µs, log scale)")
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
-    ax.legend()
-    ax.set_title("Latency percentiles per scenario and arm")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("reports", nargs="+", help="BenchReport JSON files")
     ap.add_argument("--out", required=True, help="the markdown file to write")
-    ap.add_argument("--plot", help="PNG of latency percentiles (needs matplotlib)")
+    ap.add_argument("--plot", help="PNG of latency percentiles per scenario; the goals figure "
+                    "goes beside it (results_latency.png -> results_goals.png). Needs matplotlib")
     ap.add_argument("--env-commit", default="", help="commit the binaries were built from")
     ap.add_argument("--command", default="make bench", help="the command that produced the run")
     args = ap.parse_args()
@@ -502,9 +584,10 @@ def main():
     if not rows:
         print("make_results: the reports hold no rows", file=sys.stderr)
         return 2
-    # (arm key, scenario) -> row; arm key is "granary:hosted",
-    # "granary:remote", "caf" or "grpc". Concurrent asks are rows of their
-    # own, never the reference.
+    # (arm key, scenario) -> row; arm key is "granary:" + the row's mode
+    # ("granary:hosted", "granary:remote-cross", ...) or the comparison arm
+    # ("caf", "erlang", "grpc"). Concurrent asks are rows of their own, never
+    # the reference.
     by_key = {}
     for r in rows:
         if r.get("concurrency", 0) > 1 and r["scenario"] not in ("hotspot", "stateless"):
@@ -528,13 +611,7 @@ def main():
         md.append("| %s | %s |" % (k, v))
     md.append("")
     all_refused = []
-    scenarios = []
-    for r in rows:
-        s = TABLE_OF.get(r["scenario"], r["scenario"])
-        if s not in scenarios:
-            scenarios.append(s)
-    for s in scenarios:
-        srows = [r for r in rows if TABLE_OF.get(r["scenario"], r["scenario"]) == s]
+    for s, srows in results_figures.scenario_groups(rows, TABLE_OF):
         srows.sort(key=lambda r: (r["arm"] != "granary", r["mode"], r["scenario"] != s,
                                   r.get("concurrency", 0)))
         md.append("## %s" % s)
@@ -550,19 +627,32 @@ def main():
         all_refused.extend(refused)
     md.append("## Goals")
     md.append("")
-    md.extend(goals(by_key))
+    goal_list = goals(by_key)
+    md.extend(goal_table(goal_list))
     md.append("")
     md.append("Where a goal is not met, that is the measured state of Granary on this machine; "
               "scenarios are never changed to meet a goal.")
     md.append("")
     if args.plot:
-        try:
-            if plot(rows, args.plot):
-                md.append("![latency percentiles](%s)" % os.path.basename(args.plot))
-                md.append("")
-        except ImportError:
-            md.append("(No plot: matplotlib is not installed.)")
+        if importlib.util.find_spec("matplotlib") is None:
+            md.append("(No figures: matplotlib is not installed.)")
             md.append("")
+        else:
+            goals_path = results_figures.goals_figure_path(args.plot)
+            if results_figures.goals_figure(goal_list, goals_path):
+                md.append("Each measured ratio goal: the ratio as a dot (green: met, red: not), "
+                          "its goal as a black bar. The failover goals, counts rather than "
+                          "ratios, are in the table only.")
+                md.append("")
+                md.append("![goal ratios](%s)" % os.path.basename(goals_path))
+                md.append("")
+            if results_figures.latency_figure(rows, args.plot, label, TABLE_OF):
+                md.append("Latency of every verified row, one panel per scenario: p50 as a bar, "
+                          "p99 as a whisker above it; one colour per arm in every panel.")
+                md.append("")
+                md.append("![latency percentiles per scenario](%s)"
+                          % os.path.basename(args.plot))
+                md.append("")
     md.extend(profile_notes(load_profiles(args.reports)))
     md.extend(tls_notes(by_key))
     md.extend(overload_notes(by_key))

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Tests of bench/make_results.py: verified rows are published with their
 figures; an unverified row is refused (no figures, its failure shown, exit 1);
+each goal is judged against the right reference; --plot writes both figures;
 bad input is a clear error."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -14,6 +16,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "make_results.py")
 ERLANG_ARM = os.path.join(HERE, "compare", "erlang", "granary_compare.escript")
+HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
 def summary(scenario, mode, verified=True, rate=1000.0, p50=12.5, failures=(), unit="call"):
@@ -28,15 +31,19 @@ class MakeResultsTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
 
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
     def write(self, name, report):
         path = os.path.join(self.dir, name)
         with open(path, "w") as f:
             json.dump(report, f)
         return path
 
-    def run_script(self, *reports):
+    def run_script(self, *reports, plot=None):
         out = os.path.join(self.dir, "RESULTS.md")
-        p = subprocess.run([sys.executable, SCRIPT, "--out", out, *reports],
+        p = subprocess.run([sys.executable, SCRIPT, "--out", out, *reports] +
+                           (["--plot", plot] if plot else []),
                            capture_output=True, text=True)
         text = ""
         if os.path.exists(out):
@@ -55,7 +62,8 @@ class MakeResultsTest(unittest.TestCase):
         self.assertIn("Do not edit by hand", md)
         self.assertIn("| Granary (hosted) | 4.00 M/s", md)
         self.assertIn("rate ×4.00 of CAF", md)
-        self.assertIn("hosted oneway ≥ 2× CAF tell", md)
+        self.assertIn("| hosted one-way ≥ 2× the better of CAF tell and Erlang send | "
+                      "4.00 M/s vs CAF 1.00 M/s (×4.00) | yes |", md)
         self.assertNotIn("refused: not verified", md)
         self.assertNotIn("## Refused rows", md)
 
@@ -83,8 +91,9 @@ class MakeResultsTest(unittest.TestCase):
         self.assertIn("p50 ×0.50 of CAF; p50 ×2.00 of Erlang/OTP", section)
         self.assertIn("Erlang/OTP 25 (erts 13.1.5, Debian's erlang-base)", md)
         self.assertIn("on 2 scheduler(s)", md)
-        # The goals stay CAF's.
-        self.assertIn("hosted oneway ≥ 2× CAF tell | 4.00 M/s vs 1.00 M/s", md)
+        # The goal is judged against the faster of the two, and says which.
+        self.assertIn("| hosted one-way ≥ 2× the better of CAF tell and Erlang send | "
+                      "4.00 M/s vs Erlang/OTP 2.00 M/s (×2.00; CAF 1.00 M/s) | yes |", md)
         # Without CAF's rows the Erlang ratio stands alone; an unverified
         # Erlang row is refused like any other.
         e = self.write("e.json", {"arm": "erlang", "summaries": [
@@ -145,6 +154,130 @@ class MakeResultsTest(unittest.TestCase):
         self.assertEqual(len(ask_goal), 1, md)
         self.assertIn("(×1.10)", ask_goal[0])
         self.assertTrue(ask_goal[0].endswith("| **no** |"), ask_goal[0])
+
+    def goal_line(self, md, text):
+        lines = [l for l in md.splitlines() if l.startswith("| %s |" % text)]
+        self.assertEqual(len(lines), 1, md)
+        return lines[0]
+
+    def test_hosted_goals_are_judged_against_the_better_of_caf_and_erlang(self):
+        g = self.write("g.json", {"arm": "granary", "summaries": [
+            summary("activation", "hosted", rate=400000.0),
+            summary("oneway", "hosted", rate=7000000.0),
+            summary("pingpong", "hosted", rate=5000000.0),
+            summary("chain", "hosted", p50=4.0)]})
+        c = self.write("c.json", {"arm": "caf", "summaries": [
+            summary("activation", "caf", rate=200000.0),
+            summary("oneway", "caf", rate=1000000.0),
+            summary("pingpong", "caf", rate=2000000.0),
+            summary("chain", "caf", p50=16.0)]})
+        e = self.write("e.json", {"arm": "erlang", "summaries": [
+            summary("activation", "erlang", rate=1230000.0),
+            summary("oneway", "erlang", rate=3000000.0),
+            summary("chain", "erlang", p50=20.0)]})
+        rc, md, err = self.run_script(g, c, e)
+        self.assertEqual(rc, 0, err)  # a missed goal is a measurement, not an error
+        # Erlang spawns faster than CAF: the goal is Erlang's, and missed.
+        self.assertEqual(
+            self.goal_line(md, "hosted activation ≥ 1.0× the better of CAF spawn and Erlang spawn"),
+            "| hosted activation ≥ 1.0× the better of CAF spawn and Erlang spawn | "
+            "400.0 k/s vs Erlang/OTP 1.23 M/s (×0.33; CAF 200.0 k/s) | **no** |")
+        self.assertIn("| 7.00 M/s vs Erlang/OTP 3.00 M/s (×2.33; CAF 1.00 M/s) | yes |",
+                      self.goal_line(md, "hosted one-way ≥ 2× the better of CAF tell and "
+                                         "Erlang send"))
+        # No Erlang ping-pong row: CAF's is the better one present.
+        self.assertIn("| 5.00 M/s vs CAF 2.00 M/s (×2.50) | yes |",
+                      self.goal_line(md, "hosted ping-pong ≥ 2× the better of CAF and Erlang"))
+        # Latency: the better is the lower p50.
+        self.assertIn("| 4.00 µs vs CAF 16.00 µs (×0.25; Erlang/OTP 20.00 µs) | yes |",
+                      self.goal_line(md, "hosted chain (depth 5) p50 ≤ 0.5× the better of CAF "
+                                         "and Erlang"))
+        # Without either comparison arm the goals are not measured.
+        rc, md, err = self.run_script(g)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| not measured in this run | – |",
+                      self.goal_line(md, "hosted ping-pong ≥ 2× the better of CAF and Erlang"))
+
+    def test_remote_goals_against_plain_grpc(self):
+        ask = summary("ask", "remote", p50=100.0)  # p99 400
+        raw = summary("raw_grpc", "remote", p50=80.0)  # p99 320
+        ask["round_p50_us"] = [100.0, 100.0, 100.0]
+        raw["round_p50_us"] = [80.0, 80.0, 80.0]
+        r = self.write("remote.json", {"arm": "granary", "summaries": [ask, raw]})
+        rc, md, err = self.run_script(r)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| 100.00 µs vs 80.00 µs (×1.25, median of per-round ratios) | yes |",
+                      self.goal_line(md, "remote ask p50 ≤ 1.3× plain gRPC bidi ping-pong p50"))
+        self.assertIn("| 400.00 µs vs 320.00 µs (×1.25) | yes |",
+                      self.goal_line(md, "remote ask p99 ≤ 1.5× plain gRPC bidi ping-pong p99"))
+        cross_goal = "cross-silo ask (`--one_hop=false`) p50 ≤ 2× plain gRPC bidi ping-pong p50"
+        self.assertIn("| not measured in this run | – |", self.goal_line(md, cross_goal))
+        # The cross-silo run is another run: its pooled p50 against raw_grpc's.
+        cross = summary("ask", "remote-cross", p50=200.0)
+        cross["round_p50_us"] = [100.0, 100.0, 100.0]
+        x = self.write("cross.json", {"arm": "granary", "env": {"one_hop": "false"},
+                                      "summaries": [cross]})
+        rc, md, err = self.run_script(r, x)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| 200.00 µs vs 80.00 µs (×2.50) | **no** |",
+                      self.goal_line(md, cross_goal))
+        self.assertIn("| Granary (remote, cross-silo) |", md.split("## ask", 1)[1])
+
+    def test_the_memory_goal_is_bytes_per_activation_beyond_the_grains_fields(self):
+        hosted = summary("memory", "hosted", unit="activation")
+        hosted.update(ops="100000", rss_delta_kb="60000")  # 614.4 B each
+        remote = summary("memory", "remote", unit="activation")
+        remote.update(ops="100000", rss_delta_kb="40000")  # 409.6 B each
+        h = self.write("hosted-memory.json", {
+            "arm": "granary", "env": {"memory_grain_bytes": "16"}, "summaries": [hosted]})
+        r = self.write("remote-memory.json", {"arm": "granary", "summaries": [remote]})
+        rc, md, err = self.run_script(h, r)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("100,000 idle activations of a small grain type (one int64 field)",
+                      md.split("## memory", 1)[1])
+        self.assertEqual(
+            self.goal_line(md, "hosted: bytes per idle activation ≤ 512 beyond the grain's own "
+                               "fields"),
+            "| hosted: bytes per idle activation ≤ 512 beyond the grain's own fields | "
+            "614 B per activation (grain fields 16 B; ×1.16 of 528 B) | **no** |")
+        # Without memory_grain_bytes in its report, the grain's fields are 8 bytes.
+        self.assertIn("| 410 B per activation (grain fields 8 B; ×0.79 of 520 B) | yes |",
+                      self.goal_line(md, "remote: bytes per idle activation ≤ 512 beyond the "
+                                         "grain's own fields"))
+
+    def test_the_goals_figure_leaves_out_goals_without_a_measured_ratio(self):
+        spec = importlib.util.spec_from_file_location("make_results", SCRIPT)
+        make_results = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(make_results)
+        Goal = make_results.Goal
+        measured = Goal("remote ask p50 ≤ 1.3×", "ask", "…", True, 1.2, 1.3, "≤")
+        missed = Goal("remote one-way ≥ 10×", "oneway", "…", False, 4.2, 10.0, "≥")
+        not_measured = Goal("cross-silo ask p50 ≤ 2×", "cross")
+        failover = Goal("failover: 0 disturbed", "failover", "0 in 3 round(s)", True)
+        self.assertEqual(make_results.results_figures.plotted_goals([measured, not_measured, failover, missed]),
+                         [measured, missed])
+
+    @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed")
+    def test_plot_writes_the_latency_and_the_goals_figures(self):
+        g = self.write("g.json", {"arm": "granary", "summaries": [
+            summary("oneway", "hosted", rate=4000000.0), summary("ask", "hosted", p50=1.0),
+            summary("ask", "remote", p50=90.0), summary("raw_grpc", "remote", p50=70.0)]})
+        c = self.write("c.json", {"arm": "caf", "summaries": [
+            summary("oneway", "caf", rate=1000000.0), summary("ask", "caf", p50=16.0)]})
+        plot = os.path.join(self.dir, "results_latency.png")
+        rc, md, err = self.run_script(g, c, plot=plot)
+        self.assertEqual(rc, 0, err)
+        for name in ("results_latency.png", "results_goals.png"):
+            with open(os.path.join(self.dir, name), "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", name)
+            self.assertIn("](%s)" % name, md)
+        self.assertIn("![goal ratios](results_goals.png)", md)
+        self.assertIn("![latency percentiles per scenario](results_latency.png)", md)
+        # A name without "latency" in it: the goals figure gets a suffix.
+        rc, md, err = self.run_script(g, c, plot=os.path.join(self.dir, "figure.png"))
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "figure_goals.png")))
+        self.assertIn("![goal ratios](figure_goals.png)", md)
 
     def test_profile_rows_are_published_per_side(self):
         g = self.write("g.json", {"arm": "granary", "summaries": [

@@ -43,13 +43,16 @@ esac
 
 work=$(mktemp -d)
 silo_pid=""
+other_pid=""  # the first silo of the cross-silo pair, while the second runs
 # shellcheck source=scripts/throwaway-postgres.sh
 source "$here/../scripts/throwaway-postgres.sh"
 cleanup() {
-  if [ -n "$silo_pid" ] && kill -0 "$silo_pid" 2>/dev/null; then
-    kill -TERM "$silo_pid" 2>/dev/null
-    wait "$silo_pid" 2>/dev/null
-  fi
+  for pid in "$silo_pid" "$other_pid"; do
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+    fi
+  done
   pg_server_stop
   rm -rf "$work"
 }
@@ -83,8 +86,8 @@ run hosted-memory "$bin/granary-bench" --hosted --storage=memory \
 reports+=("$work/hosted-memory.json")
 
 # start_silo NAME [FLAGS...]: a granary-silo on free ports with the bench
-# grains (its data and log under $work/NAME); sets `gateway` to its gateway
-# once ready, or leaves it empty (status 1, the log shown).
+# grains (its data and log under $work/NAME); sets `gateway` and
+# `silo_address` once ready, or leaves them empty (status 1, the log shown).
 start_silo() {
   local name=$1
   shift
@@ -94,8 +97,10 @@ start_silo() {
       "$@" > "$work/$name.ready" 2> "$work/$name.log" &
   silo_pid=$!
   gateway=""
+  silo_address=""
   if read -r -t 60 line < "$work/$name.ready"; then
     gateway=$(sed -n 's/^READY gateway=\([^ ]*\).*/\1/p' <<< "$line")
+    silo_address=$(sed -n 's/^READY .*silo=\([^ ]*\).*/\1/p' <<< "$line")
   fi
   if [ -z "$gateway" ]; then
     echo "run_all.sh: granary-silo $name did not become ready:" >&2
@@ -132,6 +137,25 @@ if [ -n "$gateway" ]; then
       --rounds="$rounds" --warmup=0 --scale="$memory_scale" \
       --json="$work/remote-memory.json"
   reports+=("$work/remote-memory.json")
+  stop_silo
+fi
+
+# 2a. Cross-silo ask: a dev cluster of two silos; with --one_hop=false every
+# call goes in through the first silo's gateway to a grain on the second.
+start_silo cross-a --cluster=dev --storage=memory
+if [ -n "$gateway" ]; then
+  other_pid=$silo_pid
+  gateway_a=$gateway
+  start_silo cross-b --cluster=dev --storage=memory --primary="$silo_address"
+  if [ -n "$gateway" ]; then
+    run remote-cross "$bin/granary-bench" --target="$gateway_a,$gateway" \
+        --scenarios=ask --one_hop=false --rounds="$rounds" --warmup=1 \
+        --scale="$remote_scale" --json="$work/remote-cross.json"
+    reports+=("$work/remote-cross.json")
+    stop_silo
+  fi
+  silo_pid=$other_pid
+  other_pid=""
   stop_silo
 fi
 
@@ -216,7 +240,8 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo "?")
 # Local changes other than the report itself mean the binaries are not the
 # commit's.
 if [ -n "$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null |
-           grep -v -e 'bench/RESULTS.md' -e 'bench/results_latency.png')" ]; then
+           grep -v -e 'bench/RESULTS.md' -e 'bench/results_latency.png' \
+                   -e 'bench/results_goals.png')" ]; then
   commit="$commit (with local changes)"
 fi
 /usr/bin/python3 "$here/make_results.py" --out "$out_md" --plot "$out_png" \
