@@ -151,9 +151,9 @@ def read_reports(paths):
     return reports
 
 
-def load(paths):
+def load(reports):
     rows = []
-    for report in read_reports(paths):
+    for report in reports:
         for s in report.get("summaries", []):
             s = dict(s)
             s["arm"] = report.get("arm", "?")
@@ -450,10 +450,10 @@ def goal_table(goal_list):
     return lines
 
 
-def load_profiles(paths):
+def load_profiles(reports):
     """The --profile rows of the reports (bench/profile.h), in report order."""
     return [dict(p, ops=int(p.get("ops", 0)))
-            for report in read_reports(paths) for p in report.get("profile", [])]
+            for report in reports for p in report.get("profile", [])]
 
 
 def profile_notes(profiles):
@@ -577,7 +577,8 @@ def main():
     args = ap.parse_args()
 
     try:
-        rows = load(args.reports)
+        reports = read_reports(args.reports)
+        rows = load(reports)
     except (OSError, ValueError) as e:
         print("make_results: cannot read reports: %s" % e, file=sys.stderr)
         return 2
@@ -653,7 +654,7 @@ def main():
                 md.append("![latency percentiles per scenario](%s)"
                           % os.path.basename(args.plot))
                 md.append("")
-    md.extend(profile_notes(load_profiles(args.reports)))
+    md.extend(profile_notes(load_profiles(reports)))
     md.extend(tls_notes(by_key))
     md.extend(overload_notes(by_key))
     md.extend(postgres_notes(rows))
