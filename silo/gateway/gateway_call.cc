@@ -273,6 +273,9 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
   std::vector<v1::Reply> items;
   StreamChannel* ch = s.call->stream();
   bool end = false;
+  // Room left for items: the owner's, less what `items` already holds
+  // (charged only once they are emitted, below).
+  int64_t emitting = 0;
   int64_t room = owner_->ItemRoom();
   while (!s.waiting) {
     // A failed stream's items past the credit (or the room) are dropped,
@@ -282,7 +285,7 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
       // Unstall pumps again. Bytes released since `room` was read are seen
       // here, or their release's Unstall sees the flag (both seq_cst).
       stalled_.store(true);
-      room = owner_->ItemRoom();
+      room = owner_->ItemRoom() - emitting;
       if (room <= 0) break;
       continue;
     }
@@ -320,7 +323,8 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
       break;
     }
     --s.credit;
-    room -= ReplyBytes(reply);
+    room -= static_cast<int64_t>(ReplyBytes(reply));
+    emitting += static_cast<int64_t>(ReplyBytes(reply));
   }
   if (end) {
     items.push_back(std::move(*s.final));
