@@ -38,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/frame_pool.h"
 #include "core/sync.h"
 #include "core/status.h"
 
@@ -64,6 +65,12 @@ using TaskDoneFn = void (*)(void* ctx);
 
 class TaskPromiseBase {
  public:
+  // Frames come from this thread's frame cache (core/frame_pool.h).
+  static void* operator new(size_t size) { return AllocateFrame(size); }
+  static void operator delete(void* p, size_t size) noexcept {
+    FreeFrame(p, size);
+  }
+
   struct FinalAwaiter {
     bool await_ready() const noexcept { return false; }
     template <typename P>

@@ -60,39 +60,40 @@ bool FilterRun::Drive() {
                        context_->method.name));
       break;
     }
-    frame_ = task.Release();
-    frame_.promise().set_done(&FilterRun::OnFilterDone, this);
-    driving_ = true;
-    finished_ = false;
-    frame_.resume();
-    driving_ = false;
-    // Not finished: the filter suspended, and its await resumes it as a
-    // later turn of this activation, never while this one runs, so nothing
-    // else touches the run before this returns.
-    if (!finished_) {
+    // Run to its first suspension or its end. A filter that ends there
+    // (the usual case) needs no done callback: its frame waits at its final
+    // suspend point, and its result is read here.
+    Task<absl::Status>::Handle frame = task.Release();
+    frame.resume();
+    if (!frame.done()) {
+      // It suspended: its await resumes it as a later turn of the
+      // activation this one runs in, never while this turn runs, so the
+      // callback is set before anything can finish it.
+      frame_ = frame;
+      frame.promise().set_done(&FilterRun::OnFilterDone, this);
       suspended_ = true;
       return false;
     }
+    TakeStatus(frame);
   }
   Recycle();
   return true;
 }
 
-void FilterRun::OnFilterDone(void* p) {
-  auto* run = static_cast<FilterRun*>(p);
-  auto h = std::exchange(run->frame_, {});
+void FilterRun::TakeStatus(Task<absl::Status>::Handle frame) {
   try {
-    run->status_ = h.promise().TakeResult();
+    status_ = frame.promise().TakeResult();
   } catch (...) {
-    run->status_ =
-        FilterThrew(run->next_ - 1, *run->context_, std::current_exception());
+    status_ = FilterThrew(next_ - 1, *context_, std::current_exception());
   }
-  h.destroy();  // at its final suspend point: allowed from here
-  if (run->driving_) {
-    run->finished_ = true;  // Drive goes on
-    return;
-  }
-  run->Drive();  // the filter finished in a later turn: go on from here
+  frame.destroy();  // at its final suspend point
+}
+
+void FilterRun::OnFilterDone(void* p) {
+  // The suspended filter finished in a later turn: go on from here.
+  auto* run = static_cast<FilterRun*>(p);
+  run->TakeStatus(std::exchange(run->frame_, {}));
+  run->Drive();
 }
 
 void FilterRun::Recycle() {

@@ -121,6 +121,8 @@ class FilterRun {
   // Runs filters until one suspends (false) or the chain ends (true: the
   // run is given back and `finish_` has run).
   bool Drive();
+  // Reads the finished `frame`'s status into status_ and destroys it.
+  void TakeStatus(Task<absl::Status>::Handle frame);
   static void OnFilterDone(void* run);
   void Recycle();
 
@@ -132,10 +134,8 @@ class FilterRun {
   const void* extra_ = nullptr;
   size_t next_ = 0;  // the next filter to start
   absl::Status status_;
-  // The running filter's frame, while it runs.
+  // The suspended filter's frame.
   Task<absl::Status>::Handle frame_;
-  bool driving_ = false;   // inside Drive's resume of frame_
-  bool finished_ = false;  // frame_ finished inside that resume
   bool suspended_ = false;
 };
 
