@@ -49,6 +49,10 @@ ABSL_FLAG(std::string, data_dir, "./granary-data",
 ABSL_FLAG(int32_t, workers, 0, "Worker threads (0: hardware threads).");
 ABSL_FLAG(int32_t, turn_budget, 64,
           "Messages one activation processes per scheduling.");
+ABSL_FLAG(bool, network_turns, true,
+          "When every worker sleeps, the gateway thread that read a request "
+          "runs its turn itself (a few turns at most), saving a worker "
+          "wake-up; false: workers run every turn.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
 ABSL_FLAG(std::string, log_format, "text",
           "text (one line per event: time, level, key=value fields, message) "
@@ -315,6 +319,7 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.workers = absl::GetFlag(FLAGS_workers);
   o.turn_budget = absl::GetFlag(FLAGS_turn_budget);
+  o.network_turns = absl::GetFlag(FLAGS_network_turns);
   o.slow_turn_threshold = absl::GetFlag(FLAGS_slow_turn_threshold);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);

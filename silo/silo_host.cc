@@ -346,6 +346,7 @@ absl::Status SiloHost::StartRuntime() {
   options.name = p.id;
   options.workers = options_.workers;
   options.turn_budget = options_.turn_budget;
+  options.network_turns = options_.network_turns;
   options.storage = p.cluster->grain_storage(p.stores.grain_state.get());
   options.reminders = p.stores.reminders.get();
   options.min_reminder_period = options_.min_reminder_period;

@@ -95,6 +95,8 @@ struct SiloHostOptions {
   // Worker threads (0: hardware threads) and messages per scheduling.
   int workers = 0;
   int turn_budget = 64;
+  // SiloOptions::network_turns.
+  bool network_turns = true;
   // Turns longer than this are logged and counted.
   absl::Duration slow_turn_threshold = absl::Milliseconds(100);
   // Largest message the gateway accepts or sends.

@@ -152,6 +152,9 @@ class GatewayStream final
       Advance();
       return;
     }
+    // When every worker sleeps, this thread runs the first grain the batch
+    // wakes itself, after the next read has started: no worker wake-up.
+    Scheduler::HelpScope help(&silo_->scheduler());
     Dispatch();
     {
       MutexLock lock(&mu_);
@@ -159,6 +162,7 @@ class GatewayStream final
       dispatching_ = false;
     }
     Advance();
+    help.RunKept();
   }
 
   void OnWriteDone(bool ok) override {

@@ -248,15 +248,24 @@ void Activation::Run() {
       static_cast<int64_t>(waiting_.size() + responses_.size())));
   now_ = absl::InfinitePast();  // read on first use (TurnNow)
   turn_start_ns_ = MonoNanos();
+  // A network thread running this (Scheduler::HelpScope) must not block,
+  // and runs few turns.
+  const bool helper = Scheduler::Helping();
   if (turn_start_ns_ > silo_->lease_until_ns()) [[unlikely]] {
     // The cluster has not confirmed this silo lately and may have moved
     // its grains: no grain code runs until it does. Fenced for good, this
     // activation is left as it is (the silo is done).
+    if (helper) {  // a worker waits for the lease instead
+      silo_->scheduler().Schedule(this);
+      return;
+    }
     if (!silo_->WaitForLease()) return;
     turn_start_ns_ = MonoNanos();
   }
   if (state_ == State::kCreating) BeginActivation();
-  int budget = silo_->options().turn_budget;
+  int budget = helper ? std::min(silo_->options().turn_budget,
+                                 Scheduler::kHelperTurnBudget)
+                      : silo_->options().turn_budget;
   const bool real_clock = silo_->clock()->IsReal();  // read once per run
   // Metrics of this Run's turns, added to the shared ones once at its end.
   std::array<uint32_t, static_cast<int>(MessageLabel::kCount)> received{};
@@ -270,6 +279,10 @@ void Activation::Run() {
       // stalled or was frozen): a message taken now, perhaps one that came
       // while the cluster was moving this grain, waits like the rest.
       HoldBack(m);
+      if (helper) {  // a worker waits for the lease instead
+        budget = 0;
+        break;
+      }
       if (!silo_->WaitForLease()) return;  // as at the start of a run
       turn_start_ns_ = MonoNanos();
       continue;

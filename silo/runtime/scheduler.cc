@@ -1,7 +1,10 @@
 #include "silo/runtime/scheduler.h"
 
+#include <utility>
+
 #include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/thread_top.h"
 
 namespace granary::silo {
@@ -17,6 +20,11 @@ WorkerIdentity& Self() {
   return self;
 }
 
+// The HelpScope open on this thread, if any.
+thread_local Scheduler::HelpScope* help_scope = nullptr;
+// True while this thread runs a kept runnable.
+thread_local bool helping = false;
+
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -25,8 +33,9 @@ inline void CpuRelax() {
 
 }  // namespace
 
-Scheduler::Scheduler(int workers, int idle_spin)
+Scheduler::Scheduler(int workers, int idle_spin, bool allow_help)
     : idle_spin_(idle_spin < 0 ? 0 : idle_spin),
+      allow_help_(allow_help),
       slots_(workers > 0 ? workers : 1) {}
 
 Scheduler::~Scheduler() { Stop(); }
@@ -58,6 +67,10 @@ void Scheduler::Stop() {
   }
   for (auto& t : threads_) t.join();
   threads_.clear();
+  // A helper that saw the scheduler running finishes its run first.
+  while (helpers_.load(std::memory_order_seq_cst) != 0) {
+    absl::SleepFor(absl::Microseconds(100));
+  }
 }
 
 void Scheduler::Schedule(Runnable* r) {
@@ -69,7 +82,53 @@ void Scheduler::Schedule(Runnable* r) {
     if (displaced == nullptr) return;
     r = displaced;
   }
+  if (HelpScope* scope = help_scope;
+      allow_help_ && scope != nullptr && scope->scheduler_ == this &&
+      scope->kept_ == nullptr &&
+      sleeping_.load(std::memory_order_relaxed) ==
+          static_cast<int>(slots_.size()) &&
+      !stop_flag_.load(std::memory_order_relaxed)) {
+    scope->kept_ = r;
+    return;
+  }
   PushShared(r);
+}
+
+bool Scheduler::Helping() { return helping; }
+
+Scheduler::HelpScope::HelpScope(Scheduler* scheduler)
+    : scheduler_(scheduler) {
+  // Scopes do not nest: an inner one (a run that dispatches) keeps nothing.
+  if (help_scope == nullptr && !helping) {
+    help_scope = this;
+  } else {
+    open_ = false;
+  }
+}
+
+Scheduler::HelpScope::~HelpScope() {
+  if (open_) help_scope = nullptr;
+  if (kept_ != nullptr) scheduler_->PushShared(std::exchange(kept_, nullptr));
+}
+
+void Scheduler::HelpScope::RunKept() {
+  if (open_) {
+    help_scope = nullptr;
+    open_ = false;
+  }
+  Runnable* r = std::exchange(kept_, nullptr);
+  if (r == nullptr) return;
+  scheduler_->helpers_.fetch_add(1, std::memory_order_seq_cst);
+  if (scheduler_->stop_flag_.load(std::memory_order_seq_cst)) {
+    // Stopping: left unrun, like everything queued.
+    scheduler_->helpers_.fetch_sub(1, std::memory_order_seq_cst);
+    scheduler_->PushShared(r);
+    return;
+  }
+  helping = true;
+  r->Run();
+  helping = false;
+  scheduler_->helpers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void Scheduler::PushShared(Runnable* r) {
@@ -150,7 +209,9 @@ void Scheduler::WorkerLoop(int index) {
     if (stopping_) break;
     if (head_ != nullptr) continue;
     ++sleepers_;
+    sleeping_.fetch_add(1, std::memory_order_relaxed);
     cv_.Wait(&mu_);
+    sleeping_.fetch_sub(1, std::memory_order_relaxed);
     --sleepers_;
     wakeup_pending_ = false;
     if (stopping_) break;

@@ -16,6 +16,16 @@
 // from the shared queue first, so nothing starves. Idle workers spin briefly,
 // then sleep until work is scheduled.
 //
+// Helping: a thread outside the pool that hands work to it (a gateway's
+// network thread dispatching a batch it read) may open a HelpScope. The
+// first runnable it then schedules while every worker sleeps is kept, not
+// queued, and the thread runs it itself when the scope ends
+// (RunKept), with a small turn budget (kHelperTurnBudget): the request
+// costs no worker wake-up, and its reply is written by the thread that
+// read it. Whatever that run schedules, or leaves undone, goes to the
+// workers. Grain code never blocks a turn (storage and calls are
+// awaited), so a helper is held for at most that budget of turns.
+//
 // Threading: Schedule is thread-safe; Run() of one Runnable never runs on two
 // workers at once (callers schedule a Runnable only when it is not queued or
 // running; see Activation).
@@ -47,7 +57,9 @@ class Scheduler {
  public:
   // `idle_spin`: pause instructions an idle worker spins, watching for work,
   // before it sleeps.
-  Scheduler(int workers, int idle_spin);
+  // `allow_help`: HelpScopes may keep work (see above); false: they never
+  // do, and every run is a worker's.
+  Scheduler(int workers, int idle_spin, bool allow_help = true);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -57,6 +69,31 @@ class Scheduler {
   void Stop();
 
   void Schedule(Runnable* r);
+
+  // Messages a run on a helper thread takes at most (see above).
+  static constexpr int kHelperTurnBudget = 4;
+
+  // True on a thread running a kept runnable (HelpScope::RunKept): the
+  // run must not block (Activation hands a lease wait to the workers).
+  static bool Helping();
+
+  class HelpScope {
+   public:
+    explicit HelpScope(Scheduler* scheduler);
+    // Queues a kept runnable RunKept did not run.
+    ~HelpScope();
+    HelpScope(const HelpScope&) = delete;
+    HelpScope& operator=(const HelpScope&) = delete;
+
+    // Closes the scope and runs the runnable kept in it, if any.
+    void RunKept();
+
+   private:
+    Scheduler* const scheduler_;
+    Runnable* kept_ = nullptr;
+    bool open_ = true;
+    friend class Scheduler;
+  };
 
   int workers() const { return static_cast<int>(slots_.size()); }
 
@@ -72,6 +109,7 @@ class Scheduler {
   Runnable* PopShared();
 
   const int idle_spin_;
+  const bool allow_help_;
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
   Mutex mu_;
@@ -79,10 +117,14 @@ class Scheduler {
   Runnable* head_ ABSL_GUARDED_BY(mu_) = nullptr;
   Runnable* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
   int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
+  // sleepers_, readable without mu_ (HelpScope's "every worker sleeps").
+  std::atomic<int> sleeping_{0};
   bool wakeup_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> shared_size_{0};
   std::atomic<bool> stop_flag_{false};
+  // Helpers inside RunKept: Stop waits for them as for the workers.
+  std::atomic<int> helpers_{0};
 };
 
 }  // namespace granary::silo

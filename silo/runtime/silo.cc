@@ -46,7 +46,8 @@ Silo::Silo(SiloOptions options)
                            : nullptr),
       directory_(std::make_unique<directory::LocalGrainDirectory>()),
       timers_(clock_),
-      scheduler_(DefaultWorkers(options_.workers), options_.idle_spin),
+      scheduler_(DefaultWorkers(options_.workers), options_.idle_spin,
+                 options_.network_turns),
       collector_(std::make_unique<IdleCollector>(this)),
       pressure_check_(std::make_unique<PressureCheck>(this)),
       gate_(std::make_shared<SiloGate>(&catalog_)) {

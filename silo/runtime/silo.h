@@ -88,6 +88,10 @@ struct SiloOptions {
   // saves a wake-up when work follows within microseconds; on a machine with
   // few cores it takes CPU from the threads that produce that work.
   int idle_spin = 200;
+  // Lets the gateway's network thread that read a request run its turn
+  // itself when every worker sleeps (Scheduler::HelpScope): no worker
+  // wake-up per request on a quiet silo.
+  bool network_turns = true;
   // Time source; nullptr means the system clock. Tests pass a FakeClock.
   Clock* clock = nullptr;
   // Idle timeout of grain types that do not set idle_timeout_s.

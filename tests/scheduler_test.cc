@@ -1,0 +1,210 @@
+// Scheduler: the workers, and HelpScope (a network thread running the first
+// runnable it schedules itself while every worker sleeps).
+#include "silo/runtime/scheduler.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace granary::silo {
+namespace {
+
+// Records where and how it ran.
+class Probe final : public Runnable {
+ public:
+  void Run() override {
+    thread_ = std::this_thread::get_id();
+    helping_ = Scheduler::Helping();
+    if (gate_ != nullptr) {
+      entered_.Notify();
+      gate_->WaitForNotification();
+    }
+    runs_.fetch_add(1);
+    ran_.Notify();
+  }
+
+  bool WaitRan() { return ran_.WaitForNotificationWithTimeout(absl::Seconds(10)); }
+  std::thread::id thread() const { return thread_; }
+  bool helping() const { return helping_; }
+  int runs() const { return runs_.load(); }
+
+  absl::Notification* gate_ = nullptr;  // Run waits for it, if set
+  absl::Notification entered_;
+
+ private:
+  std::thread::id thread_;
+  bool helping_ = false;
+  std::atomic<int> runs_{0};
+  absl::Notification ran_;
+};
+
+// Opens a scope, schedules `p` in it and runs what was kept, until `p` ran
+// on this thread (the workers fell asleep first); false after 10 s.
+bool RunHelped(Scheduler& s, Probe* p) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < give_up) {
+    auto fresh = std::make_unique<Probe>();
+    {
+      Scheduler::HelpScope scope(&s);
+      s.Schedule(fresh.get());
+      scope.RunKept();
+    }
+    if (!fresh->WaitRan()) return false;
+    if (fresh->thread() == std::this_thread::get_id()) {
+      Scheduler::HelpScope scope(&s);
+      s.Schedule(p);
+      scope.RunKept();
+      if (p->thread() == std::this_thread::get_id()) return true;
+      // A worker woke meanwhile and took it: try again.
+      if (!p->WaitRan()) return false;
+      return false;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return false;
+}
+
+TEST(SchedulerTest, WorkersRunWhatIsScheduled) {
+  Scheduler s(2, /*idle_spin=*/0);
+  ASSERT_TRUE(s.Start().ok());
+  Probe p;
+  s.Schedule(&p);
+  ASSERT_TRUE(p.WaitRan());
+  EXPECT_NE(p.thread(), std::this_thread::get_id());
+  EXPECT_FALSE(p.helping());
+  s.Stop();
+}
+
+TEST(SchedulerTest, AHelperRunsWhatItSchedulesWhileTheWorkersSleep) {
+  Scheduler s(2, /*idle_spin=*/0);
+  ASSERT_TRUE(s.Start().ok());
+  Probe p;
+  ASSERT_TRUE(RunHelped(s, &p));
+  EXPECT_TRUE(p.helping());
+  EXPECT_EQ(p.runs(), 1);
+  EXPECT_FALSE(Scheduler::Helping());  // only inside the run
+  s.Stop();
+}
+
+TEST(SchedulerTest, OnlyTheFirstRunnableOfAScopeIsKept) {
+  Scheduler s(2, /*idle_spin=*/0);
+  ASSERT_TRUE(s.Start().ok());
+  Probe warm;
+  ASSERT_TRUE(RunHelped(s, &warm));  // the workers sleep now
+  Probe first;
+  Probe second;
+  {
+    Scheduler::HelpScope scope(&s);
+    s.Schedule(&first);
+    s.Schedule(&second);  // to a worker, at once
+    ASSERT_TRUE(second.WaitRan());
+    EXPECT_NE(second.thread(), std::this_thread::get_id());
+    scope.RunKept();
+  }
+  ASSERT_TRUE(first.WaitRan());
+  EXPECT_EQ(first.runs(), 1);
+  EXPECT_EQ(second.runs(), 1);
+  s.Stop();
+}
+
+TEST(SchedulerTest, AScopeLeftWithoutRunningHandsItsRunnableToTheWorkers) {
+  Scheduler s(2, /*idle_spin=*/0);
+  ASSERT_TRUE(s.Start().ok());
+  Probe warm;
+  ASSERT_TRUE(RunHelped(s, &warm));
+  Probe p;
+  {
+    Scheduler::HelpScope scope(&s);
+    s.Schedule(&p);
+  }
+  ASSERT_TRUE(p.WaitRan());
+  EXPECT_EQ(p.runs(), 1);
+  EXPECT_FALSE(p.helping());
+  s.Stop();
+}
+
+TEST(SchedulerTest, ScopesDoNotNest) {
+  Scheduler s(2, /*idle_spin=*/0);
+  ASSERT_TRUE(s.Start().ok());
+  Probe warm;
+  ASSERT_TRUE(RunHelped(s, &warm));
+  Probe outer_kept;
+  {
+    Scheduler::HelpScope outer(&s);
+    {
+      Scheduler::HelpScope nested(&s);
+      s.Schedule(&outer_kept);  // kept by the outer scope only
+      nested.RunKept();         // runs nothing
+    }
+    EXPECT_EQ(outer_kept.runs(), 0);
+    outer.RunKept();
+  }
+  ASSERT_TRUE(outer_kept.WaitRan());
+  s.Stop();
+}
+
+TEST(SchedulerTest, DisallowedHelpKeepsNothing) {
+  Scheduler s(2, /*idle_spin=*/0, /*allow_help=*/false);
+  ASSERT_TRUE(s.Start().ok());
+  for (int i = 0; i < 20; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+    Probe p;
+    Scheduler::HelpScope scope(&s);
+    s.Schedule(&p);
+    scope.RunKept();
+    ASSERT_TRUE(p.WaitRan());
+    EXPECT_NE(p.thread(), std::this_thread::get_id());
+  }
+  s.Stop();
+}
+
+TEST(SchedulerTest, NothingIsKeptBeforeStartOrAfterStop) {
+  Scheduler s(2, /*idle_spin=*/0);
+  Probe before;
+  {
+    Scheduler::HelpScope scope(&s);
+    s.Schedule(&before);
+    scope.RunKept();
+  }
+  EXPECT_EQ(before.runs(), 0);  // queued; the workers start later
+  ASSERT_TRUE(s.Start().ok());
+  ASSERT_TRUE(before.WaitRan());
+  s.Stop();
+  Probe after;
+  {
+    Scheduler::HelpScope scope(&s);
+    s.Schedule(&after);
+    scope.RunKept();
+  }
+  EXPECT_EQ(after.runs(), 0);  // left unrun, like everything queued
+}
+
+TEST(SchedulerTest, StopWaitsForAHelperThatIsRunning) {
+  Scheduler s(2, /*idle_spin=*/0);
+  ASSERT_TRUE(s.Start().ok());
+  Probe warm;
+  ASSERT_TRUE(RunHelped(s, &warm));
+  absl::Notification gate;
+  Probe slow;
+  slow.gate_ = &gate;
+  std::thread helper([&] { ASSERT_TRUE(RunHelped(s, &slow)); });
+  ASSERT_TRUE(slow.entered_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    s.Stop();
+    stopped.store(true);
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(stopped.load());  // the helper's run is not over
+  gate.Notify();
+  stopper.join();
+  helper.join();
+  EXPECT_TRUE(stopped.load());
+  EXPECT_EQ(slow.runs(), 1);
+}
+
+}  // namespace
+}  // namespace granary::silo
