@@ -35,11 +35,11 @@ void BM_FilterChain(benchmark::State& state) {
   MethodInfo method{};
   method.name = "Get";
   RequestContext context;
-  const silo::CallFilterContext call{target, method, nullptr, {}, context};
   int64_t passed = 0;
   for (auto _ : state) {
-    silo::FilterRun* run = silo::FilterRun::Start(
-        filters, call, &CountFinish, &passed, nullptr, nullptr);
+    silo::FilterRun* run =
+        silo::FilterRun::Start(filters, target, method, nullptr, {}, context,
+                               &CountFinish, &passed, nullptr, nullptr);
     benchmark::DoNotOptimize(run);
   }
   if (passed != state.iterations()) state.SkipWithError("a call did not pass");

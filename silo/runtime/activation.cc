@@ -475,15 +475,13 @@ void Activation::StartRequest(CallBase* call) {
   turn_.request.cancel = call->one_way() ? CancelRef() : CancelRef(call);
   if (!silo_->incoming_filters().empty()) {
     // The filters change the turn's context: what the method then sees.
-    const CallFilterContext filter{
-        call->target(), method, call->caller_grain(),
-        turn_.request.caller != nullptr
-            ? absl::string_view(*turn_.request.caller)
-            : absl::string_view(),
-        turn_.request};
     if (FilterRun* run = FilterRun::Start(
-            silo_->incoming_filters(), filter, &Activation::FiltersDone, this,
-            call, nullptr)) {
+            silo_->incoming_filters(), call->target(), method,
+            call->caller_grain(),
+            turn_.request.caller != nullptr
+                ? absl::string_view(*turn_.request.caller)
+                : absl::string_view(),
+            turn_.request, &Activation::FiltersDone, this, call, nullptr)) {
       // A filter suspended: Abandon ends the run if the activation goes
       // first.
       FindRunning(call)->filters = run;

@@ -28,11 +28,15 @@ thread_local std::unique_ptr<FilterRun, FilterRunDeleter> spare_run;
 }  // namespace
 
 FilterRun* FilterRun::Start(const std::vector<CallFilter>& filters,
-                            const CallFilterContext& context, Finish finish,
+                            const GrainId& target, const MethodInfo& method,
+                            const GrainId* caller_grain,
+                            absl::string_view caller_identity,
+                            RequestContext& context, Finish finish,
                             void* owner, CallBase* call, const void* extra) {
   FilterRun* run = spare_run != nullptr ? spare_run.release() : new FilterRun;
   run->filters_ = &filters;
-  run->context_.emplace(context);
+  run->context_.emplace(
+      CallFilterContext{target, method, caller_grain, caller_identity, context});
   run->finish_ = finish;
   run->owner_ = owner;
   run->call_ = call;

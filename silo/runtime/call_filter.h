@@ -98,13 +98,18 @@ class FilterRun {
   using Finish = void (*)(void* owner, CallBase* call, const void* extra,
                           bool suspended, absl::Status status);
 
-  // Runs `filters` on the call `context` describes. Returns null when the
-  // chain ended before Start returned (`finish` has run), or else the run,
-  // parked in a suspended filter: it goes on by itself when that filter
-  // resumes, and until then Abandon may end it.
+  // Runs `filters` on the call the next five arguments describe (the
+  // fields of its CallFilterContext, passed one by one: the run builds the
+  // context the filters see in place). Returns null when the chain ended
+  // before Start returned (`finish` has run), or else the run, parked in a
+  // suspended filter: it goes on by itself when that filter resumes, and
+  // until then Abandon may end it.
   static FilterRun* Start(const std::vector<CallFilter>& filters,
-                          const CallFilterContext& context, Finish finish,
-                          void* owner, CallBase* call, const void* extra);
+                          const GrainId& target, const MethodInfo& method,
+                          const GrainId* caller_grain,
+                          absl::string_view caller_identity,
+                          RequestContext& context, Finish finish, void* owner,
+                          CallBase* call, const void* extra);
 
   // Destroys the suspended filter and the run; `finish` never runs (the
   // activation is going away and fails the call itself).

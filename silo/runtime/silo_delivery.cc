@@ -10,15 +10,13 @@ namespace granary::silo {
 void Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
   // A change to the context is the call's own.
   RequestContext& context = call->mutable_request_context();
-  const CallFilterContext filter{
-      call->target(),
-      type->info->interface->methods[call->method()],
-      call->caller_grain(),
-      context.caller != nullptr ? absl::string_view(*context.caller)
-                                : absl::string_view(),
-      context};
-  FilterRun::Start(outgoing_filters_, filter,
-                             &Silo::OutgoingFiltersDone, this, call, type);
+  FilterRun::Start(outgoing_filters_, call->target(),
+                   type->info->interface->methods[call->method()],
+                   call->caller_grain(),
+                   context.caller != nullptr
+                       ? absl::string_view(*context.caller)
+                       : absl::string_view(),
+                   context, &Silo::OutgoingFiltersDone, this, call, type);
 }
 
 void Silo::OutgoingFiltersDone(void* self, CallBase* call, const void* type,
