@@ -88,10 +88,10 @@ void Memory(const ScenarioContext& ctx, ScenarioResult& r) {
     return ctx.silo_resident_bytes ? ctx.silo_resident_bytes()
                                    : ResidentBytes();
   };
+  r.ops = n;
+  r.latencies_ns.resize(n);  // hosted, the measuring process is the silo
   absl::SleepFor(kSettle);  // what the scenario before it freed, settled
   const int64_t before = resident();
-  r.ops = n;
-  r.latencies_ns.resize(n);
   std::atomic<int64_t> wrong{0};
   std::string first;
   const absl::Time t0 = absl::Now();

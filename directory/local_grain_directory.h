@@ -1,8 +1,9 @@
 // File: directory/local_grain_directory.h
 // -----------------------------------------------------------------------------
-// The in-memory directory store: a single silo's whole directory, and in a
-// cluster each owner's partition of it. One map, sharded to keep first calls
-// on different grains from contending. Thread-safe.
+// The in-memory directory store: in a cluster, each owner's partition of
+// the directory (a silo alone needs none: its catalog is the directory).
+// One map, sharded to keep first calls on different grains from contending.
+// Thread-safe.
 #pragma once
 
 #include <array>

@@ -53,17 +53,15 @@ Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
       activation_id_(activation_id),
       stateless_(type->info->interface->stateless_worker),
       last_active_ns_(silo->IdleClockNs()) {
-  turn_.invoker = silo;
-  turn_.activation = this;
-  turn_.grain = &id_;
-  pushback_timer_.self = this;
   type_->metrics->created->Inc();
   type_->metrics->activations->Add(1);
 }
 
-// Every idle activation pays for these bytes; 640 is one of jemalloc's size
-// classes (the next is 768). What only some grains use goes in Extras.
-// Sanitizer builds lay some members out larger.
+// Every idle activation pays for these bytes; 320 is one of jemalloc's size
+// classes (the next is 384). What only some activations use is made on
+// first use (Extras, Held, ParkState, RoomState), and what a Run needs
+// lives on its stack (RunState). Sanitizer builds lay some members out
+// larger.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define GRANARY_SANITIZED_BUILD 1
 #elif defined(__has_feature)
@@ -72,8 +70,8 @@ Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
 #endif
 #endif
 #ifndef GRANARY_SANITIZED_BUILD
-static_assert(sizeof(Activation) <= 640,
-              "Activation grew past 640 bytes: move what only some "
+static_assert(sizeof(Activation) <= 320,
+              "Activation grew past 320 bytes: move what only some "
               "activations use into Activation::Extras");
 #endif
 
@@ -83,6 +81,8 @@ Activation::~Activation() {
   if (extras_ != nullptr) {
     for (CallBase* call : extras_->streams) call->Release();
   }
+  delete park_.load(std::memory_order_relaxed);
+  delete room_.load(std::memory_order_relaxed);
 }
 
 void Activation::Post(Message* m) {
@@ -135,9 +135,9 @@ void Activation::DrainMailbox() {
     ++popped_;
     if (m->kind == MessageKind::kResponse ||
         m->kind == MessageKind::kDeadline || m->kind == MessageKind::kResume) {
-      responses_.push_back(m);
+      held().responses.push_back(m);
     } else {
-      waiting_.push_back(m);
+      held().waiting.push_back(m);
     }
   }
 }
@@ -170,14 +170,14 @@ bool Activation::LeaseLapsed() const {
 void Activation::HoldBack(Message* m) {
   if (m->kind == MessageKind::kResponse || m->kind == MessageKind::kDeadline ||
       m->kind == MessageKind::kResume) {
-    responses_.push_front(m);
+    held().responses.push_front(m);
   } else {
-    waiting_.push_front(m);
+    held().waiting.push_front(m);
   }
 }
 
 Message* Activation::NextMessage() {
-  if (responses_.empty() && waiting_.empty()) {
+  if (NothingHeld()) {
     // Fast path: nothing is held back, so the mailbox's oldest message is
     // next in order; run it straight from the mailbox when it may run now.
     Message* m = mailbox_.Pop();
@@ -188,25 +188,29 @@ Message* Activation::NextMessage() {
         Eligible(m)) {
       return m;
     }
-    waiting_.push_back(m);
+    held().waiting.push_back(m);
   }
   DrainMailbox();
-  if (!responses_.empty()) return responses_.pop_front();
+  if (held_ == nullptr) return nullptr;
+  MessageFifo& responses = held_->responses;
+  MessageFifo& waiting = held_->waiting;
+  if (!responses.empty()) return responses.pop_front();
   // Without anything running every message is eligible, so a scan only
   // continues past the first entry while requests are suspended.
-  for (size_t i = 0; i < waiting_.size(); ++i) {
-    if (Eligible(waiting_.at(i))) return waiting_.take(i);
+  for (size_t i = 0; i < waiting.size(); ++i) {
+    if (Eligible(waiting.at(i))) return waiting.take(i);
   }
   return nullptr;
 }
 
 bool Activation::HasReadyWork() const {
-  if (!responses_.empty()) return true;
+  if (held_ != nullptr && !held_->responses.empty()) return true;
   if (state_ == State::kActive && deactivate_requested_ && running_.empty()) {
     return true;
   }
-  for (size_t i = 0; i < waiting_.size(); ++i) {
-    if (Eligible(waiting_.at(i))) return true;
+  if (held_ == nullptr) return false;
+  for (size_t i = 0; i < held_->waiting.size(); ++i) {
+    if (Eligible(held_->waiting.at(i))) return true;
   }
   return false;
 }
@@ -239,28 +243,38 @@ inline MessageLabel LabelOf(const Message* m, uint32_t* method) {
 }  // namespace
 
 void Activation::Run() {
-  ScopedTurn scoped(&turn_);
+  RunState run;
+  run.turn.invoker = silo_;
+  run.turn.activation = this;
+  run.turn.grain = &id_;
+  // Cleared before anything that lets another thread run this activation
+  // (or frees it): every exit below.
+  run_ = &run;
+  ScopedTurn scoped(&run.turn);
   RunningHere running(this);
   SiloMetrics& metrics = silo_->metrics();
   // Posted and not yet taken, plus what was taken but is held back.
   metrics.mailbox_depth->ObserveUnits(static_cast<uint64_t>(
       std::max<int64_t>(0, pending_.load(std::memory_order_relaxed) - popped_) +
-      static_cast<int64_t>(waiting_.size() + responses_.size())));
-  now_ = absl::InfinitePast();  // read on first use (TurnNow)
-  turn_start_ns_ = MonoNanos();
+      static_cast<int64_t>(held_ == nullptr ? 0
+                                            : held_->waiting.size() +
+                                                  held_->responses.size())));
+  run.turn_start_ns = MonoNanos();
   // A network thread running this (Scheduler::HelpScope) must not block,
   // and runs few turns.
   const bool helper = Scheduler::Helping();
-  if (turn_start_ns_ > silo_->lease_until_ns()) [[unlikely]] {
+  if (run.turn_start_ns > silo_->lease_until_ns()) [[unlikely]] {
     // The cluster has not confirmed this silo lately and may have moved
     // its grains: no grain code runs until it does. Fenced for good, this
     // activation is left as it is (the silo is done).
+    run_ = nullptr;
     if (helper) {  // a worker waits for the lease instead
       silo_->scheduler().Schedule(this);
       return;
     }
     if (!silo_->WaitForLease()) return;
-    turn_start_ns_ = MonoNanos();
+    run_ = &run;
+    run.turn_start_ns = MonoNanos();
   }
   if (state_ == State::kCreating) BeginActivation();
   int budget = helper ? std::min(silo_->options().turn_budget,
@@ -283,8 +297,11 @@ void Activation::Run() {
         budget = 0;
         break;
       }
-      if (!silo_->WaitForLease()) return;  // as at the start of a run
-      turn_start_ns_ = MonoNanos();
+      if (!silo_->WaitForLease()) {  // as at the start of a run
+        run_ = nullptr;
+        return;
+      }
+      run.turn_start_ns = MonoNanos();
       continue;
     }
     --budget;
@@ -301,17 +318,17 @@ void Activation::Run() {
     ++received[static_cast<int>(label)];
     Process(m);
     const int64_t end = MonoNanos();
-    if (finished_ != nullptr) {  // a request finished in this turn
-      request_times.Add(finished_,
-                        static_cast<uint64_t>(end - finished_start_));
-      finished_ = nullptr;
+    if (run.finished != nullptr) {  // a request finished in this turn
+      request_times.Add(run.finished,
+                        static_cast<uint64_t>(end - run.finished_start));
+      run.finished = nullptr;
     }
     turn_times.Add(metrics.turn_duration,
-                   static_cast<uint64_t>(end - turn_start_ns_));
-    if (end - turn_start_ns_ >= silo_->slow_turn_ns()) {
-      SlowTurn(label, method, end - turn_start_ns_);
+                   static_cast<uint64_t>(end - run.turn_start_ns));
+    if (end - run.turn_start_ns >= silo_->slow_turn_ns()) {
+      SlowTurn(label, method, end - run.turn_start_ns);
     }
-    turn_start_ns_ = end;
+    run.turn_start_ns = end;
     if (state_ == State::kActive && deactivate_requested_ && running_.empty()) {
       BeginDeactivation(deactivation_reason_);
     }
@@ -326,7 +343,8 @@ void Activation::Run() {
   request_times.Flush();
   // Between runs the activation holds nothing of its last turn's request
   // (the call it served is its cancellation token).
-  turn_.request = RequestContext();
+  run.turn.request = RequestContext();
+  run_ = nullptr;
   if (Activation* target = std::exchange(pushed_back_by_, nullptr)) {
     if (state_ != State::kActive) {
       target->Unref();
@@ -344,7 +362,7 @@ void Activation::Run() {
 void Activation::MarkActive(bool real_clock) {
   // With the system clock the idle clock is the monotonic one and the
   // turn's start (already read) stands in for "now": no extra clock read.
-  last_active_ns_.store(real_clock ? turn_start_ns_ : silo_->IdleClockNs(),
+  last_active_ns_.store(real_clock ? run_->turn_start_ns : silo_->IdleClockNs(),
                         std::memory_order_relaxed);
 }
 
@@ -365,8 +383,9 @@ void Activation::EndRun(int budget) {
 }
 
 absl::Time Activation::TurnNow() {
-  if (now_ == absl::InfinitePast()) now_ = silo_->clock()->Now();
-  return now_;
+  if (run_ == nullptr) return silo_->clock()->Now();
+  if (run_->now == absl::InfinitePast()) run_->now = silo_->clock()->Now();
+  return run_->now;
 }
 
 void Activation::SlowTurn(MessageLabel label, uint32_t method, int64_t nanos) {
@@ -405,13 +424,13 @@ void Activation::Process(Message* m) {
   switch (m->kind) {
     case MessageKind::kResponse: {
       auto* call = static_cast<CallBase*>(m);
-      turn_.request = call->request_context();
+      run_->turn.request = call->request_context();
       call->waiter().resume();
       return;
     }
     case MessageKind::kResume: {
       auto* resume = static_cast<ResumeMessage*>(m);
-      turn_.request = resume->request;
+      run_->turn.request = resume->request;
       resume->handle.resume();  // may take its result from `resume`
       delete resume;
       return;
@@ -420,7 +439,7 @@ void Activation::Process(Message* m) {
       auto* notice = static_cast<DeadlineNotice*>(m);
       CallBase* call = notice->call;
       delete notice;
-      turn_.request = call->request_context();
+      run_->turn.request = call->request_context();
       CallRef hold(call);  // the notice's reference, kept until resumed
       call->waiter().resume();
       return;
@@ -465,23 +484,23 @@ void Activation::StartRequest(CallBase* call) {
   }
   const MethodInfo& method = type_->info->interface->methods[call->method()];
   running_.push_back(Running{call, /*is_timer=*/false, method.read_only,
-                             call->request_context().chain_id, turn_start_ns_,
+                             call->request_context().chain_id, run_->turn_start_ns,
                              /*filters=*/nullptr});
   if (stateless_) running_requests_.fetch_add(1, std::memory_order_relaxed);
   call->set_callee(this);
-  turn_.request = call->request_context();
+  run_->turn.request = call->request_context();
   // The turn's token (CurrentCancellation) is its call; one-way calls have
   // none.
-  turn_.request.cancel = call->one_way() ? CancelRef() : CancelRef(call);
+  run_->turn.request.cancel = call->one_way() ? CancelRef() : CancelRef(call);
   if (!silo_->incoming_filters().empty()) {
     // The filters change the turn's context: what the method then sees.
     if (FilterRun* run = FilterRun::Start(
             silo_->incoming_filters(), call->target(), method,
             call->caller_grain(),
-            turn_.request.caller != nullptr
-                ? absl::string_view(*turn_.request.caller)
+            run_->turn.request.caller != nullptr
+                ? absl::string_view(*run_->turn.request.caller)
                 : absl::string_view(),
-            turn_.request, &Activation::FiltersDone, this, call, nullptr)) {
+            run_->turn.request, &Activation::FiltersDone, this, call, nullptr)) {
       // A filter suspended: Abandon ends the run if the activation goes
       // first.
       FindRunning(call)->filters = run;
@@ -543,12 +562,16 @@ void Activation::OnRequestDone(CallBase* call, bool claimed,
     MethodMetrics& m = type_->metrics->methods[method];
     // Timed when the turn ends (one clock read serves both), unless another
     // request finishing in this turn already holds the slot.
-    if (finished_ != nullptr) {
-      finished_->ObserveUnits(
-          static_cast<uint64_t>(MonoNanos() - finished_start_));
+    if (run_ == nullptr) {  // not in a turn: timed now
+      m.duration->ObserveUnits(static_cast<uint64_t>(MonoNanos() - started));
+    } else {
+      if (run_->finished != nullptr) {
+        run_->finished->ObserveUnits(
+            static_cast<uint64_t>(MonoNanos() - run_->finished_start));
+      }
+      run_->finished = m.duration;
+      run_->finished_start = started;
     }
-    finished_ = m.duration;
-    finished_start_ = started;
     if (!status.ok()) {
       silo_->metrics().CountError(*type_->info->interface, method, m,
                                   status.code());
@@ -572,25 +595,28 @@ int64_t Activation::RemoveRunning(Message* m) {
   return started;
 }
 
-void Activation::HandleControl(Message* m) {
-  if (m == &collect_msg_) {
-    collect_posted_.store(false, std::memory_order_relaxed);
+void Activation::HandleControl(Message*) {
+  // Cleared first: a request set after the read below posts it again.
+  control_posted_.store(false, std::memory_order_seq_cst);
+  const uint8_t requests =
+      control_requests_.fetch_and(kShutdown, std::memory_order_seq_cst);
+  if (requests & kShutdown) {
+    deactivate_requested_ = true;
+    deactivation_reason_ = DeactivationReason::kShutdown;
+  } else if (requests & kCollect) {
     const absl::Duration idle = absl::Nanoseconds(
         silo_->IdleClockNs() - last_active_ns_.load(std::memory_order_relaxed));
-    if (state_ == State::kActive && running_.empty() && waiting_.empty() &&
+    if (state_ == State::kActive && running_.empty() && NoneWaiting() &&
         idle >= type_->idle_timeout && OpenStreams() == 0) {
       BeginDeactivation(DeactivationReason::kIdle);
     }
-  } else if (m == &shed_msg_) {
-    shed_posted_.store(false, std::memory_order_relaxed);
-    if (state_ == State::kActive && running_.empty() && waiting_.empty() &&
+  }
+  if ((requests & (kShutdown | kShed)) == kShed) {
+    if (state_ == State::kActive && running_.empty() && NoneWaiting() &&
         queued_calls_.load(std::memory_order_relaxed) == 0 &&
         OpenStreams() == 0) {
       BeginDeactivation(DeactivationReason::kMemoryPressure);
     }
-  } else if (m == &shutdown_msg_) {
-    deactivate_requested_ = true;
-    deactivation_reason_ = DeactivationReason::kShutdown;
   }
 }
 

@@ -238,14 +238,26 @@ class Activation final : public Runnable, public MessageSink {
   // Shared with producers.
   MpscQueue<Message> mailbox_;
   std::atomic<int64_t> pending_{0};
-  std::atomic<bool> scheduled_{false};
   // Calls offered and not yet started (Offer, Process).
   std::atomic<int> queued_calls_{0};
-  const bool stateless_;
-  // Stateless workers only: whether the worker began deactivating, and
-  // requests started and not finished.
-  std::atomic<bool> retiring_{false};
+  // Stateless workers only: requests started and not finished, and (below)
+  // whether the worker began deactivating.
   std::atomic<int> running_requests_{0};
+  std::atomic<bool> scheduled_{false};
+  const bool stateless_;
+  std::atomic<bool> retiring_{false};
+  std::atomic<bool> has_room_waiters_{false};
+  // Requests for the activation's own turns, from other threads: an idle
+  // check, a shed, a shutdown (which stays set). One control message
+  // carries whatever is requested when it is handled; it is posted when a
+  // request finds it not posted.
+  enum ControlRequest : uint8_t { kCollect = 1, kShed = 2, kShutdown = 4 };
+  std::atomic<uint8_t> control_requests_{0};
+  std::atomic<bool> control_posted_{false};
+  // Worker-only.
+  State state_ = State::kCreating;
+  bool deactivate_requested_ = false;
+  DeactivationReason deactivation_reason_ = DeactivationReason::kRequested;
 
   // Push-back on grains that send one-way calls into a full mailbox: the
   // sender's next turn waits (it is "parked": still scheduled, run again by
@@ -254,6 +266,18 @@ class Activation final : public Runnable, public MessageSink {
   struct PushbackTimer final : TimerEntry {
     Activation* self = nullptr;
     void OnTimer() override;
+  };
+  // A sender's side, made by its first Park (on its own worker) and kept:
+  // most activations never send into a full mailbox.
+  struct ParkState {
+    Mutex mu;  // before the silo timers' lock
+    PushbackTimer timer;
+    bool parked ABSL_GUARDED_BY(mu) = false;
+  };
+  // A target's side, made by the first sender that waits for room here.
+  struct RoomState {
+    Mutex mu;
+    std::vector<Activation*> waiters ABSL_GUARDED_BY(mu);
   };
   // Parks this activation (its Run ends) until `target` has room; false
   // (not parked) when a shutdown or shed request is waiting.
@@ -264,12 +288,10 @@ class Activation final : public Runnable, public MessageSink {
   void AddRoomWaiter(Activation* sender);
   // Wakes every sender waiting for room here.
   void WakeRoomWaiters();
-  Mutex park_mu_;  // before the silo timers' lock
-  PushbackTimer pushback_timer_;
-  Mutex room_mu_;
-  std::vector<Activation*> room_waiters_ ABSL_GUARDED_BY(room_mu_);
-  std::atomic<bool> has_room_waiters_{false};
-  bool parked_ ABSL_GUARDED_BY(park_mu_) = false;
+  // Published with seq_cst: a wake (WakeFromPark) that finds no state
+  // comes before a Park that will see its request (see Park).
+  std::atomic<ParkState*> park_{nullptr};
+  std::atomic<RoomState*> room_{nullptr};
   // 1 until the activation is gone, plus 1 for a runner between releasing
   // `scheduled_` and its last look at `pending_`, and 1 per poster inside
   // Post: another worker may run the activation to its end (and free it) in
@@ -279,33 +301,51 @@ class Activation final : public Runnable, public MessageSink {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
   std::atomic<int64_t> last_active_ns_;  // Silo::IdleClockNs()
-  std::atomic<bool> collect_posted_{false};
-  std::atomic<bool> shed_posted_{false};
-  std::atomic<bool> shutdown_posted_{false};
-  Message collect_msg_{MessageKind::kControl};
-  Message shutdown_msg_{MessageKind::kControl};
-  Message shed_msg_{MessageKind::kControl};
+  // Sets control request `request`; false when it was already set.
+  bool RequestControl(uint8_t request);
+  Message control_msg_{MessageKind::kControl};
 
   // Worker-only.
-  State state_ = State::kCreating;
-  bool deactivate_requested_ = false;
-  DeactivationReason deactivation_reason_ = DeactivationReason::kRequested;
   // A full mailbox this activation's current turn sent a one-way call to
   // (a reference held); the run parks after the turn.
   Activation* pushed_back_by_ = nullptr;
-  TurnContext turn_;
-  MessageFifo responses_;
-  MessageFifo waiting_;
+  // What a Run keeps for its turns, on the stack of the thread running it
+  // (an idle activation carries none of it): run_ points at it during the
+  // Run, and is null between runs.
+  struct RunState {
+    TurnContext turn;
+    absl::Time now = absl::InfinitePast();  // read on first use (TurnNow)
+    int64_t turn_start_ns = 0;
+    // A request that finished during the current turn, timed at its end.
+    metrics::Histogram* finished = nullptr;
+    int64_t finished_start = 0;
+  };
+  RunState* run_ = nullptr;
+  // Messages taken from the mailbox and not yet run: replies to deliver,
+  // and requests waiting behind a suspended one. Made the first time one
+  // is held back (an activation whose messages all run in order, as they
+  // come, never needs them).
+  struct Held {
+    MessageFifo responses;
+    MessageFifo waiting;
+  };
+  Held& held() {
+    if (held_ == nullptr) held_ = std::make_unique<Held>();
+    return *held_;
+  }
+  bool NothingHeld() const {
+    return held_ == nullptr ||
+           (held_->responses.empty() && held_->waiting.empty());
+  }
+  bool NoneWaiting() const {
+    return held_ == nullptr || held_->waiting.empty();
+  }
+  std::unique_ptr<Held> held_;
   // Mostly one at a time (more only for interleaving grains).
   absl::InlinedVector<Running, 1> running_;
   int64_t popped_ = 0;
   // The silo clock's time as of this Run's first look at it.
   absl::Time TurnNow();
-  absl::Time now_;
-  int64_t turn_start_ns_ = 0;
-  // A request that finished during the current turn, timed at its end.
-  metrics::Histogram* finished_ = nullptr;
-  int64_t finished_start_ = 0;
   std::coroutine_handle<internal::TaskPromise<void>> lifecycle_;
   absl::Status activation_status_;
   // What only some activations use, made on first use (an idle activation

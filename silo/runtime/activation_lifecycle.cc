@@ -19,7 +19,7 @@ namespace granary::silo {
 void Activation::StartLifecycle(Task<void> task, void (*done)(void*)) {
   lifecycle_ = task.Release();
   lifecycle_.promise().set_done(done, this);
-  turn_.request = RootContext();
+  run_->turn.request = RootContext();
   lifecycle_.resume();
 }
 
@@ -80,15 +80,17 @@ void Activation::OnActivated(absl::Status status) {
                         << activation_status_;
   // Fail what is queued now; later arrivals are routed to a new activation.
   DrainMailbox();
-  waiting_.ForEach([this](Message* m) {
-    if (m->kind == MessageKind::kRequest) {
-      auto* call = static_cast<CallBase*>(m);
-      CountFailure(call, activation_status_.code());
-      call->Fail(activation_status_);
-      call->Release();
-    }
-  });
-  waiting_.clear();
+  if (held_ != nullptr) {
+    held_->waiting.ForEach([this](Message* m) {
+      if (m->kind == MessageKind::kRequest) {
+        auto* call = static_cast<CallBase*>(m);
+        CountFailure(call, activation_status_.code());
+        call->Fail(activation_status_);
+        call->Release();
+      }
+    });
+    held_->waiting.clear();
+  }
   state_ = State::kDeactivating;
   deactivation_reason_ = DeactivationReason::kActivationFailed;
   OnDeactivated();
@@ -133,7 +135,7 @@ void Activation::OnDeactivated() {
   silo_->OnActivationRemoved(this);
   // No sender can reach us now; whatever was posted before is in the mailbox.
   DrainMailbox();
-  waiting_.ForEach([this](Message* m) {
+  if (held_ != nullptr) held_->waiting.ForEach([this](Message* m) {
     switch (m->kind) {
       case MessageKind::kRequest:
         silo_->Reroute(static_cast<CallBase*>(m));
@@ -150,7 +152,7 @@ void Activation::OnDeactivated() {
         break;
     }
   });
-  waiting_.clear();
+  if (held_ != nullptr) held_->waiting.clear();
   // Subscribers see the end and subscribe again: a new activation.
   EndStreams(absl::UnavailableError(absl::StrCat(
       "grain ", id_.ToString(), " deactivated; call again to reactivate it")));
@@ -161,7 +163,8 @@ void Activation::OnDeactivated() {
 
 void Activation::Abandon(const absl::Status& status) {
   DrainMailbox();
-  waiting_.ForEach([&status](Message* m) {
+  held();  // made if absent (teardown, once)
+  held_->waiting.ForEach([&status](Message* m) {
     if (m->kind == MessageKind::kRequest) {
       auto* call = static_cast<CallBase*>(m);
       call->Fail(status);
@@ -170,10 +173,10 @@ void Activation::Abandon(const absl::Status& status) {
       delete static_cast<GrainTimer*>(m);
     }
   });
-  waiting_.clear();
+  held_->waiting.clear();
   // Replies to suspended calls die with the frames that await them.
-  responses_.ForEach([](Message* m) { DropAnswer(m); });
-  responses_.clear();
+  held_->responses.ForEach([](Message* m) { DropAnswer(m); });
+  held_->responses.clear();
   for (const Running& r : running_) {
     if (!r.is_timer) {
       auto* call = static_cast<CallBase*>(r.msg);
@@ -215,20 +218,27 @@ void Activation::Abandon(const absl::Status& status) {
 void Activation::MaybeCollect(int64_t now_ns) {
   const int64_t last = last_active_ns_.load(std::memory_order_relaxed);
   if (absl::Nanoseconds(now_ns - last) < type_->idle_timeout) return;
-  if (collect_posted_.exchange(true, std::memory_order_relaxed)) return;
-  Post(&collect_msg_);
+  RequestControl(kCollect);
+}
+
+bool Activation::RequestControl(uint8_t request) {
+  if (control_requests_.fetch_or(request, std::memory_order_seq_cst) &
+      request) {
+    return false;
+  }
+  if (!control_posted_.exchange(true, std::memory_order_seq_cst)) {
+    Post(&control_msg_);
+  }
+  return true;
 }
 
 void Activation::RequestShutdown() {
-  if (shutdown_posted_.exchange(true, std::memory_order_relaxed)) return;
-  Post(&shutdown_msg_);
-  WakeFromPark();  // a grain waiting on a full mailbox stops too
+  // A grain waiting on a full mailbox stops too.
+  if (RequestControl(kShutdown)) WakeFromPark();
 }
 
 void Activation::RequestShed() {
-  if (shed_posted_.exchange(true, std::memory_order_relaxed)) return;
-  Post(&shed_msg_);
-  WakeFromPark();
+  if (RequestControl(kShed)) WakeFromPark();
 }
 
 void Activation::KeepStream(CallBase* call) {

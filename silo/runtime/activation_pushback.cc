@@ -16,15 +16,23 @@ bool Activation::Park(Activation* target) {
   // The timer's and the waiter entry's references, taken before a wake can
   // run this activation to its end on another worker.
   refs_.fetch_add(2, std::memory_order_relaxed);
+  ParkState* park = park_.load(std::memory_order_relaxed);  // only made here
+  if (park == nullptr) {
+    park = new ParkState();
+    park->timer.self = this;
+    // A request's WakeFromPark either finds this state, or comes before
+    // it and its request is seen below (both sides seq_cst).
+    park_.store(park, std::memory_order_seq_cst);
+  }
   {
     // `scheduled_` stays set: posts do not run it; WakeFromPark does. A
-    // wake cannot come before the timer is queued (it takes park_mu_).
-    MutexLock lock(&park_mu_);
+    // wake cannot come before the timer is queued (it takes park->mu).
+    MutexLock lock(&park->mu);
     // A shutdown or shed request that came during the turn found nothing
     // to wake (and is not repeated): the run goes on to it instead. One
-    // that comes after this sees parked_ (its WakeFromPark takes park_mu_).
-    if (shutdown_posted_.load(std::memory_order_relaxed) ||
-        shed_posted_.load(std::memory_order_relaxed)) {
+    // that comes after this sees `parked` (its WakeFromPark takes the lock).
+    if (control_requests_.load(std::memory_order_seq_cst) &
+        (kShutdown | kShed)) {
       refs_.fetch_sub(2, std::memory_order_relaxed);  // this run holds one
       target->Unref();  // the hold Offer took
       return false;
@@ -32,9 +40,9 @@ bool Activation::Park(Activation* target) {
     pending_.fetch_sub(popped_, std::memory_order_seq_cst);
     popped_ = 0;
     silo_->metrics().mailbox_pushback->Inc();
-    parked_ = true;
+    park->parked = true;
     silo_->timers().Schedule(
-        &pushback_timer_,
+        &park->timer,
         silo_->clock()->Now() + silo_->options().max_pushback_wait);
   }
   target->AddRoomWaiter(this);  // passes the waiter entry's reference on
@@ -43,12 +51,14 @@ bool Activation::Park(Activation* target) {
 }
 
 void Activation::WakeFromPark() {
+  ParkState* park = park_.load(std::memory_order_seq_cst);
+  if (park == nullptr) return;  // never parked
   bool cancelled;
   {
-    MutexLock lock(&park_mu_);
-    if (!parked_) return;
-    parked_ = false;
-    cancelled = silo_->timers().Cancel(&pushback_timer_);
+    MutexLock lock(&park->mu);
+    if (!park->parked) return;
+    park->parked = false;
+    cancelled = silo_->timers().Cancel(&park->timer);
   }
   silo_->scheduler().Schedule(this);
   if (cancelled) Unref();  // the timer's
@@ -60,14 +70,24 @@ void Activation::PushbackTimer::OnTimer() {
 }
 
 void Activation::AddRoomWaiter(Activation* sender) {
+  RoomState* room = room_.load(std::memory_order_acquire);
+  if (room == nullptr) {  // senders may race to make it: one wins
+    auto* made = new RoomState();
+    if (room_.compare_exchange_strong(room, made, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      room = made;
+    } else {
+      delete made;
+    }
+  }
   bool listed;
   {
-    MutexLock lock(&room_mu_);
+    MutexLock lock(&room->mu);
     // A sender woken by its timer is still listed from its last wait: one
     // entry (and reference) is enough.
-    listed = std::find(room_waiters_.begin(), room_waiters_.end(), sender) !=
-             room_waiters_.end();
-    if (!listed) room_waiters_.push_back(sender);
+    listed = std::find(room->waiters.begin(), room->waiters.end(), sender) !=
+             room->waiters.end();
+    if (!listed) room->waiters.push_back(sender);
     has_room_waiters_.store(true, std::memory_order_seq_cst);
   }
   if (listed) sender->Unref();  // the entry already holds one
@@ -79,10 +99,12 @@ void Activation::AddRoomWaiter(Activation* sender) {
 }
 
 void Activation::WakeRoomWaiters() {
+  RoomState* room = room_.load(std::memory_order_acquire);
+  if (room == nullptr) return;  // no sender ever waited here
   std::vector<Activation*> waiters;
   {
-    MutexLock lock(&room_mu_);
-    waiters.swap(room_waiters_);
+    MutexLock lock(&room->mu);
+    waiters.swap(room->waiters);
     has_room_waiters_.store(false, std::memory_order_relaxed);
   }
   for (Activation* w : waiters) {
@@ -93,10 +115,12 @@ void Activation::WakeRoomWaiters() {
 
 void Activation::ForgetRoomWaiters(
     const absl::flat_hash_set<Activation*>& deleted) {
+  RoomState* room = room_.load(std::memory_order_acquire);
+  if (room == nullptr) return;
   std::vector<Activation*> waiters;
   {
-    MutexLock lock(&room_mu_);
-    waiters.swap(room_waiters_);
+    MutexLock lock(&room->mu);
+    waiters.swap(room->waiters);
     has_room_waiters_.store(false, std::memory_order_relaxed);
   }
   for (Activation* w : waiters) {

@@ -72,6 +72,7 @@ class Catalog {
         if (a == nullptr) return false;
         it = s.map.insert(a).first;
         size_.fetch_add(1, std::memory_order_relaxed);
+        grains_.fetch_add(1, std::memory_order_relaxed);
       }
       offered = (*it)->Offer(call);
     }
@@ -165,6 +166,7 @@ class Catalog {
     if (it != s.map.end() && *it == a) {
       s.map.erase(it);
       size_.fetch_sub(1, std::memory_order_relaxed);
+      grains_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
 
@@ -203,6 +205,7 @@ class Catalog {
       MutexLock lock(&s.mu);
       all.insert(all.end(), s.map.begin(), s.map.end());
       size_.fetch_sub(s.map.size(), std::memory_order_relaxed);
+      grains_.fetch_sub(s.map.size(), std::memory_order_relaxed);
       s.map.clear();
       for (auto& [id, pool] : s.workers) {
         all.insert(all.end(), pool.begin(), pool.end());
@@ -214,6 +217,8 @@ class Catalog {
   }
 
   size_t size() const { return size_.load(std::memory_order_relaxed); }
+  // Activations of grains, stateless workers left out.
+  size_t grains() const { return grains_.load(std::memory_order_relaxed); }
 
  private:
   static constexpr size_t kShards = 64;
@@ -256,6 +261,7 @@ class Catalog {
 
   std::array<Shard, kShards> shards_;
   std::atomic<size_t> size_{0};
+  std::atomic<size_t> grains_{0};
 };
 
 }  // namespace granary::silo

@@ -51,8 +51,8 @@ void Activation::StartTick(GrainTimer* timer) {
   const uint64_t chain = NewChainId();
   running_.push_back(
       Running{timer, /*is_timer=*/true, /*read_only=*/false, chain,
-              turn_start_ns_, /*filters=*/nullptr});
-  turn_.request =
+              run_->turn_start_ns, /*filters=*/nullptr});
+  run_->turn.request =
       RequestContext{chain, nullptr, nullptr, TraceContext::NewRoot(), {}};
   timer->owner = this;
   Task<void> task;
@@ -132,10 +132,10 @@ void Activation::StartReminderTick(CallBase* call) {
     return;
   }
   running_.push_back(Running{call, /*is_timer=*/false, /*read_only=*/false,
-                             call->request_context().chain_id, turn_start_ns_,
+                             call->request_context().chain_id, run_->turn_start_ns,
                              /*filters=*/nullptr});
   call->set_callee(this);
-  turn_.request = call->request_context();
+  run_->turn.request = call->request_context();
   try {
     internal::RunRequest(grain_->ReceiveReminder(tick->tick()), call);
   } catch (...) {

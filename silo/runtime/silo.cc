@@ -12,7 +12,6 @@
 #include "core/process.h"
 #include "core/sync.h"
 #include "core/version.h"
-#include "directory/local_grain_directory.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "granary/v1/cluster.pb.h"
 #include "silo/runtime/reminder_service.h"
@@ -44,7 +43,6 @@ Silo::Silo(SiloOptions options)
       owned_reminders_(options_.reminders == nullptr
                            ? std::make_unique<storage::MemoryReminderTable>()
                            : nullptr),
-      directory_(std::make_unique<directory::LocalGrainDirectory>()),
       timers_(clock_),
       scheduler_(DefaultWorkers(options_.workers), options_.idle_spin,
                  options_.network_turns),
@@ -87,10 +85,7 @@ void Silo::AddSiloMetrics() {
   registry_.AddCallback(
       "granary_directory_entries", "Grain directory entries held by this silo.",
       Type::kGauge, {}, [this] {
-        return Samples{{{},
-                        static_cast<double>(router_ != nullptr
-                                                ? router_->DirectoryEntries()
-                                                : directory_->size())}};
+        return Samples{{{}, static_cast<double>(DirectoryEntries())}};
       });
   registry_.AddCallback(
       "granary_calls_forwarded_total",
@@ -405,19 +400,12 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
         refused = MayActivate();
         if (!refused.ok()) return nullptr;
         created = true;
+        // A silo alone places everything on itself, and its catalog is the
+        // whole directory: created under the shard's writer lock, the
+        // activation is the grain's only one (in a cluster the router chose
+        // this silo before the call came here).
         const uint64_t activation_id =
             next_activation_id_.fetch_add(1, std::memory_order_relaxed);
-        // A silo alone places everything on itself (in a cluster the
-        // router chose this silo before the call came here).
-        directory::ActivationAddress mine{options_.name, activation_id};
-        absl::StatusOr<directory::ActivationAddress> winner =
-            directory_->RegisterIfAbsent(call->target(), mine);
-        if (winner.ok() && !(*winner == mine)) {
-          // A single silo registers under the catalog lock, so another
-          // winner means a stale entry of a gone activation: replace it.
-          (void)directory_->Unregister(call->target(), *winner);
-          winner = directory_->RegisterIfAbsent(call->target(), mine);
-        }
         return new Activation(this, type, call->target(), activation_id);
       });
   if (delivered) {
@@ -466,10 +454,11 @@ void Silo::OnActivationRemoved(Activation* a) {
   if (a->stateless()) return;  // never in the directory
   if (router_ != nullptr) {
     router_->OnActivationGone(a->id(), a->activation_id());
-    return;
   }
-  (void)directory_->Unregister(
-      a->id(), directory::ActivationAddress{options_.name, a->activation_id()});
+}
+
+size_t Silo::DirectoryEntries() const {
+  return router_ != nullptr ? router_->DirectoryEntries() : catalog_.grains();
 }
 
 void Silo::RenewLease(int64_t until_mono_ns) {

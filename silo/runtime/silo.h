@@ -299,7 +299,10 @@ class Silo final : public CallInvoker {
   Scheduler& scheduler() { return scheduler_; }
   Catalog& catalog() { return catalog_; }
   const std::shared_ptr<SiloGate>& gate() const { return gate_; }
-  directory::GrainDirectory& directory() { return *directory_; }
+  // Grain directory entries this silo holds. Alone, the catalog is the
+  // whole directory: its grain activations (stateless workers are never in
+  // a directory). In a cluster, the entries of its partition.
+  size_t DirectoryEntries() const;
   // Routes a call again after the activation that held it went away.
   void Reroute(CallBase* call);
   // Before Start: routes calls for grains not active here through `router`
@@ -398,7 +401,6 @@ class Silo final : public CallInvoker {
   storage::GrainStorage* storage_;
   std::unique_ptr<storage::ReminderTable> owned_reminders_;
   std::unique_ptr<ReminderService> reminders_;
-  std::unique_ptr<directory::GrainDirectory> directory_;
   CallRouter* router_ = nullptr;
   std::vector<CallFilter> incoming_filters_;
   std::vector<CallFilter> outgoing_filters_;
