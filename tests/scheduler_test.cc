@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
+#include "core/sync.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -31,14 +31,14 @@ class Probe final : public Runnable {
   bool helping() const { return helping_; }
   int runs() const { return runs_.load(); }
 
-  absl::Notification* gate_ = nullptr;  // Run waits for it, if set
-  absl::Notification entered_;
+  Notification* gate_ = nullptr;  // Run waits for it, if set
+  Notification entered_;
 
  private:
   std::thread::id thread_;
   bool helping_ = false;
   std::atomic<int> runs_{0};
-  absl::Notification ran_;
+  Notification ran_;
 };
 
 // Opens a scope, schedules `p` in it and runs what was kept, until `p` ran
@@ -187,7 +187,7 @@ TEST(SchedulerTest, StopWaitsForAHelperThatIsRunning) {
   ASSERT_TRUE(s.Start().ok());
   Probe warm;
   ASSERT_TRUE(RunHelped(s, &warm));
-  absl::Notification gate;
+  Notification gate;
   Probe slow;
   slow.gate_ = &gate;
   std::thread helper([&] { ASSERT_TRUE(RunHelped(s, &slow)); });
