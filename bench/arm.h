@@ -52,11 +52,11 @@ struct RunConfig {
   std::string conninfo;
   bool wants_floor = false;
   std::string pgbench;
-  // --profile: one more round per scenario, watched (bench/profile.h); the
-  // silo's process for the server side of a remote run (--silo_pid, 0:
+  // --profile: watched rounds per scenario (bench/profile.h); the silos'
+  // processes for the server side of a remote run (--silo_pid; none:
   // client side only).
   bool profile = false;
-  int silo_pid = 0;
+  std::vector<int> silo_pids;
 };
 
 // What the scenarios run against, hosted or remote. Start fills the

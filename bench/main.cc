@@ -54,6 +54,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -130,9 +131,10 @@ ABSL_FLAG(bool, profile, false,
           "After the measured rounds, one more round per scenario with its "
           "processes watched: context switches, CPU time, and (where perf "
           "runs) system calls per operation (PROFILE lines; bench/profile.h).");
-ABSL_FLAG(int32_t, silo_pid, 0,
-          "--profile with --target: the silo's process on this machine, "
-          "watched as the server side (0: client side only).");
+ABSL_FLAG(std::vector<std::string>, silo_pid, {},
+          "--profile with --target: the silo processes on this machine, "
+          "comma-separated, watched as the server side (\"silo\", then "
+          "\"silo 2\", ...; none: client side only).");
 ABSL_FLAG(bool, one_hop, true,
           "With --target: send a grain's calls to the gateway of the silo that "
           "hosts it once a reply named it. false: to a gateway chosen by the "
@@ -288,17 +290,6 @@ absl::Status CheckRanges(const RunConfig& c) {
   if (absl::GetFlag(FLAGS_depth) < 1) {
     return absl::InvalidArgumentError("--depth must be at least 1");
   }
-  if (c.silo_pid < 0) {
-    return absl::InvalidArgumentError("--silo_pid must not be negative");
-  }
-  if (c.silo_pid > 0 && (!c.profile || c.hosted)) {
-    return absl::InvalidArgumentError(
-        "--silo_pid names the silo --profile watches in a --target run");
-  }
-  if (c.silo_pid > 0 && kill(c.silo_pid, 0) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--silo_pid=", c.silo_pid, ": no such process here"));
-  }
   if (absl::GetFlag(FLAGS_fanout) < 1 || absl::GetFlag(FLAGS_fanout) > 1000) {
     return absl::InvalidArgumentError("--fanout must be in [1, 1000]");
   }
@@ -363,10 +354,28 @@ absl::StatusOr<RunConfig> ConfigFromFlags() {
   c.hosted = absl::GetFlag(FLAGS_hosted);
   c.target = absl::GetFlag(FLAGS_target);
   c.profile = absl::GetFlag(FLAGS_profile);
-  c.silo_pid = absl::GetFlag(FLAGS_silo_pid);
   if (c.hosted && !c.target.empty()) {
     return absl::InvalidArgumentError(
         "--hosted and --target are mutually exclusive");
+  }
+  for (const std::string& text : absl::GetFlag(FLAGS_silo_pid)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(text, &pid)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--silo_pid: '", text, "' is not a process id"));
+    }
+    if (pid <= 0) {
+      return absl::InvalidArgumentError("--silo_pid must be positive");
+    }
+    if (!c.profile || c.hosted) {
+      return absl::InvalidArgumentError(
+          "--silo_pid names the silos --profile watches in a --target run");
+    }
+    if (kill(pid, 0) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--silo_pid=", pid, ": no such process here"));
+    }
+    c.silo_pids.push_back(pid);
   }
   if (!c.hosted && c.target.empty()) {
     return absl::InvalidArgumentError(

@@ -302,6 +302,13 @@ class Goal:
     target: float | None = None  # the ratio the goal asks for
     direction: str = ""       # "≥" (higher is better) or "≤"
     note: str = ""            # the figure's measured figure, when not "×ratio (goal ...)"
+    figure: str = ""          # "rate", "p50", "p99": what compare() compared
+    value: float | None = None      # Granary's figure
+    ref_value: float | None = None  # the best reference's figure
+    ref_label: str = ""
+    # The --profile rounds that show where this goal's time goes: Granary's
+    # (mode, scenario) first, then a profiled reference's, if any.
+    profile: tuple = ()
 
 
 # A row's figure a goal compares, by name: (value, formatter).
@@ -345,7 +352,14 @@ def compare(text, short, a, refs, figure, direction, target, paired=False, name_
     shown = "%s vs %s%s (%s)" % (fmt(value(a)), label(best) + " " if name_ref else "",
                                  fmt(value(best)), "; ".join(notes))
     met = ratio >= target if direction == "≥" else ratio <= target
-    return Goal(text, short, shown, met, ratio, target, direction)
+    return Goal(text, short, shown, met, ratio, target, direction, figure=figure,
+                value=value(a), ref_value=value(best), ref_label=label(best))
+
+
+def profiled(goal, *keys):
+    """`goal`, with the (mode, scenario) --profile rounds that explain it."""
+    goal.profile = keys
+    return goal
 
 
 def memory_goal(mode, row):
@@ -381,50 +395,60 @@ def goals(by_key):
 
     raw_grpc = get("granary:remote", "raw_grpc") or get("grpc", "raw_grpc")
     out = [
-        compare("hosted activation ≥ 1.0× the better of CAF spawn and Erlang spawn",
-                "hosted activation ≥ 1× best of CAF/Erlang", hosted("activation"),
-                better("activation"), "rate", "≥", 1.0, name_ref=True),
-        compare("hosted one-way ≥ 2× the better of CAF tell and Erlang send",
-                "hosted one-way ≥ 2× best of CAF/Erlang", hosted("oneway"), better("oneway"),
-                "rate", "≥", 2.0, name_ref=True),
-        compare("hosted ping-pong ≥ 2× the better of CAF and Erlang",
-                "hosted ping-pong ≥ 2× best of CAF/Erlang", hosted("pingpong"), better("pingpong"),
-                "rate", "≥", 2.0, name_ref=True),
-        compare("hosted chain (depth 5) p50 ≤ 0.5× the better of CAF and Erlang",
-                "hosted chain p50 ≤ 0.5× best of CAF/Erlang", hosted("chain"), better("chain"),
-                "p50", "≤", 0.5, name_ref=True),
-        compare("hosted ask p50 ≤ CAF's", "hosted ask p50 ≤ CAF", hosted("ask"),
-                [get("caf", "ask")], "p50", "≤", 1.0),
+        profiled(compare("hosted activation ≥ 1.0× the better of CAF spawn and Erlang spawn",
+                         "hosted activation ≥ 1× best of CAF/Erlang", hosted("activation"),
+                         better("activation"), "rate", "≥", 1.0, name_ref=True),
+                 ("hosted", "activation")),
+        profiled(compare("hosted one-way ≥ 2× the better of CAF tell and Erlang send",
+                         "hosted one-way ≥ 2× best of CAF/Erlang", hosted("oneway"),
+                         better("oneway"), "rate", "≥", 2.0, name_ref=True),
+                 ("hosted", "oneway")),
+        profiled(compare("hosted ping-pong ≥ 2× the better of CAF and Erlang",
+                         "hosted ping-pong ≥ 2× best of CAF/Erlang", hosted("pingpong"),
+                         better("pingpong"), "rate", "≥", 2.0, name_ref=True),
+                 ("hosted", "pingpong")),
+        profiled(compare("hosted chain (depth 5) p50 ≤ 0.5× the better of CAF and Erlang",
+                         "hosted chain p50 ≤ 0.5× best of CAF/Erlang", hosted("chain"),
+                         better("chain"), "p50", "≤", 0.5, name_ref=True),
+                 ("hosted", "chain")),
+        profiled(compare("hosted ask p50 ≤ CAF's", "hosted ask p50 ≤ CAF", hosted("ask"),
+                         [get("caf", "ask")], "p50", "≤", 1.0), ("hosted", "ask")),
     ]
     for s in ("ask", "chain"):
-        out.append(compare(
+        out.append(profiled(compare(
             "hosted %s p50 with an empty call filter chain ≤ 1.05× without" % s,
             "hosted %s p50, filters ≤ 1.05× none" % s, hosted(s + "_filtered"), [hosted(s)],
-            "p50", "≤", 1.05, paired=True))
+            "p50", "≤", 1.05, paired=True), ("hosted", s + "_filtered"), ("hosted", s)))
     out += [
-        compare("hosted stateless worker hot spot ≥ 1.5× a normal grain's rate "
-                "(16 callers, one key)", "stateless hot spot ≥ 1.5× normal grain",
-                hosted("stateless"), [hosted("hotspot")], "rate", "≥", 1.5),
-        compare("remote ask p50 ≤ 1.3× plain gRPC bidi ping-pong p50",
-                "remote ask p50 ≤ 1.3× gRPC bidi", get("granary:remote", "ask"), [raw_grpc],
-                "p50", "≤", 1.3, paired=True),
-        compare("remote ask p99 ≤ 1.5× plain gRPC bidi ping-pong p99",
-                "remote ask p99 ≤ 1.5× gRPC bidi", get("granary:remote", "ask"), [raw_grpc],
-                "p99", "≤", 1.5),
-        compare("remote one-way ≥ 10× gRPC one-message-per-write",
-                "remote one-way ≥ 10× gRPC one per write", get("granary:remote", "oneway"),
-                [get("grpc", "oneway")], "rate", "≥", 10.0),
+        profiled(compare("hosted stateless worker hot spot ≥ 1.5× a normal grain's rate "
+                         "(16 callers, one key)", "stateless hot spot ≥ 1.5× normal grain",
+                         hosted("stateless"), [hosted("hotspot")], "rate", "≥", 1.5),
+                 ("hosted", "stateless"), ("hosted", "hotspot")),
+        profiled(compare("remote ask p50 ≤ 1.3× plain gRPC bidi ping-pong p50",
+                         "remote ask p50 ≤ 1.3× gRPC bidi", get("granary:remote", "ask"),
+                         [raw_grpc], "p50", "≤", 1.3, paired=True),
+                 ("remote", "ask"), ("remote", "raw_grpc")),
+        profiled(compare("remote ask p99 ≤ 1.5× plain gRPC bidi ping-pong p99",
+                         "remote ask p99 ≤ 1.5× gRPC bidi", get("granary:remote", "ask"),
+                         [raw_grpc], "p99", "≤", 1.5),
+                 ("remote", "ask"), ("remote", "raw_grpc")),
+        profiled(compare("remote one-way ≥ 10× gRPC one-message-per-write",
+                         "remote one-way ≥ 10× gRPC one per write",
+                         get("granary:remote", "oneway"), [get("grpc", "oneway")], "rate", "≥",
+                         10.0), ("remote", "oneway")),
         # Another run than raw_grpc's: pooled p50s.
-        compare("cross-silo ask (`--one_hop=false`) p50 ≤ 2× plain gRPC bidi ping-pong p50",
-                "cross-silo ask p50 ≤ 2× gRPC bidi", get("granary:remote-cross", "ask"),
-                [raw_grpc], "p50", "≤", 2.0),
+        profiled(compare("cross-silo ask (`--one_hop=false`) p50 ≤ 2× plain gRPC bidi "
+                         "ping-pong p50", "cross-silo ask p50 ≤ 2× gRPC bidi",
+                         get("granary:remote-cross", "ask"), [raw_grpc], "p50", "≤", 2.0),
+                 ("remote-cross", "ask"), ("remote", "raw_grpc")),
         memory_goal("hosted", hosted("memory")),
         memory_goal("remote", get("granary:remote", "memory")),
-        compare("durable-write on PostgreSQL p50 ≤ %g× PostgreSQL's synced UPDATE (pgbench) p50"
-                % POSTGRES_FLOOR_GOAL, "PostgreSQL write p50 ≤ %g× pgbench" % POSTGRES_FLOOR_GOAL,
-                get("granary:hosted-postgres", "durable-write"),
-                [get("granary:hosted-postgres", "postgres_floor")], "p50", "≤",
-                POSTGRES_FLOOR_GOAL),
+        profiled(compare("durable-write on PostgreSQL p50 ≤ %g× PostgreSQL's synced UPDATE "
+                         "(pgbench) p50" % POSTGRES_FLOOR_GOAL,
+                         "PostgreSQL write p50 ≤ %g× pgbench" % POSTGRES_FLOOR_GOAL,
+                         get("granary:hosted-postgres", "durable-write"),
+                         [get("granary:hosted-postgres", "postgres_floor")], "p50", "≤",
+                         POSTGRES_FLOOR_GOAL), ("hosted-postgres", "durable-write")),
     ]
     # Failover: disturbed grains, goal 0. An unverified row is a miss (its
     # failure says what happened), not a row that was not measured.
@@ -483,6 +507,110 @@ def profile_notes(profiles):
         lines.append("")
         lines.extend("- perf: %s" % n for n in notes)
     lines.append("")
+    return lines
+
+
+HOT_FUNCTIONS = 6      # per side, in the "what remains" notes
+SYMBOL_WIDTH = 90      # a longer demangled name is cut, with "…"
+
+
+def short_symbol(symbol):
+    symbol = symbol.replace("`", "'")
+    return symbol if len(symbol) <= SYMBOL_WIDTH else symbol[:SYMBOL_WIDTH - 1] + "…"
+
+
+def remaining_notes(goal_list, profiles, cores):
+    """For every goal not met: the --profile rounds that show where its time
+    goes (per operation, each side), what the goal leaves per operation, and
+    the functions each side was sampled running."""
+    missed = [g for g in goal_list if g.met is False]
+    if not missed:
+        return []
+    by_round = collections.defaultdict(list)  # (mode, scenario) -> rows
+    for p in profiles:
+        by_round[(p.get("mode"), p.get("scenario"))].append(p)
+    num = lambda v: v if isinstance(v, (int, float)) and v >= 0 else None
+    per_op = lambda v: "n/a" if num(v) is None else "%.2f" % v
+    lines = ["## What remains, goal by goal", "",
+             "Each goal this run did not meet, with the `--profile` rounds of its scenarios "
+             "(bench/profile.h; per operation, each process) and the functions each process "
+             "was found running when sampled (`perf record` on the CPU clock, self time, share "
+             "of that process's samples). The figures are of the watched rounds, which tracing "
+             "slows; their proportions, not their absolute values, are the point.", ""]
+    if any("irq_enable" in h.get("symbol", "") for p in profiles for h in p.get("hot") or []):
+        lines.append("Kernel time shows as `[kernel.kallsyms]` functions. A sample that falls "
+                     "while the kernel has interrupts off is counted where it turns them back "
+                     "on (`*_irq_enable`): that entry is kernel work of every kind (system "
+                     "calls, wake-ups, scheduling), not interrupt handling.")
+        lines.append("")
+    for g in missed:
+        lines.append("### %s" % g.text)
+        lines.append("")
+        lines.append("Measured: %s." % g.shown)
+        lines.append("")
+        rounds = [(key, by_round.get(key, [])) for key in g.profile]
+        if not any(rows for _, rows in rounds):
+            lines.append("No `--profile` round covers this goal in this run%s." % (
+                "" if g.profile else " (its scenario is not one a profile round can explain: "
+                "the figure is a count or a size, not time)"))
+            lines.append("")
+            continue
+        lines.append("| mode | scenario | side | voluntary cs | involuntary cs | CPU µs | "
+                     "syscalls | futex |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for (mode, scenario), rows in rounds:
+            for p in rows:
+                lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    mode, scenario, p.get("side", "?"), per_op(p.get("voluntary_cs_per_op")),
+                    per_op(p.get("involuntary_cs_per_op")), per_op(p.get("cpu_us_per_op")),
+                    per_op(p.get("syscalls_per_op", -1)), per_op(p.get("futex_per_op", -1))))
+        lines.append("")
+        own = rounds[0][1]
+        cpu = sum(num(p.get("cpu_us_per_op")) or 0 for p in own)
+        vcs = sum(num(p.get("voluntary_cs_per_op")) or 0 for p in own)
+        if g.figure == "rate" and g.ref_value and g.target and g.value:
+            need = g.target * g.ref_value
+            budget = cores * 1e6 / need
+            used = cpu * g.value / 1e6
+            lines.append(
+                "- At the goal's rate (%s, %.3g× %s) the machine's %d cores leave at most "
+                "%.2f CPU µs per operation, all processes together; this round spent %.2f "
+                "(×%.2f of that budget). At the measured %s it kept about %.2f of %d cores "
+                "busy%s." % (
+                    fmt_rate(need), g.target, g.ref_label, cores, budget, cpu,
+                    cpu / budget if budget else 0, fmt_rate(g.value), used, cores,
+                    ": the rate is bound by CPU work per operation" if used >= 0.8 * cores
+                    else ": cores sit idle, so hand-offs between threads (%.2f voluntary "
+                    "context switches per operation) bound the rate, not CPU alone" % vcs))
+        elif g.figure in ("p50", "p99") and g.ref_value and g.target and g.value:
+            need = g.target * g.ref_value
+            lines.append(
+                "- The %s must fall from %s to %s (%.3g× %s's %s), by %s. Per operation the "
+                "round made %.2f voluntary context switches (a sleep and a wake-up each) and "
+                "spent %.2f CPU µs, all processes together." % (
+                    g.figure, fmt_us(g.value), fmt_us(need), g.target, g.ref_label,
+                    fmt_us(g.ref_value), fmt_us(g.value - need), vcs, cpu))
+        if len(rounds) > 1 and rounds[1][1]:
+            ref_key, ref_rows = rounds[1]
+            ref_cpu = sum(num(p.get("cpu_us_per_op")) or 0 for p in ref_rows)
+            ref_vcs = sum(num(p.get("voluntary_cs_per_op")) or 0 for p in ref_rows)
+            lines.append(
+                "- Against %s/%s, side by side: %+.2f voluntary context switches and %+.2f CPU "
+                "µs per operation (%.2f and %.2f against %.2f and %.2f)." % (
+                    ref_key[0], ref_key[1], vcs - ref_vcs, cpu - ref_cpu, vcs, cpu, ref_vcs,
+                    ref_cpu))
+        for (mode, scenario), rows in rounds:
+            for p in rows:
+                hot = p.get("hot") or []
+                if not hot:
+                    continue
+                lines.append("- Sampled, %s/%s %s: %s." % (
+                    mode, scenario, p.get("side", "?"), "; ".join(
+                        "%.1f%% `%s` (%s)" % (float(h.get("percent", 0)),
+                                              short_symbol(h.get("symbol", "?")),
+                                              os.path.basename(h.get("dso", "?")))
+                        for h in hot[:HOT_FUNCTIONS])))
+        lines.append("")
     return lines
 
 
@@ -654,7 +782,9 @@ def main():
                 md.append("![latency percentiles per scenario](%s)"
                           % os.path.basename(args.plot))
                 md.append("")
-    md.extend(profile_notes(load_profiles(reports)))
+    profiles = load_profiles(reports)
+    md.extend(remaining_notes(goal_list, profiles, os.cpu_count() or 1))
+    md.extend(profile_notes(profiles))
     md.extend(tls_notes(by_key))
     md.extend(overload_notes(by_key))
     md.extend(postgres_notes(rows))

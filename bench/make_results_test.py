@@ -296,6 +296,56 @@ class MakeResultsTest(unittest.TestCase):
         self.assertIn("| remote | ask | silo | 5.20 | 1.40 | 25.00 | n/a | n/a | yes |", md)
         self.assertIn("- perf: perf exited", md)
 
+    def test_a_missed_goal_comes_with_its_profile_and_hot_functions(self):
+        ask = summary("ask", "remote", p50=100.0)
+        raw = summary("raw_grpc", "remote", p50=50.0)
+        one = summary("oneway", "hosted", rate=1000000.0, unit="message")
+
+        def row(mode, scenario, side, vcs, cpu, hot=()):
+            return {"scenario": scenario, "mode": mode, "side": side, "ops": "1000",
+                    "verified": True, "voluntary_cs_per_op": vcs, "involuntary_cs_per_op": 0.5,
+                    "cpu_us_per_op": cpu, "syscalls_per_op": 10.0, "futex_per_op": 5.0,
+                    "note": "", "hot": [{"percent": p, "dso": d, "symbol": n} for p, d, n in hot]}
+        long_name = "granary::Task<" + "x" * 200 + ">::Get"
+        g = self.write("g.json", {"arm": "granary", "summaries": [ask, raw, one], "profile": [
+            row("remote", "ask", "client", 5.0, 80.0,
+                [(30.5, "/usr/bin/granary-bench", "granary::Client::Call"),
+                 (20.0, "[kernel.kallsyms]", long_name)]),
+            row("remote", "ask", "silo", 5.5, 60.0),
+            row("remote", "raw_grpc", "client", 3.0, 40.0),
+            row("remote", "raw_grpc", "server", 3.5, 60.0),
+            row("hosted", "oneway", "process", 0.02, 1.5, [(60.0, "granary-bench", "Push")])]})
+        e = self.write("e.json", {"arm": "erlang", "summaries": [
+            summary("oneway", "erlang", rate=2000000.0, unit="message")]})
+        rc, md, err = self.run_script(g, e)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("## What remains, goal by goal", md)
+        remains = md.split("## What remains, goal by goal", 1)[1].split("\n## ", 1)[0]
+        # Remote ask p50: ×2.0 of plain gRPC, goal ×1.3.
+        ask_part = remains.split("### remote ask p50 ≤ 1.3× plain gRPC bidi ping-pong p50", 1)[1]
+        ask_part = ask_part.split("### ", 1)[0]
+        self.assertIn("| remote | ask | client | 5.00 | 0.50 | 80.00 | 10.00 | 5.00 |", ask_part)
+        self.assertIn("| remote | raw_grpc | server | 3.50 | 0.50 | 60.00 | 10.00 | 5.00 |",
+                      ask_part)
+        self.assertIn("The p50 must fall from 100.00 µs to 65.00 µs", ask_part)
+        self.assertIn("Against remote/raw_grpc, side by side: +4.00 voluntary context switches "
+                      "and +40.00 CPU µs per operation", ask_part)
+        self.assertIn("30.5% `granary::Client::Call` (granary-bench)", ask_part)
+        self.assertIn("…` ([kernel.kallsyms])", ask_part)  # a long name is cut
+        # Hosted one-way: 1 M/s against 2× Erlang's 2 M/s; the CPU budget per op.
+        one_part = remains.split("### hosted one-way ≥ 2× the better of CAF tell and Erlang "
+                                 "send", 1)[1].split("### ", 1)[0]
+        cores = os.cpu_count()
+        self.assertIn("leave at most %.2f CPU µs per operation" % (cores * 1e6 / 4e6), one_part)
+        self.assertIn("this round spent 1.50", one_part)
+        self.assertIn("60.0% `Push` (granary-bench)", one_part)
+        # A goal not measured has no section; a missed goal with no profile says so.
+        self.assertNotIn("### cross-silo", remains)
+        rc, md, err = self.run_script(self.write("plain.json", {"arm": "granary", "summaries": [
+            ask, raw]}))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("No `--profile` round covers this goal in this run.", md)
+
     def test_tls_rows_are_compared_with_plaintext_of_the_same_run(self):
         plain = self.write("remote.json", {"arm": "granary", "summaries": [
             summary("ask", "remote", p50=100.0), summary("oneway", "remote", rate=200000.0)]})

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -77,15 +78,14 @@ absl::StatusOr<ProcessCounters> ReadProcessCounters(pid_t pid) {
   return c;
 }
 
-absl::StatusOr<std::unique_ptr<PerfCounter>> PerfCounter::Attach(
-    pid_t pid, absl::Duration timeout) {
-  std::unique_ptr<PerfCounter> perf(new PerfCounter());
+absl::StatusOr<std::unique_ptr<PerfSession>> PerfSession::Attach(
+    pid_t pid, std::vector<std::string> args, absl::Duration timeout) {
+  std::unique_ptr<PerfSession> perf(new PerfSession());
   perf->timeout_ = timeout;
   char dir_template[] = "/tmp/granary-perf-XXXXXX";
   if (mkdtemp(dir_template) == nullptr) return ErrnoStatus("mkdtemp", errno);
   perf->dir_ = dir_template;
-  const std::string ctl = perf->dir_ + "/ctl", ack = perf->dir_ + "/ack",
-                    out = perf->dir_ + "/counts";
+  const std::string ctl = perf->dir_ + "/ctl", ack = perf->dir_ + "/ack";
   if (mkfifo(ctl.c_str(), 0600) != 0 || mkfifo(ack.c_str(), 0600) != 0) {
     return ErrnoStatus("mkfifo", errno);
   }
@@ -96,14 +96,13 @@ absl::StatusOr<std::unique_ptr<PerfCounter>> PerfCounter::Attach(
   if (perf->ack_fd_ < 0 || perf->ctl_fd_ < 0) {
     return ErrnoStatus("open fifo", errno);
   }
-  const std::string pid_arg = absl::StrCat(pid);
-  const std::string control = absl::StrCat("fifo:", ctl, ",", ack);
-  std::vector<std::string> args = {
-      "perf",     "stat", "-x",     ",",
-      "--control", control,
-      "-e",       "raw_syscalls:sys_enter,syscalls:sys_enter_futex",
-      "-p",       pid_arg,
-      "-o",       out};
+  const std::string subcommand = args.empty() ? "" : args.front();
+  args.insert(args.begin(), "perf");
+  for (std::string a : {std::string("--control"),
+                        absl::StrCat("fifo:", ctl, ",", ack), std::string("-p"),
+                        absl::StrCat(pid), std::string("-o"), perf->output()}) {
+    args.push_back(std::move(a));
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -122,20 +121,18 @@ absl::StatusOr<std::unique_ptr<PerfCounter>> PerfCounter::Attach(
     perf->perf_pid_ = -1;
     return ErrnoStatus("perf", rc);
   }
-  // It starts counting at once (started disabled, perf 6.1 never counts an
-  // attached process): turn that off, which also shows it attached (an ack
-  // comes back). What it counted until then, while both sides waited, is a
-  // few system calls among the round's thousands.
-  absl::Status disabled = perf->Command("disable");
+  // It starts enabled (see the class comment): turn that off, which also
+  // shows it attached (an ack comes back).
+  absl::Status disabled = perf->Disable();
   if (!disabled.ok()) {
     return absl::UnavailableError(absl::StrCat(
-        "perf stat did not attach to process ", pid, " (", disabled.message(),
-        "); is perf installed, and may it trace?"));
+        "perf ", subcommand, " did not attach to process ", pid, " (",
+        disabled.message(), "); is perf installed, and may it trace?"));
   }
   return perf;
 }
 
-PerfCounter::~PerfCounter() {
+PerfSession::~PerfSession() {
   Stop();
   if (ctl_fd_ >= 0) ::close(ctl_fd_);
   if (ack_fd_ >= 0) ::close(ack_fd_);
@@ -145,7 +142,7 @@ PerfCounter::~PerfCounter() {
   }
 }
 
-absl::Status PerfCounter::Command(const char* command) {
+absl::Status PerfSession::Command(const char* command) {
   const std::string line = absl::StrCat(command, "\n");
   if (write(ctl_fd_, line.data(), line.size()) !=
       static_cast<ssize_t>(line.size())) {
@@ -181,10 +178,7 @@ absl::Status PerfCounter::Command(const char* command) {
   return absl::OkStatus();
 }
 
-absl::Status PerfCounter::Enable() { return Command("enable"); }
-absl::Status PerfCounter::Disable() { return Command("disable"); }
-
-void PerfCounter::Stop() {
+void PerfSession::Stop() {
   if (perf_pid_ <= 0) return;
   kill(perf_pid_, SIGINT);
   int status = 0;
@@ -193,11 +187,29 @@ void PerfCounter::Stop() {
   perf_pid_ = -1;
 }
 
+absl::StatusOr<std::unique_ptr<PerfCounter>> PerfCounter::Attach(
+    pid_t pid, absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<PerfSession>> session = PerfSession::Attach(
+      pid,
+      {"stat", "-x", ",", "-e",
+       "raw_syscalls:sys_enter,syscalls:sys_enter_futex"},
+      timeout);
+  if (!session.ok()) return session.status();
+  std::unique_ptr<PerfCounter> perf(new PerfCounter());
+  perf->session_ = *std::move(session);
+  return perf;
+}
+
+PerfCounter::~PerfCounter() = default;
+
+absl::Status PerfCounter::Enable() { return session_->Enable(); }
+absl::Status PerfCounter::Disable() { return session_->Disable(); }
+
 absl::StatusOr<PerfCounter::Counts> PerfCounter::Finish() {
-  Stop();
+  session_->Stop();
   // CSV lines: <count>,<unit>,<event>,<time running>,<percent>,...; a
   // count of "<not counted>" or "<not supported>" is no count.
-  std::ifstream in(dir_ + "/counts");
+  std::ifstream in(session_->output());
   Counts counts;
   bool syscalls = false, futex = false;
   std::string line;
@@ -220,6 +232,122 @@ absl::StatusOr<PerfCounter::Counts> PerfCounter::Finish() {
   }
   return counts;
 }
+
+absl::StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Attach(
+    pid_t pid, absl::Duration timeout) {
+  // The CPU clock (a software event: it samples in virtual machines too),
+  // about 2,000 samples per second per thread, no call graphs; -N and -B
+  // skip the build-id cache and scan, which only slow perf's exit here.
+  absl::StatusOr<std::unique_ptr<PerfSession>> session = PerfSession::Attach(
+      pid, {"record", "-q", "-e", "cpu-clock", "-F", "1999", "-N", "-B"},
+      timeout);
+  if (!session.ok()) return session.status();
+  std::unique_ptr<PerfSampler> sampler(new PerfSampler());
+  sampler->session_ = *std::move(session);
+  return sampler;
+}
+
+absl::StatusOr<std::vector<HotSymbol>> PerfSampler::Finish(size_t limit) {
+  session_->Stop();
+  const std::string report = session_->dir() + "/report";
+  std::vector<std::string> args = {
+      "perf", "report", "-i", session_->output(), "--stdio", "-q",
+      "--no-children", "--sort", "dso,sym", "--percent-limit", "0.5"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, report.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null",
+                                   O_WRONLY, 0);
+  pid_t pid = -1;
+  const int rc =
+      posix_spawnp(&pid, "perf", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return ErrnoStatus("perf report", rc);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::UnavailableError("perf report failed");
+  }
+  std::ifstream in(report);
+  std::vector<HotSymbol> hot;
+  std::string line;
+  while (hot.size() < limit && std::getline(in, line)) {
+    if (std::optional<HotSymbol> h = ParsePerfReportLine(line)) {
+      hot.push_back(*std::move(h));
+    }
+  }
+  if (hot.empty()) return absl::UnavailableError("perf sampled nothing");
+  return hot;
+}
+
+std::optional<HotSymbol> ParsePerfReportLine(std::string_view line) {
+  // "    12.34%  granary-silo       [.] granary::Mailbox::Push(...)"
+  absl::string_view rest =
+      absl::StripLeadingAsciiWhitespace(absl::string_view(line.data(), line.size()));
+  const size_t percent_end = rest.find('%');
+  if (percent_end == absl::string_view::npos) return std::nullopt;
+  HotSymbol h;
+  if (!absl::SimpleAtod(rest.substr(0, percent_end), &h.percent) ||
+      h.percent < 0 || h.percent > 100) {
+    return std::nullopt;
+  }
+  rest = absl::StripLeadingAsciiWhitespace(rest.substr(percent_end + 1));
+  const size_t dso_end = rest.find_first_of(" \t");
+  if (dso_end == 0 || dso_end == absl::string_view::npos) return std::nullopt;
+  h.dso = std::string(rest.substr(0, dso_end));
+  rest = absl::StripLeadingAsciiWhitespace(rest.substr(dso_end));
+  // The privilege level: [.] user, [k] kernel (others exist; any is kept
+  // out of the name).
+  if (rest.size() < 4 || rest[0] != '[' || rest[2] != ']') return std::nullopt;
+  h.symbol = std::string(absl::StripAsciiWhitespace(rest.substr(3)));
+  if (h.symbol.empty()) return std::nullopt;
+  return h;
+}
+
+namespace {
+
+constexpr size_t kHotSymbols = 10;
+
+// The second watched round: each side's threads sampled by perf record.
+void SampleRound(const std::vector<ProfileSide>& sides,
+                 const std::function<ScenarioResult()>& round,
+                 ScenarioProfile& profile) {
+  std::vector<std::unique_ptr<PerfSampler>> samplers(sides.size());
+  bool any = false;
+  for (size_t i = 0; i < sides.size(); ++i) {
+    absl::StatusOr<std::unique_ptr<PerfSampler>> s =
+        PerfSampler::Attach(sides[i].pid);
+    if (s.ok() && (*s)->Enable().ok()) {
+      samplers[i] = *std::move(s);
+      any = true;
+    } else if (profile.sides[i].note.empty()) {
+      profile.sides[i].note =
+          s.ok() ? "perf record did not start" : std::string(s.status().message());
+    }
+  }
+  if (!any) return;
+  const ScenarioResult r = round();
+  profile.verified = profile.verified && r.verified;
+  for (size_t i = 0; i < sides.size(); ++i) {
+    if (samplers[i] == nullptr) continue;
+    absl::Status disabled = samplers[i]->Disable();
+    absl::StatusOr<std::vector<HotSymbol>> hot =
+        samplers[i]->Finish(kHotSymbols);
+    if (disabled.ok() && hot.ok()) {
+      profile.sides[i].hot = *std::move(hot);
+    } else if (profile.sides[i].note.empty()) {
+      profile.sides[i].note =
+          std::string((disabled.ok() ? hot.status() : disabled).message());
+    }
+  }
+}
+
+}  // namespace
 
 ScenarioProfile ProfileScenario(const std::string& scenario,
                                 const std::vector<ProfileSide>& sides,
@@ -274,6 +402,7 @@ ScenarioProfile ProfileScenario(const std::string& scenario,
           (disabled.ok() ? counts.status() : disabled).message());
     }
   }
+  SampleRound(sides, round, profile);
   return profile;
 }
 
@@ -294,6 +423,13 @@ void PrintProfile(const std::string& mode, const ScenarioProfile& profile) {
         per_op(side.syscalls).c_str(), per_op(side.futex).c_str(),
         side.note.empty() ? ""
                           : absl::StrCat(" note=\"", side.note, "\"").c_str());
+    for (const HotSymbol& h : side.hot) {
+      std::printf("PROFILE_HOT scenario=%s mode=%s side=%s percent=%.1f "
+                  "dso=%s symbol=%s\n",
+                  profile.scenario.c_str(), mode.c_str(),
+                  side.side.name.c_str(), h.percent, h.dso.c_str(),
+                  h.symbol.c_str());
+    }
   }
   std::fflush(stdout);
 }

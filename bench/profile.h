@@ -10,9 +10,11 @@
 //     (/proc/PID/task/*/schedstat, in nanoseconds);
 //   - system calls, and the futex calls among them, counted by `perf stat`
 //     attached to the process, where perf runs and may trace; otherwise
-//     those two are left out (-1).
-// The watched round is not one of the reported rounds: tracing system calls
-// slows them.
+//     those two are left out (-1);
+//   - where its CPU time went: the functions its threads were running,
+//     sampled by `perf record` (CPU clock) in a second watched round of its
+//     own, so that tracing system calls does not skew the samples.
+// The watched rounds are not among the reported rounds: tracing slows them.
 //
 //   std::vector<ProfileSide> sides = {{"client", getpid()}, {"silo", pid}};
 //   ScenarioProfile p = ProfileScenario("ask", sides, [&] {
@@ -26,7 +28,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,6 +49,8 @@ struct ProcessCounters {
 // NOT_FOUND when there is no such process.
 absl::StatusOr<ProcessCounters> ReadProcessCounters(pid_t pid);
 
+class PerfSession;
+
 // `perf stat` attached to one process, counting system calls only while
 // enabled. Threading: one thread at a time.
 class PerfCounter {
@@ -53,7 +59,7 @@ class PerfCounter {
   // missing, cannot trace here, or does not answer within `timeout`.
   static absl::StatusOr<std::unique_ptr<PerfCounter>> Attach(
       pid_t pid, absl::Duration timeout = absl::Seconds(10));
-  ~PerfCounter();  // stops perf if Finish was not called
+  ~PerfCounter();
 
   absl::Status Enable();
   absl::Status Disable();
@@ -67,15 +73,69 @@ class PerfCounter {
 
  private:
   PerfCounter() = default;
-  absl::Status Command(const char* command);
+  std::unique_ptr<PerfSession> session_;
+};
+
+// perf attached to one process and driven through its control fifo: it
+// counts or samples only between Enable and Disable (perf 6.1 never counts
+// an attached process started disabled, so Attach starts it enabled and
+// disables it at once; the few events of that moment are noise). Threading:
+// one thread at a time.
+class PerfSession {
+ public:
+  // Runs `perf <args> --control ... -p <pid> -o <dir()>/out`. UNAVAILABLE
+  // when perf is missing, cannot trace here, or does not answer within
+  // `timeout`.
+  static absl::StatusOr<std::unique_ptr<PerfSession>> Attach(
+      pid_t pid, std::vector<std::string> args, absl::Duration timeout);
+  ~PerfSession();  // stops perf, removes its directory
+
+  absl::Status Enable() { return Command("enable"); }
+  absl::Status Disable() { return Command("disable"); }
+  // Stops perf (SIGINT, which makes it write its output) and waits for it.
   void Stop();
+  // perf's output file, complete once Stop returned.
+  std::string output() const { return dir_ + "/out"; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  PerfSession() = default;
+  absl::Status Command(const char* command);
 
   pid_t perf_pid_ = -1;
   int ctl_fd_ = -1;
   int ack_fd_ = -1;
-  std::string dir_;  // the fifos and perf's output file
+  std::string dir_;
   absl::Duration timeout_;
 };
+
+// A function a process's threads were found running, and the share of the
+// samples it took.
+struct HotSymbol {
+  double percent = 0;
+  std::string dso;     // "granary-silo", "libc.so.6", "[kernel.kallsyms]"
+  std::string symbol;  // demangled; an address where perf had no name
+};
+
+// `perf record` sampling one process's threads on the CPU clock.
+class PerfSampler {
+ public:
+  static absl::StatusOr<std::unique_ptr<PerfSampler>> Attach(
+      pid_t pid, absl::Duration timeout = absl::Seconds(10));
+
+  absl::Status Enable() { return session_->Enable(); }
+  absl::Status Disable() { return session_->Disable(); }
+  // Stops perf and reads the `limit` functions that took the most samples
+  // (`perf report`, self time), most first; each at least 0.5%.
+  absl::StatusOr<std::vector<HotSymbol>> Finish(size_t limit);
+
+ private:
+  std::unique_ptr<PerfSession> session_;
+};
+
+// One line of `perf report --stdio -q --sort dso,sym` ("  12.34%  dso  [.]
+// symbol"), or nullopt for any other line.
+std::optional<HotSymbol> ParsePerfReportLine(std::string_view line);
 
 // One side of a profiled scenario: a name ("client", "silo", "server",
 // "process") and its process.
@@ -89,7 +149,8 @@ struct SideProfile {
   ProcessCounters delta;   // over the watched round
   int64_t syscalls = -1;   // -1: perf did not count
   int64_t futex = -1;
-  std::string note;        // why perf did not count, if it did not
+  std::vector<HotSymbol> hot;  // the sampled round's top functions
+  std::string note;        // why perf did not count or sample, if it did not
 };
 
 struct ScenarioProfile {
@@ -99,7 +160,8 @@ struct ScenarioProfile {
   std::vector<SideProfile> sides;
 };
 
-// Runs `round` (one round of `scenario`) with `sides` watched.
+// Runs `round` (one round of `scenario`, on keys of its own each time it is
+// called) with `sides` watched: once counted, then once more sampled.
 ScenarioProfile ProfileScenario(const std::string& scenario,
                                 const std::vector<ProfileSide>& sides,
                                 const std::function<ScenarioResult()>& round);

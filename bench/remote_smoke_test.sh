@@ -78,6 +78,13 @@ for line in "ask mode=remote side=client" "ask mode=remote side=silo" \
   grep -q "^PROFILE scenario=$line ops=[1-9][0-9]* verified=true voluntary_cs_per_op=[0-9.]* involuntary_cs_per_op=[0-9.]* cpu_us_per_op=[0-9.]* syscalls_per_op=" \
     "$dir/profile.out" || fail "no PROFILE line for $line"
 done
+# Where perf may sample here, each side also names the functions it ran.
+if perf record -q -e cpu-clock -o "$dir/perf.data" -- true >/dev/null 2>&1; then
+  for line in "ask mode=remote side=client" "ask mode=remote side=silo"; do
+    grep -q "^PROFILE_HOT scenario=$line percent=[0-9.]* dso=[^ ]* symbol=." \
+      "$dir/profile.out" || fail "no PROFILE_HOT line for $line"
+  done
+fi
 
 kill -TERM "$silo_pid"
 wait "$silo_pid"

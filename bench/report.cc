@@ -161,6 +161,12 @@ void Report::AddProfile(const std::string& mode,
     p->set_syscalls_per_op(side.syscalls < 0 ? -1 : side.syscalls / ops);
     p->set_futex_per_op(side.futex < 0 ? -1 : side.futex / ops);
     p->set_note(side.note);
+    for (const HotSymbol& h : side.hot) {
+      HotFunction* out = p->add_hot();
+      out->set_percent(h.percent);
+      out->set_dso(h.dso);
+      out->set_symbol(h.symbol);
+    }
   }
 }
 

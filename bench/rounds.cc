@@ -48,13 +48,19 @@ void ProfileRounds(const RunConfig& c, ScenarioContext& ctx, Report& report) {
       sides.push_back({"client", getpid()});
       if (s == "raw_grpc" && ctx.raw_echo != nullptr) {
         sides.push_back({"server", ctx.raw_echo->pid()});
-      } else if (c.silo_pid > 0) {
-        sides.push_back({"silo", static_cast<pid_t>(c.silo_pid)});
+      } else {
+        for (size_t i = 0; i < c.silo_pids.size(); ++i) {
+          sides.push_back({i == 0 ? std::string("silo")
+                                  : absl::StrCat("silo ", i + 1),
+                           static_cast<pid_t>(c.silo_pids[i])});
+        }
       }
     }
-    ctx.round = 1000000 + ctx.round;  // keys of its own
-    ScenarioProfile profile =
-        ProfileScenario(s, sides, [&] { return RunScenario(s, ctx); });
+    // Each watched round (counted, then sampled) on keys of its own.
+    ScenarioProfile profile = ProfileScenario(s, sides, [&] {
+      ctx.round = 1000000 + ctx.round;
+      return RunScenario(s, ctx);
+    });
     PrintProfile(c.mode, profile);
     report.AddProfile(c.mode, profile);
   }

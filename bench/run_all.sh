@@ -5,9 +5,9 @@
 #   bench/run_all.sh BUILD_DIR full     # make bench: about 10 minutes
 #   bench/run_all.sh BUILD_DIR quick    # make bench-quick: about 1 minute
 #
-# Arms: granary-bench --hosted (and its memory scenario, a run of its own); a
-# granary-silo started here on free ports and granary-bench --target against
-# it (profiled), the memory scenario against a fresh one, then the same
+# Arms: granary-bench --hosted (profiled; and its memory scenario, a run of
+# its own); a granary-silo started here on free ports and granary-bench
+# --target against it (profiled), the memory scenario against a fresh one, then the same
 # (ask, oneway) against a
 # granary-silo serving TLS; the comparison arms granary-compare-caf
 # and granary-compare-grpc when built, and the Erlang/OTP arm
@@ -73,7 +73,7 @@ reports=()
 
 # 1. Hosted: the silo in the benchmark process.
 run hosted "$bin/granary-bench" --hosted --rounds="$rounds" --warmup=1 \
-    --scale="$hosted_scale" --json="$work/hosted.json"
+    --scale="$hosted_scale" --profile --json="$work/hosted.json"
 reports+=("$work/hosted.json")
 run hosted-k16 "$bin/granary-bench" --hosted --rounds="$rounds" --warmup=1 \
     --scale="$hosted_scale" --scenarios=ask --concurrency=16 \
@@ -150,7 +150,8 @@ if [ -n "$gateway" ]; then
   if [ -n "$gateway" ]; then
     run remote-cross "$bin/granary-bench" --target="$gateway_a,$gateway" \
         --scenarios=ask --one_hop=false --rounds="$rounds" --warmup=1 \
-        --scale="$remote_scale" --json="$work/remote-cross.json"
+        --scale="$remote_scale" --profile --silo_pid="$other_pid,$silo_pid" \
+        --json="$work/remote-cross.json"
     reports+=("$work/remote-cross.json")
     stop_silo
   fi
@@ -217,7 +218,7 @@ if pg_server_start; then
   reports+=("$work/failover-postgres.json")
   run hosted-postgres "$bin/granary-bench" --hosted --storage=postgres \
       --postgres_file="$pg_conninfo_file" --rounds="$rounds" --warmup=1 \
-      --scale="$pg_scale" --json="$work/hosted-postgres.json"
+      --scale="$pg_scale" --profile --json="$work/hosted-postgres.json"
   reports+=("$work/hosted-postgres.json")
   pg_server_stop
 else
