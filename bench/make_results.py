@@ -604,8 +604,8 @@ def remaining_notes(goal_list, profiles, cores):
                 hot = p.get("hot") or []
                 if not hot:
                     continue
-                lines.append("- Sampled, %s/%s %s: %s." % (
-                    mode, scenario, p.get("side", "?"), "; ".join(
+                lines.append("- Sampled, %s/%s %s (%d samples): %s." % (
+                    mode, scenario, p.get("side", "?"), int(p.get("samples", 0)), "; ".join(
                         "%.1f%% `%s` (%s)" % (float(h.get("percent", 0)),
                                               short_symbol(h.get("symbol", "?")),
                                               os.path.basename(h.get("dso", "?")))

@@ -305,7 +305,8 @@ class MakeResultsTest(unittest.TestCase):
             return {"scenario": scenario, "mode": mode, "side": side, "ops": "1000",
                     "verified": True, "voluntary_cs_per_op": vcs, "involuntary_cs_per_op": 0.5,
                     "cpu_us_per_op": cpu, "syscalls_per_op": 10.0, "futex_per_op": 5.0,
-                    "note": "", "hot": [{"percent": p, "dso": d, "symbol": n} for p, d, n in hot]}
+                    "note": "", "samples": "400",
+                    "hot": [{"percent": p, "dso": d, "symbol": n} for p, d, n in hot]}
         long_name = "granary::Task<" + "x" * 200 + ">::Get"
         g = self.write("g.json", {"arm": "granary", "summaries": [ask, raw, one], "profile": [
             row("remote", "ask", "client", 5.0, 80.0,
@@ -330,7 +331,8 @@ class MakeResultsTest(unittest.TestCase):
         self.assertIn("The p50 must fall from 100.00 µs to 65.00 µs", ask_part)
         self.assertIn("Against remote/raw_grpc, side by side: +4.00 voluntary context switches "
                       "and +40.00 CPU µs per operation", ask_part)
-        self.assertIn("30.5% `granary::Client::Call` (granary-bench)", ask_part)
+        self.assertIn("- Sampled, remote/ask client (400 samples): 30.5% "
+                      "`granary::Client::Call` (granary-bench)", ask_part)
         self.assertIn("…` ([kernel.kallsyms])", ask_part)  # a long name is cut
         # Hosted one-way: 1 M/s against 2× Erlang's 2 M/s; the CPU budget per op.
         one_part = remains.split("### hosted one-way ≥ 2× the better of CAF tell and Erlang "

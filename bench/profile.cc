@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -236,10 +237,10 @@ absl::StatusOr<PerfCounter::Counts> PerfCounter::Finish() {
 absl::StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Attach(
     pid_t pid, absl::Duration timeout) {
   // The CPU clock (a software event: it samples in virtual machines too),
-  // about 2,000 samples per second per thread, no call graphs; -N and -B
+  // about 5,000 samples per second per thread, no call graphs; -N and -B
   // skip the build-id cache and scan, which only slow perf's exit here.
   absl::StatusOr<std::unique_ptr<PerfSession>> session = PerfSession::Attach(
-      pid, {"record", "-q", "-e", "cpu-clock", "-F", "1999", "-N", "-B"},
+      pid, {"record", "-q", "-e", "cpu-clock", "-F", "4999", "-N", "-B"},
       timeout);
   if (!session.ok()) return session.status();
   std::unique_ptr<PerfSampler> sampler(new PerfSampler());
@@ -247,12 +248,12 @@ absl::StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Attach(
   return sampler;
 }
 
-absl::StatusOr<std::vector<HotSymbol>> PerfSampler::Finish(size_t limit) {
+absl::StatusOr<PerfSampler::Samples> PerfSampler::Finish(size_t limit) {
   session_->Stop();
   const std::string report = session_->dir() + "/report";
   std::vector<std::string> args = {
       "perf", "report", "-i", session_->output(), "--stdio", "-q",
-      "--no-children", "--sort", "dso,sym", "--percent-limit", "0.5"};
+      "--no-children", "--sort", "dso,sym", "-F", "overhead,sample,dso,sym"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -273,20 +274,27 @@ absl::StatusOr<std::vector<HotSymbol>> PerfSampler::Finish(size_t limit) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return absl::UnavailableError("perf report failed");
   }
+  // Every function sampled, in no useful order (-F lists by its keys).
   std::ifstream in(report);
-  std::vector<HotSymbol> hot;
+  Samples samples;
   std::string line;
-  while (hot.size() < limit && std::getline(in, line)) {
+  while (std::getline(in, line)) {
     if (std::optional<HotSymbol> h = ParsePerfReportLine(line)) {
-      hot.push_back(*std::move(h));
+      samples.total += h->samples;
+      samples.hot.push_back(*std::move(h));
     }
   }
-  if (hot.empty()) return absl::UnavailableError("perf sampled nothing");
-  return hot;
+  if (samples.total == 0) return absl::UnavailableError("perf sampled nothing");
+  std::sort(samples.hot.begin(), samples.hot.end(),
+            [](const HotSymbol& a, const HotSymbol& b) {
+              return a.samples > b.samples;
+            });
+  if (samples.hot.size() > limit) samples.hot.resize(limit);
+  return samples;
 }
 
 std::optional<HotSymbol> ParsePerfReportLine(std::string_view line) {
-  // "    12.34%  granary-silo       [.] granary::Mailbox::Push(...)"
+  // "    12.34%    41  granary-silo     [.] granary::Mailbox::Push(...)"
   absl::string_view rest =
       absl::StripLeadingAsciiWhitespace(absl::string_view(line.data(), line.size()));
   const size_t percent_end = rest.find('%');
@@ -297,6 +305,13 @@ std::optional<HotSymbol> ParsePerfReportLine(std::string_view line) {
     return std::nullopt;
   }
   rest = absl::StripLeadingAsciiWhitespace(rest.substr(percent_end + 1));
+  const size_t samples_end = rest.find_first_of(" \t");
+  if (samples_end == absl::string_view::npos ||
+      !absl::SimpleAtoi(rest.substr(0, samples_end), &h.samples) ||
+      h.samples <= 0) {
+    return std::nullopt;
+  }
+  rest = absl::StripLeadingAsciiWhitespace(rest.substr(samples_end));
   const size_t dso_end = rest.find_first_of(" \t");
   if (dso_end == 0 || dso_end == absl::string_view::npos) return std::nullopt;
   h.dso = std::string(rest.substr(0, dso_end));
@@ -314,35 +329,53 @@ namespace {
 constexpr size_t kHotSymbols = 10;
 
 // The second watched round: each side's threads sampled by perf record.
+// perf follows the threads a watched process starts, and the processes:
+// the perf processes this process starts are therefore started before the
+// perf that watches it (the sides in reverse, this process being the
+// first), and reports are read only after it stopped.
 void SampleRound(const std::vector<ProfileSide>& sides,
                  const std::function<ScenarioResult()>& round,
                  ScenarioProfile& profile) {
   std::vector<std::unique_ptr<PerfSampler>> samplers(sides.size());
   bool any = false;
-  for (size_t i = 0; i < sides.size(); ++i) {
+  for (size_t i = sides.size(); i-- > 0;) {
     absl::StatusOr<std::unique_ptr<PerfSampler>> s =
         PerfSampler::Attach(sides[i].pid);
-    if (s.ok() && (*s)->Enable().ok()) {
+    if (s.ok()) {
       samplers[i] = *std::move(s);
-      any = true;
     } else if (profile.sides[i].note.empty()) {
-      profile.sides[i].note =
-          s.ok() ? "perf record did not start" : std::string(s.status().message());
+      profile.sides[i].note = std::string(s.status().message());
+    }
+  }
+  for (size_t i = 0; i < sides.size(); ++i) {
+    if (samplers[i] == nullptr) continue;
+    absl::Status enabled = samplers[i]->Enable();
+    if (enabled.ok()) {
+      any = true;
+    } else {
+      if (profile.sides[i].note.empty()) {
+        profile.sides[i].note = std::string(enabled.message());
+      }
+      samplers[i].reset();
     }
   }
   if (!any) return;
   const ScenarioResult r = round();
   profile.verified = profile.verified && r.verified;
+  std::vector<absl::Status> disabled(sides.size());
+  for (size_t i = 0; i < sides.size(); ++i) {
+    if (samplers[i] != nullptr) disabled[i] = samplers[i]->Disable();
+  }
   for (size_t i = 0; i < sides.size(); ++i) {
     if (samplers[i] == nullptr) continue;
-    absl::Status disabled = samplers[i]->Disable();
-    absl::StatusOr<std::vector<HotSymbol>> hot =
+    absl::StatusOr<PerfSampler::Samples> samples =
         samplers[i]->Finish(kHotSymbols);
-    if (disabled.ok() && hot.ok()) {
-      profile.sides[i].hot = *std::move(hot);
+    if (disabled[i].ok() && samples.ok()) {
+      profile.sides[i].hot = std::move(samples->hot);
+      profile.sides[i].samples = samples->total;
     } else if (profile.sides[i].note.empty()) {
-      profile.sides[i].note =
-          std::string((disabled.ok() ? hot.status() : disabled).message());
+      profile.sides[i].note = std::string(
+          (disabled[i].ok() ? samples.status() : disabled[i]).message());
     }
   }
 }
@@ -356,15 +389,18 @@ ScenarioProfile ProfileScenario(const std::string& scenario,
   profile.scenario = scenario;
   std::vector<std::unique_ptr<PerfCounter>> perf(sides.size());
   std::vector<ProcessCounters> before(sides.size());
-  for (size_t i = 0; i < sides.size(); ++i) {
-    SideProfile& side = profile.sides.emplace_back();
-    side.side = sides[i];
+  for (const ProfileSide& side : sides) {
+    profile.sides.emplace_back().side = side;
+  }
+  // In reverse, as SampleRound does: perf follows the processes a watched
+  // process starts, and this process starts every perf.
+  for (size_t i = sides.size(); i-- > 0;) {
     absl::StatusOr<std::unique_ptr<PerfCounter>> attached =
         PerfCounter::Attach(sides[i].pid);
     if (attached.ok()) {
       perf[i] = *std::move(attached);
     } else {
-      side.note = std::string(attached.status().message());
+      profile.sides[i].note = std::string(attached.status().message());
     }
   }
   for (size_t i = 0; i < sides.size(); ++i) {
@@ -425,9 +461,11 @@ void PrintProfile(const std::string& mode, const ScenarioProfile& profile) {
                           : absl::StrCat(" note=\"", side.note, "\"").c_str());
     for (const HotSymbol& h : side.hot) {
       std::printf("PROFILE_HOT scenario=%s mode=%s side=%s percent=%.1f "
-                  "dso=%s symbol=%s\n",
+                  "samples=%lld of=%lld dso=%s symbol=%s\n",
                   profile.scenario.c_str(), mode.c_str(),
-                  side.side.name.c_str(), h.percent, h.dso.c_str(),
+                  side.side.name.c_str(), h.percent,
+                  static_cast<long long>(h.samples),
+                  static_cast<long long>(side.samples), h.dso.c_str(),
                   h.symbol.c_str());
     }
   }

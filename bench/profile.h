@@ -113,6 +113,7 @@ class PerfSession {
 // samples it took.
 struct HotSymbol {
   double percent = 0;
+  int64_t samples = 0;
   std::string dso;     // "granary-silo", "libc.so.6", "[kernel.kallsyms]"
   std::string symbol;  // demangled; an address where perf had no name
 };
@@ -125,16 +126,21 @@ class PerfSampler {
 
   absl::Status Enable() { return session_->Enable(); }
   absl::Status Disable() { return session_->Disable(); }
+  struct Samples {
+    int64_t total = 0;            // every sample taken while enabled
+    std::vector<HotSymbol> hot;   // most first
+  };
   // Stops perf and reads the `limit` functions that took the most samples
-  // (`perf report`, self time), most first; each at least 0.5%.
-  absl::StatusOr<std::vector<HotSymbol>> Finish(size_t limit);
+  // (`perf report`, self time). UNAVAILABLE when it took none.
+  absl::StatusOr<Samples> Finish(size_t limit);
 
  private:
   std::unique_ptr<PerfSession> session_;
 };
 
-// One line of `perf report --stdio -q --sort dso,sym` ("  12.34%  dso  [.]
-// symbol"), or nullopt for any other line.
+// One line of `perf report --stdio -q --sort dso,sym -F
+// overhead,sample,dso,sym` ("  12.34%  41  dso  [.] symbol"), or nullopt for
+// any other line.
 std::optional<HotSymbol> ParsePerfReportLine(std::string_view line);
 
 // One side of a profiled scenario: a name ("client", "silo", "server",
@@ -150,6 +156,7 @@ struct SideProfile {
   int64_t syscalls = -1;   // -1: perf did not count
   int64_t futex = -1;
   std::vector<HotSymbol> hot;  // the sampled round's top functions
+  int64_t samples = 0;         // and how many samples it took in all
   std::string note;        // why perf did not count or sample, if it did not
 };
 

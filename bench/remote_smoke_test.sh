@@ -81,7 +81,7 @@ done
 # Where perf may sample here, each side also names the functions it ran.
 if perf record -q -e cpu-clock -o "$dir/perf.data" -- true >/dev/null 2>&1; then
   for line in "ask mode=remote side=client" "ask mode=remote side=silo"; do
-    grep -q "^PROFILE_HOT scenario=$line percent=[0-9.]* dso=[^ ]* symbol=." \
+    grep -q "^PROFILE_HOT scenario=$line percent=[0-9.]* samples=[1-9][0-9]* of=[1-9][0-9]* dso=[^ ]* symbol=." \
       "$dir/profile.out" || fail "no PROFILE_HOT line for $line"
   done
 fi

@@ -166,7 +166,9 @@ void Report::AddProfile(const std::string& mode,
       out->set_percent(h.percent);
       out->set_dso(h.dso);
       out->set_symbol(h.symbol);
+      out->set_samples(h.samples);
     }
+    p->set_samples(side.samples);
   }
 }
 
