@@ -26,8 +26,9 @@ namespace granary::bench {
 struct RunConfig {
   bool hosted = false;
   // What its rows are reported under: "hosted", "hosted-postgres" (grain
-  // state in PostgreSQL) or "remote".
-  const char* mode = "remote";
+  // state in PostgreSQL), "remote", "remote-tls", "remote-cross", or the
+  // name --run_name gives.
+  std::string mode = "remote";
   std::string target;
   // --target: TLS and the token the gateways want (--tls_ca, --tls_cert,
   // --tls_key, --token_file); with TLS the rows are "remote-tls".

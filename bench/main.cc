@@ -53,6 +53,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -135,6 +136,10 @@ ABSL_FLAG(std::vector<std::string>, silo_pid, {},
           "--profile with --target: the silo processes on this machine, "
           "comma-separated, watched as the server side (\"silo\", then "
           "\"silo 2\", ...; none: client side only).");
+ABSL_FLAG(std::string, run_name, "",
+          "Reports this run's rows under NAME instead of its mode (hosted, "
+          "remote, ...), so that a second run of the same mode has rows of "
+          "its own in one report (make bench: hosted-filters).");
 ABSL_FLAG(bool, one_hop, true,
           "With --target: send a grain's calls to the gateway of the silo that "
           "hosts it once a reply named it. false: to a gateway chosen by the "
@@ -411,6 +416,17 @@ absl::StatusOr<RunConfig> ConfigFromFlags() {
     // Every call passed on from one silo to another: rows of their own.
     c.mode = absl::GetFlag(FLAGS_one_hop) ? "remote" : "remote-cross";
   }
+  if (const std::string name = absl::GetFlag(FLAGS_run_name); !name.empty()) {
+    if (name.size() > 64 ||
+        !std::all_of(name.begin(), name.end(), [](char ch) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(ch)) ||
+                 ch == '-';
+        })) {
+      return absl::InvalidArgumentError(
+          "--run_name must be 1 to 64 letters, digits or '-'");
+    }
+    c.mode = name;
+  }
   c.rounds = absl::GetFlag(FLAGS_rounds);
   c.warmup = absl::GetFlag(FLAGS_warmup);
   c.scale = absl::GetFlag(FLAGS_scale);
@@ -461,7 +477,7 @@ class RemoteArm final : public Arm {
     std::printf(
         "ENV mode=%s target=%s silos=%s version=%s concurrency=%d "
         "scale=%g rounds=%d warmup=%d one_hop=%s\n",
-        c.mode, c.target.c_str(), absl::StrJoin(names, ",").c_str(),
+        c.mode.c_str(), c.target.c_str(), absl::StrJoin(names, ",").c_str(),
         remote_->silos().front().version().c_str(), c.concurrency, c.scale,
         c.rounds, c.warmup, one_hop);
     report.SetEnv("target", c.target);

@@ -44,6 +44,10 @@ P50_REFERENCE = {
     ("cluster-postgres", "failover"): ("granary:cluster", "failover"),
     ("remote-tls", "ask"): ("granary:remote", "ask"),
     ("remote-cross", "ask"): ("granary:remote", "ask"),
+    ("hosted-filters", "ask_filtered"): ("granary:hosted-filters", "ask"),
+    ("hosted-filters", "chain_filtered"): ("granary:hosted-filters", "chain"),
+    ("hosted-filters", "ask"): ("granary:hosted", "ask"),
+    ("hosted-filters", "chain"): ("granary:hosted", "chain"),
 }
 
 # The same by throughput.
@@ -62,6 +66,7 @@ MODE_LABEL = {
     "cluster-postgres": "PostgreSQL cluster",
     "remote-tls": "remote, TLS",
     "remote-cross": "remote, cross-silo",
+    "hosted-filters": "hosted, call filter run",
     "overload": "calm caller, silo overloaded",
 }
 
@@ -414,11 +419,16 @@ def goals(by_key):
         profiled(compare("hosted ask p50 ≤ CAF's", "hosted ask p50 ≤ CAF", hosted("ask"),
                          [get("caf", "ask")], "p50", "≤", 1.0), ("hosted", "ask")),
     ]
+    # The filter goals ask for a 5% resolution: make bench measures them in
+    # a run of their own with more rounds (hosted-filters), when present.
+    filters_mode = ("hosted-filters" if get("granary:hosted-filters", "ask") is not None
+                    else "hosted")
     for s in ("ask", "chain"):
         out.append(profiled(compare(
             "hosted %s p50 with an empty call filter chain ≤ 1.05× without" % s,
-            "hosted %s p50, filters ≤ 1.05× none" % s, hosted(s + "_filtered"), [hosted(s)],
-            "p50", "≤", 1.05, paired=True), ("hosted", s + "_filtered"), ("hosted", s)))
+            "hosted %s p50, filters ≤ 1.05× none" % s,
+            get("granary:" + filters_mode, s + "_filtered"), [get("granary:" + filters_mode, s)],
+            "p50", "≤", 1.05, paired=True), (filters_mode, s + "_filtered"), (filters_mode, s)))
     out += [
         profiled(compare("hosted stateless worker hot spot ≥ 1.5× a normal grain's rate "
                          "(16 callers, one key)", "stateless hot spot ≥ 1.5× normal grain",

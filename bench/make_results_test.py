@@ -198,6 +198,30 @@ class MakeResultsTest(unittest.TestCase):
         self.assertIn("| not measured in this run | – |",
                       self.goal_line(md, "hosted ping-pong ≥ 2× the better of CAF and Erlang"))
 
+    def test_the_filter_goals_take_the_filter_run_when_there_is_one(self):
+        def pair(mode, plain, filtered):
+            rows = []
+            for scenario, p50 in (("ask", plain), ("ask_filtered", filtered),
+                                  ("chain", plain * 5), ("chain_filtered", filtered * 5)):
+                r = summary(scenario, mode, p50=p50)
+                r["round_p50_us"] = [p50] * 3
+                rows.append(r)
+            return rows
+        h = self.write("hosted.json", {"arm": "granary", "summaries": pair("hosted", 1.0, 1.2)})
+        goal = "hosted ask p50 with an empty call filter chain ≤ 1.05× without"
+        rc, md, err = self.run_script(h)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("(×1.20, median of per-round ratios) | **no** |", self.goal_line(md, goal))
+        f = self.write("filters.json", {"arm": "granary",
+                                        "summaries": pair("hosted-filters", 1.0, 1.02)})
+        rc, md, err = self.run_script(h, f)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| 1.02 µs vs 1.00 µs (×1.02, median of per-round ratios) | yes |",
+                      self.goal_line(md, goal))
+        self.assertIn("| Granary (hosted, call filter run) |", md.split("## ask_filtered", 1)[1])
+        self.assertIn("p50 ×1.02 of Granary (hosted, call filter run)",
+                      md.split("## ask_filtered", 1)[1])
+
     def test_remote_goals_against_plain_grpc(self):
         ask = summary("ask", "remote", p50=100.0)  # p99 400
         raw = summary("raw_grpc", "remote", p50=80.0)  # p99 320

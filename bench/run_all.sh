@@ -30,10 +30,10 @@ out_png="$here/results_latency.png"
 command="make bench"
 
 case "$size" in
-  full)  rounds=5; hosted_scale=5; remote_scale=1; arm_scale=1
+  full)  rounds=5; filter_rounds=15; hosted_scale=5; remote_scale=1; arm_scale=1
          failover_rounds=3; failover_grains=3000; pg_scale=1
          overload_rounds=3; overload_time=10s; memory_scale=1 ;;
-  quick) rounds=2; hosted_scale=0.5; remote_scale=0.2; arm_scale=0.2
+  quick) rounds=2; filter_rounds=3; hosted_scale=0.5; remote_scale=0.2; arm_scale=0.2
          failover_rounds=1; failover_grains=300; pg_scale=0.1
          overload_rounds=1; overload_time=3s; memory_scale=0.1
          command="make bench-quick"
@@ -79,6 +79,12 @@ run hosted-k16 "$bin/granary-bench" --hosted --rounds="$rounds" --warmup=1 \
     --scale="$hosted_scale" --scenarios=ask --concurrency=16 \
     --json="$work/hosted-k16.json"
 reports+=("$work/hosted-k16.json")
+# The call filter goals ask for a 5% resolution: ask and chain with and
+# without an empty filter chain, in a run of their own with more rounds.
+run hosted-filters "$bin/granary-bench" --hosted --run_name=hosted-filters \
+    --scenarios=ask,ask_filtered,chain,chain_filtered --rounds="$filter_rounds" \
+    --warmup=1 --scale="$hosted_scale" --profile --json="$work/hosted-filters.json"
+reports+=("$work/hosted-filters.json")
 # What an idle activation weighs: its own run, since the activations stay.
 run hosted-memory "$bin/granary-bench" --hosted --storage=memory \
     --scenarios=memory --rounds="$rounds" --warmup=0 --scale="$memory_scale" \
