@@ -590,8 +590,9 @@ def remaining_notes(goal_list, profiles, cores):
                     fmt_rate(need), g.target, g.ref_label, cores, budget, cpu,
                     cpu / budget if budget else 0, fmt_rate(g.value), used, cores,
                     ": the rate is bound by CPU work per operation" if used >= 0.8 * cores
-                    else ": cores sit idle, so hand-offs between threads (%.2f voluntary "
-                    "context switches per operation) bound the rate, not CPU alone" % vcs))
+                    else ": cores sit idle, so a serial path bounds the rate (one thread's "
+                    "work per operation, or the hand-offs between threads: %.2f voluntary "
+                    "context switches per operation), not the CPU all cores give" % vcs))
         elif g.figure in ("p50", "p99") and g.ref_value and g.target and g.value:
             need = g.target * g.ref_value
             lines.append(
