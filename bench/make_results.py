@@ -398,24 +398,22 @@ def goals(by_key):
     def better(scenario):  # the comparison arms in-process, like --hosted
         return [get("caf", scenario), get("erlang", scenario)]
 
+    def vs_best(text, short, scenario, figure, target):
+        """Hosted `scenario` against the better of the in-process arms."""
+        return profiled(compare(text, short, hosted(scenario), better(scenario), figure,
+                                "≥" if figure == "rate" else "≤", target, name_ref=True),
+                        ("hosted", scenario))
+
     raw_grpc = get("granary:remote", "raw_grpc") or get("grpc", "raw_grpc")
     out = [
-        profiled(compare("hosted activation ≥ 1.0× the better of CAF spawn and Erlang spawn",
-                         "hosted activation ≥ 1× best of CAF/Erlang", hosted("activation"),
-                         better("activation"), "rate", "≥", 1.0, name_ref=True),
-                 ("hosted", "activation")),
-        profiled(compare("hosted one-way ≥ 2× the better of CAF tell and Erlang send",
-                         "hosted one-way ≥ 2× best of CAF/Erlang", hosted("oneway"),
-                         better("oneway"), "rate", "≥", 2.0, name_ref=True),
-                 ("hosted", "oneway")),
-        profiled(compare("hosted ping-pong ≥ 2× the better of CAF and Erlang",
-                         "hosted ping-pong ≥ 2× best of CAF/Erlang", hosted("pingpong"),
-                         better("pingpong"), "rate", "≥", 2.0, name_ref=True),
-                 ("hosted", "pingpong")),
-        profiled(compare("hosted chain (depth 5) p50 ≤ 0.5× the better of CAF and Erlang",
-                         "hosted chain p50 ≤ 0.5× best of CAF/Erlang", hosted("chain"),
-                         better("chain"), "p50", "≤", 0.5, name_ref=True),
-                 ("hosted", "chain")),
+        vs_best("hosted activation ≥ 1.0× the better of CAF spawn and Erlang spawn",
+                "hosted activation ≥ 1× best of CAF/Erlang", "activation", "rate", 1.0),
+        vs_best("hosted one-way ≥ 2× the better of CAF tell and Erlang send",
+                "hosted one-way ≥ 2× best of CAF/Erlang", "oneway", "rate", 2.0),
+        vs_best("hosted ping-pong ≥ 2× the better of CAF and Erlang",
+                "hosted ping-pong ≥ 2× best of CAF/Erlang", "pingpong", "rate", 2.0),
+        vs_best("hosted chain (depth 5) p50 ≤ 0.5× the better of CAF and Erlang",
+                "hosted chain p50 ≤ 0.5× best of CAF/Erlang", "chain", "p50", 0.5),
         profiled(compare("hosted ask p50 ≤ CAF's", "hosted ask p50 ≤ CAF", hosted("ask"),
                          [get("caf", "ask")], "p50", "≤", 1.0), ("hosted", "ask")),
     ]

@@ -37,6 +37,27 @@ absl::Status ErrnoStatus(absl::string_view what, int error) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(error)));
 }
 
+// Starts `args` (args[0] found on PATH) with its standard output to
+// `stdout_path` and its standard error to /dev/null.
+absl::StatusOr<pid_t> Spawn(std::vector<std::string> args,
+                            const std::string& stdout_path) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdout_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null",
+                                   O_WRONLY, 0);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(),
+                              environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return ErrnoStatus(args[0], rc);
+  return pid;
+}
+
 // The value of `key:` in a /proc status file, or -1.
 int64_t StatusField(const std::string& path, absl::string_view key) {
   std::ifstream in(path);
@@ -104,24 +125,11 @@ absl::StatusOr<std::unique_ptr<PerfSession>> PerfSession::Attach(
                         absl::StrCat(pid), std::string("-o"), perf->output()}) {
     args.push_back(std::move(a));
   }
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   // perf's own output goes to the file; its complaints to /dev/null (the
   // status says what went wrong).
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null",
-                                   O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null",
-                                   O_WRONLY, 0);
-  const int rc = posix_spawnp(&perf->perf_pid_, "perf", &actions, nullptr,
-                              argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    perf->perf_pid_ = -1;
-    return ErrnoStatus("perf", rc);
-  }
+  absl::StatusOr<pid_t> spawned = Spawn(std::move(args), "/dev/null");
+  if (!spawned.ok()) return spawned.status();
+  perf->perf_pid_ = *spawned;
   // It starts enabled (see the class comment): turn that off, which also
   // shows it attached (an ack comes back).
   absl::Status disabled = perf->Disable();
@@ -251,23 +259,13 @@ absl::StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Attach(
 absl::StatusOr<PerfSampler::Samples> PerfSampler::Finish(size_t limit) {
   session_->Stop();
   const std::string report = session_->dir() + "/report";
-  std::vector<std::string> args = {
-      "perf", "report", "-i", session_->output(), "--stdio", "-q",
-      "--no-children", "--sort", "dso,sym", "-F", "overhead,sample,dso,sym"};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, report.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null",
-                                   O_WRONLY, 0);
-  pid_t pid = -1;
-  const int rc =
-      posix_spawnp(&pid, "perf", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return ErrnoStatus("perf report", rc);
+  absl::StatusOr<pid_t> spawned =
+      Spawn({"perf", "report", "-i", session_->output(), "--stdio", "-q",
+             "--no-children", "--sort", "dso,sym", "-F",
+             "overhead,sample,dso,sym"},
+            report);
+  if (!spawned.ok()) return spawned.status();
+  const pid_t pid = *spawned;
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
