@@ -595,29 +595,4 @@ int64_t Activation::RemoveRunning(Message* m) {
   return started;
 }
 
-void Activation::HandleControl(Message*) {
-  // Cleared first: a request set after the read below posts it again.
-  control_posted_.store(false, std::memory_order_seq_cst);
-  const uint8_t requests =
-      control_requests_.fetch_and(kShutdown, std::memory_order_seq_cst);
-  if (requests & kShutdown) {
-    deactivate_requested_ = true;
-    deactivation_reason_ = DeactivationReason::kShutdown;
-  } else if (requests & kCollect) {
-    const absl::Duration idle = absl::Nanoseconds(
-        silo_->IdleClockNs() - last_active_ns_.load(std::memory_order_relaxed));
-    if (state_ == State::kActive && running_.empty() && NoneWaiting() &&
-        idle >= type_->idle_timeout && OpenStreams() == 0) {
-      BeginDeactivation(DeactivationReason::kIdle);
-    }
-  }
-  if ((requests & (kShutdown | kShed)) == kShed) {
-    if (state_ == State::kActive && running_.empty() && NoneWaiting() &&
-        queued_calls_.load(std::memory_order_relaxed) == 0 &&
-        OpenStreams() == 0) {
-      BeginDeactivation(DeactivationReason::kMemoryPressure);
-    }
-  }
-}
-
 }  // namespace granary::silo
