@@ -3,7 +3,9 @@
 #include "silo/runtime/scheduler.h"
 
 #include <atomic>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "core/sync.h"
 #include "absl/time/clock.h"
@@ -65,6 +67,42 @@ bool RunHelped(Scheduler& s, Probe* p) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   return false;
+}
+
+// A push while a worker spins wakes no sleeper: the spinner must take it,
+// also when it stops spinning at that moment. Lone runnables, scheduled
+// from several threads after pauses that let the workers spin out and
+// sleep, each run; a wake-up lost between spinning and sleeping would
+// leave one unrun.
+TEST(SchedulerTest, NoWorkIsLostBetweenSpinningAndSleeping) {
+  for (int spin : {0, 1, 40, 2000}) {
+    Scheduler s(2, spin);
+    ASSERT_TRUE(s.Start().ok());
+    constexpr int kThreads = 3, kEach = 400;
+    std::vector<std::unique_ptr<Probe>> probes(kThreads * kEach);
+    for (auto& p : probes) p = std::make_unique<Probe>();
+    std::atomic<int> unrun{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < kThreads; ++t) {
+      callers.emplace_back([&, t] {
+        for (int i = 0; i < kEach && unrun.load() == 0; ++i) {
+          Probe* p = probes[t * kEach + i].get();
+          s.Schedule(p);
+          if (i % 3 == 0) {
+            // Alone in the queue: it runs, or a wake-up was lost.
+            if (!p->WaitRan()) unrun.fetch_add(1);
+            absl::SleepFor(absl::Microseconds((i * 7 + t * 13) % 50));
+          }
+        }
+      });
+    }
+    for (auto& c : callers) c.join();
+    bool all_ran = unrun.load() == 0;
+    for (auto& p : probes) all_ran = all_ran && p->WaitRan();
+    s.Stop();  // before the probes go, also when one was left unrun
+    ASSERT_TRUE(all_ran) << "idle_spin=" << spin;
+    for (auto& p : probes) EXPECT_EQ(p->runs(), 1);
+  }
 }
 
 TEST(SchedulerTest, WorkersRunWhatIsScheduled) {

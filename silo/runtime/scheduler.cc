@@ -147,8 +147,11 @@ void Scheduler::PushShared(Runnable* r) {
 void Scheduler::WakeOneLocked() {
   // One wake-up in flight is enough: the woken worker wakes the next one if
   // it finds more work than it can take. A burst of pushes costs one futex
-  // call, not one per push.
-  if (sleepers_ > 0 && !wakeup_pending_) {
+  // call, not one per push. A spinning worker is as good as a woken one: it
+  // takes the work, or sees it under mu_ before it sleeps, and wakes the
+  // next worker if it finds more than it can take.
+  if (sleepers_ > 0 && !wakeup_pending_ &&
+      spinning_.load(std::memory_order_relaxed) == 0) {
     wakeup_pending_ = true;
     cv_.Signal();
   }
@@ -195,8 +198,10 @@ void Scheduler::WorkerLoop(int index) {
       r->Run();
       continue;
     }
-    // Nothing to do: spin briefly, then sleep.
+    // Nothing to do: spin briefly, then sleep. While this worker spins,
+    // pushes wake no sleeper (WakeOneLocked).
     bool found = false;
+    spinning_.fetch_add(1, std::memory_order_relaxed);
     for (int i = 0; i < idle_spin_; ++i) {
       if (shared_size_.load(std::memory_order_relaxed) > 0) {
         found = true;
@@ -204,8 +209,14 @@ void Scheduler::WorkerLoop(int index) {
       }
       CpuRelax();
     }
-    if (found) continue;
+    if (found) {
+      spinning_.fetch_sub(1, std::memory_order_relaxed);
+      continue;
+    }
     MutexLock lock(&mu_);
+    // Under mu_: a push that saw this worker spinning, and so woke no one,
+    // is in the queue now and is taken below.
+    spinning_.fetch_sub(1, std::memory_order_relaxed);
     if (stopping_) break;
     if (head_ != nullptr) continue;
     ++sleepers_;

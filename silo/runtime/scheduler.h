@@ -120,6 +120,10 @@ class Scheduler {
   // sleepers_, readable without mu_ (HelpScope's "every worker sleeps").
   std::atomic<int> sleeping_{0};
   bool wakeup_pending_ ABSL_GUARDED_BY(mu_) = false;
+  // Workers spinning for work (WorkerLoop). Changed by the spinner alone;
+  // its decrement before sleeping is under mu_, so a push that reads it
+  // under mu_ and sees a spinner knows that spinner will see the push.
+  std::atomic<int> spinning_{0};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> shared_size_{0};
   std::atomic<bool> stop_flag_{false};
