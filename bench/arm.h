@@ -39,8 +39,9 @@ struct RunConfig {
   int concurrency = 1;
   std::vector<std::string> scenarios;
   bool wants_raw = false;
-  // --hosted: `ask_filtered` or `chain_filtered` runs, so a second silo with
-  // an empty call filter chain is started.
+  // --hosted: a call filter scenario runs (`ask_filtered`, `chain_filtered`
+  // or their `_unfiltered` baselines), so two twin silos are started, one
+  // with an empty call filter chain and one without.
   bool wants_filtered = false;
   // --hosted: the silo's worker threads (0: hardware threads), messages
   // per activation per scheduling, and idle spin.

@@ -28,7 +28,7 @@ class HostedArm final : public Arm {
   explicit HostedArm(const RunConfig& c) : config_(c) {}
   // After a Start that failed half-way: the silo stops before its storage.
   ~HostedArm() override {
-    if (filtered_ != nullptr) filtered_->Stop();
+    StopTwins();
     if (silo_ != nullptr) silo_->Stop();
   }
 
@@ -56,8 +56,12 @@ class HostedArm final : public Arm {
     state_lifecycle_ = std::make_unique<HostedLifecycle>(&state_stats_);
     ctx->invoker = silo_.get();
     if (config_.wants_filtered) {
-      GRANARY_RETURN_IF_ERROR(StartFiltered());
-      ctx->filtered_invoker = filtered_.get();
+      GRANARY_RETURN_IF_ERROR(StartTwin("bench-silo-unfiltered",
+                                        /*with_filters=*/false, unfiltered_));
+      GRANARY_RETURN_IF_ERROR(StartTwin("bench-silo-filtered",
+                                        /*with_filters=*/true, filtered_));
+      ctx->unfiltered_invoker = unfiltered_.silo.get();
+      ctx->filtered_invoker = filtered_.silo.get();
     }
     ctx->lifecycle = lifecycle_.get();
     ctx->state_lifecycle = state_lifecycle_.get();
@@ -86,8 +90,11 @@ class HostedArm final : public Arm {
       report.SetEnv("fsync", floor_->fsync());
       report.SetEnv("synchronous_commit", floor_->synchronous_commit());
     }
-    if (filtered_ != nullptr) filtered_->Stop();
-    filtered_.reset();
+    StopTwins();
+    for (Twin* twin : {&filtered_, &unfiltered_}) {
+      twin->silo.reset();
+      twin->storage.reset();
+    }
     silo_->Stop();
     silo_.reset();
     storage_.reset();
@@ -97,23 +104,39 @@ class HostedArm final : public Arm {
   }
 
  private:
-  // The silo of `ask_filtered` and `chain_filtered`: the same options and
-  // grains, memory storage (those scenarios store nothing), and an empty
-  // filter chain: one incoming and one outgoing filter that pass the call.
-  absl::Status StartFiltered() {
+  // The silos of the filter scenarios, built alike: the same options and
+  // grains as the main silo, memory storage (those scenarios store nothing),
+  // and, for `*_filtered`, an empty filter chain: one incoming and one
+  // outgoing filter that pass the call. The unfiltered twin is the filter
+  // goal's baseline, so that the goal compares two silos that differ only in
+  // their filters.
+  struct Twin {
+    std::unique_ptr<storage::GrainStorage> storage;
+    std::unique_ptr<silo::Silo> silo;
+    BenchStats stats, state_stats;
+  };
+
+  absl::Status StartTwin(const char* name, bool with_filters, Twin& twin) {
     silo::SiloOptions options = options_;
-    options.name = "bench-silo-filtered";
-    filtered_storage_ = std::make_unique<storage::MemoryStorage>();
-    options.storage = filtered_storage_.get();
-    filtered_ = std::make_unique<silo::Silo>(options);
+    options.name = name;
+    twin.storage = std::make_unique<storage::MemoryStorage>();
+    options.storage = twin.storage.get();
+    twin.silo = std::make_unique<silo::Silo>(options);
     GRANARY_RETURN_IF_ERROR(
-        AddBenchGrains(*filtered_, &filtered_stats_, &filtered_state_stats_));
-    auto pass = [](silo::CallFilterContext&) -> Task<absl::Status> {
-      co_return absl::OkStatus();
-    };
-    filtered_->AddIncomingFilter(pass);
-    filtered_->AddOutgoingFilter(pass);
-    return filtered_->Start();
+        AddBenchGrains(*twin.silo, &twin.stats, &twin.state_stats));
+    if (with_filters) {
+      auto pass = [](silo::CallFilterContext&) -> Task<absl::Status> {
+        co_return absl::OkStatus();
+      };
+      twin.silo->AddIncomingFilter(pass);
+      twin.silo->AddOutgoingFilter(pass);
+    }
+    return twin.silo->Start();
+  }
+
+  void StopTwins() {
+    if (filtered_.silo != nullptr) filtered_.silo->Stop();
+    if (unfiltered_.silo != nullptr) unfiltered_.silo->Stop();
   }
 
   absl::Status OpenStorage() {
@@ -150,9 +173,7 @@ class HostedArm final : public Arm {
   silo::SiloOptions options_;
   std::unique_ptr<silo::Silo> silo_;
   BenchStats stats_, state_stats_;
-  std::unique_ptr<storage::GrainStorage> filtered_storage_;
-  std::unique_ptr<silo::Silo> filtered_;
-  BenchStats filtered_stats_, filtered_state_stats_;
+  Twin unfiltered_, filtered_;
   std::string storage_dir_;
   std::unique_ptr<storage::GrainStorage> storage_;
   std::unique_ptr<BenchPostgresStorage> pg_storage_;

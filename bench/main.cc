@@ -36,6 +36,9 @@
 // `postgres_floor` (pgbench's synced UPDATE on the same database):
 //   RATIO durable_write_p50_over_postgres_floor_p50=<x.xx>
 //         durable_write_p50_us=<a> postgres_floor_p50_us=<b>
+// and after a hosted run with the call filter scenarios, for ask and chain:
+//   RATIO ask_filtered_p50_over_ask_unfiltered_p50=<x.xxx> median_round_ratio=...
+//   RATIO ask_unfiltered_p50_over_ask_p50=<x.xxx> ...   (A/A: two silos, no filters)
 // Rounds are interleaved across scenarios after a warm-up. Exits 1 when any
 // round was not verified, 2 on bad flags or a gateway that cannot be used.
 #include <signal.h>
@@ -200,8 +203,8 @@ namespace {
 
 constexpr char kHostedScenarios[] =
     "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
-    "create,wake,durable-write,warm-read,ask_filtered,chain_filtered,hotspot,"
-    "stateless,push";
+    "create,wake,durable-write,warm-read,ask_unfiltered,ask_filtered,"
+    "chain_unfiltered,chain_filtered,hotspot,stateless,push";
 constexpr char kRemoteScenarios[] =
     "activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,"
     "create,wake,durable-write,warm-read,hotspot,stateless,push,raw_grpc";
@@ -331,7 +334,9 @@ absl::Status ReadScenarios(RunConfig& c) {
       return absl::InvalidArgumentError(
           "raw_grpc compares with a remote silo: it needs --target");
     }
-    if ((s == "ask_filtered" || s == "chain_filtered") && !c.hosted) {
+    if ((s == "ask_filtered" || s == "chain_filtered" ||
+         s == "ask_unfiltered" || s == "chain_unfiltered") &&
+        !c.hosted) {
       return absl::InvalidArgumentError(
           s + " compares silos with and without call filters: it needs "
               "--hosted");
@@ -348,7 +353,8 @@ absl::Status ReadScenarios(RunConfig& c) {
   };
   c.wants_raw = wants("raw_grpc");
   c.wants_floor = wants("postgres_floor");
-  c.wants_filtered = wants("ask_filtered") || wants("chain_filtered");
+  c.wants_filtered = wants("ask_filtered") || wants("chain_filtered") ||
+                     wants("ask_unfiltered") || wants("chain_unfiltered");
   return absl::OkStatus();
 }
 

@@ -121,19 +121,27 @@ void Report::PrintPairRatios(
     }
     return 0;
   };
-  for (const char* s : {"ask", "chain"}) {
-    const std::string filtered = absl::StrCat(s, "_filtered");
-    auto plain = results.find(s);
-    auto with = results.find(filtered);
-    if (plain == results.end() || with == results.end()) continue;
-    const double plain_us = pooled_p50(s), with_us = pooled_p50(filtered);
-    if (plain_us <= 0) continue;
+  // The filter goal: the filtered silo over its unfiltered twin (or over
+  // the main silo when the twin did not run). The twin over the main silo
+  // is an A/A check: how far two silos without filters differ.
+  auto print_ratio = [&](const std::string& over, const std::string& under) {
+    auto a = results.find(over);
+    auto b = results.find(under);
+    if (a == results.end() || b == results.end()) return;
+    const double a_us = pooled_p50(over), b_us = pooled_p50(under);
+    if (b_us <= 0) return;
     std::printf(
         "RATIO %s_p50_over_%s_p50=%.3f median_round_ratio=%.3f %s_p50_us=%.2f "
         "%s_p50_us=%.2f\n",
-        filtered.c_str(), s, with_us / plain_us,
-        MedianRoundRatio(with->second, plain->second), filtered.c_str(),
-        with_us, s, plain_us);
+        over.c_str(), under.c_str(), a_us / b_us,
+        MedianRoundRatio(a->second, b->second), over.c_str(), a_us,
+        under.c_str(), b_us);
+  };
+  for (const std::string s : {"ask", "chain"}) {
+    const std::string unfiltered = s + "_unfiltered";
+    print_ratio(s + "_filtered",
+                results.contains(unfiltered) ? unfiltered : s);
+    print_ratio(unfiltered, s);
   }
   if (results.contains("hotspot") && results.contains("stateless")) {
     const double hot = MeanRate("hotspot");

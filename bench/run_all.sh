@@ -79,10 +79,12 @@ run hosted-k16 "$bin/granary-bench" --hosted --rounds="$rounds" --warmup=1 \
     --scale="$hosted_scale" --scenarios=ask --concurrency=16 \
     --json="$work/hosted-k16.json"
 reports+=("$work/hosted-k16.json")
-# The call filter goals ask for a 5% resolution: ask and chain with and
-# without an empty filter chain, in a run of their own with more rounds.
+# The call filter goals ask for a 5% resolution: ask and chain on twin silos
+# with and without an empty filter chain (and on the main silo: an A/A
+# check), in a run of their own with more rounds.
 run hosted-filters "$bin/granary-bench" --hosted --run_name=hosted-filters \
-    --scenarios=ask,ask_filtered,chain,chain_filtered --rounds="$filter_rounds" \
+    --scenarios=ask,ask_unfiltered,ask_filtered,chain,chain_unfiltered,chain_filtered \
+    --rounds="$filter_rounds" \
     --warmup=1 --scale="$hosted_scale" --profile --json="$work/hosted-filters.json"
 reports+=("$work/hosted-filters.json")
 # What an idle activation weighs: its own run, since the activations stay.

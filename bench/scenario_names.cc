@@ -11,8 +11,8 @@ const std::vector<std::string>& ScenarioNames() {
       "activation",    "activation_one", "oneway",   "oneway_spread", "ask",
       "chain",         "pingpong",       "fanout",   "create",        "wake",
       "durable-write", "warm-read",      "raw_grpc", "postgres_floor",
-      "ask_filtered",  "chain_filtered", "hotspot",  "stateless",     "push",
-      "memory"};
+      "ask_filtered",  "chain_filtered", "ask_unfiltered", "chain_unfiltered",
+      "hotspot",       "stateless",      "push",     "memory"};
   return *names;
 }
 
@@ -23,7 +23,10 @@ std::string ScenarioUnit(absl::string_view name) {
   if (name == "oneway" || name == "oneway_spread") return "message";
   if (name == "pingpong") return "exchange";
   if (name == "push") return "message";
-  if (name == "chain" || name == "chain_filtered") return "chain";
+  if (name == "chain" || name == "chain_filtered" ||
+      name == "chain_unfiltered") {
+    return "chain";
+  }
   if (name == "fanout") return "fan-out";
   if (name == "create") return "create";
   if (name == "wake") return "wake";

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/lifecycle.h"
@@ -549,14 +550,18 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   else if (name == "stateless") Hotspot(ctx, r, /*stateless=*/true);
   else if (name == "push") Push(ctx, r);
   else if (name == "memory") Memory(ctx, r);
-  else if (name == "ask_filtered" || name == "chain_filtered") {
-    if (ctx.filtered_invoker == nullptr) {
-      Fail(r, "no silo with call filters: needs --hosted");
+  else if (name == "ask_filtered" || name == "chain_filtered" ||
+           name == "ask_unfiltered" || name == "chain_unfiltered") {
+    const bool filtered = absl::EndsWith(name, "_filtered");
+    CallInvoker* twin =
+        filtered ? ctx.filtered_invoker : ctx.unfiltered_invoker;
+    if (twin == nullptr) {
+      Fail(r, "no silo of the call filter scenarios: needs --hosted");
     } else {
-      ScenarioContext filtered = ctx;
-      filtered.invoker = ctx.filtered_invoker;
-      if (name == "ask_filtered") Ask(filtered, r);
-      else Chain(filtered, r);
+      ScenarioContext on_twin = ctx;
+      on_twin.invoker = twin;
+      if (absl::StartsWith(name, "ask")) Ask(on_twin, r);
+      else Chain(on_twin, r);
     }
   }
   else Fail(r, "unknown scenario");

@@ -30,10 +30,13 @@ class RawEchoArm;        // bench/raw_echo.h
 
 struct ScenarioContext {
   CallInvoker* invoker = nullptr;
-  // --hosted with `ask_filtered`/`chain_filtered`: a second silo like the
-  // first, with one incoming and one outgoing call filter that pass every
-  // call on (silo/runtime/call_filter.h).
+  // --hosted with a filter scenario: two more silos like the first, built
+  // alike with memory storage. The filtered one has one incoming and one
+  // outgoing call filter that pass every call on (silo/runtime/call_filter.h);
+  // the unfiltered one has none and is the baseline the filters are judged
+  // against.
   CallInvoker* filtered_invoker = nullptr;
+  CallInvoker* unfiltered_invoker = nullptr;
   // OnActivate / OnDeactivate counts of the silo hosting the grains: its
   // BenchGrains, and the StateGrains of the storage scenarios.
   LifecycleCounter* lifecycle = nullptr;
@@ -70,7 +73,8 @@ struct ScenarioContext {
 // "activation" (batches of 100 fresh grains), "activation_one" (one at a
 // time), "oneway" (into one grain), "oneway_spread" (over 1,000 grains),
 // "ask", "chain", "pingpong", "fanout", "ask_filtered" and "chain_filtered"
-// (ask and chain through ScenarioContext::filtered_invoker), "hotspot" and
+// (ask and chain through ScenarioContext::filtered_invoker), "ask_unfiltered"
+// and "chain_unfiltered" (through its twin without filters), "hotspot" and
 // "stateless" (16 callers at once on one grain that computes: a normal grain
 // and a stateless worker), "memory" (100,000 idle activations of a small
 // grain: resident memory per activation; not a default), the storage
