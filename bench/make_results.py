@@ -271,7 +271,10 @@ def ratio_text(row, by_key):
                               row["scenario"][:-len("_filtered")]))
         if ref is None or not ref["verified"] or ref["p50_us"] <= 0:
             return "–"
-        return "p50 ×%.2f of %s" % (row["p50_us"] / ref["p50_us"], label(ref))
+        # Another scenario of the same label (the filter run's rows) is named.
+        named = (" `%s`" % ref["scenario"]
+                 if ref["scenario"] not in (row["scenario"], "postgres_floor") else "")
+        return "p50 ×%.2f of %s%s" % (row["p50_us"] / ref["p50_us"], label(ref), named)
     if (row["mode"], row["scenario"]) in RATE_REFERENCE:
         ref = by_key.get(RATE_REFERENCE[(row["mode"], row["scenario"])])
         if ref is None or not ref["verified"] or ref["mean_rate"] <= 0:

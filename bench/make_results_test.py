@@ -250,7 +250,8 @@ class MakeResultsTest(unittest.TestCase):
         table = md.split("## ask_filtered", 1)[1].split("\n## ", 1)[0]
         self.assertIn("| Granary (hosted, call filter run) |", table)
         self.assertIn("p50 ×1.02 of Granary (hosted, call filter run, twin silo without "
-                      "filters) |", table)
+                      "filters) `ask_unfiltered` |", table)
+        self.assertIn("p50 ×1.05 of Granary (hosted, call filter run) `ask` |", table)
         self.assertIn("| Granary (hosted, call filter run, twin silo without filters) |", table)
         self.assertNotIn("## ask_unfiltered", md)
 
