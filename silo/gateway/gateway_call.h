@@ -2,7 +2,7 @@
 // -----------------------------------------------------------------------------
 // Who calls through a Gateway stream, and the call a request read from it
 // asks for, before the stream charges and starts it
-// (silo/gateway/gateway_service.cc).
+// (silo/gateway/gateway_server_stream.cc).
 //
 //   absl::StatusOr<CallBase*> call =
 //       CallFromGatewayRequest(route, request, from_silos, caller, silo);

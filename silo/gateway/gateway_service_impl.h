@@ -2,8 +2,8 @@
 // -----------------------------------------------------------------------------
 // Private to silo/gateway: the gRPC service behind GatewayService
 // (silo/gateway/gateway_service.h), shared by the stream reactor
-// (gateway_service.cc) and the unary Status and Cluster calls
-// (gateway_status.cc).
+// (gateway_server_stream.{h,cc}, made in gateway_service.cc) and the unary
+// Status and Cluster calls (gateway_status.cc).
 #pragma once
 
 #include <atomic>
