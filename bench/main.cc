@@ -334,9 +334,7 @@ absl::Status ReadScenarios(RunConfig& c) {
       return absl::InvalidArgumentError(
           "raw_grpc compares with a remote silo: it needs --target");
     }
-    if ((s == "ask_filtered" || s == "chain_filtered" ||
-         s == "ask_unfiltered" || s == "chain_unfiltered") &&
-        !c.hosted) {
+    if (IsFilterScenario(s) && !c.hosted) {
       return absl::InvalidArgumentError(
           s + " compares silos with and without call filters: it needs "
               "--hosted");
@@ -353,8 +351,10 @@ absl::Status ReadScenarios(RunConfig& c) {
   };
   c.wants_raw = wants("raw_grpc");
   c.wants_floor = wants("postgres_floor");
-  c.wants_filtered = wants("ask_filtered") || wants("chain_filtered") ||
-                     wants("ask_unfiltered") || wants("chain_unfiltered");
+  c.wants_filtered = std::any_of(c.scenarios.begin(), c.scenarios.end(),
+                                 [](const std::string& s) {
+                                   return IsFilterScenario(s);
+                                 });
   return absl::OkStatus();
 }
 

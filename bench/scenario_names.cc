@@ -35,6 +35,11 @@ std::string ScenarioUnit(absl::string_view name) {
   return "call";
 }
 
+bool IsFilterScenario(absl::string_view name) {
+  return name == "ask_filtered" || name == "chain_filtered" ||
+         name == "ask_unfiltered" || name == "chain_unfiltered";
+}
+
 bool IsScenario(absl::string_view name) {
   for (const auto& n : ScenarioNames()) {
     if (n == name) return true;

@@ -550,8 +550,7 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
   else if (name == "stateless") Hotspot(ctx, r, /*stateless=*/true);
   else if (name == "push") Push(ctx, r);
   else if (name == "memory") Memory(ctx, r);
-  else if (name == "ask_filtered" || name == "chain_filtered" ||
-           name == "ask_unfiltered" || name == "chain_unfiltered") {
+  else if (IsFilterScenario(name)) {
     const bool filtered = absl::EndsWith(name, "_filtered");
     CallInvoker* twin =
         filtered ? ctx.filtered_invoker : ctx.unfiltered_invoker;

@@ -83,6 +83,9 @@ struct ScenarioContext {
 // "postgres_floor" (pgbench's synced UPDATE: PostgreSQL storage only).
 const std::vector<std::string>& ScenarioNames();
 bool IsScenario(absl::string_view name);
+// The call filter scenarios (`--hosted` only): ask_filtered, chain_filtered
+// and their twins without filters, ask_unfiltered and chain_unfiltered.
+bool IsFilterScenario(absl::string_view name);
 // What one op of the scenario is: "call", "message", "activation"...
 std::string ScenarioUnit(absl::string_view name);
 ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx);
