@@ -19,6 +19,11 @@
 # and --hosted --storage=postgres (the storage scenarios and PostgreSQL's own
 # floor, pgbench's synced UPDATE). Exits non-zero when an arm fails or a row
 # is not verified (the report then refuses that row).
+#
+# The report opens with what changed since the previous full run, whose JSON
+# reports are kept in bench/baseline/ (bench/baseline/README.md): a full run
+# compares with them, then replaces them with its own; a quick run prints
+# the comparison too, and leaves them alone.
 set -uo pipefail
 
 build=${1:?usage: run_all.sh BUILD_DIR full|quick}
@@ -27,6 +32,7 @@ bin="$build/bin"
 here=$(cd "$(dirname "$0")" && pwd)
 out_md="$here/RESULTS.md"
 out_png="$here/results_latency.png"
+baseline="$here/baseline"
 command="make bench"
 
 case "$size" in
@@ -250,10 +256,29 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo "?")
 # commit's.
 if [ -n "$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null |
            grep -v -e 'bench/RESULTS.md' -e 'bench/results_latency.png' \
-                   -e 'bench/results_goals.png')" ]; then
+                   -e 'bench/results_goals.png' -e 'bench/baseline/')" ]; then
   commit="$commit (with local changes)"
 fi
+since=(--baseline "$baseline")
+if [ "$size" = quick ]; then
+  since+=(--print-since)
+fi
 /usr/bin/python3 "$here/make_results.py" --out "$out_md" --plot "$out_png" \
-    --env-commit "$commit" --command "$command" "${present[@]}" || status=1
+    --env-commit "$commit" --command "$command" "${since[@]}" "${present[@]}"
+report_rc=$?
+if [ "$report_rc" -ne 0 ]; then
+  status=1
+fi
 echo "== report: $out_md"
+# A full run's reports become the baseline the next run is compared with:
+# exactly those the report was just generated from (exit 1: published, with
+# rows refused), replacing the previous ones only now that the report has
+# been compared with them.
+if [ "$size" = full ] && [ "$report_rc" -le 1 ]; then
+  mkdir -p "$baseline"
+  rm -f "$baseline"/*.json
+  cp "${present[@]}" "$baseline/"
+  echo "$commit" > "$baseline/COMMIT"
+  echo "== baseline: $baseline (${#present[@]} reports, commit $commit)"
+fi
 exit $status
