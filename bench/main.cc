@@ -27,7 +27,9 @@
 //   RESULT scenario=<s> mode=<hosted|remote> ops=<n> seconds=<t>
 //          rate=<ops/s> p50_us=<x> p99_us=<y> verified=<true|false>
 //          errors=<n> rss_delta_kb=<n> [concurrency=<k>] [failure="..."]
-// one SUMMARY line per scenario, and after a remote run with both `ask` and
+// one SUMMARY line per scenario (with other_cores=<x> steal_cores=<y>: the
+// cores the machine spent on other processes, and the hypervisor stole,
+// during its rounds; bench/machine_load.h), and after a remote run with both `ask` and
 // `raw_grpc` (pooled p50s of the two summaries, and the median of the
 // per-round p50 ratios: the scenarios' rounds ran interleaved, side by side):
 //   RATIO remote_ask_p50_over_raw_grpc_p50=<x.xx> median_round_ratio=<y.yy>

@@ -35,6 +35,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import results_figures  # noqa: E402  (bench/results_figures.py)
+import results_load  # noqa: E402  (bench/results_load.py)
 import results_since  # noqa: E402  (bench/results_since.py)
 
 # Which arms a Granary row is compared with, in the order the ratios are
@@ -328,8 +329,9 @@ def table(rows, by_key):
             refused.append("%s %s: %s" % (label(row), row["scenario"], why))
             continue
         per_op = 1e6 / row["mean_rate"] if row["mean_rate"] > 0 else 0
-        out.append("| %s | %s (±%.1f%%) | %s | %s | %s | %d | %+d KiB | %s |" % (
+        out.append("| %s | %s (±%.1f%%)%s | %s | %s | %s | %d | %+d KiB | %s |" % (
             label(row), fmt_rate(row["mean_rate"]), row["spread_pct"],
+            " " + results_load.MARK if results_load.busy(row) else "",
             fmt_us(per_op), fmt_us(row["p50_us"]), fmt_us(row["p99_us"]),
             row["samples"], row["rss_delta_kb"], ratio_text(row, by_key)))
     return out, refused
@@ -808,6 +810,7 @@ def main():
     for k, v in environment(args.env_commit):
         md.append("| %s | %s |" % (k, v))
     md.append("")
+    md.extend(results_load.load_section(rows, label))
     all_refused = []
     for s, srows in results_figures.scenario_groups(rows, TABLE_OF):
         srows.sort(key=lambda r: (r["arm"] != "granary", r["mode"], r["scenario"] != s,

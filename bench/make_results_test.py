@@ -552,6 +552,74 @@ def figures(summary_row, rate=None, p50=None, p99=None, **fields):
     return summary_row
 
 
+class MachineLoadTest(unittest.TestCase):
+    """Rows measured beside other work are marked, and the run says how busy
+    the machine was (bench/results_load.py)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run_script(self, report, baseline=None):
+        path = os.path.join(self.dir, "g.json")
+        with open(path, "w") as f:
+            json.dump(report, f)
+        out = os.path.join(self.dir, "RESULTS.md")
+        extra = ["--baseline", baseline] if baseline else []
+        p = subprocess.run([sys.executable, SCRIPT, "--out", out, *extra, path],
+                           capture_output=True, text=True)
+        with open(out) as f:
+            return p.returncode, f.read(), p.stderr
+
+    def test_a_busy_row_is_marked_and_named(self):
+        quiet = dict(summary("ask", "hosted"), other_cores=0.01, steal_cores=0.0)
+        loaded = dict(summary("oneway", "hosted", rate=1e6), other_cores=0.9,
+                      steal_cores=0.05)
+        rc, md, err = self.run_script({"arm": "granary", "summaries": [quiet, loaded]})
+        self.assertEqual(rc, 0, err)
+        self.assertIn("## Machine load", md)
+        self.assertIn("At most 0.90 cores of other work and 0.05 stolen "
+                      "(Granary (hosted), oneway)", md)
+        self.assertIn("| Granary (hosted) | 1.00 M/s (±1.5%) ‡ |", md)
+        self.assertIn("| Granary (hosted) | 1.0 k/s (±1.5%) |", md)
+        self.assertIn("the code's: Granary (hosted) oneway.", md)
+
+    def test_stolen_time_alone_marks_a_row(self):
+        stolen = dict(summary("ask", "hosted"), other_cores=0.0, steal_cores=0.3)
+        rc, md, err = self.run_script({"arm": "granary", "summaries": [stolen]})
+        self.assertEqual(rc, 0, err)
+        self.assertIn("(±1.5%) ‡ |", md)
+
+    def test_a_quiet_run_says_so(self):
+        quiet = dict(summary("ask", "hosted"), other_cores=0.19, steal_cores=0.0)
+        rc, md, err = self.run_script({"arm": "granary", "summaries": [quiet]})
+        self.assertEqual(rc, 0, err)
+        self.assertIn("the machine was quiet", md)
+        self.assertNotIn("‡", md)
+
+    def test_reports_without_load_figures_have_no_section(self):
+        rc, md, err = self.run_script({"arm": "granary", "summaries": [
+            summary("ask", "hosted")]})
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("## Machine load", md)
+        self.assertNotIn("‡", md)
+
+    def test_a_change_beside_a_busy_machine_says_so(self):
+        baseline = os.path.join(self.dir, "baseline")
+        os.mkdir(baseline)
+        with open(os.path.join(baseline, "hosted.json"), "w") as f:
+            json.dump({"arm": "granary", "summaries": [
+                dict(summary("oneway", "hosted", rate=3e6), other_cores=0.0)]}, f)
+        rc, md, err = self.run_script({"arm": "granary", "summaries": [
+            dict(summary("oneway", "hosted", rate=1e6), other_cores=1.0)]},
+            baseline=baseline)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("**3.00 M/s → 1.00 M/s (-66.7%)**", md)
+        self.assertIn("±4.2% ‡ machine busy |", md)
+
+
 class SinceTheBaselineTest(unittest.TestCase):
     """--baseline DIR: the report opens with every headline figure beside
     the previous run's (bench/results_since.py)."""

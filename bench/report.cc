@@ -44,6 +44,7 @@ int64_t Report::Summarize(const std::string& mode, const std::string& scenario,
   std::vector<double> rates;
   std::vector<int64_t> samples, p50s, p99s;
   int64_t ops = 0, errors = 0, rss = 0;
+  LoadUse load;
   bool verified = !rounds.empty();
   ScenarioSummary* s = report_->add_summaries();
   for (const ScenarioResult& r : rounds) {
@@ -55,6 +56,7 @@ int64_t Report::Summarize(const std::string& mode, const std::string& scenario,
     ops += r.ops;
     errors += r.errors;
     rss += r.rss_delta_bytes;
+    load.Add(r.load);
     verified = verified && r.verified;
     if (!r.failure.empty()) s->add_failures(r.failure);
   }
@@ -85,15 +87,18 @@ int64_t Report::Summarize(const std::string& mode, const std::string& scenario,
   s->set_verified(verified);
   s->set_concurrency(concurrency);
   s->set_unit(unit);
+  s->set_other_cores(load.OtherCores());
+  s->set_steal_cores(load.StealCores());
   std::printf(
       "SUMMARY scenario=%s mode=%s rounds=%zu ops=%lld mean_rate=%.0f "
       "min_rate=%.0f max_rate=%.0f spread_pct=%.1f p50_us=%.2f p99_us=%.2f "
-      "samples=%zu errors=%lld rss_delta_kb=%lld verified=%s%s\n",
+      "samples=%zu errors=%lld rss_delta_kb=%lld other_cores=%.2f "
+      "steal_cores=%.2f verified=%s%s\n",
       scenario.c_str(), mode.c_str(), rounds.size(),
       static_cast<long long>(ops), rs.mean, rs.min, rs.max, s->spread_pct(),
       p50 / 1000.0, p99 / 1000.0, samples.size(),
       static_cast<long long>(errors), static_cast<long long>(rss / 1024),
-      verified ? "true" : "false",
+      s->other_cores(), s->steal_cores(), verified ? "true" : "false",
       concurrency > 0 ? absl::StrCat(" concurrency=", concurrency).c_str()
                       : "");
   std::fflush(stdout);

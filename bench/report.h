@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench/machine_load.h"
 
 namespace granary::bench {
 
@@ -45,6 +46,9 @@ struct ScenarioResult {
   bool rss_measured = false;
   // Operations kept in flight at once; 0 where the notion does not apply.
   int concurrency = 0;
+  // CPU the machine spent on other processes (and the hypervisor stole)
+  // during the round (bench/machine_load.h); the round loop fills it in.
+  LoadUse load;
 };
 
 class Report {

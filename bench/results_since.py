@@ -18,6 +18,9 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_load  # noqa: E402  (bench/results_load.py)
+
 # A change for the worse of more than this many percent is in bold.
 REGRESSION_PCT = 20.0
 
@@ -271,11 +274,13 @@ def section(baseline, old_rows, new_rows, old_goals, new_goals, commit, label, f
             both = o is not None and n is not None and o["verified"] and n["verified"]
             if band is not None:
                 bands.append(band)
+            noise = "±%.1f%%" % band if band is not None else "?" if both else "–"
+            if results_load.busy(o) or results_load.busy(n):
+                noise += " %s machine busy" % results_load.MARK
             lines.append("| %s | %s | %s | %s |" % (
                 s, label(n or o), " | ".join(
                     figure_cell(o, n, field, better, fmts[field])
-                    for _, field, better in FIGURES),
-                "±%.1f%%" % band if band is not None else "?" if both else "–"))
+                    for _, field, better in FIGURES), noise))
     lines.append("")
     goals = goal_rows(old_goals, new_goals)
     if goals:
@@ -302,6 +307,10 @@ def noise_notes(old_rows, new_rows, bands):
         text += " A row of one round has no spread: its noise is not known (?)."
     if 2 in now_rounds:
         text += " A spread of two rounds is itself a rough figure."
+    text += (" %s machine busy: other processes or the hypervisor took %.1f cores or more "
+             "during the row's rounds in one of the runs (see Machine load): a change there "
+             "is as likely the machine's as the code's." % (results_load.MARK,
+                                                             results_load.BUSY_CORES))
     if now_size != prev_size:
         text += (" The two runs differ in size, so a figure can also move with the size "
                  "(warm-up, samples, grains per round): judge a change by `make bench` "

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "bench/machine_load.h"
 #include "bench/profile.h"
 #include "bench/raw_echo.h"
 #include "bench/scenario_util.h"
@@ -26,11 +27,19 @@ bool RunRounds(const RunConfig& c, ScenarioContext& ctx,
       }
     }
   }
+  // The benchmark's own processes: what the machine spends beside them
+  // during a round is other work (bench/machine_load.h).
+  std::vector<int> watched = {static_cast<int>(getpid())};
+  if (!c.hosted) {
+    watched.insert(watched.end(), c.silo_pids.begin(), c.silo_pids.end());
+  }
   for (int round = 0; round < c.rounds; ++round) {
     for (size_t i = 0; i < c.scenarios.size(); ++i) {
       const std::string& s = c.scenarios[(i + round) % c.scenarios.size()];
       ctx.round = round_id++;
+      const LoadReading before = ReadLoad(watched);
       ScenarioResult r = RunScenario(s, ctx);
+      r.load = LoadSince(before, ReadLoad(watched));
       all_verified = all_verified && r.verified;
       Report::PrintResult(c.mode, r);
       (*results)[s].push_back(std::move(r));
