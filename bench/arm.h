@@ -59,6 +59,9 @@ struct RunConfig {
   // client side only).
   bool profile = false;
   std::vector<int> silo_pids;
+  // --own_pids: processes of the system under test whose CPU time (and
+  // their children's) is not other work on the machine (machine_load.h).
+  std::vector<int> own_pids;
 };
 
 // What the scenarios run against, hosted or remote. Start fills the

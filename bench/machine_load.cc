@@ -4,8 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -43,7 +48,7 @@ bool ParseProcStatCpu(absl::string_view line, int64_t* busy, int64_t* steal) {
   return true;
 }
 
-bool ParseProcPidStat(absl::string_view line, int64_t* ticks) {
+bool ParseProcPidStat(absl::string_view line, int* ppid, int64_t* ticks) {
   // "pid (comm) state ppid ...": utime and stime are fields 14 and 15, the
   // 12th and 13th after the command's closing parenthesis.
   const size_t close = line.rfind(')');
@@ -52,7 +57,8 @@ bool ParseProcPidStat(absl::string_view line, int64_t* ticks) {
       absl::StrSplit(line.substr(close + 1), ' ', absl::SkipEmpty());
   if (f.size() < 13) return false;
   int64_t utime, stime;
-  if (!absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime) ||
+  if (!absl::SimpleAtoi(f[1], ppid) || *ppid < 0 ||
+      !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime) ||
       utime < 0 || stime < 0) {
     return false;
   }
@@ -68,14 +74,31 @@ LoadReading ReadLoad(absl::Span<const int> pids) {
       !ParseProcStatCpu(line, &r.busy_ticks, &r.steal_ticks)) {
     return r;
   }
-  for (int pid : pids) {
+  // Every process's parent and CPU ticks, then the watched ones' trees.
+  absl::flat_hash_map<int, std::pair<int, int64_t>> procs;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    int pid = 0, ppid = 0;
     int64_t ticks = 0;
-    // A watched process that is gone counts nothing (its time stays in
-    // busy: counted as other work, never hidden).
-    if (FirstLine(absl::StrCat("/proc/", pid, "/stat"), &line) &&
-        ParseProcPidStat(line, &ticks)) {
-      r.own_ticks += ticks;
+    // A process that is gone by now counts nothing (its time stays in busy:
+    // counted as other work, never hidden).
+    if (absl::SimpleAtoi(name, &pid) &&
+        FirstLine(absl::StrCat("/proc/", name, "/stat"), &line) &&
+        ParseProcPidStat(line, &ppid, &ticks)) {
+      procs[pid] = {ppid, ticks};
     }
+  }
+  absl::flat_hash_set<int> own(pids.begin(), pids.end());
+  for (bool grew = true; grew;) {  // children of own processes are own
+    grew = false;
+    for (const auto& [pid, info] : procs) {
+      if (own.contains(info.first) && own.insert(pid).second) grew = true;
+    }
+  }
+  for (int pid : own) {
+    auto it = procs.find(pid);
+    if (it != procs.end()) r.own_ticks += it->second.second;
   }
   r.valid = true;
   return r;

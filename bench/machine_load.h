@@ -32,11 +32,13 @@ struct LoadReading {
   bool valid = false;
   int64_t busy_ticks = 0;   // every CPU's user+nice+system+irq+softirq
   int64_t steal_ticks = 0;  // taken by the hypervisor
-  int64_t own_ticks = 0;    // utime+stime of the watched processes
+  int64_t own_ticks = 0;    // utime+stime of the watched processes and
+                            // their descendants
   int64_t mono_ns = 0;
 };
 
-// Clock ticks used by the watched processes and the machine, now.
+// Clock ticks used by the watched processes (with their children, and
+// theirs) and by the machine, now.
 LoadReading ReadLoad(absl::Span<const int> pids);
 
 // CPU ticks over a span, in ticks and its wall time.
@@ -60,8 +62,8 @@ LoadUse LoadSince(const LoadReading& before, const LoadReading& after);
 // Parsers, exposed for tests. The first line of /proc/stat ("cpu  u n s i
 // w irq softirq steal ..."): false when it is not one.
 bool ParseProcStatCpu(absl::string_view line, int64_t* busy, int64_t* steal);
-// utime+stime of a /proc/PID/stat line (the command may hold spaces and
-// parentheses): false when it does not parse.
-bool ParseProcPidStat(absl::string_view line, int64_t* ticks);
+// The parent and utime+stime of a /proc/PID/stat line (the command may hold
+// spaces and parentheses): false when it does not parse.
+bool ParseProcPidStat(absl::string_view line, int* ppid, int64_t* ticks);
 
 }  // namespace granary::bench

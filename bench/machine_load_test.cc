@@ -1,5 +1,7 @@
 #include "bench/machine_load.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gtest/gtest.h"
@@ -28,19 +30,23 @@ TEST(MachineLoadTest, RefusesWhatIsNotTheCpuLine) {
 
 TEST(MachineLoadTest, ParsesAProcessStatWithSpacesAndParenthesesInItsName) {
   int64_t ticks = 0;
+  int ppid = 0;
   ASSERT_TRUE(ParseProcPidStat(
-      "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 37 5 0 0 20 0 3",
-      &ticks));
+      "4242 (a (b) c) S 17 4242 4242 0 -1 4194560 100 0 0 0 37 5 0 0 20 0 3",
+      &ppid, &ticks));
+  EXPECT_EQ(ppid, 17);
   EXPECT_EQ(ticks, 37 + 5);
 }
 
 TEST(MachineLoadTest, RefusesABrokenProcessStat) {
   int64_t ticks = 0;
+  int ppid = 0;
   for (const char* bad :
        {"", "4242 (x S 1 2 3 4 5 6 7 8 9 10 11 12 13",
         "4242 (x) S 1 2 3", "4242 (x) S 1 2 3 4 5 6 7 8 9 10 y 12",
-        "4242 (x) S 1 2 3 4 5 6 7 8 9 10 11 -1"}) {
-    EXPECT_FALSE(ParseProcPidStat(bad, &ticks)) << bad;
+        "4242 (x) S 1 2 3 4 5 6 7 8 9 10 11 -1",
+        "4242 (x) S p 2 3 4 5 6 7 8 9 10 11 12"}) {
+    EXPECT_FALSE(ParseProcPidStat(bad, &ppid, &ticks)) << bad;
   }
 }
 
@@ -55,6 +61,30 @@ TEST(MachineLoadTest, ThisProcessIsNotOtherWork) {
   EXPECT_GT(use.wall_ns, 0);
   EXPECT_GE(use.other_ticks, 0);
   EXPECT_GE(use.OtherCores(), 0);
+}
+
+TEST(MachineLoadTest, AChildsTimeIsItsParentsOwn) {
+  // A child that burns CPU: watching this process, its ticks are own work;
+  // watching nothing, they are other work.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    volatile uint64_t x = 1;
+    for (;;) x = x * 6364136223846793005u + 1;
+  }
+  const int self = static_cast<int>(getpid());
+  const LoadReading a = ReadLoad({self});
+  const LoadReading b = ReadLoad({});
+  usleep(300000);
+  const LoadReading a2 = ReadLoad({self});
+  const LoadReading b2 = ReadLoad({});
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  const int64_t watched = a2.own_ticks - a.own_ticks;
+  const int64_t unwatched = b2.own_ticks - b.own_ticks;
+  EXPECT_EQ(unwatched, 0);
+  // About 30 ticks at 100 Hz; some, whatever the machine's load.
+  EXPECT_GT(watched, 0);
 }
 
 TEST(MachineLoadTest, InvalidReadingsGiveNothing) {

@@ -141,6 +141,11 @@ ABSL_FLAG(std::vector<std::string>, silo_pid, {},
           "--profile with --target: the silo processes on this machine, "
           "comma-separated, watched as the server side (\"silo\", then "
           "\"silo 2\", ...; none: client side only).");
+ABSL_FLAG(std::vector<std::string>, own_pids, {},
+          "Processes of the system under test on this machine (silos, a "
+          "database server), comma-separated: their CPU time, and their "
+          "children's, is the benchmark's own work, not other work on the "
+          "machine (other_cores; bench/machine_load.h).");
 ABSL_FLAG(std::string, run_name, "",
           "Reports this run's rows under NAME instead of its mode (hosted, "
           "remote, ...), so that a second run of the same mode has rows of "
@@ -360,6 +365,30 @@ absl::Status ReadScenarios(RunConfig& c) {
   return absl::OkStatus();
 }
 
+// The process ids of a list flag (--silo_pid, --own_pids): positive, and
+// each a process on this machine; INVALID_ARGUMENT naming the flag.
+absl::StatusOr<std::vector<int>> ParsePids(
+    absl::string_view flag, const std::vector<std::string>& texts) {
+  std::vector<int> pids;
+  for (const std::string& text : texts) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(text, &pid)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", text, "' is not a process id"));
+    }
+    if (pid <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " must be positive"));
+    }
+    if (kill(pid, 0) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, "=", pid, ": no such process here"));
+    }
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
 // The run the flags ask for (not --failover); INVALID_ARGUMENT naming the
 // flag that is wrong.
 absl::StatusOr<RunConfig> ConfigFromFlags() {
@@ -371,25 +400,18 @@ absl::StatusOr<RunConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(
         "--hosted and --target are mutually exclusive");
   }
-  for (const std::string& text : absl::GetFlag(FLAGS_silo_pid)) {
-    int pid = 0;
-    if (!absl::SimpleAtoi(text, &pid)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--silo_pid: '", text, "' is not a process id"));
-    }
-    if (pid <= 0) {
-      return absl::InvalidArgumentError("--silo_pid must be positive");
-    }
-    if (!c.profile || c.hosted) {
-      return absl::InvalidArgumentError(
-          "--silo_pid names the silos --profile watches in a --target run");
-    }
-    if (kill(pid, 0) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--silo_pid=", pid, ": no such process here"));
-    }
-    c.silo_pids.push_back(pid);
+  absl::StatusOr<std::vector<int>> silo_pids =
+      ParsePids("silo_pid", absl::GetFlag(FLAGS_silo_pid));
+  if (!silo_pids.ok()) return silo_pids.status();
+  if (!silo_pids->empty() && (!c.profile || c.hosted)) {
+    return absl::InvalidArgumentError(
+        "--silo_pid names the silos --profile watches in a --target run");
   }
+  c.silo_pids = *std::move(silo_pids);
+  absl::StatusOr<std::vector<int>> own_pids =
+      ParsePids("own_pids", absl::GetFlag(FLAGS_own_pids));
+  if (!own_pids.ok()) return own_pids.status();
+  c.own_pids = *std::move(own_pids);
   if (!c.hosted && c.target.empty()) {
     return absl::InvalidArgumentError(
         "choose a mode: --hosted or --target=HOST:PORT[,...]");

@@ -288,7 +288,7 @@ class MakeResultsTest(unittest.TestCase):
         hosted = summary("memory", "hosted", unit="activation")
         hosted.update(ops="100000", rss_delta_kb="60000")  # 614.4 B each
         remote = summary("memory", "remote", unit="activation")
-        remote.update(ops="100000", rss_delta_kb="40000")  # 409.6 B each
+        remote.update(ops="100000", rss_delta_kb="20000")  # 204.8 B each
         h = self.write("hosted-memory.json", {
             "arm": "granary", "env": {"memory_grain_bytes": "16"}, "summaries": [hosted]})
         r = self.write("remote-memory.json", {"arm": "granary", "summaries": [remote]})
@@ -297,14 +297,33 @@ class MakeResultsTest(unittest.TestCase):
         self.assertIn("100,000 idle activations of a small grain type (one int64 field)",
                       md.split("## memory", 1)[1])
         self.assertEqual(
-            self.goal_line(md, "hosted: bytes per idle activation ≤ 512 beyond the grain's own "
+            self.goal_line(md, "hosted: bytes per idle activation ≤ 256 beyond the grain's own "
                                "fields"),
-            "| hosted: bytes per idle activation ≤ 512 beyond the grain's own fields | "
-            "614 B per activation (grain fields 16 B; ×1.16 of 528 B) | **no** |")
+            "| hosted: bytes per idle activation ≤ 256 beyond the grain's own fields | "
+            "614 B per activation (grain fields 16 B; ×2.26 of 272 B) | **no** |")
         # Without memory_grain_bytes in its report, the grain's fields are 8 bytes.
-        self.assertIn("| 410 B per activation (grain fields 8 B; ×0.79 of 520 B) | yes |",
-                      self.goal_line(md, "remote: bytes per idle activation ≤ 512 beyond the "
+        self.assertIn("| 205 B per activation (grain fields 8 B; ×0.78 of 264 B) | yes |",
+                      self.goal_line(md, "remote: bytes per idle activation ≤ 256 beyond the "
                                          "grain's own fields"))
+
+    def test_the_remote_activation_goal_names_one_fresh_grain_beside_it(self):
+        g = self.write("remote.json", {"arm": "granary", "summaries": [
+            summary("activation", "remote", p50=300.0, unit="activation"),
+            summary("activation_one", "remote", p50=120.0, unit="activation"),
+            summary("ask", "remote", p50=100.0)]})
+        rc, md, err = self.run_script(g)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(
+            self.goal_line(md, "remote activation (100 first calls at once) p50 ≤ 2× remote "
+                               "ask p50"),
+            "| remote activation (100 first calls at once) p50 ≤ 2× remote ask p50 | "
+            "300.00 µs vs 100.00 µs (×3.00; one fresh grain alone: 120.00 µs, ×1.20) | **no** |")
+        # Without the remote ask the goal is not measured.
+        g = self.write("remote.json", {"arm": "granary", "summaries": [
+            summary("activation", "remote", p50=300.0, unit="activation")]})
+        rc, md, err = self.run_script(g)
+        self.assertIn("| remote activation (100 first calls at once) p50 ≤ 2× remote ask p50 | "
+                      "not measured in this run | – |", md)
 
     def test_the_goals_figure_leaves_out_goals_without_a_measured_ratio(self):
         spec = importlib.util.spec_from_file_location("make_results", SCRIPT)

@@ -27,12 +27,12 @@ bool RunRounds(const RunConfig& c, ScenarioContext& ctx,
       }
     }
   }
-  // The benchmark's own processes: what the machine spends beside them
-  // during a round is other work (bench/machine_load.h).
+  // The benchmark's own processes, with their children (a helper process,
+  // the silos it started): what the machine spends beside them during a
+  // round is other work (bench/machine_load.h).
   std::vector<int> watched = {static_cast<int>(getpid())};
-  if (!c.hosted) {
-    watched.insert(watched.end(), c.silo_pids.begin(), c.silo_pids.end());
-  }
+  watched.insert(watched.end(), c.silo_pids.begin(), c.silo_pids.end());
+  watched.insert(watched.end(), c.own_pids.begin(), c.own_pids.end());
   for (int round = 0; round < c.rounds; ++round) {
     for (size_t i = 0; i < c.scenarios.size(); ++i) {
       const std::string& s = c.scenarios[(i + round) % c.scenarios.size()];

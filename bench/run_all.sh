@@ -135,11 +135,11 @@ stop_silo() {
 # 2. Remote: a granary-silo on free ports, called through its gateway.
 start_silo silo
 if [ -n "$gateway" ]; then
-  run remote "$bin/granary-bench" --target="$gateway" --rounds="$rounds" \
+  run remote "$bin/granary-bench" --target="$gateway" --own_pids="$silo_pid" --rounds="$rounds" \
       --warmup=1 --scale="$remote_scale" --profile --silo_pid="$silo_pid" \
       --json="$work/remote.json"
   reports+=("$work/remote.json")
-  run remote-k16 "$bin/granary-bench" --target="$gateway" --rounds="$rounds" \
+  run remote-k16 "$bin/granary-bench" --target="$gateway" --own_pids="$silo_pid" --rounds="$rounds" \
       --warmup=1 --scale="$remote_scale" --scenarios=ask --concurrency=16 \
       --json="$work/remote-k16.json"
   reports+=("$work/remote-k16.json")
@@ -147,7 +147,7 @@ if [ -n "$gateway" ]; then
 fi
 start_silo silo-memory
 if [ -n "$gateway" ]; then
-  run remote-memory "$bin/granary-bench" --target="$gateway" --scenarios=memory \
+  run remote-memory "$bin/granary-bench" --target="$gateway" --own_pids="$silo_pid" --scenarios=memory \
       --rounds="$rounds" --warmup=0 --scale="$memory_scale" \
       --json="$work/remote-memory.json"
   reports+=("$work/remote-memory.json")
@@ -162,7 +162,7 @@ if [ -n "$gateway" ]; then
   gateway_a=$gateway
   start_silo cross-b --cluster=dev --storage=memory --primary="$silo_address"
   if [ -n "$gateway" ]; then
-    run remote-cross "$bin/granary-bench" --target="$gateway_a,$gateway" \
+    run remote-cross "$bin/granary-bench" --target="$gateway_a,$gateway" --own_pids="$other_pid,$silo_pid" \
         --scenarios=ask --one_hop=false --rounds="$rounds" --warmup=1 \
         --scale="$remote_scale" --profile --silo_pid="$other_pid,$silo_pid" \
         --json="$work/remote-cross.json"
@@ -180,7 +180,7 @@ bash "$here/../scripts/dev-certs.sh" "$work/certs" > /dev/null
 start_silo silo-tls --tls_cert="$work/certs/gateway.pem" \
     --tls_key="$work/certs/gateway.key"
 if [ -n "$gateway" ]; then
-  run remote-tls "$bin/granary-bench" --target="$gateway" \
+  run remote-tls "$bin/granary-bench" --target="$gateway" --own_pids="$silo_pid" \
       --tls_ca="$work/certs/ca.pem" --rounds="$rounds" --warmup=1 \
       --scale="$remote_scale" --scenarios=ask,oneway --json="$work/remote-tls.json"
   reports+=("$work/remote-tls.json")
@@ -230,7 +230,10 @@ if pg_server_start; then
       --postgres_file="$pg_conninfo_file" --rounds="$failover_rounds" \
       --failover_grains="$failover_grains" --json="$work/failover-postgres.json"
   reports+=("$work/failover-postgres.json")
-  run hosted-postgres "$bin/granary-bench" --hosted --storage=postgres \
+  # The database server (postmaster and its backends) is the system under
+  # test too: its CPU is not other work on the machine.
+  pg_pid=$(head -n 1 "$pg_dir/data/postmaster.pid" 2>/dev/null)
+  run hosted-postgres "$bin/granary-bench" --hosted --storage=postgres ${pg_pid:+--own_pids="$pg_pid"} \
       --postgres_file="$pg_conninfo_file" --rounds="$rounds" --warmup=1 \
       --scale="$pg_scale" --profile --json="$work/hosted-postgres.json"
   reports+=("$work/hosted-postgres.json")
