@@ -29,7 +29,9 @@
 // Lambdas capturing only `this` and references are not affected.
 #pragma once
 
+#include <chrono>
 #include <coroutine>
+#include <cstdint>
 #include <exception>
 #include <new>
 #include <optional>
@@ -49,14 +51,48 @@ class Task;
 
 namespace internal {
 
-// How long Task::Get spins before it blocks (each iteration is one pause
-// instruction, tens of nanoseconds).
-inline constexpr int kGetSpinIterations = 1000;
-
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+// How long Task::Get spins before it blocks: most calls inside a silo answer
+// within microseconds, and sleeping would add a thread wake-up to each. A
+// caller waiting on remote calls (a hundred microseconds and more) would
+// only burn a core the silo's threads could use, so each thread adapts:
+// a call that took longer than kGetSpinMaxNs halves its spin, down to none
+// below kGetSpinMinNs; a call that answered within kGetSpinMaxNs (spun for
+// or slept through) brings the full spin back. Times, not pause counts, so
+// the bound is the same on every CPU.
+inline constexpr int64_t kGetSpinMaxNs = 20'000;
+inline constexpr int64_t kGetSpinMinNs = 1'000;
+inline thread_local constinit int64_t get_spin_ns = kGetSpinMaxNs;
+
+// The spin after a call that spun for up to `spin_ns` and took `took_ns`.
+constexpr int64_t NextGetSpin(int64_t spin_ns, int64_t took_ns) {
+  if (took_ns <= kGetSpinMaxNs) return kGetSpinMaxNs;
+  return spin_ns / 2 < kGetSpinMinNs ? 0 : spin_ns / 2;
+}
+
+inline int64_t SpinClockNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Waits for `done`: spins for this thread's spin first, then blocks.
+inline void SpinThenWait(Notification& done) {
+  const int64_t start = SpinClockNs();
+  const int64_t spin = get_spin_ns;
+  if (spin > 0) {
+    for (int i = 1; !done.HasBeenNotified(); ++i) {
+      CpuRelax();
+      if (i % 16 == 0 && SpinClockNs() - start >= spin) break;
+    }
+  }
+  done.WaitForNotification();
+  get_spin_ns = NextGetSpin(spin, SpinClockNs() - start);
 }
 
 // Called when a started (detached) task reaches its final suspend point,
@@ -230,13 +266,9 @@ auto Task<T>::Get() && -> std::conditional_t<std::is_void_v<T>, absl::Status,
       std::move(*this),
       [](void* ctx) { static_cast<Notification*>(ctx)->Notify(); },
       &done);
-  // Most calls answer within microseconds: spin briefly before sleeping,
-  // which would add a thread wake-up to every synchronous call.
-  for (int i = 0; i < internal::kGetSpinIterations && !done.HasBeenNotified();
-       ++i) {
-    internal::CpuRelax();
-  }
-  done.WaitForNotification();
+  // Spins briefly before sleeping, as long as this thread's calls answer
+  // quickly (internal::SpinThenWait).
+  internal::SpinThenWait(done);
   struct Destroy {
     Handle h;
     ~Destroy() { h.destroy(); }

@@ -1,9 +1,12 @@
 #include "core/task.h"
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <stdexcept>
 #include <string>
 
+#include "core/completion.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -31,6 +34,38 @@ Task<std::string> Throws() {
 Task<void> Nothing(int* counter) {
   ++*counter;
   co_return;
+}
+
+Task<int> AwaitCompletion(Completion<int>* done) { co_return co_await *done; }
+
+TEST(TaskTest, GetSpinHalvesAfterSlowCallsAndComesBackAfterAQuickOne) {
+  using internal::kGetSpinMaxNs;
+  using internal::kGetSpinMinNs;
+  using internal::NextGetSpin;
+  EXPECT_EQ(NextGetSpin(kGetSpinMaxNs, 500), kGetSpinMaxNs);
+  EXPECT_EQ(NextGetSpin(0, kGetSpinMaxNs), kGetSpinMaxNs);  // slept, quick
+  EXPECT_EQ(NextGetSpin(kGetSpinMaxNs, kGetSpinMaxNs + 1), kGetSpinMaxNs / 2);
+  EXPECT_EQ(NextGetSpin(kGetSpinMaxNs / 2, 200'000), kGetSpinMaxNs / 4);
+  EXPECT_EQ(NextGetSpin(2 * kGetSpinMinNs - 1, 200'000), 0);
+  EXPECT_EQ(NextGetSpin(0, 200'000), 0);
+}
+
+TEST(TaskTest, GetSpinsLessForSlowCallsAndAgainForQuickOnes) {
+  internal::get_spin_ns = internal::kGetSpinMaxNs;
+  // Slow calls: answered by another thread a millisecond later.
+  for (int i = 0; i < 3; ++i) {
+    Completion<int> done;
+    std::thread answer([&done] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      done.Complete(7);
+    });
+    EXPECT_EQ(*AwaitCompletion(&done).Get(), 7);
+    answer.join();
+  }
+  EXPECT_EQ(internal::get_spin_ns, internal::kGetSpinMaxNs / 8);
+  // A quick call (answered at once) brings the full spin back.
+  EXPECT_EQ(*Value(3).Get(), 3);
+  EXPECT_EQ(internal::get_spin_ns, internal::kGetSpinMaxNs);
 }
 
 TEST(TaskTest, IsLazyUntilAwaited) {
