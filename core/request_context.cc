@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cstring>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +46,29 @@ void AppendHex(uint64_t v, int digits, std::string* out) {
   for (int i = digits - 1; i >= 0; --i) {
     out->push_back(kHex[(v >> (4 * i)) & 0xF]);
   }
+}
+
+// Big-endian 64-bit stores and loads for the binary trace (no alignment
+// needed: memcpy compiles to one move, the swap to one bswap).
+static_assert(std::endian::native == std::endian::little ||
+              std::endian::native == std::endian::big);
+
+uint64_t ToBigEndian(uint64_t v) {
+  if constexpr (std::endian::native == std::endian::little) {
+    return __builtin_bswap64(v);
+  }
+  return v;
+}
+
+void StoreBig64(uint64_t v, char* out) {
+  v = ToBigEndian(v);
+  std::memcpy(out, &v, sizeof(v));
+}
+
+uint64_t LoadBig64(const char* in) {
+  uint64_t v;
+  std::memcpy(&v, in, sizeof(v));
+  return ToBigEndian(v);
 }
 
 // Lowercase hex only (W3C); false on anything else.
@@ -212,11 +237,47 @@ std::optional<TraceContext> TraceContext::Parse(absl::string_view h) {
   return t;
 }
 
+void TraceContext::AppendBinary(std::string* out) const {
+  if (!valid()) return;
+  char bytes[kTraceBinaryBytes];
+  StoreBig64(trace_hi, bytes);
+  StoreBig64(trace_lo, bytes + 8);
+  StoreBig64(span, bytes + 16);
+  bytes[24] = static_cast<char>(flags);
+  out->append(bytes, sizeof(bytes));
+}
+
+std::string TraceContext::ToBinary() const {
+  std::string out;
+  AppendBinary(&out);
+  return out;
+}
+
+std::optional<TraceContext> TraceContext::FromBinary(absl::string_view bytes) {
+  if (bytes.size() != kTraceBinaryBytes) return std::nullopt;
+  TraceContext t;
+  t.trace_hi = LoadBig64(bytes.data());
+  t.trace_lo = LoadBig64(bytes.data() + 8);
+  t.span = LoadBig64(bytes.data() + 16);
+  t.flags = static_cast<uint8_t>(bytes[24]);
+  if (!t.valid()) return std::nullopt;
+  return t;
+}
+
 TraceContext ContinueTrace(absl::string_view header) {
   if (!header.empty()) {
     if (std::optional<TraceContext> t = TraceContext::Parse(header)) {
       return t->NewSpan();
     }
+  }
+  return TraceContext::NewRoot();
+}
+
+TraceContext ContinueWireTrace(absl::string_view binary,
+                               absl::string_view traceparent) {
+  if (binary.empty()) return ContinueTrace(traceparent);
+  if (std::optional<TraceContext> t = TraceContext::FromBinary(binary)) {
+    return t->NewSpan();
   }
   return TraceContext::NewRoot();
 }

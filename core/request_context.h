@@ -29,9 +29,10 @@
 // flags). A caller's `traceparent` is honoured; where none comes (or one
 // that does not parse, which W3C says to restart), a new trace begins. Each
 // silo that accepts a call from the network gives it a new span id under the
-// same trace id, and passes `00-<trace id>-<its span id>-<flags>` on with
-// every call it sends on, so one request can be followed across silos: log
-// lines written in a turn start with `trace_id=`.
+// same trace id, and passes the trace id and its span id on with every call
+// it sends on (the gateway protocol's binary `trace` field), so one request
+// can be followed across silos: log lines written in a turn start with
+// `trace_id=`.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +69,9 @@ absl::Status ValidateContextMap(const ContextMap& map);
 absl::StatusOr<std::shared_ptr<const ContextMap>> MakeContextValues(
     ContextMap entries);
 
+// The size of a trace in binary (TraceContext::AppendBinary).
+inline constexpr size_t kTraceBinaryBytes = 25;
+
 // A W3C trace context (https://www.w3.org/TR/trace-context/, version 00).
 struct TraceContext {
   uint64_t trace_hi = 0;  // trace id, 128 bits; all zero: no trace
@@ -89,11 +93,32 @@ struct TraceContext {
   // fields), lowercase hex, trace and parent ids not all zero. nullopt when it
   // does not parse.
   static std::optional<TraceContext> Parse(absl::string_view header);
+
+  // The binary form the gateway protocol carries (granary.v1.Request.trace):
+  // kTraceBinaryBytes bytes, a traceparent's fields without its version and
+  // without hex: trace_hi, trace_lo and span big-endian, then flags.
+  //   std::string wire;
+  //   trace.AppendBinary(&wire);   // 25 bytes appended
+  //   TraceContext::FromBinary(wire)->span == trace.span
+  // Appends nothing when !valid().
+  void AppendBinary(std::string* out) const;
+  std::string ToBinary() const;
+  // Reads the binary form: nullopt unless `bytes` is exactly
+  // kTraceBinaryBytes long with a trace id and a span id not all zero. Any
+  // flags are kept (the binary form has no version to tell them apart).
+  static std::optional<TraceContext> FromBinary(absl::string_view bytes);
 };
 
 // A traceparent's trace continued with a new span, or a new root when
 // `header` is empty or does not parse (W3C: restart the trace).
 TraceContext ContinueTrace(absl::string_view header);
+
+// The trace of a gateway protocol request continued with a new span: from
+// `binary` (Request.trace) when it is not empty, else from `traceparent`
+// (Request.traceparent, the text form). A new root when both are empty or
+// the one read is malformed (W3C: restart the trace).
+TraceContext ContinueWireTrace(absl::string_view binary,
+                               absl::string_view traceparent);
 
 // The request a turn is serving: calls made during the turn inherit it.
 struct RequestContext {

@@ -24,10 +24,19 @@
 //     and are not counted as their replies. Watches never end by
 //     themselves: a second batch cancels them (RequestBatch.cancels), so
 //     each gets one reply and the stream can finish.
+// And per request of a batch that decodes, on its trace fields directly
+// (core/request_context.h), since a reply does not show the trace:
+//   - `trace` decodes exactly when it is 25 bytes with a trace id and a span
+//     id not all zero, and then encodes back to the same bytes;
+//   - the call's trace (ContinueWireTrace) is always valid: the sent trace
+//     id when `trace` decodes (or, with `trace` empty, `traceparent`
+//     parses), else a new one.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -37,6 +46,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/grain_interface.h"
+#include "core/request_context.h"
 #include "fuzz/fuzz_support.h"
 #include "granary/v1/gateway.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -206,6 +216,33 @@ void Exchange(const Gateway& g, const std::string& bytes,
   }
 }
 
+// The properties of `r`'s trace fields listed at the top.
+void CheckTrace(const v1::Request& r) {
+  const std::string& bytes = r.trace();
+  auto all_zero = [&bytes](size_t from, size_t n) {
+    return std::all_of(bytes.begin() + from, bytes.begin() + from + n,
+                       [](char c) { return c == 0; });
+  };
+  const bool well_formed =
+      bytes.size() == kTraceBinaryBytes && !all_zero(0, 16) && !all_zero(16, 8);
+  const std::optional<TraceContext> binary = TraceContext::FromBinary(bytes);
+  if (binary.has_value() != well_formed) {
+    Fail(absl::StrCat("a binary trace of ", bytes.size(), " bytes ",
+                      well_formed ? "did not decode" : "decoded"));
+  }
+  if (binary.has_value() && binary->ToBinary() != bytes) {
+    Fail("a binary trace does not encode back to the same bytes");
+  }
+  const std::optional<TraceContext> sent =
+      bytes.empty() ? TraceContext::Parse(r.traceparent()) : binary;
+  const TraceContext continued = ContinueWireTrace(bytes, r.traceparent());
+  if (!continued.valid()) Fail("a request's trace continued invalid");
+  if (sent.has_value() && (continued.trace_hi != sent->trace_hi ||
+                           continued.trace_lo != sent->trace_lo ||
+                           continued.flags != sent->flags)) {
+    Fail("a request's trace was not continued under its trace id");
+  }
+}
 
 Gateway* client_gateway = nullptr;
 Gateway* silo_gateway = nullptr;
@@ -242,6 +279,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   granary::v1::RequestBatch batch;
   const bool decodes = batch.ParseFromString(bytes);
+  if (decodes) {
+    for (const granary::v1::Request& r : batch.requests()) CheckTrace(r);
+  }
   Exchange(*client_gateway, bytes, decodes ? &batch : nullptr);
   Exchange(*silo_gateway, bytes, decodes ? &batch : nullptr);
   return 0;

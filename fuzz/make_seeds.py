@@ -62,7 +62,8 @@ def msg(*fields):
 
 
 def request(id=0, method="", key="", payload=b"", timeout_us=0, hops=0,
-            chain_id=0, caller="", stream_window=0):
+            chain_id=0, caller="", stream_window=0, traceparent="",
+            trace=b""):
     fields = []
     if id:
         fields.append(u(1, id))
@@ -80,9 +81,18 @@ def request(id=0, method="", key="", payload=b"", timeout_us=0, hops=0,
         fields.append(u(7, chain_id))
     if caller:
         fields.append(b(8, caller))
+    if traceparent:
+        fields.append(b(10, traceparent))
     if stream_window:
         fields.append(u(12, stream_window))
+    if trace:
+        fields.append(b(13, trace))
     return msg(*fields)
+
+
+def binary_trace(trace_hi, trace_lo, span, flags=1):
+    """Request.trace: trace id and parent span id big-endian, then flags."""
+    return struct.pack(">QQQB", trace_hi, trace_lo, span, flags)
 
 
 def batch(*requests, cancels=(), credits=()):
@@ -146,6 +156,26 @@ def gateway_batch_seeds():
                 hops=1, chain_id=7, caller="CN=peer"),
         request(11, PING + "Ping", "p", ping_request("x"),
                 timeout_us=1 << 63))
+    # The trace in binary (what Granary's clients send), in text (what other
+    # clients may send), both (binary wins), and malformed binary forms
+    # (wrong length, zero ids), which restart the trace.
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    good = binary_trace(0x4bf92f3577b34da6, 0xa3ce929d0e0e4736,
+                        0x00f067aa0ba902b7)
+    yield "trace", batch(
+        request(27, PING + "Ping", "t", ping_request("b"), trace=good),
+        request(28, PING + "Ping", "t", ping_request("t"),
+                traceparent=traceparent),
+        request(29, PING + "Ping", "t", ping_request("bt"), trace=good,
+                traceparent="00-zz"),
+        request(0, COUNTER + "Bump", "t", add_request(1), trace=good),
+        request(30, PING + "Ping", "t", ping_request("24"), trace=good[:24],
+                traceparent=traceparent),
+        request(31, PING + "Ping", "t", ping_request("26"), trace=good + b"\0"),
+        request(32, PING + "Ping", "t", ping_request("0"),
+                trace=binary_trace(0, 0, 1)),
+        request(33, PING + "Ping", "t", ping_request("0s"),
+                trace=binary_trace(0, 1, 0, 0xff)))
     yield "reminder-tick", batch(
         request(12, ALARM + "$Reminder", "kitchen",
                 reminder_tick("tea", 1000000)),

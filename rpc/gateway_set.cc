@@ -101,9 +101,8 @@ void GatewaySet::Invoke(CallBase* call) {
       entry->set_value(v);
     }
   }
-  if (context.trace.valid()) {
-    request.set_traceparent(context.trace.ToTraceparent());
-  }
+  // The binary form only (25 bytes, no hex); nothing without a trace.
+  context.trace.AppendBinary(request.mutable_trace());
   if (const GrainId* from = call->caller_grain()) {
     request.set_caller_grain(from->ToString());
   }

@@ -52,7 +52,7 @@ class NetworkThreadScope {
 
 // The bytes of `r`'s request context, trace, caller and calling grain.
 inline size_t RequestContextBytes(const v1::Request& r) {
-  size_t n = r.traceparent().size() + r.caller().size() +
+  size_t n = r.trace().size() + r.traceparent().size() + r.caller().size() +
              r.caller_grain().size();
   for (const v1::ContextEntry& e : r.context()) {
     n += e.key().size() + e.value().size() + 6;

@@ -2,10 +2,14 @@
 // call enters: grain code and a hosting process, the C++ SDK (gateway
 // protocol), a stock gRPC stub (metadata), and the gateway protocol spoken
 // directly, with bad input on each.
+#include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "client/client.h"
 #include "core/request_context.h"
 #include "core/testing/status_matchers.h"
@@ -242,6 +246,136 @@ TEST_F(RequestContextTest, TheGatewayProtocolAnswersBadContextPerRequest) {
   EXPECT_THAT(reply.trace_id(), SizeIs(32));
   stream->WritesDone();
   ctx.TryCancel();
+}
+
+TEST_F(RequestContextTest, TheGatewayProtocolReadsTheBinaryTraceFirst) {
+  auto stub = v1::Gateway::NewStub(channel_);
+  grpc::ClientContext ctx;
+  auto stream = stub->Connect(&ctx);
+  const std::string binary = TraceContext::Parse(kTraceparent)->ToBinary();
+  auto relay = [](uint64_t id, std::string trace, std::string traceparent) {
+    v1::Request r;
+    r.set_id(id);
+    r.set_method("/granary.examples.Ping/Relay");
+    r.set_key("wire-binary");
+    r.set_payload(Path({}).SerializeAsString());
+    r.set_trace(std::move(trace));
+    r.set_traceparent(std::move(traceparent));
+    return r;
+  };
+  const std::string other_traceparent =
+      "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  std::string zero_ids(kTraceBinaryBytes, '\0');
+  zero_ids.back() = '\x01';
+  v1::RequestBatch batch;
+  // The binary form alone, and beside a text form it wins over.
+  *batch.add_requests() = relay(1, binary, "");
+  *batch.add_requests() = relay(2, binary, other_traceparent);
+  // Malformed binary forms restart the trace (W3C), even with a good text
+  // form beside them: the call runs under a new trace id.
+  *batch.add_requests() = relay(3, binary.substr(0, 24), kTraceparent);
+  *batch.add_requests() = relay(4, binary + "x", kTraceparent);
+  *batch.add_requests() = relay(5, zero_ids, kTraceparent);
+  *batch.add_requests() = relay(6, "\x01", "");
+  ASSERT_TRUE(stream->Write(batch));
+  std::map<uint64_t, v1::Reply> replies;
+  v1::ReplyBatch got;
+  while (replies.size() < 6 && stream->Read(&got)) {
+    for (const v1::Reply& r : got.replies()) replies[r.id()] = r;
+  }
+  ASSERT_EQ(replies.size(), 6u);
+  std::map<uint64_t, std::string> trace_ids;
+  for (const auto& [id, r] : replies) {
+    ASSERT_EQ(r.code(), 0) << "request " << id << ": " << r.message();
+    examples::RelayReply reply;
+    ASSERT_TRUE(reply.ParseFromString(r.payload()));
+    trace_ids[id] = reply.trace_id();
+  }
+  EXPECT_EQ(trace_ids[1], kTraceId);
+  EXPECT_EQ(trace_ids[2], kTraceId);
+  for (uint64_t id : {3, 4, 5, 6}) {
+    EXPECT_THAT(trace_ids[id], SizeIs(32)) << id;
+    EXPECT_NE(trace_ids[id], kTraceId) << id;
+    EXPECT_NE(trace_ids[id], "0af7651916cd43dd8448eb211c80319c") << id;
+    EXPECT_NE(trace_ids[id], std::string(32, '0')) << id;
+  }
+  stream->WritesDone();
+  ctx.TryCancel();
+}
+
+// A gateway that records the requests it reads and answers each awaited
+// one OK with an empty reply: what the SDK puts on the wire.
+class RecordingGateway final : public v1::Gateway::Service {
+ public:
+  grpc::Status Connect(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::ReplyBatch, v1::RequestBatch>* stream)
+      override {
+    v1::RequestBatch batch;
+    while (stream->Read(&batch)) {
+      v1::ReplyBatch replies;
+      for (const v1::Request& r : batch.requests()) {
+        {
+          absl::MutexLock lock(&mu_);
+          requests_.push_back(r);
+        }
+        if (r.id() != 0) replies.add_replies()->set_id(r.id());
+      }
+      if (replies.replies_size() > 0 && !stream->Write(replies)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+  std::vector<v1::Request> requests() {
+    absl::MutexLock lock(&mu_);
+    return requests_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::Request> requests_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(RequestContextSdkTest, TheSdkSendsTheTraceInBinaryOnly) {
+  RecordingGateway gateway;
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&gateway);
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(port, 0);
+  ClientOptions options;
+  options.gateways = {absl::StrCat("127.0.0.1:", port)};
+  options.gateway_refresh_period = absl::ZeroDuration();  // no Cluster()
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  CallOptions call;
+  call.traceparent = kTraceparent;
+  auto ping = (*client)->Get<examples::PingRef>("sdk");
+  ASSERT_TRUE(ping.Relay(Path({}), call).Get().ok());
+  ASSERT_TRUE(ping.Relay(Path({})).Get().ok());  // a trace of its own
+
+  std::vector<v1::Request> sent = gateway.requests();
+  ASSERT_THAT(sent, SizeIs(2));
+  for (const v1::Request& r : sent) {
+    EXPECT_EQ(r.traceparent(), "");
+    EXPECT_THAT(r.trace(), SizeIs(kTraceBinaryBytes));
+  }
+  // The caller's trace, continued with a span of the client's own.
+  std::optional<TraceContext> first = TraceContext::FromBinary(sent[0].trace());
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->TraceIdHex(), kTraceId);
+  EXPECT_NE(first->span, TraceContext::Parse(kTraceparent)->span);
+  std::optional<TraceContext> second =
+      TraceContext::FromBinary(sent[1].trace());
+  ASSERT_TRUE(second.has_value());
+  EXPECT_NE(second->TraceIdHex(), kTraceId);
+
+  (*client)->Close(absl::Seconds(5));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 }  // namespace

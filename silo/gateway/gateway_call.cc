@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "core/grain_id.h"
 #include "core/grain_interface.h"
+#include "core/request_context.h"
 #include "core/status.h"
 #include "core/stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -140,10 +141,12 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
   }
   call->set_caller_tag(request.id());
   // A new chain (the client's is not trusted), unless a silo passes its
-  // own on; the trace the caller sent, continued with a new span.
-  RequestContext context{call->request_context().chain_id, nullptr,
-                         std::move(values),
-                         ContinueTrace(request.traceparent()), {}};
+  // own on; the trace the caller sent (binary, else text), continued with a
+  // new span.
+  const TraceContext trace =
+      ContinueWireTrace(request.trace(), request.traceparent());
+  RequestContext context{
+      call->request_context().chain_id, nullptr, std::move(values), trace, {}};
   if (from_silos) {
     call->set_hops(request.hops());
     if (request.chain_id() != 0) context.chain_id = request.chain_id();

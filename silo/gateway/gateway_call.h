@@ -91,8 +91,9 @@ std::shared_ptr<const std::string> CallerOf(
 // its hop count, call chain and the identity of the client it serves; from a
 // client, the call serves `caller` (null: anonymous). Every request's
 // context entries are validated (INVALID_ARGUMENT past the bounds of
-// core/request_context.h) and its traceparent continued. From another silo
-// the calling grain is kept when its type is one `silo` hosts (for call
+// core/request_context.h) and its trace continued with a new span (from
+// `trace`, else `traceparent`: ContinueWireTrace). From another silo the
+// calling grain is kept when its type is one `silo` hosts (for call
 // filters).
 absl::StatusOr<CallBase*> CallFromGatewayRequest(
     const Route& route, v1::Request& request, bool from_silos,
