@@ -30,7 +30,9 @@ namespace granary::bench {
 
 struct LoadReading {
   bool valid = false;
-  int64_t busy_ticks = 0;   // every CPU's user+nice+system+irq+softirq
+  int64_t busy_ticks = 0;   // every CPU's user+nice+system (interrupts
+                            // and softirqs, mostly the run's own loopback
+                            // traffic, are left out)
   int64_t steal_ticks = 0;  // taken by the hypervisor
   int64_t own_ticks = 0;    // utime+stime of the watched processes and
                             // their descendants

@@ -13,7 +13,7 @@ TEST(MachineLoadTest, ParsesTheCpuLineOfProcStat) {
   int64_t busy = 0, steal = 0;
   ASSERT_TRUE(ParseProcStatCpu(
       "cpu  100 5 20 9000 7 3 2 11 0 0", &busy, &steal));
-  EXPECT_EQ(busy, 100 + 5 + 20 + 3 + 2);  // idle and iowait left out
+  EXPECT_EQ(busy, 100 + 5 + 20);  // idle, iowait, irq, softirq left out
   EXPECT_EQ(steal, 11);
 }
 

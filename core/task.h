@@ -61,17 +61,20 @@ inline void CpuRelax() {
 // within microseconds, and sleeping would add a thread wake-up to each. A
 // caller waiting on remote calls (a hundred microseconds and more) would
 // only burn a core the silo's threads could use, so each thread adapts:
-// a call that took longer than kGetSpinMaxNs halves its spin, down to none
+// a call that took longer than kGetSlowCallNs halves its spin, down to none
 // below kGetSpinMinNs; a call that answered within kGetSpinMaxNs (spun for
-// or slept through) brings the full spin back. Times, not pause counts, so
-// the bound is the same on every CPU.
+// or slept through) brings the full spin back; one in between (the slow
+// tail of local calls) leaves it as it is. Times, not pause counts, so the
+// bound is the same on every CPU.
 inline constexpr int64_t kGetSpinMaxNs = 20'000;
 inline constexpr int64_t kGetSpinMinNs = 1'000;
+inline constexpr int64_t kGetSlowCallNs = 50'000;
 inline thread_local constinit int64_t get_spin_ns = kGetSpinMaxNs;
 
 // The spin after a call that spun for up to `spin_ns` and took `took_ns`.
 constexpr int64_t NextGetSpin(int64_t spin_ns, int64_t took_ns) {
   if (took_ns <= kGetSpinMaxNs) return kGetSpinMaxNs;
+  if (took_ns <= kGetSlowCallNs) return spin_ns;
   return spin_ns / 2 < kGetSpinMinNs ? 0 : spin_ns / 2;
 }
 

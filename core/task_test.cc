@@ -44,7 +44,12 @@ TEST(TaskTest, GetSpinHalvesAfterSlowCallsAndComesBackAfterAQuickOne) {
   using internal::NextGetSpin;
   EXPECT_EQ(NextGetSpin(kGetSpinMaxNs, 500), kGetSpinMaxNs);
   EXPECT_EQ(NextGetSpin(0, kGetSpinMaxNs), kGetSpinMaxNs);  // slept, quick
-  EXPECT_EQ(NextGetSpin(kGetSpinMaxNs, kGetSpinMaxNs + 1), kGetSpinMaxNs / 2);
+  // The slow tail of local calls leaves the spin as it is.
+  EXPECT_EQ(NextGetSpin(kGetSpinMaxNs, kGetSpinMaxNs + 1), kGetSpinMaxNs);
+  EXPECT_EQ(NextGetSpin(kGetSpinMaxNs / 4, internal::kGetSlowCallNs),
+            kGetSpinMaxNs / 4);
+  EXPECT_EQ(NextGetSpin(kGetSpinMaxNs, internal::kGetSlowCallNs + 1),
+            kGetSpinMaxNs / 2);
   EXPECT_EQ(NextGetSpin(kGetSpinMaxNs / 2, 200'000), kGetSpinMaxNs / 4);
   EXPECT_EQ(NextGetSpin(2 * kGetSpinMinNs - 1, 200'000), 0);
   EXPECT_EQ(NextGetSpin(0, 200'000), 0);
