@@ -818,6 +818,17 @@ def main():
           "the granary-silo process for remote; the measuring process for the comparison arms). Every row is verified by asking what was actually done "
           "(counts, activation and deactivation counts, chain depth, replies gathered); a row that "
           "is not is refused, not published." % args.command, ""]
+    # The report opens with the goals at a glance: the goal-ratio panel.
+    have_plot = bool(args.plot) and importlib.util.find_spec("matplotlib") is not None
+    if have_plot:
+        goals_path = results_figures.goals_figure_path(args.plot)
+        if results_figures.goals_figure(goal_list, goals_path):
+            md.append("Each measured ratio goal: the ratio as a dot (green: met, red: not), "
+                      "its goal as a black bar (the table under Goals has every goal, the "
+                      "failover counts too).")
+            md.append("")
+            md.append("![goal ratios](%s)" % os.path.basename(goals_path))
+            md.append("")
     if args.baseline:
         since = results_since.since_section(
             args.baseline, rows, goal_list, args.env_commit, rows_and_goals, label,
@@ -857,14 +868,6 @@ def main():
             md.append("(No figures: matplotlib is not installed.)")
             md.append("")
         else:
-            goals_path = results_figures.goals_figure_path(args.plot)
-            if results_figures.goals_figure(goal_list, goals_path):
-                md.append("Each measured ratio goal: the ratio as a dot (green: met, red: not), "
-                          "its goal as a black bar. The failover goals, counts rather than "
-                          "ratios, are in the table only.")
-                md.append("")
-                md.append("![goal ratios](%s)" % os.path.basename(goals_path))
-                md.append("")
             if results_figures.latency_figure(rows, args.plot, label, TABLE_OF):
                 md.append("Latency of every verified row, one panel per scenario: p50 as a bar, "
                           "p99 as a whisker above it; one colour per arm in every panel.")

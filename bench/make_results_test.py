@@ -352,6 +352,8 @@ class MakeResultsTest(unittest.TestCase):
                 self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", name)
             self.assertIn("](%s)" % name, md)
         self.assertIn("![goal ratios](results_goals.png)", md)
+        # The report opens with the goals panel.
+        self.assertLess(md.index("![goal ratios]"), md.index("## Environment"))
         self.assertIn("![latency percentiles per scenario](results_latency.png)", md)
         # A name without "latency" in it: the goals figure gets a suffix.
         rc, md, err = self.run_script(g, c, plot=os.path.join(self.dir, "figure.png"))

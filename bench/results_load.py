@@ -45,6 +45,9 @@ def load_section(rows, label):
             "other processes used beside the benchmark, and those the hypervisor stole. At "
             "most %.2f cores of other work and %.2f stolen (%s, %s). " % (
                 other, steal, label(worst), worst["scenario"]))
+    text += ("The kernel counts CPU time in ticks of 10 ms, so over a row whose rounds "
+             "last well under a second in all the figure is rough, by a few tenths of a core "
+             "either way; a mark on such a row is a hint, not a verdict. ")
     marked = [r for r in measured if busy(r)]
     if marked:
         text += ("Rows with %.1f cores or more of either are marked %s in their tables: on "
