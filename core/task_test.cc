@@ -55,9 +55,13 @@ TEST(TaskTest, GetSpinHalvesAfterSlowCallsAndComesBackAfterAQuickOne) {
   EXPECT_EQ(NextGetSpin(0, 200'000), 0);
 }
 
-TEST(TaskTest, GetSpinsLessForSlowCallsAndAgainForQuickOnes) {
+// Slow calls halve the spin of the thread that waits on them. (Only slow
+// calls: how long a quick one takes is up to the machine, so that it brings
+// the spin back is NextGetSpin's test above.)
+TEST(TaskTest, GetSpinsLessForSlowCalls) {
   internal::get_spin_ns = internal::kGetSpinMaxNs;
-  // Slow calls: answered by another thread a millisecond later.
+  // Slow calls: answered by another thread a millisecond later, so each
+  // takes longer than kGetSlowCallNs however busy the machine is.
   for (int i = 0; i < 3; ++i) {
     Completion<int> done;
     std::thread answer([&done] {
@@ -68,9 +72,7 @@ TEST(TaskTest, GetSpinsLessForSlowCallsAndAgainForQuickOnes) {
     answer.join();
   }
   EXPECT_EQ(internal::get_spin_ns, internal::kGetSpinMaxNs / 8);
-  // A quick call (answered at once) brings the full spin back.
-  EXPECT_EQ(*Value(3).Get(), 3);
-  EXPECT_EQ(internal::get_spin_ns, internal::kGetSpinMaxNs);
+  internal::get_spin_ns = internal::kGetSpinMaxNs;
 }
 
 TEST(TaskTest, IsLazyUntilAwaited) {
