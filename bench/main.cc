@@ -365,30 +365,6 @@ absl::Status ReadScenarios(RunConfig& c) {
   return absl::OkStatus();
 }
 
-// The process ids of a list flag (--silo_pid, --own_pids): positive, and
-// each a process on this machine; INVALID_ARGUMENT naming the flag.
-absl::StatusOr<std::vector<int>> ParsePids(
-    absl::string_view flag, const std::vector<std::string>& texts) {
-  std::vector<int> pids;
-  for (const std::string& text : texts) {
-    int pid = 0;
-    if (!absl::SimpleAtoi(text, &pid)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", text, "' is not a process id"));
-    }
-    if (pid <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, " must be positive"));
-    }
-    if (kill(pid, 0) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, "=", pid, ": no such process here"));
-    }
-    pids.push_back(pid);
-  }
-  return pids;
-}
-
 // The run the flags ask for (not --failover); INVALID_ARGUMENT naming the
 // flag that is wrong.
 absl::StatusOr<RunConfig> ConfigFromFlags() {

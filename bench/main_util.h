@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "bench/report.h"
 
 namespace granary::bench {
@@ -17,6 +19,11 @@ int Fail(const std::string& message);
 // Writes --json if asked; returns the exit code: 1 when a round was not
 // verified, 2 when the report cannot be written, else 0.
 int Finish(const Report& report, const std::vector<ScenarioResult>& results);
+
+// The process ids of a list flag (--silo_pid, --own_pids): positive, and
+// each a process on this machine; INVALID_ARGUMENT naming the flag.
+absl::StatusOr<std::vector<int>> ParsePids(
+    absl::string_view flag, const std::vector<std::string>& texts);
 
 // --silo_binary, or the granary-silo next to this binary.
 std::string SiloBinaryFlag();
