@@ -24,6 +24,7 @@ class Probe final : public Runnable {
       entered_.Notify();
       gate_->WaitForNotification();
     }
+    for (Runnable* next : then_) scheduler_->Schedule(next);
     runs_.fetch_add(1);
     ran_.Notify();
   }
@@ -34,6 +35,9 @@ class Probe final : public Runnable {
   int runs() const { return runs_.load(); }
 
   Notification* gate_ = nullptr;  // Run waits for it, if set
+  // Run schedules these on scheduler_, in order.
+  Scheduler* scheduler_ = nullptr;
+  std::vector<Runnable*> then_;
   Notification entered_;
 
  private:
@@ -124,6 +128,104 @@ TEST(SchedulerTest, AHelperRunsWhatItSchedulesWhileTheWorkersSleep) {
   EXPECT_TRUE(p.helping());
   EXPECT_EQ(p.runs(), 1);
   EXPECT_FALSE(Scheduler::Helping());  // only inside the run
+  s.Stop();
+}
+
+// A chain started by a helper (a gateway call whose grain calls a grain)
+// runs on the helper, link after link, up to kHelperRuns runs; the rest is
+// the workers'.
+TEST(SchedulerTest, AHelperRunsNextWhatItsRunSchedules) {
+  Scheduler s(2, /*idle_spin=*/0);
+  ASSERT_TRUE(s.Start().ok());
+  constexpr int kLinks = Scheduler::kHelperRuns + 2;
+  std::vector<std::unique_ptr<Probe>> links(kLinks);
+  for (auto& p : links) p = std::make_unique<Probe>();
+  for (int i = 0; i + 1 < kLinks; ++i) {
+    links[i]->scheduler_ = &s;
+    links[i]->then_ = {links[i + 1].get()};
+  }
+  ASSERT_TRUE(RunHelped(s, links[0].get()));
+  for (auto& p : links) ASSERT_TRUE(p->WaitRan());
+  for (int i = 0; i < kLinks; ++i) {
+    const bool on_helper = i < Scheduler::kHelperRuns;
+    EXPECT_EQ(links[i]->thread() == std::this_thread::get_id(), on_helper)
+        << "link " << i;
+    EXPECT_EQ(links[i]->helping(), on_helper) << "link " << i;
+    EXPECT_EQ(links[i]->runs(), 1);
+  }
+  EXPECT_FALSE(Scheduler::Helping());
+  s.Stop();
+}
+
+// The helper's slot holds one runnable, LIFO like a worker's: of two that
+// a run schedules, the helper runs the second and the first is the
+// workers'.
+TEST(SchedulerTest, AHelpersSlotHandsTheDisplacedRunnableToTheWorkers) {
+  Scheduler s(2, /*idle_spin=*/0);
+  ASSERT_TRUE(s.Start().ok());
+  Probe first;
+  Probe second;
+  Probe head;
+  head.scheduler_ = &s;
+  head.then_ = {&first, &second};
+  ASSERT_TRUE(RunHelped(s, &head));
+  ASSERT_TRUE(first.WaitRan());
+  ASSERT_TRUE(second.WaitRan());
+  EXPECT_NE(first.thread(), std::this_thread::get_id());
+  EXPECT_FALSE(first.helping());
+  EXPECT_EQ(second.thread(), std::this_thread::get_id());
+  EXPECT_TRUE(second.helping());
+  s.Stop();
+}
+
+// Runs twice: the first run schedules itself again, as an activation does
+// when it has messages left after its turn budget.
+class Again final : public Runnable {
+ public:
+  explicit Again(Scheduler* s) : scheduler_(s) {}
+  void Run() override {
+    if (runs_.load() == 0) {
+      first_ = std::this_thread::get_id();
+      runs_.store(1);
+      scheduler_->Schedule(this);  // last: another thread may run it now
+      return;
+    }
+    second_ = std::this_thread::get_id();
+    second_helping_ = Scheduler::Helping();
+    runs_.store(2);
+    done_.Notify();
+  }
+  Scheduler* const scheduler_;
+  std::atomic<int> runs_{0};
+  std::thread::id first_, second_;
+  bool second_helping_ = true;
+  Notification done_;
+};
+
+// What a helper's run leaves undone is the workers': a runnable that
+// schedules itself is not run again on the helper.
+TEST(SchedulerTest, ARunsOwnLeftoversGoToTheWorkers) {
+  Scheduler s(2, /*idle_spin=*/0);
+  ASSERT_TRUE(s.Start().ok());
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  bool helped = false;
+  while (!helped && absl::Now() < give_up) {
+    auto warm = std::make_unique<Probe>();  // the workers sleep after it
+    RunHelped(s, warm.get());
+    ASSERT_TRUE(warm->WaitRan());
+    Again again(&s);
+    {
+      Scheduler::HelpScope scope(&s);
+      s.Schedule(&again);
+      scope.RunKept();
+    }
+    ASSERT_TRUE(again.done_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    helped = again.first_ == std::this_thread::get_id();
+    if (!helped) continue;  // a worker woke and took it: try again
+    EXPECT_NE(again.second_, std::this_thread::get_id());
+    EXPECT_FALSE(again.second_helping_);
+  }
+  EXPECT_TRUE(helped);
   s.Stop();
 }
 

@@ -24,6 +24,11 @@ WorkerIdentity& Self() {
 thread_local Scheduler::HelpScope* help_scope = nullptr;
 // True while this thread runs a kept runnable.
 thread_local bool helping = false;
+// While helping: the scheduler helped, the runnable running now, and the
+// helper's LIFO slot (what it runs next).
+thread_local const Scheduler* helped = nullptr;
+thread_local Runnable* helper_running = nullptr;
+thread_local Runnable* helper_next = nullptr;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -81,6 +86,13 @@ void Scheduler::Schedule(Runnable* r) {
     slot.next = r;
     if (displaced == nullptr) return;
     r = displaced;
+  } else if (helped == this && r != helper_running &&
+             !stop_flag_.load(std::memory_order_relaxed)) {
+    // A helper's run scheduling another runnable: the helper runs it next.
+    Runnable* displaced = helper_next;
+    helper_next = r;
+    if (displaced == nullptr) return;
+    r = displaced;
   }
   if (HelpScope* scope = help_scope;
       allow_help_ && scope != nullptr && scope->scheduler_ == this &&
@@ -126,7 +138,20 @@ void Scheduler::HelpScope::RunKept() {
     return;
   }
   helping = true;
-  r->Run();
+  helped = scheduler_;
+  for (int runs = 1;; ++runs) {
+    helper_running = r;
+    r->Run();
+    r = std::exchange(helper_next, nullptr);
+    if (r == nullptr) break;
+    if (runs >= kHelperRuns ||
+        scheduler_->stop_flag_.load(std::memory_order_relaxed)) {
+      scheduler_->PushShared(r);  // the workers take it from here
+      break;
+    }
+  }
+  helper_running = nullptr;
+  helped = nullptr;
   helping = false;
   scheduler_->helpers_.fetch_sub(1, std::memory_order_seq_cst);
 }

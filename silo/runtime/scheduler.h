@@ -22,9 +22,15 @@
 // queued, and the thread runs it itself when the scope ends
 // (RunKept), with a small turn budget (kHelperTurnBudget): the request
 // costs no worker wake-up, and its reply is written by the thread that
-// read it. Whatever that run schedules, or leaves undone, goes to the
-// workers. Grain code never blocks a turn (storage and calls are
-// awaited), so a helper is held for at most that budget of turns.
+// read it. What that run schedules for another runnable (a grain calling a
+// grain, a reply resuming its caller) goes to the helper's own one-item
+// LIFO slot, like a worker's, and the helper runs it next: an awaited call
+// chain that starts at the gateway wakes no worker either. At most
+// kHelperRuns runs in all; what is left then, a second runnable scheduled
+// while the slot is full, and a run's own leftovers (the runnable
+// scheduling itself again) go to the workers. Grain code never blocks a
+// turn (storage and calls are awaited), so a helper is held for at most
+// kHelperRuns runs of kHelperTurnBudget turns.
 //
 // Threading: Schedule is thread-safe; Run() of one Runnable never runs on two
 // workers at once (callers schedule a Runnable only when it is not queued or
@@ -72,6 +78,8 @@ class Scheduler {
 
   // Messages a run on a helper thread takes at most (see above).
   static constexpr int kHelperTurnBudget = 4;
+  // Runs a helper takes in one RunKept, the kept one included.
+  static constexpr int kHelperRuns = 16;
 
   // True on a thread running a kept runnable (HelpScope::RunKept): the
   // run must not block (Activation hands a lease wait to the workers).
