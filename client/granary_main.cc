@@ -527,6 +527,12 @@ int Main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_watch_for) <= absl::ZeroDuration()) {
     return Usage("--watch_for must be positive");
   }
+  if (command != "db") {
+    if (absl::Status s = rpc::CheckTokenTransport(*security, absl::GetFlag(FLAGS_gateway));
+        !s.ok()) {
+      return Usage(std::string(s.message()));
+    }
+  }
   Cli cli(absl::GetFlag(FLAGS_gateway), absl::GetFlag(FLAGS_timeout),
           *std::move(security));
   absl::Status status;

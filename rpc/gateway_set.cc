@@ -37,7 +37,11 @@ absl::Status ValidateGatewaySetOptions(const GatewaySetOptions& options) {
   if (options.reconnect_period <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("reconnect_period must be positive");
   }
-  return ValidateClientSecurity(options.security, "security");
+  GRANARY_RETURN_IF_ERROR(ValidateClientSecurity(options.security, "security"));
+  for (const std::string& gateway : options.gateways) {
+    GRANARY_RETURN_IF_ERROR(CheckTokenTransport(options.security, gateway));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<GatewaySet>> GatewaySet::Connect(

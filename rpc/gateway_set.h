@@ -254,6 +254,8 @@ class GatewaySet {
       if (links_[i]->address() == address) return;
     }
     if (n == kMaxGateways) return;
+    // A discovered gateway off loopback would get the token in clear text.
+    if (!CheckTokenTransport(options_.security, address).ok()) return;
     links_[n] = std::make_unique<GatewayConnection>(this, address, options_);
     link_count_.store(n + 1, std::memory_order_release);
   }

@@ -39,6 +39,12 @@ absl::Status ValidateServerLimits(const ServerLimits& limits) {
         absl::StrCat("--keepalive_timeout must be at least 100ms, not ",
                      absl::FormatDuration(limits.keepalive_timeout)));
   }
+  if (limits.handshake_timeout < absl::Milliseconds(100) ||
+      limits.handshake_timeout > absl::Minutes(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--handshake_timeout must be from 100ms to 10m, not ",
+                     absl::FormatDuration(limits.handshake_timeout)));
+  }
   return absl::OkStatus();
 }
 
@@ -62,6 +68,8 @@ void ApplyServerLimits(const ServerLimits& limits,
   builder->AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
       Millis(limits.min_client_ping_interval));
+  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                              Millis(limits.handshake_timeout));
 }
 
 void ApplyChannelLimits(const ChannelLimits& limits,

@@ -11,7 +11,7 @@
 //
 // Every server of a silo applies ServerLimits (the silo's flags
 // --grpc_memory_bytes, --max_streams_per_connection, --keepalive_time,
-// --keepalive_timeout); every channel, the SDK's and the silo's to its
+// --keepalive_timeout, --handshake_timeout); every channel, the SDK's and the silo's to its
 // peers, is made with ChannelLimits.
 #pragma once
 
@@ -47,6 +47,10 @@ struct ServerLimits {
   // Clients may ping this often at most (more often: the connection is
   // closed with GOAWAY "too_many_pings"). ChannelLimits' default is above.
   absl::Duration min_client_ping_interval = absl::Seconds(10);
+  // A new connection that has not finished its TLS handshake and sent its
+  // HTTP/2 settings within this is closed (gRPC's own default is 120 s,
+  // long enough for idle connections to pile up).
+  absl::Duration handshake_timeout = absl::Seconds(5);
 };
 
 // INVALID_ARGUMENT naming the field (and flag) that is out of range.

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/address.h"
 #include "core/status.h"
 
 namespace granary::rpc {
@@ -117,6 +118,22 @@ absl::Status ValidateClientSecurity(const ClientSecurity& s,
         what, ": a bearer token holds no whitespace or control characters"));
   }
   return ValidateReload(s.reload, what);
+}
+
+absl::Status CheckTokenTransport(const ClientSecurity& s,
+                                 const std::string& address) {
+  if (s.token.empty() || s.tls()) return absl::OkStatus();
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(address, &host, &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad gateway address '", address, "' (want HOST:PORT)"));
+  }
+  if (IsLoopbackHost(host)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "refusing to send a bearer token in clear text to ", address,
+      ", which is off loopback: give the CA to trust (--tls_ca) so the "
+      "connection uses TLS"));
 }
 
 absl::Status CertificateNames(const std::string& cert_file,

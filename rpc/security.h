@@ -74,6 +74,13 @@ absl::Status ValidateServerSecurity(const ServerSecurity& s,
 absl::Status ValidateClientSecurity(const ClientSecurity& s,
                                     const std::string& what);
 
+// OK unless `s` would send its bearer token in clear text to `address`
+// (HOST:PORT) off loopback: a token with no TLS goes only to 127.0.0.0/8,
+// ::1 or localhost. INVALID_ARGUMENT saying so otherwise (and for a
+// malformed address).
+absl::Status CheckTokenTransport(const ClientSecurity& s,
+                                 const std::string& address);
+
 // OK when the PEM certificate (the first) in `cert_file` names `host`: an
 // IP address SAN for an address, else a DNS name SAN (OpenSSL's
 // X509_check_ip_asc and X509_check_host). INVALID_ARGUMENT saying which

@@ -164,6 +164,7 @@ rpc::ServerLimits ServerLimitsOf(const SiloHostOptions& o) {
   limits.max_streams_per_connection = o.max_streams_per_connection;
   limits.keepalive_time = o.keepalive_time;
   limits.keepalive_timeout = o.keepalive_timeout;
+  limits.handshake_timeout = o.handshake_timeout;
   return limits;
 }
 
@@ -228,6 +229,24 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         "--max_mailbox must be positive, not ", o.max_mailbox));
   }
   GRANARY_RETURN_IF_ERROR(rpc::ValidateServerLimits(ServerLimitsOf(o)));
+  if (o.max_connections < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_connections must be 0 (sized from the open-file limit) or "
+        "positive, not ", o.max_connections));
+  }
+  if (o.max_connections_per_peer < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_connections_per_peer must be 0 (sized from the open-file "
+        "limit) or positive, not ", o.max_connections_per_peer));
+  }
+  if (o.listener_probe_period < absl::ZeroDuration() ||
+      (o.listener_probe_period > absl::ZeroDuration() &&
+       o.listener_probe_period < absl::Milliseconds(100)) ||
+      o.listener_probe_period > absl::Hours(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listener_probe_period must be 0 (never) or from 100ms to 1h, not ",
+        absl::FormatDuration(o.listener_probe_period)));
+  }
   if (o.min_reminder_period < absl::Milliseconds(1) ||
       o.min_reminder_period == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(

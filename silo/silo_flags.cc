@@ -135,6 +135,24 @@ ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(30),
           "every 10s at most.");
 ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(10),
           "How long a keepalive ping may go unanswered.");
+ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(5),
+          "A new connection to the gateway or silo port that has not "
+          "finished its TLS handshake and sent its HTTP/2 settings within "
+          "this is closed (100ms to 10m).");
+ABSL_FLAG(int32_t, max_connections, 0,
+          "Connections open at once on each gRPC port (gateway, silo); more "
+          "are closed as soon as they are accepted. 0: sized from the "
+          "open-file limit (raised to its hard limit at start): a reserve of "
+          "max(256, limit/8) is kept for files and outgoing connections, "
+          "and each port gets an equal share of the rest.");
+ABSL_FLAG(int32_t, max_connections_per_peer, 0,
+          "Of --max_connections, connections one peer address (IPv4 "
+          "address, IPv6 /64) may hold open on each gRPC port. 0: an eighth "
+          "of the port's share, at least 16.");
+ABSL_FLAG(absl::Duration, listener_probe_period, absl::Seconds(5),
+          "How often the silo connects to each of its gRPC ports to prove "
+          "it still accepts; one that does not fails /readyz, and after "
+          "three probes in a row /healthz. 0: never.");
 ABSL_FLAG(std::string, storage, "",
           "Where grain state and reminders live: rocksdb (in --data_dir; "
           "survives restarts and kill -9), memory (lost when the silo stops) "
@@ -334,6 +352,10 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.max_gateway_streams = absl::GetFlag(FLAGS_max_gateway_streams);
   o.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
   o.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  o.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
+  o.max_connections = absl::GetFlag(FLAGS_max_connections);
+  o.max_connections_per_peer = absl::GetFlag(FLAGS_max_connections_per_peer);
+  o.listener_probe_period = absl::GetFlag(FLAGS_listener_probe_period);
   o.storage = absl::GetFlag(FLAGS_storage);
   o.durability = absl::GetFlag(FLAGS_durability);
   o.min_reminder_period = absl::GetFlag(FLAGS_min_reminder_period);

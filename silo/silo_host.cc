@@ -21,6 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/callback_queue.h"
 #include "rpc/credentials.h"
+#include "rpc/listener_guard.h"
 #include "silo/admin/admin_http.h"
 #include "silo/admin/http_server.h"
 #include "silo/cluster/cluster_provider.h"
@@ -31,6 +32,7 @@
 #include "silo/cluster/reminder_remote.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/gateway/gateway_service.h"
+#include "silo/listener_watch.h"
 #include "silo/runtime/reminder_service.h"
 #include "silo/runtime/silo.h"
 #include "silo/systemd_notify.h"
@@ -171,6 +173,10 @@ struct SiloHost::Parts {
   std::atomic<MembershipAgent*> agent_ptr{nullptr};
   std::atomic<bool> leaving{false};  // Stop began: /readyz says 503
   bool watching = false;
+  // The gRPC listeners' caps (rpc/listener_guard.h) and their probes.
+  rpc::ListenerCaps listener_caps;
+  std::vector<int> guarded_ports;
+  std::unique_ptr<ListenerWatch> listener_watch;
 
   void StopSiloEndpoint(absl::Duration grace = absl::Milliseconds(500)) {
     if (silo_server == nullptr || silo_server_stopped) return;
@@ -180,6 +186,36 @@ struct SiloHost::Parts {
     silo_server->Wait();
   }
 };
+
+namespace {
+
+// (0) The open-file limit, raised to its hard limit, sizes the caps on
+// connections to the gRPC listeners (rpc/listener_guard.h).
+void GuardListeners(const SiloHostOptions& options_, SiloHost::Parts& p) {
+  const int64_t open_files = rpc::RaiseOpenFileLimit();
+  p.listener_caps = rpc::DefaultListenerCaps(open_files, /*listeners=*/2);
+  if (options_.max_connections > 0) {
+    p.listener_caps.max_connections = options_.max_connections;
+  }
+  if (options_.max_connections_per_peer > 0) {
+    p.listener_caps.max_per_peer = options_.max_connections_per_peer;
+  }
+  p.listener_caps.max_per_peer =
+      std::min(p.listener_caps.max_per_peer, p.listener_caps.max_connections);
+  if (!rpc::ListenerGuardActive()) {
+    GRANARY_LOG(kWarning)
+        << "this binary does not export the listener guard's accept4 (link "
+           "with granary::rpc's link options): a connection flood can stop "
+           "a gRPC listener, and --max_connections is not enforced";
+  }
+  GRANARY_LOG(kInfo) << "open-file limit " << open_files
+                     << "; connections per gRPC listener at most "
+                     << p.listener_caps.max_connections << ", per peer "
+                     << p.listener_caps.max_per_peer;
+  p.listener_watch = std::make_unique<ListenerWatch>(options_.listener_probe_period);
+}
+
+}  // namespace
 
 SiloHost::SiloHost(SiloHostOptions options)
     : options_(std::move(options)), parts_(std::make_unique<Parts>()) {}
@@ -226,6 +262,7 @@ absl::Status SiloHost::Start() {
   started_ = true;
   rpc::RouteGrpcLogs();
   GRANARY_RETURN_IF_ERROR(ValidateSiloHostOptions(options_));
+  GuardListeners(options_, *parts_);
   GRANARY_RETURN_IF_ERROR(StartStores());
   GRANARY_RETURN_IF_ERROR(StartSiloEndpoint());
   GRANARY_RETURN_IF_ERROR(StartRuntime());
@@ -325,6 +362,9 @@ absl::Status SiloHost::StartSiloEndpoint() {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on --silo=", options_.silo));
   }
+  rpc::GuardListener(port, p.listener_caps);
+  p.guarded_ports.push_back(port);
+  p.listener_watch->Add("silo", options_.silo, port);
   std::string host;
   int unused = 0;
   SplitHostPort(options_.silo, &host, &unused);
@@ -428,6 +468,9 @@ absl::Status SiloHost::StartListeners() {
                         options_.connection_memory_budget,
                         options_.max_gateway_streams);
   GRANARY_RETURN_IF_ERROR(p.gateway->Start());
+  rpc::GuardListener(p.gateway->port(), p.listener_caps);
+  p.guarded_ports.push_back(p.gateway->port());
+  p.listener_watch->Add("gateway", options_.gateway, p.gateway->port());
   p.http = std::make_unique<HttpServer>(
       options_.http, options_.http_threads,
       static_cast<int>(absl::ToInt64Milliseconds(options_.http_request_timeout)));
@@ -448,8 +491,10 @@ absl::Status SiloHost::StartListeners() {
   // is in its log).
   storage::GrainStorage* store = p.stores.grain_state.get();
   p.http->Handle("/readyz", [&p, store](const HttpRequest&) {
-    const std::string why =
-        NotReadyBecause(p.leaving, p.agent_ptr, p.silo.get(), store);
+    std::string why = p.listener_watch->NotReadyBecause();
+    if (why.empty()) {
+      why = NotReadyBecause(p.leaving, p.agent_ptr, p.silo.get(), store);
+    }
     if (why.empty()) return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
     return HttpResponse{503, "text/plain; charset=utf-8",
                         absl::StrCat("not ready: ", why, "\n")};
@@ -471,10 +516,23 @@ absl::Status SiloHost::StartListeners() {
             {{}, store == nullptr ? 0.0
                                   : static_cast<double>(store->WriteErrors())}};
       });
+  // /healthz: 200 unless a gRPC listener has stopped accepting (a
+  // supervisor then restarts the silo).
+  ListenerWatch* watch = p.listener_watch.get();
+  p.http->Handle("/healthz", [watch](const HttpRequest&) {
+    const std::string why = watch->UnhealthyBecause();
+    if (why.empty()) return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
+    return HttpResponse{503, "text/plain; charset=utf-8",
+                        absl::StrCat("unhealthy: ", why, "\n")};
+  });
+  watch->RegisterMetrics(&p.silo->metrics_registry());
   GRANARY_RETURN_IF_ERROR(p.http->Start());
   GRANARY_RETURN_IF_ERROR(p.admin->Start());
+  watch->Start();
   return absl::OkStatus();
 }
+
+
 
 // (5) Joins the membership table (a table of one with the local provider).
 absl::Status SiloHost::JoinCluster() {
@@ -538,6 +596,7 @@ void SiloHost::Stop() {
   if (started_) (void)NotifySystemd("STOPPING=1\nSTATUS=leaving the cluster");
   Parts& p = *parts_;
   p.leaving = true;
+  if (p.listener_watch != nullptr) p.listener_watch->Stop();
   // Every step below waits at most its own limit and what is left of
   // --shutdown_timeout, but the last ones (clients and silos moving their
   // calls elsewhere) get at least their floor even when the grains took
@@ -590,6 +649,7 @@ void SiloHost::Stop() {
   if (p.silo != nullptr) p.silo->SetMembershipView(nullptr);
   if (p.http != nullptr) p.http->Stop();
   if (p.admin != nullptr) p.admin->Stop();
+  for (int port : p.guarded_ports) rpc::UnguardListener(port);
   p.agent.reset();
 }
 

@@ -126,6 +126,16 @@ struct SiloHostOptions {
   int max_gateway_streams = 16384;
   absl::Duration keepalive_time = absl::Seconds(30);
   absl::Duration keepalive_timeout = absl::Seconds(10);
+  // rpc::ServerLimits::handshake_timeout, on every server of the silo.
+  absl::Duration handshake_timeout = absl::Seconds(5);
+  // Connections open at once on each gRPC listener (the gateway, the silo
+  // port), and from one peer address on each (rpc/listener_guard.h); 0:
+  // sized from the open-file limit (rpc::DefaultListenerCaps).
+  int max_connections = 0;
+  int max_connections_per_peer = 0;
+  // How often each gRPC listener is probed over its real port (a listener
+  // that stops accepting fails /readyz, then /healthz); 0: never.
+  absl::Duration listener_probe_period = absl::Seconds(5);
   // Grain state and reminders: a name in providers.storage (rocksdb,
   // memory, postgres); empty: postgres with cluster "postgres", else
   // rocksdb (EffectiveStorage).

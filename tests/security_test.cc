@@ -81,6 +81,36 @@ TEST(TokenTableTest, RefusesBadFilesNamingTheLineNotTheToken) {
   }
 }
 
+// A bearer token never travels in clear text off loopback: the client
+// refuses before it connects (a plain server there would read it).
+TEST(ClientSecurityTest, ATokenIsNotSentInClearTextOffLoopback) {
+  rpc::ClientSecurity s;
+  s.token = "secret-token";
+  for (const char* local : {"127.0.0.1:1", "127.3.4.5:1", "[::1]:1", "localhost:1"}) {
+    EXPECT_THAT(rpc::CheckTokenTransport(s, local), IsOk()) << local;
+  }
+  for (const char* remote : {"10.1.2.3:443", "[fd00::1]:443", "gateway.example:443"}) {
+    EXPECT_THAT(rpc::CheckTokenTransport(s, remote),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("clear text")))
+        << remote;
+  }
+  EXPECT_THAT(rpc::CheckTokenTransport(s, "no-port"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("HOST:PORT")));
+  rpc::ClientSecurity no_token;
+  EXPECT_THAT(rpc::CheckTokenTransport(no_token, "10.1.2.3:443"), IsOk());
+  rpc::ClientSecurity tls = s;
+  tls.ca_file = Certs::Get().a("ca.pem");
+  EXPECT_THAT(rpc::CheckTokenTransport(tls, "10.1.2.3:443"), IsOk());
+
+  ClientOptions options;
+  options.gateways = {"127.0.0.1:1", "10.1.2.3:443"};
+  options.security = s;
+  options.connect_timeout = absl::Seconds(1);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  EXPECT_THAT(client.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("10.1.2.3:443")));
+}
+
 TEST(ClientSecurityTest, RefusesHalfConfigurationsAndUnreadableFiles) {
   const Certs& c = Certs::Get();
   rpc::ClientSecurity s;
