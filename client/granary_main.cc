@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "client/json_request.h"
 #include "client/server_reflection.grpc.pb.h"
+#include "core/flags_usage.h"
 #include "core/grain_id.h"
 #include "core/request_context.h"
 #include "core/status.h"
@@ -518,6 +519,7 @@ absl::StatusOr<ContextMap> ParseContextFlag(
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  UseGranaryFlagsUsage();
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Usage("no command given");
   const std::string command = args[1];

@@ -252,6 +252,11 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
     return absl::InvalidArgumentError(
         "--min_reminder_period must be at least 1ms and finite");
   }
+  if (o.max_reminders_per_grain < 1 || o.max_reminders < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_reminders_per_grain and --max_reminders must be positive, not ",
+        o.max_reminders_per_grain, " and ", o.max_reminders));
+  }
   for (const auto& [name, value] :
        {std::pair{"--gateway", &o.gateway}, std::pair{"--silo", &o.silo},
         std::pair{"--http", &o.http}}) {
@@ -423,6 +428,14 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         "localhost only, not --gateway='", o.gateway,
         "': add --tls_cert and --tls_key"));
   }
+  if (gateway_remote && o.auth_tokens.empty() && o.tls_client_ca.empty() &&
+      !o.allow_anonymous) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gateway='", o.gateway,
+        "' is not a loopback address and authenticates no client: give "
+        "--auth_tokens or --tls_client_ca, or pass --allow_anonymous to let "
+        "anyone who reaches it call any grain"));
+  }
   if (gateway_remote && o.tls_cert.empty() && !o.auth_tokens.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--auth_tokens on --gateway='", o.gateway,
@@ -431,7 +444,8 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
   }
   for (const auto& [flag, value] :
        {std::pair{"--silo", &o.silo},
-        std::pair{"--silo_advertise", &o.silo_advertise}}) {
+        std::pair{"--silo_advertise", &o.silo_advertise},
+        std::pair{"--primary", &o.primary}}) {
     if (value->empty() || !SplitHostPort(*value, &host, &port) ||
         IsLoopbackHost(host) || cluster_files != 0 || o.allow_plaintext) {
       continue;

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/flags_usage.h"
 #include "core/log.h"
 #include "storage/postgres/pg_connection.h"
 
@@ -93,12 +94,16 @@ ABSL_FLAG(bool, allow_plaintext, false,
           "Allow --gateway or --silo on a non-loopback address without TLS "
           "(logged as a warning). Anything that reaches a plaintext silo "
           "port can act as a silo.");
+ABSL_FLAG(bool, allow_anonymous, false,
+          "Allow --gateway on a non-loopback address with no client "
+          "authentication (neither --auth_tokens nor --tls_client_ca): "
+          "anyone who reaches it may call any grain.");
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20,
           "Largest message the gateway accepts or sends.");
 ABSL_FLAG(int32_t, max_in_flight, 16384,
           "Unfinished calls per client connection past which the gateway "
           "stops reading it (gRPC flow control then holds the client back).");
-ABSL_FLAG(int64_t, connection_memory_budget, int64_t{64} << 20,
+ABSL_FLAG(int64_t, connection_memory_budget, int64_t{32} << 20,
           "Bytes one client connection's unfinished calls and unwritten "
           "replies may hold (one-way calls count until they ran) before the "
           "gateway stops reading it. At least --max_message_bytes.");
@@ -161,6 +166,13 @@ ABSL_FLAG(std::string, storage, "",
 ABSL_FLAG(std::string, durability, "sync",
           "RocksDB writes: sync (an acknowledged write survives power loss) "
           "or async (survives a crash of the process, not of the machine).");
+ABSL_FLAG(int32_t, max_reminders_per_grain, 64,
+          "Durable reminders one grain may have; registering one more (a new "
+          "name) fails RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_reminders, 100000,
+          "Durable reminders this silo schedules at most; registering one "
+          "more fails RESOURCE_EXHAUSTED. With --min_reminder_period this "
+          "bounds the ticks per second.");
 ABSL_FLAG(absl::Duration, min_reminder_period, absl::Seconds(1),
           "The shortest period a grain may give a durable reminder "
           "(e.g. 1s, 500ms, 1m).");
@@ -301,6 +313,7 @@ void ParseSiloFlags(int argc, char** argv) {
   // so that strings already handed out never move).
   static auto* storage = new std::deque<std::string>;
   std::vector<char*> args = ArgsWithConfigAndEnvironment(argc, argv, storage);
+  UseGranaryFlagsUsage();
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
 }
 
@@ -334,6 +347,7 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.cluster_tls_key = absl::GetFlag(FLAGS_cluster_tls_key);
   o.tls_reload = absl::GetFlag(FLAGS_tls_reload);
   o.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
+  o.allow_anonymous = absl::GetFlag(FLAGS_allow_anonymous);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.workers = absl::GetFlag(FLAGS_workers);
   o.turn_budget = absl::GetFlag(FLAGS_turn_budget);
@@ -359,6 +373,8 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.storage = absl::GetFlag(FLAGS_storage);
   o.durability = absl::GetFlag(FLAGS_durability);
   o.min_reminder_period = absl::GetFlag(FLAGS_min_reminder_period);
+  o.max_reminders_per_grain = absl::GetFlag(FLAGS_max_reminders_per_grain);
+  o.max_reminders = absl::GetFlag(FLAGS_max_reminders);
   o.cluster = absl::GetFlag(FLAGS_cluster);
   o.primary = absl::GetFlag(FLAGS_primary);
   o.postgres = absl::GetFlag(FLAGS_postgres);

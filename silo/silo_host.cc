@@ -390,6 +390,8 @@ absl::Status SiloHost::StartRuntime() {
   options.storage = p.cluster->grain_storage(p.stores.grain_state.get());
   options.reminders = p.stores.reminders.get();
   options.min_reminder_period = options_.min_reminder_period;
+  options.max_reminders_per_grain = options_.max_reminders_per_grain;
+  options.max_reminders = options_.max_reminders;
   options.slow_turn_threshold = options_.slow_turn_threshold;
   options.max_mailbox = options_.max_mailbox;
   options.max_activations = options_.max_activations;

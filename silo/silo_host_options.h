@@ -90,6 +90,9 @@ struct SiloHostOptions {
   absl::Duration tls_reload = absl::Seconds(10);
   // Allow `gateway` or `silo` off loopback without TLS.
   bool allow_plaintext = false;
+  // Allow `gateway` off loopback with no client authentication (neither
+  // auth_tokens nor tls_client_ca): anyone who reaches it may call.
+  bool allow_anonymous = false;
   // This silo's data (RocksDB); created if missing.
   std::string data_dir = "./granary-data";
   // Worker threads (0: hardware threads) and messages per scheduling.
@@ -108,7 +111,7 @@ struct SiloHostOptions {
   // may hold before the gateway stops reading it, and all client
   // connections together (then every client stream pauses and the
   // standard gRPC services refuse with RESOURCE_EXHAUSTED).
-  int64_t connection_memory_budget = int64_t{64} << 20;
+  int64_t connection_memory_budget = int64_t{32} << 20;
   int64_t silo_memory_budget = int64_t{512} << 20;
   // Requests queued at one activation past which new ones fail
   // RESOURCE_EXHAUSTED (one-way calls push back on their sender instead).
@@ -144,6 +147,10 @@ struct SiloHostOptions {
   std::string durability = "sync";
   // The shortest period of a durable reminder.
   absl::Duration min_reminder_period = absl::Seconds(1);
+  // Reminders one grain, and the whole silo, may have scheduled
+  // (RESOURCE_EXHAUSTED past them).
+  int max_reminders_per_grain = 64;
+  int64_t max_reminders = 100'000;
   // Membership: a name in providers.cluster (local, dev, postgres), and
   // with dev the primary's silo endpoint (empty on the primary).
   std::string cluster = "local";

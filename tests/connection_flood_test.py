@@ -196,5 +196,12 @@ with tempfile.TemporaryDirectory() as tmp:
                            capture_output=True, text=True, timeout=60)
         check(r.returncode != 0 and word in r.stderr, "%s refused: %r" % (bad, r.stderr[-500:]))
 
+    # 5. --help lists the flags, under their source paths.
+    for binary, flag in [(silo_bin, "--max_connections"), (cli_bin, "--token_file")]:
+        r = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
+        out = r.stdout + r.stderr
+        check(flag in out and "No flags matched" not in out and "Flags from /" not in out,
+              "%s --help lists %s: %r" % (os.path.basename(binary), flag, out[:300]))
+
 print("%d passed, %d failed" % (checks - len(failures), len(failures)))
 sys.exit(1 if failures else 0)

@@ -92,6 +92,33 @@ TEST_P(ReminderTest, TickActivatesAGrainThatIsNotActive) {
   EXPECT_EQ(ids[0], ids[1]);  // the tick's activation stayed active
 }
 
+// With the default quota (64 per grain) a grain's 65th reminder is refused
+// and nothing is written; names already registered may be registered
+// again, and another grain still has room.
+TEST_P(ReminderTest, AGrainPastItsReminderQuotaIsRefused) {
+  RemindRef grain = silo_->Get<RemindRef>("greedy");
+  const int quota = silo::ReminderQuotas().per_grain;
+  ASSERT_EQ(quota, 64);
+  for (int i = 0; i < quota; ++i) {
+    ASSERT_TRUE(grain.Register(Reminder(absl::StrCat("r", i), 60000, 60000)).Get().ok())
+        << i;
+  }
+  auto refused = grain.Register(Reminder("one-more", 60000, 60000)).Get();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max_reminders_per_grain"));
+  EXPECT_EQ(silo_->reminders().size(), static_cast<size_t>(quota));
+  auto rows = table_->ReadAll().Get();  // the task's outcome: the table's
+  ASSERT_TRUE(rows.ok() && rows->ok());
+  EXPECT_EQ((*rows)->size(), static_cast<size_t>(quota));  // nothing written
+  EXPECT_TRUE(grain.Register(Reminder("r0", 1000, 60000)).Get().ok());  // replaced
+  EXPECT_TRUE(silo_->Get<RemindRef>("modest").Register(Reminder("r", 60000, 60000))
+                  .Get()
+                  .ok());
+  // Room again once one is gone.
+  ASSERT_TRUE(grain.Unregister(Reminder("r1", 0, 0)).Get().ok());
+  EXPECT_TRUE(grain.Register(Reminder("one-more", 60000, 60000)).Get().ok());
+}
+
 TEST_P(ReminderTest, RemindersFireAfterASiloRestart) {
   ASSERT_TRUE(silo_->Get<RemindRef>("durable")
                   .Register(Reminder("beat", 2000, 1000))
@@ -255,6 +282,32 @@ class BrokenTable final : public storage::ReminderTable {
     co_return absl::UnavailableError("disk on fire");
   }
 };
+
+// The silo's quota, set small here (--max_reminders defaults to 100,000):
+// past it every new reminder is refused, whatever its grain.
+TEST(ReminderQuotaTest, ASiloPastItsReminderQuotaRefusesNewOnes) {
+  storage::MemoryReminderTable table;
+  TestState state;
+  silo::SiloOptions options;
+  options.reminders = &table;
+  options.workers = 2;
+  options.max_reminders = 5;
+  silo::Silo silo(options);
+  ASSERT_TRUE(AddTestGrains(silo, &state).ok());
+  ASSERT_TRUE(silo.Start().ok());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(silo.Get<RemindRef>(absl::StrCat("g", i))
+                    .Register(Reminder("r", 60000, 60000))
+                    .Get()
+                    .ok());
+  }
+  auto refused =
+      silo.Get<RemindRef>("g5").Register(Reminder("r", 60000, 60000)).Get();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max_reminders"));
+  EXPECT_EQ(silo.reminders().size(), 5u);
+  silo.Stop();
+}
 
 TEST(ReminderTableFailureTest, AnUnreadableTableKeepsTheSiloFromStarting) {
   BrokenTable table;

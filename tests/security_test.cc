@@ -157,6 +157,22 @@ TEST(SecureByDefaultTest, OffLoopbackWithoutTlsIsRefusedAtStart) {
   };
   for (const Case& k : std::vector<Case>{
            {[](auto& o) { o.gateway = "0.0.0.0:0"; }, "--allow_plaintext"},
+           {[](auto& o) {
+              o.gateway = "0.0.0.0:0";
+              o.allow_plaintext = true;
+            },
+            "--allow_anonymous"},
+           {[](auto& o) {
+              // TLS, but neither tokens nor client certificates.
+              o = WithGatewayTls(o);
+              o.gateway = "0.0.0.0:0";
+            },
+            "authenticates no client"},
+           {[](auto& o) {
+              o.cluster = "dev";
+              o.primary = "10.1.2.3:11111";
+            },
+            "--primary='10.1.2.3:11111' is not a loopback address"},
            {[](auto& o) { o.silo = "0.0.0.0:0"; }, "--cluster_ca"},
            {[](auto& o) { o.silo_advertise = "10.1.2.3:5000"; },
             "--cluster_ca"},
@@ -222,13 +238,16 @@ TEST(SecureByDefaultTest, OffLoopbackWithoutTlsIsRefusedAtStart) {
     EXPECT_THAT(silo::ValidateSiloHostOptions(o),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(k.why)));
   }
-  // Told so, plaintext off loopback starts (and is logged as a warning).
+  // Told so, plaintext and anonymous off loopback starts (and is logged as
+  // a warning).
   silo::SiloHostOptions o = AnyPorts();
   o.gateway = "0.0.0.0:0";
   o.allow_plaintext = true;
+  o.allow_anonymous = true;
   EXPECT_THAT(silo::ValidateSiloHostOptions(o), IsOk());
-  // TLS needs no such permission.
+  // TLS with client authentication needs no such permission.
   o = WithClusterTls(WithGatewayTls(AnyPorts()));
+  o.auth_tokens = c.a("tokens");
   o.gateway = "0.0.0.0:0";
   o.silo = "0.0.0.0:0";
   o.silo_advertise = "127.0.0.1:5000";  // the host its certificate names

@@ -32,9 +32,17 @@ struct Route {
   const MethodInfo* method;
 };
 
-// Bytes a reply adds to a batch, near enough for cutting batches.
+// Memory a queued reply holds, near enough for the budgets that bound it
+// and for cutting batches: the message object and its slot in the queue,
+// and for each bytes field that is set a heap string (its buffer too past
+// the 15 bytes a string keeps inline). Charging only the wire bytes let a
+// client that never reads hold five times its budget in small replies.
 inline size_t ReplyBytes(const v1::Reply& r) {
-  return r.payload().size() + r.message().size() + 16;
+  const auto field = [](const std::string& s) -> size_t {
+    return s.empty() ? 0 : 48 + (s.size() > 15 ? s.size() : 0);
+  };
+  return sizeof(v1::Reply) + 16 + field(r.payload()) + field(r.message()) +
+         field(r.host_gateway());
 }
 
 // A Gateway stream refused at once: before the service has its silo, or

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/detach.h"
 #include "core/log.h"
@@ -92,8 +93,9 @@ absl::StatusOr<CallBase*> ReminderCallFromWire(const InterfaceInfo& iface,
 }
 
 ReminderService::ReminderService(Silo* silo, storage::ReminderTable* table,
-                                 absl::Duration min_period)
-    : silo_(silo), table_(table), min_period_(min_period) {}
+                                 absl::Duration min_period,
+                                 ReminderQuotas quotas)
+    : silo_(silo), table_(table), min_period_(min_period), quotas_(quotas) {}
 
 ReminderService::~ReminderService() {
   if (refresh_timer_ != nullptr)
@@ -104,6 +106,7 @@ ReminderService::~ReminderService() {
     delete r;
   }
   live_.clear();
+  per_grain_.clear();
   for (Local* r : retired_) delete r;
   retired_.clear();
 }
@@ -227,15 +230,42 @@ void ReminderService::Install(std::unique_ptr<Local> r) {
   auto it = live_.find(key);
   if (it != live_.end()) {
     Retire(it->second);
-    live_.erase(it);
+    EraseLive(it);
   }
   Local* raw = r.release();
   raw->seq = ++changes_;
+  ++per_grain_[raw->grain];
   live_.emplace(std::move(key), raw);
   if (running_) {
     raw->due = NextDue(*raw, absl::InfinitePast());
     silo_->timers().Schedule(raw, raw->due);
   }
+}
+
+ReminderService::LiveMap::iterator ReminderService::EraseLive(
+    LiveMap::iterator it) {
+  auto count = per_grain_.find(it->first.first);
+  if (count != per_grain_.end() && --count->second <= 0) per_grain_.erase(count);
+  auto next = std::next(it);
+  live_.erase(it);
+  return next;
+}
+
+absl::Status ReminderService::CheckQuotas(const Key& key) const {
+  if (live_.contains(key)) return absl::OkStatus();  // replaced: no room taken
+  auto count = per_grain_.find(key.first);
+  if (count != per_grain_.end() && count->second >= quotas_.per_grain) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "grain ", absl::CHexEscape(key.first.ToString().substr(0, 256)), " has ", count->second,
+        " reminders, its quota (--max_reminders_per_grain): unregister one "
+        "first, or reuse a name"));
+  }
+  if (static_cast<int64_t>(live_.size()) >= quotas_.per_silo) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this silo schedules ", live_.size(),
+        " reminders, its quota (--max_reminders)"));
+  }
+  return absl::OkStatus();
 }
 
 void ReminderService::Retire(Local* r) {
@@ -268,6 +298,13 @@ Task<absl::StatusOr<absl::Time>> ReminderService::RegisterHere(
     absl::Duration period) {
   if (absl::Status valid = Validate(name, due, period); !valid.ok()) {
     co_return valid;
+  }
+  if (!owns_ || owns_(grain)) {
+    // Checked before the write; registers in flight at once may each pass.
+    MutexLock lock(&mu_);
+    if (absl::Status room = CheckQuotas(Key(grain, name)); !room.ok()) {
+      co_return room;
+    }
   }
   storage::ReminderRow row;
   row.grain = std::move(grain);
@@ -314,7 +351,7 @@ Task<absl::StatusOr<bool>> ReminderService::UnregisterHere(GrainId grain,
     if (it != live_.end()) {
       existed = true;
       Retire(it->second);
-      live_.erase(it);
+      EraseLive(it);
     }
   });
   co_return existed;
@@ -375,7 +412,7 @@ Task<void> ReminderService::Reload() {
       if (!owns_(r->grain) ||
           (!in_table.contains(it->first) && r->seq <= installed_before)) {
         Retire(r);
-        live_.erase(it++);
+        it = EraseLive(it);
         ++lost;
       } else {
         ++it;

@@ -120,12 +120,20 @@ class ReminderKeeper {
       GrainId grain) = 0;
 };
 
+// How many reminders the schedule takes (RESOURCE_EXHAUSTED past them): of
+// one grain, and of the whole silo. Registering a name again replaces it
+// and needs no room.
+struct ReminderQuotas {
+  int per_grain = 64;
+  int64_t per_silo = 100'000;
+};
+
 class ReminderService {
  public:
   // `table` must outlive the service; periods shorter than `min_period` are
   // refused.
   ReminderService(Silo* silo, storage::ReminderTable* table,
-                  absl::Duration min_period);
+                  absl::Duration min_period, ReminderQuotas quotas = {});
   ~ReminderService();
   ReminderService(const ReminderService&) = delete;
   ReminderService& operator=(const ReminderService&) = delete;
@@ -161,7 +169,9 @@ class ReminderService {
                         absl::Duration period) const;
   // Makes the reminder durable (replacing one of the same name), then
   // schedules its first tick `due` from now. The outcome: when the first
-  // tick is due.
+  // tick is due. RESOURCE_EXHAUSTED, with nothing written, when a new name
+  // would take the grain or the silo past its quota (ReminderQuotas; the
+  // silo that schedules the grain's reminders counts them).
   Task<absl::StatusOr<absl::Time>> Register(GrainId grain, std::string name,
                                             absl::Duration due,
                                             absl::Duration period);
@@ -203,6 +213,15 @@ class ReminderService {
   std::unique_ptr<Local> NewLocal(storage::ReminderRow row);
   // Puts `r` in the schedule, retiring the reminder it replaces.
   void Install(std::unique_ptr<Local> r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Erases `it` from live_ (the caller retires its reminder) and returns
+  // the next entry.
+  using LiveMap = absl::flat_hash_map<Key, Local*>;
+  LiveMap::iterator EraseLive(LiveMap::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK, or RESOURCE_EXHAUSTED when a reminder `key` would take its grain or
+  // the silo past the quotas.
+  absl::Status CheckQuotas(const Key& key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `r` out of the schedule: freed now when queued, else by whoever
   // holds its tick in flight.
   void Retire(Local* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -212,13 +231,16 @@ class ReminderService {
   Silo* const silo_;
   storage::ReminderTable* const table_;
   const absl::Duration min_period_;
+  const ReminderQuotas quotas_;
   ReminderKeeper* keeper_ = nullptr;
   std::function<bool(const GrainId&)> owns_;  // set before Start
   absl::Duration refresh_ = absl::Seconds(30);
   std::unique_ptr<RefreshTimer> refresh_timer_;
 
   mutable Mutex mu_;
-  absl::flat_hash_map<Key, Local*> live_ ABSL_GUARDED_BY(mu_);
+  LiveMap live_ ABSL_GUARDED_BY(mu_);
+  // Reminders in live_ per grain (for ReminderQuotas::per_grain).
+  absl::flat_hash_map<GrainId, int> per_grain_ ABSL_GUARDED_BY(mu_);
   // Replaced or removed while a tick was in flight; freed when it returns.
   absl::flat_hash_set<Local*> retired_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;

@@ -59,7 +59,10 @@ Silo::Silo(SiloOptions options)
                                                  options_.reminders != nullptr
                                                      ? options_.reminders
                                                      : owned_reminders_.get(),
-                                                 options_.min_reminder_period);
+                                                 options_.min_reminder_period,
+                                                 ReminderQuotas{
+                                                     options_.max_reminders_per_grain,
+                                                     options_.max_reminders});
   AddSiloMetrics();
 }
 

@@ -107,6 +107,10 @@ struct SiloOptions {
   storage::ReminderTable* reminders = nullptr;
   // The shortest period a reminder may have (at least 1 ms).
   absl::Duration min_reminder_period = absl::Seconds(1);
+  // Reminders scheduled at most per grain and in all (RESOURCE_EXHAUSTED
+  // past them; ReminderQuotas).
+  int max_reminders_per_grain = 64;
+  int64_t max_reminders = 100'000;
   // How long Stop() waits for activations to deactivate.
   absl::Duration shutdown_timeout = absl::Seconds(10);
   // A turn that holds a worker longer than this is counted
