@@ -76,7 +76,8 @@ void Run(const uint8_t* data, size_t size) {
   if (!made.ok()) {
     const absl::StatusCode code = made.status().code();
     if (code != absl::StatusCode::kInvalidArgument &&
-        code != absl::StatusCode::kDeadlineExceeded) {
+        code != absl::StatusCode::kDeadlineExceeded &&
+        code != absl::StatusCode::kResourceExhausted) {  // too big parsed
       Fail(absl::StrCat("UnaryCallFromWire answered ",
                         made.status().ToString()));
     }

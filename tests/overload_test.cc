@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "tests/overload_fixture.h"
 
 namespace granary::testing {
@@ -60,6 +61,87 @@ TEST_F(OverloadTest, AClientThatNeverReadsHoldsOnlyItsBudget) {
   EXPECT_LE(growth, kBound);
   EXPECT_GE(paused, 1) << "the gateway never stopped reading";
   calm_->StopAndCheck("never-reads");
+}
+
+// 4 MB of empty unknown fields: an AddRequest that parsed would take
+// about 30 times that (each 3-byte field an UnknownFieldSet entry with a
+// heap string).
+std::string UnknownFieldFlood() {
+  AddRequest add;
+  add.set_amount(1);
+  std::string wire = add.SerializeAsString();
+  const std::string empty_field = {'\xC2', '\x3E', '\x00'};  // field 1000, ""
+  wire.reserve(4'000'000);
+  while (wire.size() + empty_field.size() <= 4'000'000) wire += empty_field;
+  return wire;
+}
+
+// Sixteen such requests at once through the standard gRPC service, and
+// sixteen through gateway streams: each is refused RESOURCE_EXHAUSTED
+// before it is parsed, and the silo grows by less than 128 MiB (the wire
+// bytes gRPC holds) instead of a hundred MiB per request. Default flags.
+TEST_F(OverloadTest, SixteenRequestsOfUnknownFieldsAreRefusedUnparsed) {
+  ASSERT_NO_FATAL_FAILURE(Start("unknown-fields"));
+  RssWatch rss(silo_->pid());
+  const std::string wire = UnknownFieldFlood();
+  std::atomic<int> exhausted{0}, other{0};
+  std::string first_other;
+  Mutex mu;
+  std::vector<std::thread> senders;
+  for (int i = 0; i < 16; ++i) {
+    senders.emplace_back([&, i] {
+      auto channel = OwnChannel(gateway_);
+      grpc::Status status;
+      if (i % 2 == 0) {
+        grpc::GenericStub stub(channel);
+        grpc::ClientContext context;
+        context.AddMetadata("granary-key", absl::StrCat("flood-", i));
+        grpc::Slice slice(wire);
+        grpc::ByteBuffer request(&slice, 1), reply;
+        Notification done;
+        stub.UnaryCall(&context, "/granary.examples.Counter/Add", {}, &request,
+                       &reply, [&](grpc::Status s) {
+                         status = std::move(s);
+                         done.Notify();
+                       });
+        done.WaitForNotification();
+      } else {
+        auto stub = v1::Gateway::NewStub(channel);
+        grpc::ClientContext context;
+        auto stream = stub->Connect(&context);
+        v1::RequestBatch batch;
+        v1::Request* r = batch.add_requests();
+        *r = CounterCall("Add", absl::StrCat("flood-", i), 1);
+        r->set_payload(wire);
+        v1::ReplyBatch replies;
+        if (stream->Write(batch) && stream->Read(&replies) &&
+            replies.replies_size() == 1) {
+          status = grpc::Status(
+              static_cast<grpc::StatusCode>(replies.replies(0).code()),
+              replies.replies(0).message());
+        } else {
+          status = grpc::Status(grpc::StatusCode::UNKNOWN, "no reply");
+        }
+        context.TryCancel();
+      }
+      if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        exhausted.fetch_add(1);
+      } else {
+        other.fetch_add(1);
+        MutexLock lock(&mu);
+        if (first_other.empty()) {
+          first_other = absl::StrCat(status.error_code(), " ", status.error_message());
+        }
+      }
+    });
+  }
+  for (auto& t : senders) t.join();
+  const int64_t growth = rss.Stop();
+  constexpr int64_t kBound = 128;
+  Report("unknown-fields", rss, growth, kBound);
+  EXPECT_EQ(exhausted.load(), 16) << first_other;
+  EXPECT_LE(growth, kBound);
+  calm_->StopAndCheck("unknown-fields");
 }
 
 // Ten million one-way calls into one grain through the SDK's gateway

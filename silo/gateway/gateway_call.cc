@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "core/grain_id.h"
 #include "core/grain_interface.h"
+#include "core/parsed_size.h"
 #include "core/request_context.h"
 #include "core/status.h"
 #include "core/stream.h"
@@ -104,7 +105,8 @@ std::shared_ptr<const std::string> CallerOf(
 
 absl::StatusOr<CallBase*> CallFromGatewayRequest(
     const Route& route, v1::Request& request, bool from_silos,
-    const std::shared_ptr<const std::string>& caller, const Silo* silo) {
+    const std::shared_ptr<const std::string>& caller, const Silo* silo,
+    int64_t max_parsed_bytes, int64_t* parsed_bytes) {
   GRANARY_RETURN_IF_ERROR(ValidateGrainKey(request.key()));
   std::shared_ptr<const ContextMap> values;
   if (!request.context().empty()) {
@@ -131,13 +133,11 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
                                    std::move(*request.mutable_key()),
                                    request.payload()));
   } else {
-    google::protobuf::io::ArrayInputStream payload(
-        request.payload().data(),
-        static_cast<int>(request.payload().size()));
     GRANARY_ASSIGN_OR_RETURN(
-        call, NewCallFromWire(*route.iface, *route.method,
-                              std::move(*request.mutable_key()), &payload,
-                              timeout));
+        call, NewCallFromBytes(*route.iface, *route.method,
+                               std::move(*request.mutable_key()),
+                               request.payload(), timeout, max_parsed_bytes,
+                               parsed_bytes));
   }
   call->set_caller_tag(request.id());
   // A new chain (the client's is not trusted), unless a silo passes its

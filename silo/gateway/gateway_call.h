@@ -95,9 +95,20 @@ std::shared_ptr<const std::string> CallerOf(
 // `trace`, else `traceparent`: ContinueWireTrace). From another silo the
 // calling grain is kept when its type is one `silo` hosts (for call
 // filters).
+//
+// The request is refused RESOURCE_EXHAUSTED, unparsed, when its parsed form
+// would take more than `max_parsed_bytes` (core/parsed_size.h); otherwise
+// `*parsed_bytes` gets that estimate, for the budgets.
+// The most a request may take once parsed (core/parsed_size.h), for a
+// gateway whose messages are at most `max_message_bytes`.
+inline int64_t MaxParsedBytes(int max_message_bytes) {
+  return int64_t{4} * max_message_bytes;
+}
+
 absl::StatusOr<CallBase*> CallFromGatewayRequest(
     const Route& route, v1::Request& request, bool from_silos,
-    const std::shared_ptr<const std::string>& caller, const Silo* silo);
+    const std::shared_ptr<const std::string>& caller, const Silo* silo,
+    int64_t max_parsed_bytes, int64_t* parsed_bytes);
 
 // The awaited calls a stream accepted and has not answered, by request id,
 // so that a cancel from its client (RequestBatch.cancels) reaches them.

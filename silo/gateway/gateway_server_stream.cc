@@ -1,5 +1,6 @@
 #include "silo/gateway/gateway_server_stream.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -187,7 +188,8 @@ void GatewayStream::Dispatch() {
 
 absl::Status GatewayStream::Accept(v1::Request& request, bool stopping) {
   Silo* silo = silo_;
-  const int64_t bytes = CallBytes(request);  // before the key moves
+  int64_t bytes = CallBytes(request);  // before the key moves
+  const int64_t payload_bytes = static_cast<int64_t>(request.payload().size());
   const Route* route = FindRoute(request.method());
   GRANARY_RETURN_IF_ERROR(
       CheckGatewayRoute(route, request, stopping, *silo));
@@ -197,9 +199,13 @@ absl::Status GatewayStream::Accept(v1::Request& request, bool stopping) {
     GRANARY_RETURN_IF_ERROR(
         CheckStreamRequest(served_, request, max_in_flight_));
   }
+  int64_t parsed = payload_bytes;
   GRANARY_ASSIGN_OR_RETURN(
       CallBase * call,
-      CallFromGatewayRequest(*route, request, from_silos_, caller_, silo));
+      CallFromGatewayRequest(*route, request, from_silos_, caller_, silo,
+                             MaxParsedBytes(max_message_bytes_), &parsed));
+  // Charged what the request holds parsed, not its wire bytes.
+  bytes += std::max<int64_t>(0, parsed - payload_bytes);
   GRANARY_LOG_CALL_ACCEPTED(*call, request.method(),
                             from_silos_ ? "silo" : "client");
   Ref();  // the call's

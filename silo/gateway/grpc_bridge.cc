@@ -1,5 +1,6 @@
 #include "silo/gateway/grpc_bridge.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/log.h"
+#include "core/parsed_size.h"
 #include "core/memory_budget.h"
 #include "core/status.h"
 #include "core/stream.h"
@@ -239,9 +241,10 @@ Prepared PrepareCall(CallInvoker* invoker,
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {
     timeout = absl::FromChrono(context->deadline()) - absl::Now();
   }
+  int64_t parsed = request->Length();
   absl::StatusOr<CallBase*> made = UnaryCallFromWire(
       iface, method, key_it == metadata.end() ? nullptr : &key_it->second,
-      timeout, request);
+      timeout, request, &parsed);
   if (!made.ok()) {
     p.refusal = rpc::ToGrpc(made.status());
     return p;
@@ -261,8 +264,9 @@ Prepared PrepareCall(CallInvoker* invoker,
   }
   call->set_request_context(std::move(call_context));
   GRANARY_LOG_CALL_ACCEPTED(*call, info.full_name, "grpc");
-  p.bytes = 256 + static_cast<int64_t>(call->target().key().size() +
-                                       request->Length());
+  // Charged what the request holds parsed, not its wire bytes.
+  p.bytes = 256 + static_cast<int64_t>(call->target().key().size()) +
+            std::max<int64_t>(parsed, request->Length());
   if (p.budget != nullptr) p.budget->Charge(p.bytes);
   p.call = call;
   return p;
@@ -301,7 +305,8 @@ absl::StatusOr<CallBase*> UnaryCallFromWire(const InterfaceInfo& iface,
                                             uint32_t method,
                                             const grpc::string_ref* key,
                                             absl::Duration timeout,
-                                            const grpc::ByteBuffer* request) {
+                                            const grpc::ByteBuffer* request,
+                                            int64_t* parsed_bytes) {
   if (key == nullptr || key->empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("missing metadata '", kGrainKeyMetadata,
@@ -314,9 +319,20 @@ absl::StatusOr<CallBase*> UnaryCallFromWire(const InterfaceInfo& iface,
     return absl::DeadlineExceededError(
         "deadline passed before the call started");
   }
-  grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request));
-  return NewCallFromWire(iface, iface.methods[method], std::move(grain_key),
-                         reader.status().ok() ? &reader : nullptr, timeout);
+  grpc::Slice whole;
+  if (request == nullptr || !request->DumpToSingleSlice(&whole).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request of ", iface.methods[method].full_name,
+                     " cannot be read"));
+  }
+  const absl::string_view payload(reinterpret_cast<const char*>(whole.begin()),
+                                  whole.size());
+  // As the gateway's limit at the default --max_message_bytes, or four
+  // times a larger request.
+  const int64_t limit = std::max<int64_t>(
+      MaxParsedBytes(4 << 20), int64_t{4} * static_cast<int64_t>(payload.size()));
+  return NewCallFromBytes(iface, iface.methods[method], std::move(grain_key),
+                          payload, timeout, limit, parsed_bytes);
 }
 
 grpc::ServerUnaryReactor* ServeUnary(CallInvoker* invoker,

@@ -79,12 +79,16 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ServeServerStream(
 // metadata is absent), its request parsed from `request`, with `timeout`
 // (the time left until the caller's deadline; kDefaultCallTimeout without
 // one). Errors, in this order: missing, empty or invalid key ->
-// INVALID_ARGUMENT; no time left -> DEADLINE_EXCEEDED; request bytes that
-// do not parse -> INVALID_ARGUMENT.
+// INVALID_ARGUMENT; no time left -> DEADLINE_EXCEEDED; a request that would
+// take more than four times its size, or 16 MiB, once parsed ->
+// RESOURCE_EXHAUSTED (core/parsed_size.h), before it is parsed; request
+// bytes that do not parse -> INVALID_ARGUMENT. `*parsed_bytes`, when given,
+// gets what the request holds parsed.
 absl::StatusOr<CallBase*> UnaryCallFromWire(const InterfaceInfo& iface,
                                             uint32_t method,
                                             const grpc::string_ref* key,
                                             absl::Duration timeout,
-                                            const grpc::ByteBuffer* request);
+                                            const grpc::ByteBuffer* request,
+                                            int64_t* parsed_bytes = nullptr);
 
 }  // namespace granary::silo
