@@ -446,10 +446,18 @@ def main():
         token = os.path.join(tmp, "http-token")
         with open(token, "w") as f:
             f.write("0123456789abcdef0123456789abcdef\n")
+        # Plaintext alone is not enough: a gateway off loopback that
+        # authenticates nobody needs GRANARY_ALLOW_ANONYMOUS too.
         open_env = dict(image_env, GRANARY_ALLOW_PLAINTEXT="true",
                         GRANARY_HTTP_TOKEN_FILE=token)
-        check_config(silo, "the image's ENV with GRANARY_ALLOW_PLAINTEXT",
-                     open_env, [], paths)
+        p = check_config(silo, "the image's ENV with GRANARY_ALLOW_PLAINTEXT only",
+                         open_env, [], paths, expect=2)
+        if "--allow_anonymous" not in p.stderr:
+            fail("an anonymous gateway's refusal does not name "
+                 "--allow_anonymous: %s" % p.stderr)
+        open_env["GRANARY_ALLOW_ANONYMOUS"] = "true"
+        check_config(silo, "the image's ENV with GRANARY_ALLOW_PLAINTEXT and "
+                     "GRANARY_ALLOW_ANONYMOUS", open_env, [], paths)
         probes = []
         check_compose(silo, cli, src, tmp, image_env, probes)
         check_k8s(silo, cli, src, tmp, probes)

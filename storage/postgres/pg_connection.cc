@@ -230,6 +230,20 @@ bool PgConnection::broken() const {
   return lost_ || PQstatus(c_) != CONNECTION_OK;
 }
 
+bool PgConnection::Usable() {
+  if (broken()) return false;
+  pollfd p{PQsocket(c_), POLLIN, 0};
+  if (poll(&p, 1, 0) != 0) {
+    // Nothing is due on an idle connection: whatever came (the server's
+    // termination notice, its close, an error) means it is not to be
+    // trusted with a caller's statement.
+    (void)PQconsumeInput(c_);
+    lost_ = true;
+    return false;
+  }
+  return true;
+}
+
 pg_result* PgConnection::AwaitResult(absl::string_view what,
                                      absl::Status* error) {
   const absl::Time deadline = absl::Now() + answer_timeout_;

@@ -124,6 +124,11 @@ class PgConnection {
   // True once the connection was lost, or a statement got no answer in
   // time; it must then be replaced.
   bool broken() const;
+  // Whether an idle connection can take a statement: false when it is
+  // broken, or when the server sent something while it sat idle (a server
+  // that shuts down or restarts sends its termination notice, then closes
+  // the connection), which marks it broken. Cheap: one poll of its socket.
+  bool Usable();
 
  private:
   explicit PgConnection(pg_conn* c) : c_(c) {}

@@ -85,7 +85,9 @@ void PgPool::Loop() {
       job(absl::UnavailableError("PostgreSQL: the connection pool stopped"));
       continue;
     }
-    if (db != nullptr && db->broken()) db.reset();
+    // A connection the server dropped while it sat idle (a restart) is
+    // replaced before a caller's statement could fail on it.
+    if (db != nullptr && !db->Usable()) db.reset();
     if (db == nullptr) {
       absl::StatusOr<std::unique_ptr<PgConnection>> c =
           PgConnection::Connect(options_.conninfo, options_.connect_timeout,
