@@ -4,6 +4,7 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/address.h"
 #include "directory/hash_ring.h"
@@ -251,6 +252,17 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
       o.min_reminder_period == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
         "--min_reminder_period must be at least 1ms and finite");
+  }
+  for (const std::string& name : o.http_hosts) {
+    const bool plain =
+        !name.empty() && name.size() <= 253 &&
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                               "0123456789.-") == std::string::npos;
+    if (!plain) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--http_hosts: '", absl::CHexEscape(name.substr(0, 64)),
+          "' is not a host name (letters, digits, dots and dashes)"));
+    }
   }
   if (o.max_reminders_per_grain < 1 || o.max_reminders < 1) {
     return absl::InvalidArgumentError(absl::StrCat(

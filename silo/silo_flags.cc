@@ -94,6 +94,11 @@ ABSL_FLAG(bool, allow_plaintext, false,
           "Allow --gateway or --silo on a non-loopback address without TLS "
           "(logged as a warning). Anything that reaches a plaintext silo "
           "port can act as a silo.");
+ABSL_FLAG(std::vector<std::string>, http_hosts, {},
+          "Host names (comma-separated) that requests to --http may name in "
+          "their Host header, besides IP addresses and localhost; a request "
+          "naming another is refused 403, so a DNS-rebinding web page cannot "
+          "read the metrics through a browser.");
 ABSL_FLAG(bool, allow_anonymous, false,
           "Allow --gateway on a non-loopback address with no client "
           "authentication (neither --auth_tokens nor --tls_client_ca): "
@@ -348,6 +353,7 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.tls_reload = absl::GetFlag(FLAGS_tls_reload);
   o.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
   o.allow_anonymous = absl::GetFlag(FLAGS_allow_anonymous);
+  o.http_hosts = absl::GetFlag(FLAGS_http_hosts);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.workers = absl::GetFlag(FLAGS_workers);
   o.turn_budget = absl::GetFlag(FLAGS_turn_budget);

@@ -476,6 +476,7 @@ absl::Status SiloHost::StartListeners() {
   p.http = std::make_unique<HttpServer>(
       options_.http, options_.http_threads,
       static_cast<int>(absl::ToInt64Milliseconds(options_.http_request_timeout)));
+  p.http->AllowHosts(options_.http_hosts);
   if (!options_.http_token_file.empty()) {
     absl::StatusOr<std::string> token =
         rpc::ReadTokenFile(options_.http_token_file);

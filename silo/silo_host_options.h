@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -90,6 +91,9 @@ struct SiloHostOptions {
   absl::Duration tls_reload = absl::Seconds(10);
   // Allow `gateway` or `silo` off loopback without TLS.
   bool allow_plaintext = false;
+  // Host names the HTTP port's Host header may name besides IP addresses
+  // and localhost (HttpServer::AllowHosts: against DNS rebinding).
+  std::vector<std::string> http_hosts;
   // Allow `gateway` off loopback with no client authentication (neither
   // auth_tokens nor tls_client_ca): anyone who reaches it may call.
   bool allow_anonymous = false;

@@ -92,6 +92,33 @@ TEST(AdminHttpTest, ScrapesDuringCallsAddUp) {
   silo.Stop();
 }
 
+// Against DNS rebinding: a Host header naming a host name other than
+// localhost and the allowed ones is refused; addresses, localhost and no
+// Host at all are served.
+TEST(AdminHttpTest, OnlyAddressesLocalhostAndAllowedHostNamesAreServed) {
+  silo::HttpServer http("127.0.0.1:0");
+  http.AllowHosts({"Granary.Internal"});
+  ASSERT_TRUE(http.Start().ok());
+  const std::string port = http.address().substr(http.address().rfind(':') + 1);
+  for (const std::string& host : std::vector<std::string>{
+           "127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "[::1]:" + port,
+        "10.1.2.3", "granary.internal:8080", "GRANARY.internal"}) {
+    EXPECT_THAT(HttpGet(http.address(), "/healthz", "Host: " + host + "\r\n"),
+                HasSubstr("200 OK"))
+        << host;
+  }
+  EXPECT_THAT(HttpGet(http.address(), "/healthz"), HasSubstr("200 OK"));  // none
+  for (const std::string& host : std::vector<std::string>{
+           "evil.example", "evil.example:" + port, "localhost.evil.example",
+        "127.0.0.1.evil.example", "[::1", "a:b:c", ""}) {
+    const std::string r =
+        HttpGet(http.address(), "/healthz", "Host: " + host + "\r\n");
+    EXPECT_THAT(r, HasSubstr("403")) << host;
+    EXPECT_THAT(r, HasSubstr("--http_hosts")) << host;
+  }
+  http.Stop();
+}
+
 TEST(AdminHttpTest, LoopbackHostsAreRecognized) {
   EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
   EXPECT_TRUE(IsLoopbackHost("127.1.2.3"));

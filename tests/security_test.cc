@@ -473,10 +473,17 @@ TEST(HttpTokenTest, EveryPathButHealthzNeedsTheToken) {
   EXPECT_EQ(get("/metrics", ""), "401");
   EXPECT_EQ(get("/metrics", "Authorization: Bearer nope\r\n"), "401");
   EXPECT_EQ(get("/metrics", "Authorization: Bearer " + token + "\r\n"), "200");
+  // The dashboard's page is served (static, no data), and it sends the
+  // token with the requests that need it.
+  const std::string page = HttpGet(h->host->http_address(), "/");
+  EXPECT_EQ(page.substr(9, 3), "200");
+  EXPECT_NE(page.find("\"Authorization\"] = \"Bearer \""), std::string::npos);
+  EXPECT_EQ(get("/api/overview", ""), "401");
+  EXPECT_EQ(get("/api/overview", "Authorization: Bearer " + token + "\r\n"), "200");
   EXPECT_EQ(MetricLine(*h,
                        "granary_auth_refused_total{port=\"http\","
                        "reason=\"missing_or_wrong_token\"}"),
-            "2");
+            "3");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "silo/admin/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <strings.h>
 
 #include <cstring>
@@ -7,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "civetweb.h"
 #include "core/address.h"
@@ -59,14 +62,47 @@ HttpServer::HttpServer(std::string address, int threads,
 
 namespace {
 
-// The probes a supervisor calls without a token (they tell nothing else).
-bool IsProbe(std::string_view path) {
-  return path == "/healthz" || path == "/readyz";
+// What is served without a token: the probes a supervisor calls (they
+// tell nothing else), and the dashboard's page, static HTML that holds no
+// data (it asks for the token and sends it with its own requests).
+bool IsOpenPath(std::string_view path) {
+  return path == "/healthz" || path == "/readyz" || path == "/";
 }
 
 }  // namespace
 
 HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::AllowHosts(std::vector<std::string> names) {
+  for (std::string& n : names) allowed_hosts_.push_back(absl::AsciiStrToLower(n));
+}
+
+bool HttpServer::HostAllowed(const char* header) const {
+  if (header == nullptr) return true;  // HTTP/1.0: no browser sends that
+  std::string_view host(header);
+  if (!host.empty() && host.front() == '[') {  // [v6]:port
+    const size_t close = host.find(']');
+    if (close == std::string_view::npos) return false;
+    host = host.substr(1, close - 1);
+  } else if (const size_t colon = host.find(':');
+             colon != std::string_view::npos) {
+    if (host.find(':', colon + 1) != std::string_view::npos) return false;
+    host = host.substr(0, colon);
+  }
+  const std::string name(host);
+  in6_addr v6;
+  in_addr v4;
+  if (inet_pton(AF_INET, name.c_str(), &v4) == 1 ||
+      inet_pton(AF_INET6, name.c_str(), &v6) == 1) {
+    return true;  // an address: no DNS name to rebind
+  }
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "localhost") return true;
+  for (const std::string& allowed : allowed_hosts_) {
+    if (lower == allowed) return true;
+  }
+  return false;
+}
 
 void HttpServer::Handle(std::string path, HttpHandler handler) {
   routes_[std::move(path)] = std::move(handler);
@@ -83,11 +119,15 @@ int HttpServer::Dispatch(mg_connection* conn, void* self_ptr) {
                 absl::StrCat("request body of ", info->content_length,
                              " bytes is over the limit of ", kMaxBodyBytes,
                              "\n")};
+  } else if (!self->HostAllowed(mg_get_header(conn, "Host"))) {
+    response = {403, "text/plain; charset=utf-8",
+                "the Host header names no address of this silo (allow "
+                "host names with --http_hosts)\n"};
   } else if (method != "GET" && !head) {
     response = {405, "text/plain; charset=utf-8",
                 absl::StrCat("method ", method, " is not allowed; use GET\n")};
   } else if (!self->token_.empty() &&
-             !IsProbe(info->local_uri != nullptr ? info->local_uri : "") &&
+             !IsOpenPath(info->local_uri != nullptr ? info->local_uri : "") &&
              !BearerMatches(mg_get_header(conn, "Authorization"),
                             self->token_)) {
     if (self->refused_ != nullptr) {

@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -67,14 +68,25 @@ class HttpServer {
   // Serves `path` (exact match) with `handler`. Before Start.
   void Handle(std::string path, HttpHandler handler);
 
-  // Every path but /healthz and /readyz then needs `Authorization: Bearer
-  // TOKEN`;
+  // Every path but /healthz, /readyz and / (the dashboard's static page,
+  // which sends the token with its own requests) then needs
+  // `Authorization: Bearer TOKEN`;
   // without it (or with another) the answer is 401, counted in `refused`
   // (which must outlive the server). Before Start.
   void RequireToken(std::string token, std::atomic<int64_t>* refused) {
     token_ = std::move(token);
     refused_ = refused;
   }
+
+  // Host names a request's Host header may name besides IP addresses and
+  // localhost; any other name is refused 403, so a web page whose DNS name
+  // was rebound to this address (DNS rebinding) cannot read it through a
+  // browser. A request without a Host header (HTTP/1.0) is served. Before
+  // Start.
+  void AllowHosts(std::vector<std::string> names);
+  // Whether a request with Host header `host` (HOST[:PORT]; null: none)
+  // is served.
+  bool HostAllowed(const char* host) const;
 
   // INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it cannot bind.
   absl::Status Start();
@@ -93,6 +105,7 @@ class HttpServer {
   std::map<std::string, HttpHandler> routes_;
   std::string token_;
   std::atomic<int64_t>* refused_ = nullptr;
+  std::vector<std::string> allowed_hosts_;  // lower case
   mg_context* ctx_ = nullptr;
 };
 
