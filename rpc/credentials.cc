@@ -72,7 +72,7 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
         reload_(reload),
         refused_(refused),
         table_(std::make_shared<const TokenTable>(std::move(table))),
-        mtime_(ModificationTime(path_)),
+        mtime_(FileVersion(path_)),
         next_check_(absl::Now() + reload) {}
 
   bool IsBlocking() const override { return false; }
@@ -108,16 +108,6 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
   }
 
  private:
-  // What changes when the file does: its modification and change times,
-  // size and inode (a rename puts another file in place).
-  static std::string ModificationTime(const std::string& path) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) return "";
-    return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/",
-                        st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, "/",
-                        st.st_size, "/", st.st_ino);
-  }
-
   std::atomic<int64_t>& refused_missing() {
     return refused_ != nullptr ? refused_->missing_token : unused_;
   }
@@ -140,7 +130,7 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
     const absl::Time now = absl::Now();
     if (now < next_check_) return table_;
     next_check_ = now + reload_;
-    const std::string mtime = ModificationTime(path_);
+    const std::string mtime = FileVersion(path_);
     if (mtime == mtime_) return table_;
     mtime_ = mtime;
     absl::StatusOr<TokenTable> table = ReadTokenTable(path_);

@@ -210,8 +210,11 @@ bool ShedOne(State& s, int listen_fd) {
   return c >= 0;
 }
 
+// `one_shot`: for a caller of accept() whose listening socket may block
+// (civetweb's): after a refused connection, EAGAIN instead of waiting for
+// the next one, so its loop goes back to polling (and to its stop flag).
 int GuardedAccept(State& s, int port, int fd, sockaddr* addr, socklen_t* len,
-                  int flags) {
+                  int flags, bool one_shot) {
   for (;;) {
     sockaddr_storage peer{};
     socklen_t peer_len = sizeof(peer);
@@ -224,11 +227,30 @@ int GuardedAccept(State& s, int port, int fd, sockaddr* addr, socklen_t* len,
       }
       MutexLock lock(&s.mu);
       auto it = s.guards.find(port);
+      if ((err == EMFILE || err == ENFILE) && one_shot && s.spare_fd >= 0) {
+        // The HTTP port (accept()): its connection is served on the spare
+        // descriptor, so /healthz still answers at the open-file limit;
+        // the spare is opened again once a descriptor is free.
+        close(s.spare_fd);
+        s.spare_fd = -1;
+        c = RealAccept4(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len, flags);
+        if (c < 0) {
+          s.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+          errno = EAGAIN;
+          return -1;
+        }
+        if (it != s.guards.end()) Track(it->second, c, KeyOf(peer));
+        if (addr != nullptr && len != nullptr) {
+          std::memcpy(addr, &peer, std::min<size_t>(*len, peer_len));
+          *len = peer_len;
+        }
+        return c;
+      }
       if (err == EMFILE || err == ENFILE) {
         const bool shed = ShedOne(s, fd);
         if (it != s.guards.end() && shed) ++it->second.counts.shed_fd_limit;
-        if (shed) continue;  // the next one, until the backlog is empty
-        errno = EAGAIN;      // gRPC waits for the next connection
+        if (shed && !one_shot) continue;  // the next one, until none waits
+        errno = EAGAIN;  // gRPC waits for the next connection
         return -1;
       }
       if (it != s.guards.end()) ++it->second.counts.accept_errors;
@@ -239,6 +261,7 @@ int GuardedAccept(State& s, int port, int fd, sockaddr* addr, socklen_t* len,
     bool admit = true;
     {
       MutexLock lock(&s.mu);
+      if (s.spare_fd < 0) s.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
       auto it = s.guards.find(port);
       if (it != s.guards.end()) {
         const int64_t now = NowNs();
@@ -248,6 +271,10 @@ int GuardedAccept(State& s, int port, int fd, sockaddr* addr, socklen_t* len,
     }
     if (!admit) {
       close(c);
+      if (one_shot) {
+        errno = EAGAIN;
+        return -1;
+      }
       continue;
     }
     if (addr != nullptr && len != nullptr) {
@@ -328,9 +355,12 @@ ListenerCounts GuardedListenerCounts(int port) {
 
 bool ListenerGuardActive() {
   using Accept4 = int (*)(int, sockaddr*, socklen_t*, int);
-  void* found = dlsym(RTLD_DEFAULT, "accept4");
-  return found != nullptr &&
-         reinterpret_cast<Accept4>(found) == static_cast<Accept4>(&::accept4);
+  using Accept = int (*)(int, sockaddr*, socklen_t*);
+  void* found4 = dlsym(RTLD_DEFAULT, "accept4");
+  void* found = dlsym(RTLD_DEFAULT, "accept");
+  return found4 != nullptr && found != nullptr &&
+         reinterpret_cast<Accept4>(found4) == static_cast<Accept4>(&::accept4) &&
+         reinterpret_cast<Accept>(found) == static_cast<Accept>(&::accept);
 }
 
 absl::Status ProbeListener(const std::string& address, absl::Duration timeout) {
@@ -415,11 +445,10 @@ absl::Status ProbeListener(const std::string& address, absl::Duration timeout) {
 
 }  // namespace granary::rpc
 
-// The process's accept4 (see listener_guard.h): the executable exports it,
-// so gRPC's listeners call it instead of libc's.
-extern "C" int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
-  using namespace granary;
-  using namespace granary::rpc;
+namespace granary::rpc {
+namespace {
+
+int Accept(int fd, sockaddr* addr, socklen_t* len, int flags, bool one_shot) {
   State& s = TheState();
   if (s.guarded.load(std::memory_order_acquire) > 0) {
     const int port = LocalPort(fd);
@@ -428,7 +457,21 @@ extern "C" int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags)
       MutexLock lock(&s.mu);
       guarded = s.guards.contains(port);
     }
-    if (guarded) return GuardedAccept(s, port, fd, addr, len, flags);
+    if (guarded) return GuardedAccept(s, port, fd, addr, len, flags, one_shot);
   }
   return RealAccept4(fd, addr, len, flags);
+}
+
+}  // namespace
+}  // namespace granary::rpc
+
+// The process's accept4 and accept (see listener_guard.h): the executable
+// exports them, so gRPC's listeners (accept4) and civetweb's (accept) call
+// them instead of libc's.
+extern "C" int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
+  return granary::rpc::Accept(fd, addr, len, flags, /*one_shot=*/false);
+}
+
+extern "C" int accept(int fd, struct sockaddr* addr, socklen_t* len) {
+  return granary::rpc::Accept(fd, addr, len, 0, /*one_shot=*/true);
 }

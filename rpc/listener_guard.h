@@ -12,9 +12,9 @@
 // accept4 error other than EAGAIN, EINTR or ECONNABORTED. One EMFILE, when
 // a flood of idle connections has used up the open-file limit, leaves the
 // port bound, the kernel completing handshakes into its backlog, and no
-// call ever served again. This file defines accept4 for the process (the
-// executable exports it, so gRPC's calls come here first) and, for the
-// ports it guards:
+// call ever served again. This file defines accept4 and accept for the
+// process (the executable exports them, so gRPC's calls, and civetweb's for
+// the HTTP port, come here first) and, for the ports it guards:
 //   - no error but EAGAIN, EINTR or ECONNABORTED reaches gRPC: at the
 //     open-file limit it accepts each waiting connection on a spare
 //     descriptor kept for that and closes it at once (the client sees its
@@ -23,6 +23,10 @@
 //   - a connection past max_connections open on the listener, or past
 //     max_per_peer from one peer address (an IPv4 address, or an IPv6 /64),
 //     is closed as soon as it is accepted.
+// A caller of accept() (civetweb's HTTP port) gets EAGAIN after a refused
+// connection rather than a wait for the next one, and at the open-file
+// limit gets its connection on the spare descriptor (so /healthz answers
+// there), which is opened again once a descriptor is free.
 // Connections are counted from accept to close: an entry whose descriptor
 // no longer holds the same socket (fstat's inode) is dropped when a cap is
 // reached, before refusing. Ports not guarded see the plain accept4.
@@ -75,8 +79,9 @@ struct ListenerCounts {
 // The counts of a guarded port (zeros for another).
 ListenerCounts GuardedListenerCounts(int port);
 
-// True when this process's accept4 is the guard's (the executable exports
-// it); false means gRPC calls libc's, unguarded.
+// True when this process's accept4 and accept are the guard's (the
+// executable exports them); false means gRPC and civetweb call libc's,
+// unguarded.
 bool ListenerGuardActive();
 
 // OK when the listener at `address` (host:port) accepts: a TCP connection

@@ -6,7 +6,11 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
+#include <memory>
+#include <utility>
 #include <sstream>
 #include <vector>
 
@@ -15,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/address.h"
+#include "core/log.h"
 #include "core/status.h"
 
 namespace granary::rpc {
@@ -204,6 +209,52 @@ absl::Status CertificateChainsTo(const std::string& cert_file,
   for (X509* c : cas) X509_free(c);
   for (X509* c : chain) X509_free(c);
   return result;
+}
+
+std::string FileVersion(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return "";
+  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/",
+                      st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, "/",
+                      st.st_size, "/", st.st_ino);
+}
+
+ReloadingToken::ReloadingToken(std::string path, absl::Duration reload,
+                               std::string token)
+    : path_(std::move(path)),
+      reload_(reload),
+      token_(std::move(token)),
+      version_(FileVersion(path_)),
+      next_check_(absl::Now() + reload_) {}
+
+absl::StatusOr<std::unique_ptr<ReloadingToken>> ReloadingToken::Open(
+    const std::string& path, absl::Duration reload) {
+  absl::StatusOr<std::string> token = ReadTokenFile(path);
+  if (!token.ok()) return token.status();
+  return std::unique_ptr<ReloadingToken>(
+      new ReloadingToken(path, reload, *std::move(token)));
+}
+
+std::string ReloadingToken::Current() {
+  MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  if (now < next_check_) return token_;
+  next_check_ = now + reload_;
+  std::string version = FileVersion(path_);
+  if (version == version_) return token_;
+  version_ = std::move(version);
+  absl::StatusOr<std::string> token = ReadTokenFile(path_);
+  if (!token.ok()) {
+    GRANARY_LOG(kError) << "token file " << LogQuote(path_)
+                        << " not reloaded, keeping the token in use: "
+                        << token.status().message();
+    return token_;
+  }
+  if (*token != token_) {
+    token_ = *std::move(token);
+    GRANARY_LOG(kInfo) << "token file " << LogQuote(path_) << " reloaded";
+  }
+  return token_;
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {

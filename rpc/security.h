@@ -22,11 +22,14 @@
 // rename them into place).
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/sync.h"
 
 namespace granary::rpc {
 
@@ -98,5 +101,32 @@ absl::Status CertificateChainsTo(const std::string& cert_file,
 // INVALID_ARGUMENT if it cannot be read, is empty, or holds whitespace or
 // control characters inside.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// What tells one version of a file from the next: its modification and
+// change times, size and inode ("" when it cannot be read).
+std::string FileVersion(const std::string& path);
+
+// A bearer token read from a file and read again, at most every `reload`,
+// when the file has changed; a file that no longer reads as a token (empty,
+// gone) leaves the token in use (logged). Thread-safe.
+class ReloadingToken {
+ public:
+  // INVALID_ARGUMENT as ReadTokenFile.
+  static absl::StatusOr<std::unique_ptr<ReloadingToken>> Open(
+      const std::string& path, absl::Duration reload);
+
+  // The token in force now.
+  std::string Current();
+
+ private:
+  ReloadingToken(std::string path, absl::Duration reload, std::string token);
+
+  const std::string path_;
+  const absl::Duration reload_;
+  Mutex mu_;
+  std::string token_ ABSL_GUARDED_BY(mu_);
+  std::string version_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_check_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace granary::rpc

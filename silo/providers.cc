@@ -206,6 +206,12 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--http_threads must be from 1 to 1024, not ", o.http_threads));
   }
+  if (o.http_connections_per_peer < 0 || o.http_connections_per_peer > 1 << 20) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_connections_per_peer must be from 0 (a quarter of "
+        "--http_threads) to 1048576, not ",
+        o.http_connections_per_peer));
+  }
   if (o.http_request_timeout < absl::Milliseconds(100) ||
       o.http_request_timeout > absl::Minutes(1)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -42,6 +42,12 @@ ABSL_FLAG(int32_t, http_threads, 32,
           "Worker threads of the HTTP endpoint (1 to 1024): each client holds "
           "one while it sends its request, so this many slow clients at once "
           "can hold up /healthz for up to --http_request_timeout.");
+ABSL_FLAG(int32_t, http_connections_per_peer, 0,
+          "Connections one peer address (an IPv4 address, an IPv6 /64) may "
+          "hold open on the HTTP endpoint at once; more are closed as soon "
+          "as they are accepted (0: a quarter of --http_threads, at least "
+          "2). Slow clients from one address then never hold every worker, "
+          "so a probe from another address is always served.");
 ABSL_FLAG(absl::Duration, http_request_timeout, absl::Seconds(2),
           "An HTTP client that has not sent a whole request after this long "
           "is dropped (100ms to 1m).");
@@ -343,6 +349,7 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.http_token_file = absl::GetFlag(FLAGS_http_token_file);
   o.http_threads = absl::GetFlag(FLAGS_http_threads);
   o.http_request_timeout = absl::GetFlag(FLAGS_http_request_timeout);
+  o.http_connections_per_peer = absl::GetFlag(FLAGS_http_connections_per_peer);
   o.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   o.tls_key = absl::GetFlag(FLAGS_tls_key);
   o.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);

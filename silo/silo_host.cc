@@ -22,6 +22,7 @@
 #include "rpc/callback_queue.h"
 #include "rpc/credentials.h"
 #include "rpc/listener_guard.h"
+#include "rpc/security.h"
 #include "silo/admin/admin_http.h"
 #include "silo/admin/http_server.h"
 #include "silo/cluster/cluster_provider.h"
@@ -167,6 +168,7 @@ struct SiloHost::Parts {
   std::unique_ptr<RangeReminders> range_reminders;
   // Listeners and membership.
   std::unique_ptr<GatewayServer> gateway;
+  std::unique_ptr<rpc::ReloadingToken> http_token;  // outlives http
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<AdminHttp> admin;
   std::unique_ptr<MembershipAgent> agent;
@@ -204,9 +206,10 @@ void GuardListeners(const SiloHostOptions& options_, SiloHost::Parts& p) {
       std::min(p.listener_caps.max_per_peer, p.listener_caps.max_connections);
   if (!rpc::ListenerGuardActive()) {
     GRANARY_LOG(kWarning)
-        << "this binary does not export the listener guard's accept4 (link "
+        << "this binary does not export the listener guard's accept4 and accept (link "
            "with granary::rpc's link options): a connection flood can stop "
-           "a gRPC listener, and --max_connections is not enforced";
+           "a gRPC listener, and the connection caps (--max_connections, "
+           "--http_connections_per_peer) are not enforced";
   }
   GRANARY_LOG(kInfo) << "open-file limit " << open_files
                      << "; connections per gRPC listener at most "
@@ -478,10 +481,12 @@ absl::Status SiloHost::StartListeners() {
       static_cast<int>(absl::ToInt64Milliseconds(options_.http_request_timeout)));
   p.http->AllowHosts(options_.http_hosts);
   if (!options_.http_token_file.empty()) {
-    absl::StatusOr<std::string> token =
-        rpc::ReadTokenFile(options_.http_token_file);
+    absl::StatusOr<std::unique_ptr<rpc::ReloadingToken>> token =
+        rpc::ReloadingToken::Open(options_.http_token_file, options_.tls_reload);
     if (!token.ok()) return token.status();
-    p.http->RequireToken(*std::move(token), &p.http_refused);
+    p.http_token = *std::move(token);
+    p.http->RequireToken([t = p.http_token.get()] { return t->Current(); },
+                         &p.http_refused);
   }
   AddAuthMetrics(&p.silo->metrics_registry(), &p.gateway_refused,
                  &p.http_refused);
@@ -530,6 +535,18 @@ absl::Status SiloHost::StartListeners() {
   });
   watch->RegisterMetrics(&p.silo->metrics_registry());
   GRANARY_RETURN_IF_ERROR(p.http->Start());
+  // Slow clients (slowloris) from one address hold at most a share of the
+  // HTTP workers, each for at most --http_request_timeout.
+  {
+    rpc::ListenerCaps caps = p.listener_caps;
+    caps.max_per_peer = options_.http_connections_per_peer > 0
+                            ? options_.http_connections_per_peer
+                            : std::max(2, options_.http_threads / 4);
+    caps.max_per_peer = std::min(caps.max_per_peer, caps.max_connections);
+    const int http_port = p.http->port();
+    rpc::GuardListener(http_port, caps);
+    p.guarded_ports.push_back(http_port);
+  }
   GRANARY_RETURN_IF_ERROR(p.admin->Start());
   watch->Start();
   return absl::OkStatus();

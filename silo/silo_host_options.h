@@ -76,6 +76,11 @@ struct SiloHostOptions {
   // send a whole request (silo/admin/http_server.h).
   int http_threads = 32;
   absl::Duration http_request_timeout = absl::Seconds(2);
+  // Connections one peer address may hold open on the HTTP endpoint at
+  // once (0: a quarter of http_threads, at least 2), so that slow clients
+  // from one address never hold every worker and the probes always find
+  // one.
+  int http_connections_per_peer = 0;
   // The gateway's TLS (certificate and key), client certificates (CA) and
   // bearer tokens (a NAME TOKEN file): rpc/security.h, GatewaySecurity().
   std::string tls_cert;

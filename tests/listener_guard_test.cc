@@ -156,6 +156,50 @@ TEST(ListenerGuardTest, OnePeerPastItsCapIsClosedAndOthersAreServed) {
   s.server->Shutdown();
 }
 
+// civetweb's HTTP port calls accept() on a listening socket that may block:
+// a connection past its peer's cap is closed and accept() answers EAGAIN at
+// once, rather than waiting for the next connection.
+TEST(ListenerGuardTest, AcceptRefusesPastThePeerCapWithoutWaiting) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(listener, 16), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  ListenerCaps caps;
+  caps.max_connections = 100;
+  caps.max_per_peer = 2;
+  GuardListener(port, caps);
+  std::vector<int> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(ConnectFrom("127.0.0.3", port));
+  const int other = ConnectFrom("127.0.0.1", port);
+  sockaddr_storage peer{};
+  socklen_t peer_len = sizeof(peer);
+  std::vector<int> served;
+  for (int i = 0; i < 2; ++i) {
+    const int c = accept(listener, reinterpret_cast<sockaddr*>(&peer), &peer_len);
+    ASSERT_GE(c, 0);
+    served.push_back(c);
+  }
+  errno = 0;
+  EXPECT_EQ(accept(listener, nullptr, nullptr), -1);  // the third: refused
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_TRUE(ClosedByServer(clients[2], absl::Seconds(1)));
+  const int c = accept(listener, nullptr, nullptr);  // another peer: served
+  EXPECT_GE(c, 0);
+  EXPECT_EQ(GuardedListenerCounts(port).refused_peer, 1);
+  for (int fd : clients) close(fd);
+  for (int fd : served) close(fd);
+  close(c);
+  close(other);
+  UnguardListener(port);
+  close(listener);
+}
+
 TEST(ListenerGuardTest, TheListenerCapClosesWhatComesPastIt) {
   Server s = StartServer();
   ASSERT_NE(s.server, nullptr);

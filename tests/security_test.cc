@@ -486,5 +486,46 @@ TEST(HttpTokenTest, EveryPathButHealthzNeedsTheToken) {
             "3");
 }
 
+// The HTTP token is read again when its file changes, as the gateway's
+// tokens are: rotating it needs no restart. A file rewritten empty keeps
+// the token in use.
+TEST(HttpTokenTest, ARewrittenTokenFileTakesEffectWithoutARestart) {
+  const std::string dir = ::testing::TempDir() + "/http_token_reload";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/token";
+  auto write = [&](const std::string& text) {
+    std::ofstream(path + ".new") << text;
+    std::filesystem::rename(path + ".new", path);  // as a secret mount does
+  };
+  const std::string first = "first-http-token-0123456789abcdef";
+  const std::string second = "second-http-token-0123456789abcdef";
+  write(first + "\n");
+  silo::SiloHostOptions o = AnyPorts();
+  o.http_token_file = path;
+  o.tls_reload = absl::Seconds(1);
+  std::unique_ptr<Host> h = StartHost(o);
+  ASSERT_NE(h, nullptr);
+  auto status = [&h](const std::string& token) {
+    const std::string r = HttpGet(h->host->http_address(), "/metrics",
+                                  "Authorization: Bearer " + token + "\r\n");
+    return r.size() > 12 ? r.substr(9, 3) : r;
+  };
+  EXPECT_EQ(status(first), "200");
+  EXPECT_EQ(status(second), "401");
+  write(second);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (status(second) != "200" && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_EQ(status(second), "200");
+  EXPECT_EQ(status(first), "401");
+  // An empty file is no token: the one in use stays.
+  write("");
+  absl::SleepFor(absl::Milliseconds(2500));
+  EXPECT_EQ(status(second), "200");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace granary::testing

@@ -126,10 +126,10 @@ int HttpServer::Dispatch(mg_connection* conn, void* self_ptr) {
   } else if (method != "GET" && !head) {
     response = {405, "text/plain; charset=utf-8",
                 absl::StrCat("method ", method, " is not allowed; use GET\n")};
-  } else if (!self->token_.empty() &&
+  } else if (self->token_ &&
              !IsOpenPath(info->local_uri != nullptr ? info->local_uri : "") &&
              !BearerMatches(mg_get_header(conn, "Authorization"),
-                            self->token_)) {
+                            self->token_())) {
     if (self->refused_ != nullptr) {
       self->refused_->fetch_add(1, std::memory_order_relaxed);
     }
@@ -189,6 +189,7 @@ absl::Status HttpServer::Start() {
     return absl::UnavailableError("http endpoint reported no bound port");
   }
   bound_address_ = absl::StrCat(host, ":", ports[0].port);
+  bound_port_ = ports[0].port;
   return absl::OkStatus();
 }
 

@@ -74,6 +74,12 @@ class HttpServer {
   // without it (or with another) the answer is 401, counted in `refused`
   // (which must outlive the server). Before Start.
   void RequireToken(std::string token, std::atomic<int64_t>* refused) {
+    RequireToken([token = std::move(token)] { return token; }, refused);
+  }
+  // The same, with the token `token` answers for each request (a file read
+  // again when it changes: rpc::ReloadingToken), thread-safe.
+  void RequireToken(std::function<std::string()> token,
+                    std::atomic<int64_t>* refused) {
     token_ = std::move(token);
     refused_ = refused;
   }
@@ -94,6 +100,8 @@ class HttpServer {
   void Stop();
 
   const std::string& address() const { return bound_address_; }
+  // The bound port (after Start).
+  int port() const { return bound_port_; }
 
  private:
   static int Dispatch(::mg_connection* conn, void* self);
@@ -102,8 +110,9 @@ class HttpServer {
   const std::string threads_;
   const std::string request_timeout_ms_;
   std::string bound_address_;
+  int bound_port_ = 0;
   std::map<std::string, HttpHandler> routes_;
-  std::string token_;
+  std::function<std::string()> token_;  // empty: no token needed
   std::atomic<int64_t>* refused_ = nullptr;
   std::vector<std::string> allowed_hosts_;  // lower case
   mg_context* ctx_ = nullptr;
