@@ -16,10 +16,10 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD)
 
-# A silo with the example grains, in the foreground (Ctrl-C stops it
-# gracefully). Its gateway listens on 127.0.0.1:30000.
+# A silo with the example grains (--examples), in the foreground (Ctrl-C
+# stops it gracefully). Its gateway listens on 127.0.0.1:30000.
 run: build
-	$(BUILD)/bin/granary-silo --data_dir=./granary-data
+	$(BUILD)/bin/granary-silo --examples --data_dir=./granary-data
 
 # The whole suite, then every libFuzzer target for 10 s from its seeds (with
 # clang; the first run builds build-fuzz/, which takes a while).

@@ -74,6 +74,9 @@ ABSL_FLAG(std::string, postgres, "",
           "password: prefer --postgres_file or GRANARY_POSTGRES).");
 ABSL_FLAG(std::string, postgres_file, "",
           "For `db`: a file holding the PostgreSQL connection string.");
+ABSL_FLAG(bool, allow_insecure_postgres, false,
+          "For `db`: allow a PostgreSQL server that is not on this machine "
+          "without sslmode=verify-full in the connection string.");
 
 namespace granary::cli {
 namespace {
@@ -476,6 +479,11 @@ int Database(const std::string& what) {
   absl::StatusOr<std::string> conninfo = storage::ResolveConninfo(
       absl::GetFlag(FLAGS_postgres), absl::GetFlag(FLAGS_postgres_file));
   if (!conninfo.ok()) return Usage(std::string(conninfo.status().message()));
+  if (absl::Status s = storage::CheckConninfoTransport(
+          *conninfo, absl::GetFlag(FLAGS_allow_insecure_postgres));
+      !s.ok()) {
+    return Usage(std::string(s.message()));
+  }
   absl::StatusOr<std::unique_ptr<storage::PgConnection>> db =
       storage::PgConnection::Connect(*conninfo, absl::GetFlag(FLAGS_timeout));
   if (!db.ok()) return Fail(db.status());

@@ -157,7 +157,7 @@ start() {
   # silo with one SIGTERM (a second signal would make a silo exit at once).
   # shellcheck disable=SC2086
   setsid "$bin/granary-silo" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
-      --http=127.0.0.1:0 --data_dir="$dir/silo-$i" --log_level=warning --bench_grains \
+      --http=127.0.0.1:0 --data_dir="$dir/silo-$i" --log_level=warning --examples --bench_grains \
       "${silo_security[@]}" ${GRANARY_SILO_FLAGS:-} "$@" \
       > "$work/ready-$i" 2> "$dir/silo-$i.log" &
   pids+=($!)

@@ -274,8 +274,17 @@ def check_k8s(silo, cli, src, tmp, probes):
     words = dev_certs_command(ktext, "deploy/k8s/secrets")
     if words:
         make_certs(src, words, "deploy/k8s/secrets", secrets)
+    # As the comment at the top of kustomization.yaml has them written: the
+    # database's CA, and a connection string that asks for verify-full (a
+    # database off the silo's machine needs it).
+    with open(os.path.join(secrets, "pg-ca.pem"), "w") as f:
+        f.write(open(os.path.join(secrets, "ca.pem")).read()
+                if os.path.exists(os.path.join(secrets, "ca.pem")) else "")
+    if "sslmode=verify-full" not in ktext:
+        fail("k8s: the documented connection string does not ask for sslmode=verify-full")
     with open(os.path.join(secrets, "conninfo"), "w") as f:
-        f.write("host=db user=granary dbname=granary password=x\n")
+        f.write("host=db user=granary dbname=granary password=x sslmode=verify-full "
+                "sslrootcert=/etc/granary/secrets/pg-ca.pem\n")
     generated = {}
     for gen in kust.get("secretGenerator", []):
         for entry in gen.get("files", []):

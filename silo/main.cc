@@ -1,9 +1,10 @@
-// granary-silo: a silo hosting the example grains (Counter, Ping, BankAccount
-// with its state and Alarm with its reminders), and with --bench_grains the
-// grains granary-bench drives. It is also the example of a silo for your own
-// grains: flags -> SiloHostOptions -> SiloHost (silo/silo_host.h).
+// granary-silo: a silo hosting, with --examples, the example grains (Counter,
+// Ping, BankAccount with its state and Alarm with its reminders), and with
+// --bench_grains the grains granary-bench drives. It is also the example of a
+// silo for your own grains: flags -> SiloHostOptions -> SiloHost
+// (silo/silo_host.h).
 //
-//   granary-silo --gateway=127.0.0.1:30000 --http=127.0.0.1:8080
+//   granary-silo --examples --gateway=127.0.0.1:30000 --http=127.0.0.1:8080
 //   granary-silo --config=silo.flags     # the same flags, one per line
 //
 // When every listener is bound it prints exactly one line to stdout:
@@ -28,8 +29,13 @@
 #include "silo/silo_flags.h"
 #include "silo/silo_host.h"
 
+ABSL_FLAG(bool, examples, false,
+          "Host the example grains (granary.examples.*: Counter, Ping, "
+          "BankAccount, Alarm, ...). They are demonstrations: anyone who may "
+          "call the gateway may call them, so a production silo leaves them "
+          "out.");
 ABSL_FLAG(bool, bench_grains, false,
-          "Also host the grains granary-bench drives (granary.bench.*).");
+          "Host the grains granary-bench drives (granary.bench.*).");
 
 namespace {
 
@@ -56,12 +62,20 @@ int Main() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   granary::silo::SiloHost host(*std::move(options));
-  host.AddGrains(granary::examples::AddExampleGrains);
+  const bool examples = absl::GetFlag(FLAGS_examples);
+  const bool bench_grains = absl::GetFlag(FLAGS_bench_grains);
+  if (examples) host.AddGrains(granary::examples::AddExampleGrains);
   granary::bench::BenchStats bench_stats, state_stats;
-  if (absl::GetFlag(FLAGS_bench_grains)) {
+  if (bench_grains) {
     host.AddGrains([&](granary::silo::Silo& silo) {
       return granary::bench::AddBenchGrains(silo, &bench_stats, &state_stats);
     });
+  }
+  if (!examples && !bench_grains) {
+    GRANARY_LOG(kWarning)
+        << "this silo hosts no grain types (--examples hosts the example "
+           "grains): it forwards calls to silos of its cluster that host "
+           "them, and answers the rest UNIMPLEMENTED";
   }
   if (absl::Status s = host.Start(); !s.ok()) {
     return Fail(s.code() == absl::StatusCode::kInvalidArgument
@@ -93,8 +107,8 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "A Granary silo with the example grains. Example: granary-silo "
-      "--gateway=127.0.0.1:30000");
+      "A Granary silo. Example: granary-silo --examples "
+      "--gateway=127.0.0.1:30000 (the example grains)");
   granary::silo::ParseSiloFlags(argc, argv);
   return Main();
 }

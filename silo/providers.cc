@@ -388,6 +388,8 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
     absl::StatusOr<std::string> conninfo =
         storage::ResolveConninfo(o.postgres, o.postgres_file);
     if (!conninfo.ok()) return conninfo.status();
+    GRANARY_RETURN_IF_ERROR(
+        storage::CheckConninfoTransport(*conninfo, o.allow_insecure_postgres));
     GRANARY_RETURN_IF_ERROR(storage::ValidateClusterId(o.cluster_id));
     if (o.postgres_connections < 1 || o.postgres_connections > 256) {
       return absl::InvalidArgumentError(

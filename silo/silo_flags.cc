@@ -105,6 +105,11 @@ ABSL_FLAG(std::vector<std::string>, http_hosts, {},
           "their Host header, besides IP addresses and localhost; a request "
           "naming another is refused 403, so a DNS-rebinding web page cannot "
           "read the metrics through a browser.");
+ABSL_FLAG(bool, allow_insecure_postgres, false,
+          "Allow a PostgreSQL server that is not on this machine without "
+          "sslmode=verify-full in the connection string: the password, grain "
+          "state and membership then cross the network unchecked, and "
+          "whoever answers at that address is taken for the database.");
 ABSL_FLAG(bool, allow_anonymous, false,
           "Allow --gateway on a non-loopback address with no client "
           "authentication (neither --auth_tokens nor --tls_client_ca): "
@@ -360,6 +365,7 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.tls_reload = absl::GetFlag(FLAGS_tls_reload);
   o.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
   o.allow_anonymous = absl::GetFlag(FLAGS_allow_anonymous);
+  o.allow_insecure_postgres = absl::GetFlag(FLAGS_allow_insecure_postgres);
   o.http_hosts = absl::GetFlag(FLAGS_http_hosts);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.workers = absl::GetFlag(FLAGS_workers);

@@ -102,6 +102,9 @@ struct SiloHostOptions {
   // Allow `gateway` off loopback with no client authentication (neither
   // auth_tokens nor tls_client_ca): anyone who reaches it may call.
   bool allow_anonymous = false;
+  // Allow a PostgreSQL server off this machine without sslmode=verify-full
+  // (storage::CheckConninfoTransport).
+  bool allow_insecure_postgres = false;
   // This silo's data (RocksDB); created if missing.
   std::string data_dir = "./granary-data";
   // Worker threads (0: hardware threads) and messages per scheduling.

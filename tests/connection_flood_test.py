@@ -44,7 +44,7 @@ def limit_files():
 class Silo:
     def __init__(self, tmp, extra):
         self.proc = subprocess.Popen(
-            [silo_bin, "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0", "--http=127.0.0.1:0",
+            [silo_bin, "--examples", "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0", "--http=127.0.0.1:0",
              "--data_dir=" + os.path.join(tmp, "data"), "--log_level=warning"] + extra,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit_files)
         ready = self.proc.stdout.readline().split()
@@ -191,7 +191,7 @@ with tempfile.TemporaryDirectory() as tmp:
                       ("--max_connections_per_peer=-5", "--max_connections_per_peer"),
                       ("--handshake_timeout=0s", "--handshake_timeout"),
                       ("--listener_probe_period=1ms", "--listener_probe_period")]:
-        r = subprocess.run([silo_bin, "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0",
+        r = subprocess.run([silo_bin, "--examples", "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0",
                             "--http=127.0.0.1:0", "--data_dir=" + os.path.join(tmp, "bad"), bad],
                            capture_output=True, text=True, timeout=60)
         check(r.returncode != 0 and word in r.stderr, "%s refused: %r" % (bad, r.stderr[-500:]))

@@ -40,7 +40,7 @@ def browser(profile, *args):
 
 with tempfile.TemporaryDirectory() as tmp:
     silo = subprocess.Popen(
-        [silo_bin, "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0", "--http=127.0.0.1:0",
+        [silo_bin, "--examples", "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0", "--http=127.0.0.1:0",
          "--data_dir=" + os.path.join(tmp, "data"), "--log_level=warning"],
         stdout=subprocess.PIPE, text=True)
     stop = threading.Event()

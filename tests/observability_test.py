@@ -80,7 +80,7 @@ def cli(gateway, *args):
 
 def start(tmp, *extra):
     silo = subprocess.Popen(
-        [silo_bin, "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0", "--http=127.0.0.1:0",
+        [silo_bin, "--examples", "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0", "--http=127.0.0.1:0",
          "--data_dir=" + os.path.join(tmp, "data")] + list(extra),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ready = silo.stdout.readline().split()
@@ -230,7 +230,7 @@ with tempfile.TemporaryDirectory() as tmp:
                                 (["--http=0.0.0.0:0"], "--http_token_file", 2),
                                 (["--network_turns=maybe"], "network_turns", 1)]:
         r = subprocess.run(
-            [silo_bin, "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0",
+            [silo_bin, "--examples", "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0",
              "--data_dir=" + os.path.join(tmp, "bad")] +
             ([] if any(f.startswith("--http=") for f in flags) else ["--http=127.0.0.1:0"]) + flags,
             capture_output=True, text=True, timeout=60)

@@ -97,11 +97,19 @@ bool Eventually(Pred pred, absl::Duration limit = absl::Seconds(60)) {
 
 // Tests that run the stock binaries define their paths (CMake), and get:
 #ifdef GRANARY_SILO_BINARY
-// granary-silo with `args`.
+// granary-silo --examples with `args`: the stock silo as `make run` starts
+// it, hosting the example grains the tests call (every other flag at its
+// default unless `args` sets it).
 class SiloProcess : public ChildProcess {
  public:
   explicit SiloProcess(std::vector<std::string> args)
-      : ChildProcess(GRANARY_SILO_BINARY, std::move(args)) {}
+      : ChildProcess(GRANARY_SILO_BINARY, WithExamples(std::move(args))) {}
+
+ private:
+  static std::vector<std::string> WithExamples(std::vector<std::string> args) {
+    args.insert(args.begin(), "--examples");
+    return args;
+  }
 };
 #endif
 #ifdef GRANARY_CLI_BINARY

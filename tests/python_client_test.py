@@ -25,7 +25,7 @@ with tempfile.TemporaryDirectory() as tmp:
                     "--python_out=" + gen, os.path.join(source, "examples/counter.proto"),
                     os.path.join(source, "proto/granary/options.proto")], check=True)
     silo = subprocess.Popen(
-        [silo_bin, "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0", "--http=127.0.0.1:0",
+        [silo_bin, "--examples", "--gateway=127.0.0.1:0", "--silo=127.0.0.1:0", "--http=127.0.0.1:0",
          "--data_dir=" + os.path.join(tmp, "data"), "--log_level=warning"],
         stdout=subprocess.PIPE, text=True)
     try:

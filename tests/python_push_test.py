@@ -49,7 +49,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     def start_silo():
         silo = subprocess.Popen(
-            [silo_bin, "--gateway=" + gateway, "--silo=127.0.0.1:0",
+            [silo_bin, "--examples", "--gateway=" + gateway, "--silo=127.0.0.1:0",
              "--http=127.0.0.1:0", "--data_dir=" + os.path.join(tmp, "data"),
              "--log_level=warning"],
             stdout=subprocess.PIPE, text=True)

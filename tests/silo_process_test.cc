@@ -51,6 +51,30 @@ TEST(SiloProcessTest, ServesGrainsAndShutsDownOnSigterm) {
   EXPECT_EQ(silo.Wait(), 0);
 }
 
+// The example grains are demonstrations anyone who may call the gateway may
+// call: the stock silo hosts them only with --examples. Without it (and
+// without --bench_grains) a call is UNIMPLEMENTED, and the log says the silo
+// hosts nothing.
+TEST(SiloProcessTest, HostsTheExampleGrainsOnlyWithExamples) {
+  std::vector<std::string> args = AnyPorts(TempDir("no-examples"));
+  std::erase(args, std::string("--bench_grains"));
+  ChildProcess silo(GRANARY_SILO_BINARY, args);
+  const std::string ready = silo.ReadyLine();
+  ASSERT_THAT(ready, HasSubstr("READY gateway="));
+  auto stub = examples::Counter::NewStub(grpc::CreateChannel(
+      Field(ready, "gateway"), grpc::InsecureChannelCredentials()));
+  examples::AddRequest add;
+  add.set_amount(7);
+  examples::CounterValue value;
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("granary-key", "alice");
+  const grpc::Status status = stub->Add(&ctx, add, &value);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  silo.Signal(SIGTERM);
+  EXPECT_EQ(silo.Wait(), 0);
+  EXPECT_THAT(silo.Stderr(), HasSubstr("hosts no grain types"));
+}
+
 TEST(SiloProcessTest, ReadsFlagsFromAConfigFile) {
   const std::string dir = TempDir("config");
   const std::string config = dir + "/silo.flags";
@@ -71,6 +95,7 @@ ChildProcess SiloWithEnvironment(const std::vector<std::string>& vars,
                                  const std::vector<std::string>& args) {
   std::vector<std::string> all = vars;
   all.push_back(GRANARY_SILO_BINARY);
+  all.push_back("--examples");
   all.insert(all.end(), args.begin(), args.end());
   return ChildProcess("/usr/bin/env", std::move(all));
 }

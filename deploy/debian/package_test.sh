@@ -68,6 +68,11 @@ mkdir -p "$work/state"
   { cat "$work/check.err" >&2; fail "--check_config fails on the packaged silo.conf"; }
 grep -q -- "--gateway=127.0.0.1:30000" "$work/check.out" ||
   fail "--check_config printed no effective --gateway"
+# The example grains are demonstrations anyone may call: the packaged
+# configuration leaves them out.
+if env_of | grep -q '^GRANARY_EXAMPLES='; then
+  fail "the packaged silo.conf hosts the example grains (GRANARY_EXAMPLES)"
+fi
 set +e
 (cd "$work/state" && env $(env_of) GRANARY_MAX_MAILBOX=lots "$silo" --check_config \
   >/dev/null 2>"$work/bad.err")

@@ -9,12 +9,17 @@
 #include <fstream>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "core/address.h"
 
 namespace granary::storage {
 namespace {
@@ -151,6 +156,60 @@ absl::Status ValidateConninfo(const std::string& conninfo) {
                      " (quote a value with spaces: password='a b')"));
   }
   PQconninfoFree(options);
+  return absl::OkStatus();
+}
+
+absl::Status CheckConninfoTransport(const std::string& conninfo,
+                                    bool allow_insecure) {
+  if (allow_insecure) return absl::OkStatus();
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), nullptr);
+  if (options == nullptr) return ValidateConninfo(conninfo);
+  std::vector<std::string> hosts, addrs;
+  std::string sslmode;
+  for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr) continue;
+    const absl::string_view key = o->keyword;
+    if (key == "host") hosts = absl::StrSplit(o->val, ',');
+    if (key == "hostaddr") addrs = absl::StrSplit(o->val, ',');
+    if (key == "sslmode") sslmode = o->val;
+  }
+  PQconninfoFree(options);
+  if (sslmode.empty()) {
+    const char* env = std::getenv("PGSSLMODE");
+    if (env != nullptr) sslmode = env;
+  }
+  if (sslmode == "verify-full") return absl::OkStatus();
+  // libpq's defaults when the string names no host: PGHOST, PGHOSTADDR,
+  // else the Unix socket.
+  if (hosts.empty()) {
+    if (const char* env = std::getenv("PGHOST"); env != nullptr && *env != '\0') {
+      hosts = absl::StrSplit(env, ',');
+    }
+  }
+  if (addrs.empty()) {
+    if (const char* env = std::getenv("PGHOSTADDR"); env != nullptr && *env != '\0') {
+      addrs = absl::StrSplit(env, ',');
+    }
+  }
+  const size_t n = std::max(hosts.size(), addrs.size());
+  for (size_t i = 0; i < n; ++i) {
+    // hostaddr, when given, is where libpq connects; host is then a name.
+    std::string where = i < addrs.size() ? std::string(absl::StripAsciiWhitespace(addrs[i])) : "";
+    if (where.empty() && i < hosts.size()) {
+      where = std::string(absl::StripAsciiWhitespace(hosts[i]));
+    }
+    const bool local = where.empty() || where.front() == '/' ||
+                       where.front() == '@' || IsLoopbackHost(where);
+    if (!local) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the PostgreSQL host '", absl::CHexEscape(where.substr(0, 128)),
+          "' is not on this machine, and the connection string has sslmode=",
+          sslmode.empty() ? "prefer (the default)" : sslmode,
+          ": set sslmode=verify-full and sslrootcert=CA_FILE so that the "
+          "server proves its name over TLS, or pass "
+          "--allow_insecure_postgres for a network you trust"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -98,6 +98,14 @@ absl::StatusOr<std::string> ResolveConninfo(const std::string& value,
 
 // OK, or INVALID_ARGUMENT saying why libpq cannot parse `conninfo`.
 absl::Status ValidateConninfo(const std::string& conninfo);
+// OK when `conninfo` reaches only this machine (a Unix socket, localhost,
+// a loopback address: host or hostaddr) or asks for sslmode=verify-full
+// (in the string, or PGSSLMODE when the string sets none): a server
+// elsewhere is then reached over TLS and must prove its name. Otherwise
+// INVALID_ARGUMENT naming the host and what to set, unless
+// `allow_insecure` (--allow_insecure_postgres).
+absl::Status CheckConninfoTransport(const std::string& conninfo,
+                                    bool allow_insecure);
 // `conninfo` without its password, for logs: "host=h port=p dbname=d
 // user=u" (the parameters that are set).
 std::string RedactConninfo(const std::string& conninfo);
