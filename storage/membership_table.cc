@@ -1,5 +1,6 @@
 #include "storage/membership_table.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -49,11 +50,59 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
   if (m.suspicions_size() > 64) {
     return absl::InvalidArgumentError("too many suspicions on one member");
   }
+  if (m.ByteSizeLong() > kMaxMemberBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a membership row takes at most ", kMaxMemberBytes, " bytes, not ",
+        m.ByteSizeLong()));
+  }
+  if (previous != nullptr && m.status() != v1::MEMBER_DEAD &&
+      (m.grain_types_size() != previous->grain_types_size() ||
+       !std::equal(m.grain_types().begin(), m.grain_types().end(),
+                   previous->grain_types().begin()))) {
+    return absl::InvalidArgumentError(
+        "a member's grain types are set when its row is added (Joining) and "
+        "change no more");
+  }
   if (previous != nullptr && m.status() < previous->status()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "member ", MemberId(m), " cannot go from ",
         v1::MemberStatus_Name(previous->status()), " back to ",
         v1::MemberStatus_Name(m.status())));
+  }
+  return absl::OkStatus();
+}
+
+void NormalizeMember(v1::Member& m) {
+  if (m.status() == v1::MEMBER_DEAD) m.clear_grain_types();
+}
+
+absl::Status CheckViewRoom(const v1::MembershipView& view, const v1::Member& next,
+                           const v1::Member* previous) {
+  // A repeated message field costs its bytes, a tag and a length.
+  auto row_cost = [](const v1::Member& m) { return m.ByteSizeLong() + 4; };
+  const size_t after = view.ByteSizeLong() + row_cost(next) -
+                       (previous != nullptr ? row_cost(*previous) : 0);
+  if (after > kMaxViewBytes && (previous == nullptr ||
+                                row_cost(next) > row_cost(*previous))) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the membership view would take ", after, " bytes, past its cap of ",
+        kMaxViewBytes));
+  }
+  if (previous == nullptr) {
+    std::string host, other;
+    int port = 0;
+    SplitHostPort(next.address(), &host, &port);
+    int same_host = 0;
+    for (const v1::Member& m : view.members()) {
+      if (m.status() == v1::MEMBER_DEAD) continue;
+      if (SplitHostPort(m.address(), &other, &port) && other == host) ++same_host;
+    }
+    if (same_host >= kMaxLiveRowsPerHost) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "host ", host.substr(0, kMaxAddressBytes), " already has ",
+          same_host, " membership rows that are not Dead (at most ",
+          kMaxLiveRowsPerHost, ")"));
+    }
   }
   return absl::OkStatus();
 }
@@ -65,6 +114,24 @@ Task<absl::StatusOr<v1::MembershipView>> InMemoryMembershipTable::Read() {
 Task<absl::StatusOr<int64_t>> InMemoryMembershipTable::Write(
     v1::Member member, int64_t expected_version) {
   co_return WriteNow(std::move(member), expected_version);
+}
+
+bool InMemoryMembershipTable::RoomFor(const v1::Member& member,
+                                      v1::Member*& row) {
+  // Dead rows make room first (oldest first); `row` is re-found after each,
+  // since a purge moves the rows.
+  for (;;) {
+    if (CheckViewRoom(view_, member, row).ok()) return true;
+    if (row != nullptr && row->status() == v1::MEMBER_DEAD) return false;
+    if (!PurgeOldestDead()) return false;
+    row = nullptr;
+    for (v1::Member& m : *view_.mutable_members()) {
+      if (m.address() == member.address() &&
+          m.generation() == member.generation()) {
+        row = &m;
+      }
+    }
+  }
 }
 
 bool InMemoryMembershipTable::PurgeOldestDead() {
@@ -92,6 +159,7 @@ absl::StatusOr<int64_t> InMemoryMembershipTable::WriteNow(
   v1::MembershipView changed;
   {
     MutexLock lock(&mu_);
+    NormalizeMember(member);
     v1::Member* row = nullptr;
     for (v1::Member& m : *view_.mutable_members()) {
       if (m.address() == member.address() &&
@@ -109,6 +177,8 @@ absl::StatusOr<int64_t> InMemoryMembershipTable::WriteNow(
                !PurgeOldestDead()) {
       result = absl::ResourceExhaustedError(absl::StrCat(
           "membership table holds ", kMaxMembers, " live members"));
+    } else if (!RoomFor(member, row)) {
+      result = CheckViewRoom(view_, member, row);
     } else {
       if (row != nullptr) {
         *row = std::move(member);

@@ -53,15 +53,34 @@ class MembershipTable {
 };
 
 // Limits that keep a view small enough for every silo to read (a Dead row
-// is dropped to make room for a new member).
+// is dropped to make room for a new member). No member can push the view
+// past the gRPC message limit (4 MiB) that Read and Watch answer within:
+// a row holds at most kMaxMemberBytes, the whole view at most
+// kMaxViewBytes, and a write past either is refused.
 inline constexpr size_t kMaxAddressBytes = 256;
 // Grain types one member may list.
 inline constexpr int kMaxGrainTypes = 1024;
 inline constexpr int kMaxMembers = 1000;
+inline constexpr size_t kMaxMemberBytes = 64 << 10;
+inline constexpr size_t kMaxViewBytes = 2 << 20;
+// Rows not Dead with one host in their address (a host may run many silos:
+// 100 on one machine fit).
+inline constexpr int kMaxLiveRowsPerHost = 128;
 
 // OK, or INVALID_ARGUMENT saying what is wrong with `m` as a new version of
-// `previous` (nullptr: a new row).
+// `previous` (nullptr: a new row): its grain types are set when the row is
+// added and change no more, except that a Dead row lists none.
 absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous);
+
+// What the table stores for `m`: a Dead row drops its grain types (no live
+// silo hosts them there, and the view stays small).
+void NormalizeMember(v1::Member& m);
+
+// OK when `view` may take `next` in place of `previous` (nullptr: a new
+// row): RESOURCE_EXHAUSTED when the view would grow past kMaxViewBytes, or
+// the host of a new row already has kMaxLiveRowsPerHost rows not Dead.
+absl::Status CheckViewRoom(const v1::MembershipView& view, const v1::Member& next,
+                           const v1::Member* previous);
 
 // Silos' names and liveness (core/member.h), as the stores' users know them.
 using granary::IsLive;
@@ -84,6 +103,10 @@ class InMemoryMembershipTable final : public MembershipTable {
   v1::MembershipView Snapshot() const;
 
  private:
+  // True when the view has room for `member` in place of `row`, once Dead
+  // rows are purged as needed (`row` then points to the row anew).
+  bool RoomFor(const v1::Member& member, v1::Member*& row)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the oldest Dead row; false when there is none.
   bool PurgeOldestDead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

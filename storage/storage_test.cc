@@ -427,6 +427,73 @@ TEST(MembershipTableTest, MalformedRowsAndBackwardsStatusesAreRefused) {
   EXPECT_EQ(table.Snapshot().version(), 1);
 }
 
+// No member can push the view past the message limit that Read and Watch
+// answer within (the attack: rows of one host padded with grain types).
+TEST(MembershipTableTest, NoRowFloodCanGrowTheViewPastItsCap) {
+  InMemoryMembershipTable table;
+  auto padded = [](int port, int64_t generation) {
+    v1::Member m = Silo(absl::StrCat("10.0.0.9:", port), generation, v1::MEMBER_JOINING);
+    for (int i = 0; m.ByteSizeLong() < kMaxMemberBytes - 300; ++i) {
+      m.add_grain_types(absl::StrCat("pad.", i, std::string(200, 'x')));
+    }
+    return m;
+  };
+  // A row past its own cap is malformed.
+  v1::Member huge = padded(1, 1);
+  for (int i = 0; i < 8; ++i) huge.add_grain_types(std::string(200, 'y'));
+  EXPECT_THAT(WriteMember(table, huge, 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  int64_t version = 0;
+  int written = 0;
+  absl::Status refused;
+  for (int port = 1; port <= 100; ++port) {
+    absl::StatusOr<int64_t> v = WriteMember(table, padded(port, port), version);
+    if (!v.ok()) {
+      refused = v.status();
+      break;
+    }
+    version = *v;
+    ++written;
+  }
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(refused.message(), HasSubstr("cap"));
+  EXPECT_GT(written, 20);
+  EXPECT_LE(table.Snapshot().ByteSizeLong(), kMaxViewBytes);
+  // A Dead row lists no grain types, and Dead rows make room for new ones.
+  v1::Member dead = table.Snapshot().members(0);
+  dead.set_status(v1::MEMBER_DEAD);
+  ASSERT_TRUE(WriteMember(table, dead, version).ok());
+  ++version;
+  EXPECT_EQ(table.Snapshot().members(0).grain_types_size(), 0);
+  EXPECT_TRUE(WriteMember(table, padded(500, 500), version).ok());
+}
+
+TEST(MembershipTableTest, GrainTypesAreSetWhenTheRowIsAddedOnly) {
+  InMemoryMembershipTable table;
+  v1::Member m = Silo("127.0.0.1:1", 5, v1::MEMBER_JOINING);
+  m.add_grain_types("a.A");
+  ASSERT_TRUE(WriteMember(table, m, 0).ok());
+  m.set_status(v1::MEMBER_ACTIVE);
+  ASSERT_TRUE(WriteMember(table, m, 1).ok());  // the same types: fine
+  m.add_grain_types("b.B");
+  EXPECT_THAT(WriteMember(table, m, 2), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(MembershipTableTest, OneHostHoldsABoundedNumberOfLiveRows) {
+  InMemoryMembershipTable table;
+  int64_t version = 0;
+  for (int i = 1; i <= kMaxLiveRowsPerHost; ++i) {
+    absl::StatusOr<int64_t> v =
+        WriteMember(table, Silo(absl::StrCat("10.1.1.1:", i), i, v1::MEMBER_JOINING), version);
+    ASSERT_TRUE(v.ok()) << v.status();
+    version = *v;
+  }
+  absl::StatusOr<int64_t> past = WriteMember(
+      table, Silo("10.1.1.1:9999", 9999, v1::MEMBER_JOINING), version);
+  EXPECT_THAT(past, StatusIs(absl::StatusCode::kResourceExhausted));
+  // Another host is not held back.
+  EXPECT_TRUE(WriteMember(table, Silo("10.1.1.2:1", 1, v1::MEMBER_JOINING), version).ok());
+}
+
 TEST(MembershipTableTest, OfRacingWritersExactlyOneWinsEachVersion) {
   InMemoryMembershipTable table;
   std::vector<int64_t> seen;

@@ -87,6 +87,24 @@ absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
     }
     GRANARY_RETURN_IF_ERROR(
         ValidateMember(member, previous.rows() == 1 ? &before : nullptr));
+    v1::Member stored = member;
+    NormalizeMember(stored);
+    {
+      // The view's size and the rows of this host, as CheckViewRoom counts
+      // them, from the rows themselves.
+      GRANARY_ASSIGN_OR_RETURN(
+          PgResult rows,
+          db.Exec("SELECT member FROM granary_members WHERE cluster_id = $1",
+                  {cluster}));
+      v1::MembershipView view;
+      for (int i = 0; i < rows.rows(); ++i) {
+        if (!view.add_members()->ParseFromString(rows.Bytes(i, 0))) {
+          return absl::DataLossError("a member row does not decode");
+        }
+      }
+      GRANARY_RETURN_IF_ERROR(CheckViewRoom(
+          view, stored, previous.rows() == 1 ? &before : nullptr));
+    }
     if (previous.rows() == 0) {
       GRANARY_ASSIGN_OR_RETURN(
           PgResult live,
@@ -106,8 +124,8 @@ absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
                 "status = EXCLUDED.status, member = EXCLUDED.member, "
                 "updated_at = now()",
                 {cluster, member.address(), generation,
-                 absl::StrCat(static_cast<int>(member.status())),
-                 PgParam::Bytes(member.SerializeAsString())})
+                 absl::StrCat(static_cast<int>(stored.status())),
+                 PgParam::Bytes(stored.SerializeAsString())})
             .status());
     // Clean-up rides the change it follows (the version already moved).
     GRANARY_RETURN_IF_ERROR(
