@@ -44,6 +44,25 @@ int ConnectFrom(const char* source, int port) {
   return fd;
 }
 
+// A socket listening on 127.0.0.1 at a free port (set in `port`) that
+// nothing accepts on; -1 when it cannot be made.
+int ListenOnLoopback(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      listen(fd, 16) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
 // True when the server closed `fd` within `timeout` (EOF or reset).
 bool ClosedByServer(int fd, absl::Duration timeout) {
   pollfd p{fd, POLLIN, 0};
@@ -160,16 +179,9 @@ TEST(ListenerGuardTest, OnePeerPastItsCapIsClosedAndOthersAreServed) {
 // a connection past its peer's cap is closed and accept() answers EAGAIN at
 // once, rather than waiting for the next connection.
 TEST(ListenerGuardTest, AcceptRefusesPastThePeerCapWithoutWaiting) {
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  const int listener = ListenOnLoopback(&port);
   ASSERT_GE(listener, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(listener, 16), 0);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const int port = ntohs(a.sin_port);
   ListenerCaps caps;
   caps.max_connections = 100;
   caps.max_per_peer = 2;
@@ -230,15 +242,10 @@ TEST(ListenerGuardTest, TheProbeTellsAnAcceptingListenerFromADeadOne) {
   EXPECT_TRUE(ProbeListener(absl::StrCat("127.0.0.1:", s.port), absl::Seconds(2)).ok());
   // A socket that listens but never accepts: what a listener gRPC stopped
   // looks like from outside.
-  const int dead = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  ASSERT_EQ(bind(dead, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(dead, 16), 0);
-  socklen_t len = sizeof(a);
-  getsockname(dead, reinterpret_cast<sockaddr*>(&a), &len);
-  const std::string dead_address = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
+  int dead_port = 0;
+  const int dead = ListenOnLoopback(&dead_port);
+  ASSERT_GE(dead, 0);
+  const std::string dead_address = absl::StrCat("127.0.0.1:", dead_port);
   absl::Status st = ProbeListener(dead_address, absl::Milliseconds(300));
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   EXPECT_NE(st.message().find("no longer accepts"), std::string::npos) << st;
