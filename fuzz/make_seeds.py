@@ -271,7 +271,9 @@ REGISTER, LOOKUP, UNREGISTER, REBUILD, VIEW, CLOCK = range(6)
 
 
 def member(address, generation=1, status=2, types=(TYPE,), suspicions=(),
-           gateway="", heartbeat=0):
+           gateway="", heartbeat=0, pad=0, copies=0):
+    """pad and copies: the fuzzer pads the row with `pad` grain types and
+    writes it `copies` times (negative activations and start_unix_ms)."""
     fields = [b(1, address), u(2, generation), u(3, status)]
     if gateway:
         fields.append(b(4, gateway))
@@ -279,6 +281,10 @@ def member(address, generation=1, status=2, types=(TYPE,), suspicions=(),
         fields.append(b(6, msg(b(1, by), u(2, at))))
     if heartbeat:
         fields.append(u(7, heartbeat))
+    if pad:
+        fields.append(u(8, -pad))
+    if copies:
+        fields.append(u(9, -copies))
     fields += [b(10, t) for t in types]
     return msg(*fields)
 
@@ -343,6 +349,23 @@ def membership_seeds():
         member(b_, status=DEAD,
                suspicions=[(a + "@1", 1000), ("10.0.0.9:1@1", 2000)]))
     yield "expected-version", view(3, member(a, status=JOINING))
+    # The fuzzer's table judges votes at this time (kNowMs).
+    now = 1700000000000
+    c = "10.0.0.3:11111"
+    yield "votes", view(
+        0, *(member(x, status=st, heartbeat=now)
+             for x in (a, b_, c) for st in (JOINING, ACTIVE)),
+        member(c, status=DEAD, heartbeat=now, suspicions=[(a + "@1", now)]),
+        member(c, status=ACTIVE, heartbeat=now,
+               suspicions=[(a + "@1", now + 60000)]),
+        member(c, status=ACTIVE, heartbeat=now, suspicions=[(a + "@1", now)]),
+        member(c, status=ACTIVE, heartbeat=now, suspicions=[]),
+        member(c, status=DEAD, heartbeat=now,
+               suspicions=[(a + "@1", now), (b_ + "@1", now)]))
+    yield "row-flood", view(
+        0, member(a, status=JOINING, copies=130),
+        member("10.0.0.4:1", status=JOINING, pad=250, copies=34),
+        member("10.0.0.5:1", status=JOINING, pad=1100))
     yield "ipv6-and-types", view(
         0, member("[::1]:11111", status=JOINING,
                   types=tuple("t%d" % i for i in range(40))),

@@ -384,6 +384,19 @@ int64_t TlsHandshakeFailures() {
   return handshake_failures.load(std::memory_order_relaxed);
 }
 
+std::string SiloOfUri(absl::string_view uri) {
+  if (!absl::StartsWithIgnoreCase(uri, kSiloUriScheme)) return "";
+  uri.remove_prefix(kSiloUriScheme.size());
+  if (!uri.empty() && uri.back() == '/') uri.remove_suffix(1);
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(std::string(uri), &host, &port) || port <= 0 ||
+      host.empty()) {
+    return "";
+  }
+  return absl::StrCat(CanonicalHost(host), ":", port);
+}
+
 bool PeerAuthority::Covers(absl::string_view silo) const {
   if (any) return true;
   if (size_t at = silo.rfind('@'); at != absl::string_view::npos) {
@@ -393,6 +406,13 @@ bool PeerAuthority::Covers(absl::string_view silo) const {
   int port = 0;
   if (!SplitHostPort(std::string(silo), &host, &port)) return false;
   host = CanonicalHost(host);
+  if (!silos.empty()) {
+    const std::string exact = absl::StrCat(host, ":", port);
+    for (const std::string& s : silos) {
+      if (s == exact) return true;
+    }
+    return false;
+  }
   for (const std::string& h : hosts) {
     if (h == host) return true;
   }
@@ -423,6 +443,11 @@ PeerAuthority AuthorityOf(const grpc::ServerContextBase& context) {
       authority.hosts.push_back(
           CanonicalHost(absl::string_view(v.data(), v.size())));
     }
+  }
+  for (const grpc::string_ref& v :
+       auth->FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) {
+    std::string silo = SiloOfUri(absl::string_view(v.data(), v.size()));
+    if (!silo.empty()) authority.silos.push_back(std::move(silo));
   }
   return authority;
 }

@@ -105,14 +105,26 @@ int64_t TlsHandshakeFailures();
 // names the hosts it runs on), and nothing if it presented none. Without
 // TLS nothing identifies a peer, so there is nothing to hold it to: it
 // speaks for every host.
+// The silos a peer of the silo port speaks for, from its certificate:
+//   - URI SANs "granary-silo://HOST:PORT" name silo endpoints exactly, and
+//     a certificate with any of them speaks for those endpoints alone (a
+//     certificate per silo, however many silos share a host);
+//   - otherwise its DNS and IP SANs name hosts, and it speaks for every
+//     silo on them (a certificate per host, or a pod's certificate).
 struct PeerAuthority {
   std::vector<std::string> hosts;  // lower case; IP addresses canonical
+  std::vector<std::string> silos;  // "host:port", host as in `hosts`
   bool any = false;
 
   // Whether the peer speaks for the silo `silo` names: "HOST:PORT" or a
   // silo id "HOST:PORT@generation".
   bool Covers(absl::string_view silo) const;
 };
+// The URI SAN scheme that names one silo endpoint.
+inline constexpr absl::string_view kSiloUriScheme = "granary-silo://";
+// "host:port" of a "granary-silo://HOST:PORT" URI (host canonical), or ""
+// when `uri` is not one.
+std::string SiloOfUri(absl::string_view uri);
 PeerAuthority AuthorityOf(const grpc::ServerContextBase& context);
 
 // `host` lower case, an IP address in its canonical text (no brackets).

@@ -33,6 +33,12 @@
 #                                  file name every character of HOST other
 #                                  than [A-Za-z0-9._-] becomes "_"
 #                                  (silo-10.0.0.5.pem, silo-__1.pem for ::1).
+#   silo-HOST-PORT.pem, .key       for each --silo=HOST:PORT, the same but
+#                                  also naming the one silo endpoint: a URI
+#                                  SAN granary-silo://HOST:PORT. A silo
+#                                  whose certificate has such a name acts
+#                                  for that endpoint alone, even beside
+#                                  other silos on HOST.
 #   token                          a random bearer token (openssl rand -hex 32),
 #                                  for a client's --token_file.
 #   tokens                         the silo's --auth_tokens file: lines of
@@ -75,6 +81,11 @@ for silos on one machine.
                 on several hosts. Characters of HOST other than
                 [A-Za-z0-9._-] become "_" in the file name (::1:
                 silo-__1.pem).
+  --silo=HOST:PORT
+                (repeatable) the same for the one silo at HOST:PORT
+                ([IPV6]:PORT), with the URI name granary-silo://HOST:PORT
+                as well: silo-HOST-PORT.pem/.key. Its holder acts for that
+                silo endpoint only.
 
 Re-running keeps the CAs and the token and issues new leaf certificates.
 EOF
@@ -214,27 +225,46 @@ for arg in "${hosts[@]}"; do
 done
 san_list=$(IFS=,; echo "${sans[*]}")
 
-# The --silo hosts, each once: silo_hosts[i] is the host, silo_sans[i] its
-# one subject alternative name and silo_names[i] the files' name (without
+# The --silo hosts, each once: silo_hosts[i] is the host (or HOST:PORT),
+# silo_sans[i] its subject alternative names and silo_names[i] the files' name (without
 # .pem or .key).
 silo_hosts=()
 silo_sans=()
 silo_names=()
 for arg in "${silo_args[@]}"; do
-  parse_host "$arg" "--silo=$arg"
+  port=""
+  if [[ $arg =~ ^(\[[^]]*\]|[^:]*):([0-9]+)$ ]]; then
+    port=${BASH_REMATCH[2]}
+    ((10#$port >= 1 && 10#$port <= 65535)) ||
+      bad_usage "--silo=$arg: port $port is not 1 to 65535"
+    port=$((10#$port))
+    parse_host "${BASH_REMATCH[1]}" "--silo=$arg"
+  else
+    parse_host "$arg" "--silo=$arg"
+  fi
   [[ $host_san != DNS:\** ]] ||
     bad_usage "--silo=$arg: a silo's certificate names its one host, not a wildcard"
   name=silo-${host//[^A-Za-z0-9._-]/_}
+  key=$host
+  if [[ -n $port ]]; then
+    name+=-$port
+    if [[ $host == *:* ]]; then
+      key="[$host]:$port"
+    else
+      key="$host:$port"
+    fi
+    host_san+=",URI:granary-silo://$key"
+  fi
   duplicate=""
   for i in "${!silo_hosts[@]}"; do
-    if [[ ${silo_hosts[i]} == "$host" ]]; then
+    if [[ ${silo_hosts[i]} == "$key" ]]; then
       duplicate=1
     elif [[ ${silo_names[i]} == "$name" ]]; then
       bad_usage "--silo=${silo_hosts[i]} and --silo=$host would both write $name.pem"
     fi
   done
   [[ -n $duplicate ]] && continue
-  silo_hosts+=("$host")
+  silo_hosts+=("$key")
   silo_sans+=("$host_san")
   silo_names+=("$name")
 done

@@ -12,6 +12,7 @@
 #include "silo/admin/http_server.h"
 #include "silo/cluster/cluster_provider.h"
 #include "silo/cluster/dev_cluster.h"
+#include "silo/cluster/membership_agent.h"
 #include "silo/cluster/postgres_cluster.h"
 #include "silo/silo_host_options.h"
 #include "storage/memory_storage.h"
@@ -88,6 +89,13 @@ absl::StatusOr<StorageStores> OpenPostgresStores(const SiloHostOptions& o) {
       std::shared_ptr<storage::ReminderTable>(owner, owner->reminders.get())};
 }
 
+// The rules the table applies to votes: the same as this silo's agent.
+storage::VoteRules ClusterVoteRules(const SiloHostOptions& o) {
+  MembershipOptions m;
+  m.votes_to_kill = o.votes_to_kill;
+  return m.vote_rules();
+}
+
 absl::StatusOr<std::unique_ptr<ClusterProvider>> PostgresClusterFactory(
     const SiloHostOptions& o) {
   PostgresClusterOptions options;
@@ -96,13 +104,14 @@ absl::StatusOr<std::unique_ptr<ClusterProvider>> PostgresClusterFactory(
   options.cluster_id = o.cluster_id;
   options.dead_retention = o.dead_retention;
   options.wait = o.join_timeout;
+  options.vote_rules = ClusterVoteRules(o);
   return MakePostgresClusterProvider(options);
 }
 
 absl::StatusOr<std::unique_ptr<ClusterProvider>> DevCluster(
     const SiloHostOptions& o) {
   return MakeDevClusterProvider(o.cluster, o.primary,
-                                ClusterClientSecurity(o));
+                                ClusterClientSecurity(o), ClusterVoteRules(o));
 }
 
 bool IsHostPort(const std::string& value) {

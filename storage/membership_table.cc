@@ -4,8 +4,10 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/address.h"
+#include "core/status.h"
 
 namespace granary::storage {
 
@@ -107,6 +109,133 @@ absl::Status CheckViewRoom(const v1::MembershipView& view, const v1::Member& nex
   return absl::OkStatus();
 }
 
+namespace {
+
+// The address of the live member `id` names, or nullptr.
+const std::string* LiveAddress(const v1::MembershipView& view,
+                               const std::string& id) {
+  for (const v1::Member& m : view.members()) {
+    if (IsLive(m) && MemberId(m) == id) return &m.address();
+  }
+  return nullptr;
+}
+
+bool SameVote(const v1::Suspicion& a, const v1::Suspicion& b) {
+  return a.by() == b.by() && a.at_unix_ms() == b.at_unix_ms();
+}
+
+bool HasVote(const v1::Member& m, const v1::Suspicion& vote) {
+  for (const v1::Suspicion& v : m.suspicions()) {
+    if (SameVote(v, vote)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool VoteCounts(const v1::MembershipView& view, const v1::Member& target,
+                const v1::Suspicion& vote, const VoteRules& rules,
+                int64_t now_ms) {
+  if (vote.at_unix_ms() <= now_ms - absl::ToInt64Milliseconds(
+                                        rules.vote_expiry) ||
+      vote.at_unix_ms() > now_ms + absl::ToInt64Milliseconds(kMaxVoteSkew)) {
+    return false;
+  }
+  const std::string* voter = LiveAddress(view, vote.by());
+  return voter != nullptr && *voter != target.address();
+}
+
+int CountVotes(const v1::MembershipView& view, const v1::Member& target,
+               const VoteRules& rules, int64_t now_ms) {
+  absl::flat_hash_set<std::string> voters;
+  for (const v1::Suspicion& v : target.suspicions()) {
+    if (VoteCounts(view, target, v, rules, now_ms)) {
+      voters.insert(*LiveAddress(view, v.by()));
+    }
+  }
+  return static_cast<int>(voters.size());
+}
+
+int VotesNeeded(const v1::MembershipView& view, const v1::Member& target,
+                const VoteRules& rules, int64_t now_ms) {
+  const int64_t fresh_after =
+      now_ms - absl::ToInt64Milliseconds(rules.heartbeat_stale);
+  absl::flat_hash_set<std::string> voters;
+  for (const v1::Member& m : view.members()) {
+    if (IsLive(m) && m.address() != target.address() &&
+        m.heartbeat_unix_ms() > fresh_after) {
+      voters.insert(m.address());
+    }
+  }
+  return std::max(1, std::min(rules.votes_to_kill,
+                              static_cast<int>(voters.size())));
+}
+
+absl::Status CheckVotes(const v1::MembershipView& view, const v1::Member& next,
+                        const v1::Member* previous, const VoteRules& rules,
+                        int64_t now_ms) {
+  if (previous == nullptr) {
+    if (next.suspicions_size() > 0) {
+      return absl::FailedPreconditionError(
+          "a new membership row carries no suspicion votes");
+    }
+    return absl::OkStatus();
+  }
+  bool added = false;
+  absl::flat_hash_set<std::string> voters;  // addresses, in `next`
+  for (const v1::Suspicion& v : next.suspicions()) {
+    const std::string* voter = LiveAddress(view, v.by());
+    if (HasVote(*previous, v)) {
+      if (voter != nullptr) voters.insert(*voter);
+      continue;
+    }
+    added = true;
+    if (!VoteCounts(view, next, v, rules, now_ms)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "a suspicion vote on ", MemberId(next),
+          " must come from another live member, dated within ",
+          absl::FormatDuration(rules.vote_expiry), " before now and at most ",
+          absl::FormatDuration(kMaxVoteSkew), " after"));
+    }
+  }
+  for (const v1::Suspicion& v : next.suspicions()) {
+    if (HasVote(*previous, v)) continue;
+    if (!voters.insert(*LiveAddress(view, v.by())).second) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "one silo address votes once on ", MemberId(next)));
+    }
+  }
+  for (const v1::Suspicion& v : previous->suspicions()) {
+    if (HasVote(next, v) || !VoteCounts(view, *previous, v, rules, now_ms)) {
+      continue;
+    }
+    // A counted vote goes only when its voter's address keeps a vote (its
+    // newer one): the counted votes never drop before they expire.
+    if (!voters.contains(*LiveAddress(view, v.by()))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the vote of ", v.by(), " on ", MemberId(next),
+          " stays until it expires"));
+    }
+  }
+  if (added && next.status() == v1::MEMBER_DEAD &&
+      previous->status() != v1::MEMBER_DEAD) {
+    const int votes = CountVotes(view, next, rules, now_ms);
+    const int needed = VotesNeeded(view, next, rules, now_ms);
+    if (votes < needed) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          MemberId(next), " is declared dead with ", needed,
+          " votes from live members, not ", votes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+InMemoryMembershipTable::InMemoryMembershipTable(VoteRules rules,
+                                                 absl::Duration dead_retention)
+    : rules_(rules),
+      clock_(rules.clock != nullptr ? rules.clock : Clock::System()),
+      dead_retention_(dead_retention) {}
+
 Task<absl::StatusOr<v1::MembershipView>> InMemoryMembershipTable::Read() {
   co_return Snapshot();
 }
@@ -134,6 +263,25 @@ bool InMemoryMembershipTable::RoomFor(const v1::Member& member,
   }
 }
 
+bool InMemoryMembershipTable::PurgeExpiredDead(int64_t now_ms,
+                                               const std::string& keep) {
+  const int64_t before = now_ms - absl::ToInt64Milliseconds(dead_retention_);
+  auto* rows = view_.mutable_members();
+  bool purged = false;
+  for (int i = rows->size() - 1; i >= 0; --i) {
+    const v1::Member& m = rows->Get(i);
+    if (m.status() != v1::MEMBER_DEAD) continue;
+    const std::string id = MemberId(m);
+    auto since = dead_since_.find(id);
+    if (id != keep && (since == dead_since_.end() || since->second < before)) {
+      dead_since_.erase(id);
+      rows->DeleteSubrange(i, 1);
+      purged = true;
+    }
+  }
+  return purged;
+}
+
 bool InMemoryMembershipTable::PurgeOldestDead() {
   int oldest = -1;
   for (int i = 0; i < view_.members_size(); ++i) {
@@ -144,6 +292,7 @@ bool InMemoryMembershipTable::PurgeOldestDead() {
     }
   }
   if (oldest < 0) return false;
+  dead_since_.erase(MemberId(view_.members(oldest)));
   view_.mutable_members()->DeleteSubrange(oldest, 1);
   return true;
 }
@@ -159,42 +308,60 @@ absl::StatusOr<int64_t> InMemoryMembershipTable::WriteNow(
   v1::MembershipView changed;
   {
     MutexLock lock(&mu_);
-    NormalizeMember(member);
-    v1::Member* row = nullptr;
-    for (v1::Member& m : *view_.mutable_members()) {
-      if (m.address() == member.address() &&
-          m.generation() == member.generation()) {
-        row = &m;
-      }
-    }
-    if (expected_version != view_.version()) {
-      result = absl::AbortedError(absl::StrCat(
-          "membership table is at version ", view_.version(), ", not ",
-          expected_version));
-    } else if (absl::Status valid = ValidateMember(member, row); !valid.ok()) {
-      result = valid;
-    } else if (row == nullptr && view_.members_size() >= kMaxMembers &&
-               !PurgeOldestDead()) {
-      result = absl::ResourceExhaustedError(absl::StrCat(
-          "membership table holds ", kMaxMembers, " live members"));
-    } else if (!RoomFor(member, row)) {
-      result = CheckViewRoom(view_, member, row);
-    } else {
-      if (row != nullptr) {
-        *row = std::move(member);
-      } else {
-        *view_.add_members() = std::move(member);
-      }
-      view_.set_version(view_.version() + 1);
-      result = view_.version();
-      changed = view_;
-    }
+    result = WriteLocked(std::move(member), expected_version);
+    if (result.ok()) changed = view_;
   }
   if (result.ok()) {
     MutexLock lock(&notify_mu_);
     for (auto& [id, fn] : subscribers_) fn(changed);
   }
   return result;
+}
+
+absl::StatusOr<int64_t> InMemoryMembershipTable::WriteLocked(
+    v1::Member member, int64_t expected_version) {
+  if (expected_version != view_.version()) {
+    return absl::AbortedError(absl::StrCat("membership table is at version ",
+                                           view_.version(), ", not ",
+                                           expected_version));
+  }
+  v1::Member* row = nullptr;
+  for (v1::Member& m : *view_.mutable_members()) {
+    if (m.address() == member.address() &&
+        m.generation() == member.generation()) {
+      row = &m;
+    }
+  }
+  GRANARY_RETURN_IF_ERROR(ValidateMember(member, row));
+  const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
+  GRANARY_RETURN_IF_ERROR(CheckVotes(view_, member, row, rules_, now_ms));
+  NormalizeMember(member);
+  const std::string id = MemberId(member);
+  if (member.status() == v1::MEMBER_DEAD &&
+      (row == nullptr || row->status() != v1::MEMBER_DEAD)) {
+    dead_since_[id] = now_ms;
+  }
+  // Rows Dead past their retention go with the change they follow (every
+  // silo's heartbeat is one); the row being written stays.
+  if (PurgeExpiredDead(now_ms, id)) {
+    row = nullptr;
+    for (v1::Member& m : *view_.mutable_members()) {
+      if (MemberId(m) == id) row = &m;
+    }
+  }
+  if (row == nullptr && view_.members_size() >= kMaxMembers &&
+      !PurgeOldestDead()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("membership table holds ", kMaxMembers, " live members"));
+  }
+  if (!RoomFor(member, row)) return CheckViewRoom(view_, member, row);
+  if (row != nullptr) {
+    *row = std::move(member);
+  } else {
+    *view_.add_members() = std::move(member);
+  }
+  view_.set_version(view_.version() + 1);
+  return view_.version();
 }
 
 int InMemoryMembershipTable::Subscribe(

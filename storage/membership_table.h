@@ -20,10 +20,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/clock.h"
 #include "core/member.h"
 #include "core/sync.h"
 #include "core/task.h"
@@ -82,12 +86,64 @@ void NormalizeMember(v1::Member& m);
 absl::Status CheckViewRoom(const v1::MembershipView& view, const v1::Member& next,
                            const v1::Member* previous);
 
+// How suspicion votes declare a silo dead. Both tables apply these rules to
+// every write, and MembershipAgent votes by them (MembershipOptions holds
+// the same values), so no single member can declare another dead.
+struct VoteRules {
+  int votes_to_kill = 2;
+  // A vote counts while younger than this.
+  absl::Duration vote_expiry = absl::Seconds(30);
+  // A live member whose last heartbeat is older than this does not count
+  // as a possible voter (so a silo whose peers went silent can still
+  // declare them dead), and a new row's votes are checked against it.
+  absl::Duration heartbeat_stale = absl::Seconds(15);
+  // The table's time; nullptr: the system clock.
+  Clock* clock = nullptr;
+};
+// How far past the table's time a vote may be dated (clocks of silos
+// differ a little); a vote dated later is refused.
+inline constexpr absl::Duration kMaxVoteSkew = absl::Seconds(5);
+
+// Whether `vote` on `target` counts at `now_ms`: younger than vote_expiry,
+// not dated past now + kMaxVoteSkew, cast by a live member of `view` with
+// another address than the target's.
+bool VoteCounts(const v1::MembershipView& view, const v1::Member& target,
+                const v1::Suspicion& vote, const VoteRules& rules,
+                int64_t now_ms);
+// The votes on `target` that count, one per voter address.
+int CountVotes(const v1::MembershipView& view, const v1::Member& target,
+               const VoteRules& rules, int64_t now_ms);
+// How many counted votes declare `target` dead: votes_to_kill, but no more
+// than the live members other than the target whose heartbeat is fresh,
+// and at least one. A member that still writes heartbeats always counts,
+// so no member's suspicion can shrink this number.
+int VotesNeeded(const v1::MembershipView& view, const v1::Member& target,
+                const VoteRules& rules, int64_t now_ms);
+// OK when the votes of `next`, replacing `previous` (nullptr: a new row)
+// in `view`, keep the rules; FAILED_PRECONDITION saying which they break:
+//   - a new row carries no votes;
+//   - a vote added must count (VoteCounts), and one voter address votes
+//     once;
+//   - a vote that still counts stays until it expires, or until another
+//     vote from its voter's address takes its place;
+//   - a write that declares the row Dead and adds a vote (another silo's
+//     verdict, not the silo's own leave) carries VotesNeeded counted votes.
+absl::Status CheckVotes(const v1::MembershipView& view, const v1::Member& next,
+                        const v1::Member* previous, const VoteRules& rules,
+                        int64_t now_ms);
+
 // Silos' names and liveness (core/member.h), as the stores' users know them.
 using granary::IsLive;
 using granary::MemberId;
 
 class InMemoryMembershipTable final : public MembershipTable {
  public:
+  // Dead rows are dropped by the first write `dead_retention` after they
+  // went Dead (or sooner, oldest first, to make room).
+  explicit InMemoryMembershipTable(
+      VoteRules rules = {},
+      absl::Duration dead_retention = absl::Hours(24));
+
   Task<absl::StatusOr<v1::MembershipView>> Read() override;
   Task<absl::StatusOr<int64_t>> Write(v1::Member member,
                                       int64_t expected_version) override;
@@ -109,9 +165,22 @@ class InMemoryMembershipTable final : public MembershipTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the oldest Dead row; false when there is none.
   bool PurgeOldestDead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the rows Dead for longer than dead_retention_ but `keep`'s;
+  // true when it dropped any.
+  bool PurgeExpiredDead(int64_t now_ms, const std::string& keep)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int64_t> WriteLocked(v1::Member member,
+                                      int64_t expected_version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const VoteRules rules_;
+  Clock* const clock_;
+  const absl::Duration dead_retention_;
 
   mutable Mutex mu_;
   v1::MembershipView view_ ABSL_GUARDED_BY(mu_);
+  // When each Dead row (by member id) was written Dead, in Unix ms.
+  absl::flat_hash_map<std::string, int64_t> dead_since_ ABSL_GUARDED_BY(mu_);
   Mutex notify_mu_;
   std::vector<std::pair<int, std::function<void(const v1::MembershipView&)>>>
       subscribers_ ABSL_GUARDED_BY(notify_mu_);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
 #include "core/detach.h"
 #include "core/status.h"
 #include "core/sync.h"
@@ -492,6 +493,148 @@ TEST(MembershipTableTest, OneHostHoldsABoundedNumberOfLiveRows) {
   EXPECT_THAT(past, StatusIs(absl::StatusCode::kResourceExhausted));
   // Another host is not held back.
   EXPECT_TRUE(WriteMember(table, Silo("10.1.1.2:1", 1, v1::MEMBER_JOINING), version).ok());
+}
+
+// Three Active silos with fresh heartbeats on a table judged by `clock`.
+class VoteRulesTest : public ::testing::Test {
+ protected:
+  VoteRulesTest() : table_(VoteRules{2, absl::Seconds(30), absl::Seconds(15), &clock_}) {
+    for (int i = 0; i < 3; ++i) {
+      v1::Member m = Silo(absl::StrCat("10.0.0.", i + 1, ":11111"), 1, v1::MEMBER_JOINING);
+      m.set_heartbeat_unix_ms(NowMs());
+      version_ = *WriteMember(table_, m, version_);
+      m.set_status(v1::MEMBER_ACTIVE);
+      version_ = *WriteMember(table_, m, version_);
+    }
+  }
+  int64_t NowMs() const { return absl::ToUnixMillis(clock_.Now()); }
+  v1::Member Row(int i) const { return table_.Snapshot().members(i); }
+  static std::string Id(int i) { return absl::StrCat("10.0.0.", i + 1, ":11111@1"); }
+  static void AddVote(v1::Member& m, int voter, int64_t at) {
+    v1::Suspicion* v = m.add_suspicions();
+    v->set_by(Id(voter));
+    v->set_at_unix_ms(at);
+  }
+  absl::Status Write(const v1::Member& m) {
+    absl::StatusOr<int64_t> v = WriteMember(table_, m, version_);
+    if (v.ok()) version_ = *v;
+    return v.status();
+  }
+  // Silo `i` writes a heartbeat now.
+  void Beat(int i) {
+    v1::Member m = Row(i);
+    m.set_heartbeat_unix_ms(NowMs());
+    ASSERT_THAT(Write(m), IsOk());
+  }
+
+  FakeClock clock_;
+  InMemoryMembershipTable table_;
+  int64_t version_ = 0;
+};
+
+TEST_F(VoteRulesTest, OneVoteCannotKillWhenTwoLiveMembersCouldVote) {
+  v1::Member target = Row(2);
+  AddVote(target, 0, NowMs());
+  target.set_status(v1::MEMBER_DEAD);
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                      HasSubstr("with 2 votes from live members, not 1")));
+  // Suspecting the other voter does not shrink the number needed either.
+  v1::Member other = Row(1);
+  AddVote(other, 0, NowMs());
+  ASSERT_THAT(Write(other), IsOk());
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition));
+  // The vote alone is recorded; the second voter's then kills.
+  target = Row(2);
+  AddVote(target, 0, NowMs());
+  ASSERT_THAT(Write(target), IsOk());
+  target = Row(2);
+  AddVote(target, 1, NowMs());
+  target.set_status(v1::MEMBER_DEAD);
+  EXPECT_THAT(Write(target), IsOk());
+  EXPECT_EQ(Row(2).status(), v1::MEMBER_DEAD);
+}
+
+TEST_F(VoteRulesTest, VotesOfTheFutureOfTheDeadOrOfTheTargetAreRefused) {
+  v1::Member target = Row(2);
+  AddVote(target, 0, NowMs() + absl::ToInt64Milliseconds(kMaxVoteSkew) + 1);
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("dated")));
+  target = Row(2);
+  AddVote(target, 0, NowMs() - 30'000);  // expired on arrival
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition));
+  target = Row(2);
+  AddVote(target, 2, NowMs());  // on itself
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition));
+  target = Row(2);
+  v1::Suspicion* stranger = target.add_suspicions();
+  stranger->set_by("10.9.9.9:1@1");  // no such member
+  stranger->set_at_unix_ms(NowMs());
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition));
+  target = Row(2);
+  AddVote(target, 0, NowMs());
+  AddVote(target, 0, NowMs() - 1);  // one voter, twice
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("once")));
+  // A new row carries no votes.
+  v1::Member fresh = Silo("10.0.0.7:1", 1, v1::MEMBER_JOINING);
+  AddVote(fresh, 0, NowMs());
+  EXPECT_THAT(Write(fresh), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(table_.Snapshot().version(), version_);
+}
+
+TEST_F(VoteRulesTest, ACountedVoteStaysUntilItExpires) {
+  v1::Member target = Row(2);
+  AddVote(target, 0, NowMs());
+  ASSERT_THAT(Write(target), IsOk());
+  // The suspect (or anyone) cannot wipe it.
+  target = Row(2);
+  target.clear_suspicions();
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("stays")));
+  // Its voter may replace it with a newer vote.
+  clock_.Advance(absl::Seconds(1));
+  target.clear_suspicions();
+  AddVote(target, 0, NowMs());
+  EXPECT_THAT(Write(target), IsOk());
+  // Once expired, it may go.
+  clock_.Advance(absl::Seconds(31));
+  target = Row(2);
+  target.clear_suspicions();
+  EXPECT_THAT(Write(target), IsOk());
+}
+
+TEST_F(VoteRulesTest, SilosThatStoppedBeatingDoNotCountAsVoters) {
+  // Silos 1 and 2 went silent together: silo 0 alone declares them dead,
+  // once their heartbeats are older than the rules allow.
+  v1::Member target = Row(2);
+  AddVote(target, 0, NowMs());
+  target.set_status(v1::MEMBER_DEAD);
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition));
+  clock_.Advance(absl::Seconds(16));
+  Beat(0);
+  target = Row(2);
+  AddVote(target, 0, NowMs());
+  target.set_status(v1::MEMBER_DEAD);
+  EXPECT_THAT(Write(target), IsOk());
+  EXPECT_EQ(VotesNeeded(table_.Snapshot(), Row(1), VoteRules{2, absl::Seconds(30), absl::Seconds(15), &clock_}, NowMs()), 1);
+}
+
+TEST_F(VoteRulesTest, DeadRowsArePurgedOnceTheirRetentionHasPassed) {
+  InMemoryMembershipTable table(VoteRules{2, absl::Seconds(30), absl::Seconds(15), &clock_},
+                                absl::Minutes(5));
+  int64_t version = 0;
+  v1::Member gone = Silo("10.0.0.1:1", 1, v1::MEMBER_JOINING);
+  version = *WriteMember(table, gone, version);
+  gone.set_status(v1::MEMBER_DEAD);
+  version = *WriteMember(table, gone, version);
+  v1::Member live = Silo("10.0.0.2:1", 1, v1::MEMBER_JOINING);
+  version = *WriteMember(table, live, version);
+  clock_.Advance(absl::Minutes(4));
+  live.set_status(v1::MEMBER_ACTIVE);
+  version = *WriteMember(table, live, version);
+  EXPECT_EQ(table.Snapshot().members_size(), 2);  // not yet
+  clock_.Advance(absl::Minutes(2));
+  live.set_heartbeat_unix_ms(NowMs());
+  ASSERT_TRUE(WriteMember(table, live, version).ok());  // a heartbeat
+  ASSERT_EQ(table.Snapshot().members_size(), 1);
+  EXPECT_EQ(table.Snapshot().members(0).address(), "10.0.0.2:1");
 }
 
 TEST(MembershipTableTest, OfRacingWritersExactlyOneWinsEachVersion) {

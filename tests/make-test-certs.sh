@@ -12,6 +12,11 @@
 #                  own host (IP:127.0.0.2, IP:127.0.0.3), for silos that run
 #                  on distinct loopback addresses and may act only for their
 #                  own.
+#   DIR/a/silo-127.0.0.1-1.pem, .key
+#                  the certificate of the one silo endpoint 127.0.0.1:1
+#                  (scripts/dev-certs.sh --silo=127.0.0.1:1): IP:127.0.0.1
+#                  and URI:granary-silo://127.0.0.1:1, so it acts for that
+#                  endpoint and no other silo on 127.0.0.1.
 #   DIR/a/expired-client.pem, .key
 #                  a client certificate (CN=dev-client, clientAuth) from
 #                  DIR/a/ca whose validity ended in the past
@@ -45,8 +50,9 @@ dev_certs=$here/../scripts/dev-certs.sh
 [[ -f $dev_certs ]] || die "cannot find $dev_certs"
 
 mkdir -p -- "$dir" || die "cannot create $dir"
-bash "$dev_certs" --silo=127.0.0.2 --silo=127.0.0.3 "$dir/a" >/dev/null ||
-  die "scripts/dev-certs.sh --silo=127.0.0.2 --silo=127.0.0.3 $dir/a failed"
+bash "$dev_certs" --silo=127.0.0.2 --silo=127.0.0.3 --silo=127.0.0.1:1 "$dir/a" \
+  >/dev/null ||
+  die "scripts/dev-certs.sh --silo=127.0.0.2 --silo=127.0.0.3 --silo=127.0.0.1:1 $dir/a failed"
 bash "$dev_certs" "$dir/b" >/dev/null ||
   die "scripts/dev-certs.sh $dir/b failed"
 

@@ -107,7 +107,12 @@ class MembershipInProcessTest : public ::testing::Test {
 
   FakeClock clock_;
   LoopbackNetwork net_{&clock_};
-  storage::InMemoryMembershipTable table_;
+  // The table judges votes by the agents' clock and rules.
+  storage::InMemoryMembershipTable table_{[this] {
+    MembershipOptions o = Fast();
+    o.clock = &clock_;
+    return o.vote_rules();
+  }()};
   MembershipOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;
 };

@@ -254,31 +254,61 @@ TEST_F(PostgresTest, MembershipWritesAreACompareAndSwapOnTheVersion) {
   // A writer that read version 0 is too late now.
   EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", Member(2), 0),
               StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", Member(2), 1),
+              ::granary::matchers::IsOkAndHolds(2));
   v1::Member active = Member(1, v1::MEMBER_ACTIVE);
   v1::Suspicion* vote = active.add_suspicions();
   vote->set_by("127.0.0.1:11002@1002");
-  vote->set_at_unix_ms(123);
-  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", active, 1),
-              ::granary::matchers::IsOkAndHolds(2));
-  // Backwards, malformed and oversized rows are refused and change nothing.
+  vote->set_at_unix_ms(absl::ToUnixMillis(absl::Now()));
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", active, 2),
+              ::granary::matchers::IsOkAndHolds(3));
+  // Backwards, malformed and oversized rows are refused and change nothing;
+  // so are votes that do not count, and a death with too few of them.
   EXPECT_THAT(
       PostgresMembershipTable::WriteOn(*db, "c1", Member(1, v1::MEMBER_JOINING),
-                                       2),
+                                       3),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("back to")));
   v1::Member huge = Member(3);
   huge.set_address(std::string(100000, 'x') + ":1");
-  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", huge, 2),
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", huge, 3),
               StatusIs(absl::StatusCode::kInvalidArgument));
   v1::Member no_status = Member(4);
   no_status.set_status(v1::MEMBER_STATUS_UNSPECIFIED);
-  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", no_status, 2),
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", no_status, 3),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  v1::Member forged = active;
+  v1::Suspicion* ahead = forged.add_suspicions();
+  ahead->set_by("127.0.0.1:11002@1002");
+  ahead->set_at_unix_ms(absl::ToUnixMillis(absl::Now() + absl::Hours(1)));
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", forged, 3),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  v1::Member wiped = active;
+  wiped.clear_suspicions();
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", wiped, 3),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  v1::Member killed = Member(2, v1::MEMBER_DEAD);
+  v1::Suspicion* one = killed.add_suspicions();
+  one->set_by("127.0.0.1:11001@1001");
+  one->set_at_unix_ms(absl::ToUnixMillis(absl::Now()));
+  // With two members beating (1 and 5) that could vote on member 2, one
+  // vote does not declare it dead.
+  v1::Member third = Member(5);
+  third.set_heartbeat_unix_ms(absl::ToUnixMillis(absl::Now()));
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", third, 3),
+              ::granary::matchers::IsOkAndHolds(4));
+  v1::Member beating = active;
+  beating.set_heartbeat_unix_ms(absl::ToUnixMillis(absl::Now()));
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", beating, 4),
+              ::granary::matchers::IsOkAndHolds(5));
+  EXPECT_THAT(PostgresMembershipTable::WriteOn(*db, "c1", killed, 5),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("with 2 votes")));
 
   absl::StatusOr<v1::MembershipView> view =
       PostgresMembershipTable::ReadOn(*db, "c1");
   ASSERT_THAT(view.status(), IsOk());
-  EXPECT_EQ(view->version(), 2);
-  ASSERT_EQ(view->members_size(), 1);
+  EXPECT_EQ(view->version(), 5);
+  ASSERT_EQ(view->members_size(), 3);
   EXPECT_EQ(view->members(0).status(), v1::MEMBER_ACTIVE);
   ASSERT_EQ(view->members(0).suspicions_size(), 1);
   EXPECT_EQ(view->members(0).suspicions(0).by(), "127.0.0.1:11002@1002");
@@ -508,18 +538,19 @@ TEST_F(PostgresTest, AHeartbeatKeepsTheSuspicionsOfAConcurrentVote) {
   using T = PostgresMembershipTable;
   const v1::Member read_by_silo = Member(1, v1::MEMBER_ACTIVE);
   ASSERT_THAT(T::WriteOn(*db, "c", read_by_silo, 0), IsOk());
+  ASSERT_THAT(T::WriteOn(*db, "c", Member(2), 1), IsOk());  // the voter
   v1::Member voted = read_by_silo;
   v1::Suspicion* vote = voted.add_suspicions();
   vote->set_by(absl::StrCat(Member(2).address(), "@", Member(2).generation()));
-  vote->set_at_unix_ms(500);
-  ASSERT_THAT(T::WriteOn(*db, "c", voted, 1), IsOkAndHolds(2));
+  vote->set_at_unix_ms(absl::ToUnixMillis(absl::Now()));
+  ASSERT_THAT(T::WriteOn(*db, "c", voted, 2), IsOkAndHolds(3));
   v1::Member beat = read_by_silo;
   beat.set_heartbeat_unix_ms(5000);
   EXPECT_THAT(T::HeartbeatOn(*db, "c", beat), IsOk());
   absl::StatusOr<v1::MembershipView> view = T::ReadOn(*db, "c");
   ASSERT_THAT(view.status(), IsOk());
-  EXPECT_EQ(view->version(), 2);
-  ASSERT_EQ(view->members_size(), 1);
+  EXPECT_EQ(view->version(), 3);
+  ASSERT_EQ(view->members_size(), 2);
   EXPECT_EQ(view->members(0).heartbeat_unix_ms(), 5000);
   ASSERT_EQ(view->members(0).suspicions_size(), 1);
   EXPECT_EQ(view->members(0).suspicions(0).by(), vote->by());
@@ -564,7 +595,7 @@ TEST_F(PostgresTest, AHeartbeatKeepsTheSuspicionsOfAConcurrentVote) {
   EXPECT_THAT(beaten, IsOk());
   view = T::ReadOn(*db, "c");
   ASSERT_THAT(view.status(), IsOk());
-  ASSERT_EQ(view->members_size(), 1);
+  ASSERT_EQ(view->members_size(), 2);
   EXPECT_EQ(view->members(0).heartbeat_unix_ms(), 6000);
   EXPECT_EQ(view->members(0).suspicions_size(), 2);
 }

@@ -2,7 +2,8 @@
 // cluster on mutual TLS that forwards the caller's identity and errors
 // quoting non-UTF-8 keys, and authorization between silos: an
 // authenticated silo writes only its own membership row and votes, and
-// touches only its own directory entries; forged requests change nothing.
+// touches only its own directory entries; forged requests change nothing;
+// a compromised member can neither kill nor flood the others.
 #include <memory>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "rpc/credentials.h"
 #include "silo/cluster/membership_service.h"
 #include "silo/silo_host.h"
+#include "storage/membership_table.h"
 #include "tests/test_grains.granary.h"
 #include "tests/tls_fixture.h"
 
@@ -102,21 +104,24 @@ TEST(ClusterTlsTest, ADevClusterRunsOnMutualTlsAndForwardsTheIdentity) {
   every_grain_sees_the_caller(10);
 }
 
-TEST(ClusterTlsTest, SilosOnHostsOfTheirOwnCheckEachOthersCertificates) {
+// A dev-cluster silo on `host` (a loopback address) with the certificate of
+// that host alone.
+silo::SiloHostOptions On(const std::string& host) {
   const Certs& c = Certs::Get();
+  silo::SiloHostOptions o = WithClusterTls(AnyPorts());
+  o.cluster = "dev";
+  o.silo = host + ":0";
+  o.cluster_tls_cert = c.a("silo-" + host + ".pem");
+  o.cluster_tls_key = c.a("silo-" + host + ".key");
+  return o;
+}
+
+TEST(ClusterTlsTest, SilosOnHostsOfTheirOwnCheckEachOthersCertificates) {
   // Two silos on 127.0.0.2 and 127.0.0.3, each with a certificate for its
   // own host only: each dials the other and checks the name.
-  auto on = [&c](const std::string& host) {
-    silo::SiloHostOptions o = WithClusterTls(AnyPorts());
-    o.cluster = "dev";
-    o.silo = host + ":0";
-    o.cluster_tls_cert = c.a("silo-" + host + ".pem");
-    o.cluster_tls_key = c.a("silo-" + host + ".key");
-    return o;
-  };
-  std::unique_ptr<Host> primary = StartHost(on("127.0.0.2"));
+  std::unique_ptr<Host> primary = StartHost(On("127.0.0.2"));
   ASSERT_NE(primary, nullptr);
-  silo::SiloHostOptions second_options = on("127.0.0.3");
+  silo::SiloHostOptions second_options = On("127.0.0.3");
   second_options.primary = primary->host->silo_address();
   std::unique_ptr<Host> second = StartHost(second_options);
   ASSERT_NE(second, nullptr);
@@ -204,6 +209,21 @@ TEST(SiloAuthorizationTest, AMemberWritesItsOwnRowAndItsOwnVotesOnly) {
   EXPECT_THAT(
       silo::AuthorizeMemberWrite(me, view, next),
       StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("only its own")));
+  // The votes on its own row are not its to change.
+  v1::Member suspected = *other;
+  rpc::PeerAuthority them;
+  them.hosts = {"10.0.0.2"};
+  suspected.clear_suspicions();
+  EXPECT_THAT(silo::AuthorizeMemberWrite(them, view, suspected),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("its own row")));
+  suspected = *other;
+  suspected.mutable_suspicions(0)->set_at_unix_ms(1);
+  EXPECT_THAT(silo::AuthorizeMemberWrite(them, view, suspected),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  suspected = *other;
+  suspected.set_heartbeat_unix_ms(5000);  // a heartbeat keeps them
+  EXPECT_THAT(silo::AuthorizeMemberWrite(them, view, suspected), IsOk());
   // Addresses compare in canonical form; names by case-insensitive text.
   rpc::PeerAuthority certified;
   certified.hosts = {rpc::CanonicalHost("::1"), rpc::CanonicalHost("Silo-1")};
@@ -211,6 +231,22 @@ TEST(SiloAuthorizationTest, AMemberWritesItsOwnRowAndItsOwnVotesOnly) {
   EXPECT_TRUE(certified.Covers("silo-1:11111"));
   EXPECT_FALSE(certified.Covers("silo-2:11111"));
   EXPECT_FALSE(certified.Covers("not an address"));
+  // A certificate naming silo endpoints (URI SANs) speaks for those alone,
+  // not for the other silos on their hosts.
+  rpc::PeerAuthority endpoint;
+  endpoint.hosts = {"10.0.0.1"};
+  endpoint.silos = {rpc::SiloOfUri("granary-silo://10.0.0.1:11111"),
+                    rpc::SiloOfUri("GRANARY-SILO://[0::1]:7/")};
+  EXPECT_TRUE(endpoint.Covers("10.0.0.1:11111@4"));
+  EXPECT_TRUE(endpoint.Covers("[::1]:7"));
+  EXPECT_FALSE(endpoint.Covers("10.0.0.1:11112"));
+  EXPECT_FALSE(endpoint.Covers("[::1]:8"));
+  for (const char* bad :
+       {"granary-silo://10.0.0.1", "granary-silo://10.0.0.1:0",
+        "granary-silo://:5", "spiffe://10.0.0.1:5", "granary-silo://a:b",
+        "granary-silo://10.0.0.1:70000", ""}) {
+    EXPECT_EQ(rpc::SiloOfUri(bad), "") << bad;
+  }
   // A certificate without names speaks for nothing; a plaintext peer, with
   // no identity to hold it to, for everything.
   EXPECT_FALSE(rpc::PeerAuthority().Covers("127.0.0.1:5"));
@@ -316,6 +352,144 @@ TEST(SiloAuthorizationTest, ForgedRequestsOfAnAuthenticatedSiloChangeNothing) {
   const v1::MembershipView after = read();
   EXPECT_EQ(after.version(), before.version());
   EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
+}
+
+// Three members of a dev cluster on mutual TLS, each with a certificate of
+// its own: the primary (127.0.0.2), a silo (127.0.0.3) and a compromised
+// member, whose genuine certificate names the one endpoint 127.0.0.1:1 and
+// which speaks the membership protocol by hand. Its forged votes and its
+// row flood are refused, and the two honest silos go on serving.
+TEST(ClusterTrustTest, ACompromisedMemberCannotKillFloodOrStopTheOthers) {
+  const Certs& c = Certs::Get();
+  std::unique_ptr<Host> primary = StartHost(On("127.0.0.2"));
+  ASSERT_NE(primary, nullptr);
+  silo::SiloHostOptions victim_options = On("127.0.0.3");
+  victim_options.primary = primary->host->silo_address();
+  std::unique_ptr<Host> victim = StartHost(victim_options);
+  ASSERT_NE(victim, nullptr);
+
+  rpc::ClientSecurity member =
+      ClientCert(c.a("silo-127.0.0.1-1"), c.a("cluster-ca.pem"));
+  member.check_hostname = false;
+  auto membership = v1::Membership::NewStub(grpc::CreateChannel(
+      primary->host->silo_address(), rpc::MakeChannelCredentials(member)));
+  auto read = [&membership] {
+    grpc::ClientContext context;
+    v1::MembershipView view;
+    EXPECT_TRUE(
+        membership->Read(&context, v1::ReadMembershipRequest(), &view).ok());
+    return view;
+  };
+  // Writes at the table's current version (read again while the honest
+  // silos' heartbeats move it).
+  auto write = [&](const v1::Member& m) {
+    grpc::Status status;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      grpc::ClientContext context;
+      v1::WriteMemberRequest request;
+      *request.mutable_member() = m;
+      request.set_expected_version(read().version());
+      v1::WriteMemberReply reply;
+      status = membership->Write(&context, request, &reply);
+      if (status.error_code() != grpc::StatusCode::ABORTED) break;
+    }
+    return status;
+  };
+  auto row_of = [&read](const std::string& id) {
+    const v1::MembershipView view = read();
+    for (const v1::Member& m : view.members()) {
+      if (storage::MemberId(m) == id) return m;
+    }
+    ADD_FAILURE() << "no row " << id;
+    return v1::Member();
+  };
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+
+  // It joins as a member: its own endpoint's row, Joining, then Active.
+  v1::Member me;
+  me.set_address("127.0.0.1:1");
+  me.set_generation(1);
+  me.set_status(v1::MEMBER_JOINING);
+  me.set_heartbeat_unix_ms(now);
+  ASSERT_TRUE(write(me).ok());
+  me.set_status(v1::MEMBER_ACTIVE);
+  ASSERT_TRUE(write(me).ok());
+  const std::string my_id = storage::MemberId(me);
+  // Its certificate names 127.0.0.1:1, not the other silos of that host.
+  v1::Member neighbour = me;
+  neighbour.set_address("127.0.0.1:2");
+  neighbour.set_status(v1::MEMBER_JOINING);
+  EXPECT_EQ(write(neighbour).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  // Its one vote does not declare the silo dead: the primary could vote
+  // too, so two are needed.
+  auto vote = [&](const std::string& target, const std::string& by,
+                  int64_t at, bool dead) {
+    v1::Member row = row_of(target);
+    v1::Suspicion* v = row.add_suspicions();
+    v->set_by(by);
+    v->set_at_unix_ms(at);
+    if (dead) row.set_status(v1::MEMBER_DEAD);
+    return write(row);
+  };
+  grpc::Status s = vote(victim->host->id(), my_id, now, /*dead=*/true);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("with 2 votes"));
+  // Nor do votes in the primary's name, or dated an hour ahead.
+  EXPECT_EQ(vote(victim->host->id(), primary->host->id(), now, true)
+                .error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(vote(victim->host->id(), my_id, now + 3'600'000, false)
+                .error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  // Suspecting the primary first does not make its own vote enough.
+  ASSERT_TRUE(vote(primary->host->id(), my_id, now, false).ok());
+  EXPECT_EQ(vote(victim->host->id(), my_id, now, true).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  // The vote on the primary stays: the suspect cannot wipe it either.
+  EXPECT_EQ(row_of(primary->host->id()).suspicions_size(), 1);
+
+  // A row flood: new rows of its endpoint, each padded to just under the
+  // row cap, until the view's cap refuses them.
+  int added = 0;
+  grpc::Status refused;
+  for (int64_t generation = 2; generation < 200; ++generation) {
+    v1::Member row;
+    row.set_address("127.0.0.1:1");
+    row.set_generation(generation);
+    row.set_status(v1::MEMBER_JOINING);
+    for (int i = 0; i < 240; ++i) {
+      row.add_grain_types(absl::StrCat("flood.T", i, std::string(240, 'x')));
+    }
+    refused = write(row);
+    if (!refused.ok()) break;
+    ++added;
+  }
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_LT(added, 40);
+  EXPECT_LE(read().ByteSizeLong(), size_t{4} << 20);
+
+  // The honest silos: alive in the table, answering membership reads, and
+  // serving grains on both.
+  EXPECT_EQ(row_of(victim->host->id()).status(), v1::MEMBER_ACTIVE);
+  EXPECT_EQ(row_of(primary->host->id()).status(), v1::MEMBER_ACTIVE);
+  for (Host* h : {primary.get(), victim.get()}) {
+    ClientOptions options;
+    options.gateways = {h->host->gateway_address()};
+    options.gateway_refresh_period = absl::ZeroDuration();
+    options.location_cache_size = 0;
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+    ASSERT_THAT(client.status(), IsOk());
+    for (int i = 0; i < 20; ++i) {
+      Text ask;
+      ask.set_text("still there");
+      EXPECT_THAT(
+          (*client)->Get<ProbeRef>(absl::StrCat("after-", i)).Echo(ask).Get(),
+          IsOk());
+    }
+  }
+  EXPECT_GT(primary->host->silo()->ActivationCount(), 0u);
+  EXPECT_GT(victim->host->silo()->ActivationCount(), 0u);
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ namespace {
 // `local`, and the primary of a `dev` cluster.
 class InMemoryCluster final : public ClusterProvider {
  public:
-  explicit InMemoryCluster(bool serve) : serve_(serve) {}
+  InMemoryCluster(bool serve, const storage::VoteRules& vote_rules)
+      : serve_(serve), table_(vote_rules) {}
   ~InMemoryCluster() override { StopWatch(); }
 
   bool clustered() const override { return serve_; }
@@ -93,7 +94,7 @@ class RemoteCluster final : public ClusterProvider {
 
 absl::StatusOr<std::unique_ptr<ClusterProvider>> MakeDevClusterProvider(
     const std::string& kind, const std::string& primary,
-    const rpc::ClientSecurity& security) {
+    const rpc::ClientSecurity& security, const storage::VoteRules& vote_rules) {
   if (kind != "local" && kind != "dev") {
     return absl::InvalidArgumentError(
         absl::StrCat("cluster provider '", kind, "' is not local or dev"));
@@ -109,7 +110,7 @@ absl::StatusOr<std::unique_ptr<ClusterProvider>> MakeDevClusterProvider(
   }
   if (primary.empty()) {
     return std::unique_ptr<ClusterProvider>(
-        std::make_unique<InMemoryCluster>(/*serve=*/kind == "dev"));
+        std::make_unique<InMemoryCluster>(/*serve=*/kind == "dev", vote_rules));
   }
   return std::unique_ptr<ClusterProvider>(
       std::make_unique<RemoteCluster>(primary, security));

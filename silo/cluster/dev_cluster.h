@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "rpc/security.h"
 #include "silo/cluster/cluster_provider.h"
+#include "storage/membership_table.h"
 
 namespace granary::silo {
 
@@ -33,6 +34,7 @@ class DevClusterProvider;
 // it.
 absl::StatusOr<std::unique_ptr<ClusterProvider>> MakeDevClusterProvider(
     const std::string& kind, const std::string& primary,
-    const rpc::ClientSecurity& security = {});
+    const rpc::ClientSecurity& security = {},
+    const storage::VoteRules& vote_rules = {});
 
 }  // namespace granary::silo

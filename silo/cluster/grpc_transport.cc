@@ -111,6 +111,14 @@ void GrpcTransport::ConnectLoop() {
     mu_.Unlock();
     std::vector<std::pair<std::string, std::unique_ptr<rpc::GatewaySet>>> made;
     for (const auto& [id, address] : missing) {
+      {
+        // Each connect may take connect_timeout_: skip the peers that went
+        // meanwhile (declared dead, or this transport stopping), so rows
+        // that never answer cannot hold up a stop or the next live peer.
+        MutexLock again(&mu_);
+        if (closed_) break;
+        if (!wanted_.contains(id) || links_.contains(id)) continue;
+      }
       rpc::GatewaySetOptions options;
       options.gateways = {address};
       options.connect_timeout = connect_timeout_;

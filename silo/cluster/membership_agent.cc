@@ -10,6 +10,7 @@
 #include "core/callback_task.h"
 #include "core/detach.h"
 #include "core/log.h"
+#include "core/when_all.h"
 #include "directory/hash_ring.h"
 
 namespace granary::silo {
@@ -94,7 +95,8 @@ absl::Status MembershipAgent::Wait(Task<absl::Status> task) {
 }
 
 Task<absl::Status> MembershipAgent::Update(
-    std::string id, std::function<bool(v1::Member*)> mutate) {
+    std::string id,
+    std::function<bool(const v1::MembershipView&, v1::Member*)> mutate) {
   absl::Status last;
   for (int attempt = 0; attempt < 20; ++attempt) {
     absl::StatusOr<v1::MembershipView> view = co_await table_->Read();
@@ -113,7 +115,7 @@ Task<absl::Status> MembershipAgent::Update(
         co_return absl::NotFoundError(absl::StrCat("no member ", id));
       row = self_;
     }
-    if (!mutate(&row)) co_return absl::OkStatus();  // nothing to change
+    if (!mutate(*view, &row)) co_return absl::OkStatus();  // nothing to change
     absl::StatusOr<int64_t> written =
         co_await table_->Write(row, view->version());
     if (written.ok()) {
@@ -139,7 +141,8 @@ Task<absl::Status> MembershipAgent::Update(
 
 Task<absl::Status> MembershipAgent::WriteSelf(v1::MemberStatus status) {
   const int64_t now_ms = absl::ToUnixMillis(Now());
-  co_return co_await Update(id_, [&](v1::Member* row) {
+  co_return co_await Update(id_, [&](const v1::MembershipView&,
+                                     v1::Member* row) {
     if (row->status() == v1::MEMBER_DEAD && status != v1::MEMBER_DEAD) {
       return false;  // declared dead meanwhile: never revived
     }
@@ -254,7 +257,12 @@ void MembershipAgent::OnView(const v1::MembershipView& view) {
     MutexLock lock(&mu_);
     if (view.version() < view_.version()) return;
     viewed_at_ = Now();
-    if (view.version() == view_.version()) return;
+    if (view.version() == view_.version()) {
+      // The same rows, perhaps with newer heartbeats (a table that records
+      // them without a new version): kept, with no one to notify.
+      view_ = view;
+      return;
+    }
     view_ = view;
     for (const v1::Member& m : view_.members()) {
       if (storage::MemberId(m) == id_ && m.status() == v1::MEMBER_DEAD &&
@@ -333,7 +341,8 @@ Task<bool> MembershipAgent::Round() {
       }
     }
     if (beat.code() == absl::StatusCode::kUnimplemented) {
-      (void)co_await Update(id_, [&](v1::Member* row) {
+      (void)co_await Update(id_, [&](const v1::MembershipView&,
+                                     v1::Member* row) {
         if (!IsLive(*row)) return false;
         row->set_heartbeat_unix_ms(now_ms);
         if (activations_) row->set_activations(activations_());
@@ -367,14 +376,51 @@ Task<void> MembershipAgent::ProbeRound() {
               return StableHash(storage::MemberId(a)) - me - 1 <
                      StableHash(storage::MemberId(b)) - me - 1;
             });
-  int probed = 0;
+  // The `probe_fanout` live silos after this one on the ring, and every
+  // live silo whose heartbeat is stale (up to kMaxStaleProbes, the stalest
+  // first): rows that stopped beating (a crash of many silos at once, rows
+  // a compromised member added) get the votes of every silo, not only of
+  // their ring neighbours, which may be just as silent.
+  std::vector<v1::Member> chosen;
   absl::flat_hash_set<std::string> targets;
   for (const v1::Member& target : live) {
+    if (chosen.size() >= static_cast<size_t>(options_.probe_fanout)) break;
     const std::string target_id = storage::MemberId(target);
     if (target_id == id_) continue;
-    if (probed++ >= options_.probe_fanout) break;
     targets.insert(target_id);
-    if (co_await Probe(target)) {
+    chosen.push_back(target);
+  }
+  const int64_t stale_before =
+      absl::ToUnixMillis(Now() - options_.vote_rules().heartbeat_stale);
+  std::vector<const v1::Member*> stale;
+  for (const v1::Member& m : live) {
+    if (m.heartbeat_unix_ms() < stale_before &&
+        !targets.contains(storage::MemberId(m)) &&
+        storage::MemberId(m) != id_) {
+      stale.push_back(&m);
+    }
+  }
+  std::sort(stale.begin(), stale.end(),
+            [](const v1::Member* a, const v1::Member* b) {
+              return std::make_pair(a->heartbeat_unix_ms(), storage::MemberId(*a)) <
+                     std::make_pair(b->heartbeat_unix_ms(),
+                                    storage::MemberId(*b));
+            });
+  if (stale.size() > kMaxStaleProbes) stale.resize(kMaxStaleProbes);
+  for (const v1::Member* m : stale) {
+    targets.insert(storage::MemberId(*m));
+    chosen.push_back(*m);
+  }
+  // All at once: a round takes one probe timeout, however many are silent.
+  std::vector<Task<bool>> probes;
+  probes.reserve(chosen.size());
+  for (const v1::Member& target : chosen) probes.push_back(Probe(target));
+  const std::vector<absl::StatusOr<bool>> answered =
+      co_await WhenAll(std::move(probes));
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const v1::Member& target = chosen[i];
+    const std::string target_id = storage::MemberId(target);
+    if (answered[i].ok() && *answered[i]) {
       misses_.erase(target_id);
       continue;
     }
@@ -411,47 +457,35 @@ Task<bool> MembershipAgent::Probe(const v1::Member& target) {
 Task<void> MembershipAgent::Vote(std::string target_id) {
   int votes = 0, needed = 0;
   bool killed = false;
-  absl::Status s = co_await Update(target_id, [&](v1::Member* row) {
+  absl::Status s = co_await Update(target_id, [&](const v1::MembershipView&
+                                                       view,
+                                                   v1::Member* row) {
     if (row->status() == v1::MEMBER_DEAD) return false;
+    const storage::VoteRules rules = options_.vote_rules();
     const int64_t now = absl::ToUnixMillis(Now());
-    const int64_t fresh_after =
-        now - absl::ToInt64Milliseconds(options_.vote_expiry);
-    // Votes count only from live members, one per silo address (a restarted
-    // silo's old votes do not add to its new ones). Members that are
-    // themselves suspected do not count as voters who could still vote.
-    absl::flat_hash_map<std::string, std::string> live_addresses;  // id -> addr
-    int voters = 0;
-    {
-      MutexLock lock(&mu_);
-      for (const v1::Member& m : view_.members()) {
-        if (!IsLive(m)) continue;
-        const std::string id = storage::MemberId(m);
-        live_addresses.emplace(id, m.address());
-        if (id == target_id) continue;
-        bool suspected = false;
-        for (const v1::Suspicion& v : m.suspicions()) {
-          suspected = suspected || v.at_unix_ms() > fresh_after;
-        }
-        if (!suspected || id == id_) ++voters;
-      }
-    }
+    // The votes that still count stay, one per silo address (a restarted
+    // silo's old votes do not add to its new ones); this silo's own vote
+    // is cast anew. The table checks the same rules (storage::CheckVotes).
     google::protobuf::RepeatedPtrField<v1::Suspicion> kept;
     absl::flat_hash_set<std::string> addresses = {self_.address()};
     for (const v1::Suspicion& v : row->suspicions()) {
-      auto live = live_addresses.find(v.by());
-      if (v.at_unix_ms() <= fresh_after || v.by() == id_ ||
-          live == live_addresses.end() ||
-          !addresses.insert(live->second).second) {
+      if (v.by() == id_ ||
+          !storage::VoteCounts(view, *row, v, rules, now)) {
         continue;
       }
+      std::string address;
+      for (const v1::Member& m : view.members()) {
+        if (storage::MemberId(m) == v.by()) address = m.address();
+      }
+      if (!addresses.insert(address).second) continue;
       *kept.Add() = v;
     }
     v1::Suspicion* mine = kept.Add();
     mine->set_by(id_);
     mine->set_at_unix_ms(now);
     *row->mutable_suspicions() = std::move(kept);
-    votes = row->suspicions_size();
-    needed = std::max(1, std::min(options_.votes_to_kill, voters));
+    votes = storage::CountVotes(view, *row, rules, now);
+    needed = storage::VotesNeeded(view, *row, rules, now);
     killed = votes >= needed;
     if (killed) row->set_status(v1::MEMBER_DEAD);
     return true;

@@ -19,7 +19,9 @@
 //
 // Probes: silos are placed on a ring by the hash of their id; each probes
 // the `probe_fanout` live silos after it, so every live silo is probed by
-// that many others. A probe that fails or times out is a miss;
+// that many others, and every live silo whose heartbeat is stale (so that
+// many silos silent at once, neighbours on the ring, still get the votes
+// that declare them dead). A round's probes run at once. A probe that fails or times out is a miss;
 // `missed_probes` consecutive misses make the prober vote. A silo is Dead
 // once `votes_to_kill` votes younger than `vote_expiry` are on its row
 // (fewer when fewer other silos are alive to vote).
@@ -53,6 +55,10 @@
 
 namespace granary::silo {
 
+// Live silos with a stale heartbeat that one round probes beyond its
+// ring neighbours (silo/cluster/membership_agent.cc, ProbeRound).
+inline constexpr size_t kMaxStaleProbes = 32;
+
 struct MembershipOptions {
   absl::Duration probe_interval = absl::Seconds(1);
   absl::Duration probe_timeout = absl::Milliseconds(500);
@@ -76,6 +82,13 @@ struct MembershipOptions {
   // table stops running grain code, no other silo has activated its grains
   // yet.
   absl::Duration lease = absl::ZeroDuration();
+
+  // The table's rules for these votes: a silo silent for three heartbeat
+  // periods no longer counts as a possible voter.
+  storage::VoteRules vote_rules() const {
+    return storage::VoteRules{votes_to_kill, vote_expiry,
+                              3 * heartbeat_period, clock};
+  }
 };
 
 // The longest lease `o` allows, with a margin: 80 % of the quickest death
@@ -139,8 +152,10 @@ class MembershipAgent {
   Task<bool> Round();
   Task<void> Refresh();
   // Writes `mutate(row)` of member `id` with compare-and-swap retries.
-  Task<absl::Status> Update(std::string id,
-                            std::function<bool(v1::Member*)> mutate);
+  // `mutate` sees the view just read and the row to change.
+  Task<absl::Status> Update(
+      std::string id,
+      std::function<bool(const v1::MembershipView&, v1::Member*)> mutate);
   Task<absl::Status> WriteSelf(v1::MemberStatus status);
   Task<void> ProbeRound();
   Task<bool> Probe(const v1::Member& target);

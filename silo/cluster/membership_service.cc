@@ -1,5 +1,6 @@
 #include "silo/cluster/membership_service.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <utility>
@@ -90,6 +91,28 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::MembershipView> {
 
 }  // namespace
 
+namespace {
+
+bool SameVotes(const v1::Member& a, const v1::Member& b) {
+  return std::equal(a.suspicions().begin(), a.suspicions().end(),
+                    b.suspicions().begin(), b.suspicions().end(),
+                    [](const v1::Suspicion& x, const v1::Suspicion& y) {
+                      return x.by() == y.by() &&
+                             x.at_unix_ms() == y.at_unix_ms();
+                    });
+}
+
+bool HasVote(const v1::Member& m, const v1::Suspicion& vote) {
+  for (const v1::Suspicion& v : m.suspicions()) {
+    if (v.by() == vote.by() && v.at_unix_ms() == vote.at_unix_ms()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::Status AuthorizeMemberWrite(const rpc::PeerAuthority& peer,
                                   const v1::MembershipView& view,
                                   const v1::Member& next) {
@@ -100,50 +123,55 @@ absl::Status AuthorizeMemberWrite(const rpc::PeerAuthority& peer,
       current = &m;
     }
   }
-  if (peer.Covers(next.address())) {
-    if (current == nullptr && next.status() != v1::MEMBER_JOINING) {
+  if (current == nullptr) {
+    if (!peer.Covers(next.address())) {
+      return absl::PermissionDeniedError(
+          "a silo adds only its own membership row (its certificate does not "
+          "name the row's host)");
+    }
+    if (next.status() != v1::MEMBER_JOINING) {
       return absl::PermissionDeniedError(
           "a silo's new membership row starts as Joining");
     }
     return absl::OkStatus();
   }
-  if (current == nullptr) {
-    return absl::PermissionDeniedError(
-        "a silo adds only its own membership row (its certificate does not "
-        "name the row's host)");
-  }
-  // Another silo's row: the same but for votes of the writer's and Dead.
+  // A vote: the row as it was but for votes, and perhaps Dead, with at
+  // least one new vote, each in the writer's name. (The table checks that
+  // votes count, and how many declare a silo dead: storage::CheckVotes.)
   v1::Member same = next;
   same.clear_suspicions();
   same.set_status(current->status());
   v1::Member was = *current;
   was.clear_suspicions();
-  if (!google::protobuf::util::MessageDifferencer::Equals(same, was)) {
+  const bool only_votes =
+      google::protobuf::util::MessageDifferencer::Equals(same, was) &&
+      (next.status() == current->status() ||
+       next.status() == v1::MEMBER_DEAD);
+  int added = 0;
+  for (const v1::Suspicion& v : next.suspicions()) {
+    if (HasVote(*current, v)) continue;
+    if (!peer.Covers(v.by())) {
+      return absl::PermissionDeniedError("a silo votes only in its own name");
+    }
+    ++added;
+  }
+  if (only_votes && added > 0) return absl::OkStatus();
+  if (!peer.Covers(next.address())) {
+    if (only_votes && next.status() != current->status()) {
+      return absl::PermissionDeniedError(
+          "a silo declares another dead only with its own vote");
+    }
+    if (only_votes) return absl::OkStatus();  // expired votes dropped
     return absl::PermissionDeniedError(
         "a silo changes nothing of another silo's membership row but its own "
         "suspicion vote");
   }
-  if (next.status() != current->status() &&
-      next.status() != v1::MEMBER_DEAD) {
+  // Its own row: anything but the votes on it, which are the others' to
+  // cast and to let expire. (A plaintext peer speaks for every row, so
+  // nothing tells its own row from another's.)
+  if (!peer.any && !SameVotes(next, *current)) {
     return absl::PermissionDeniedError(
-        "a silo may declare another dead, and no other status of it");
-  }
-  bool voted = false;
-  for (const v1::Suspicion& v : next.suspicions()) {
-    bool kept = false;
-    for (const v1::Suspicion& c : current->suspicions()) {
-      kept = kept || (c.by() == v.by() && c.at_unix_ms() == v.at_unix_ms());
-    }
-    if (kept) continue;
-    if (!peer.Covers(v.by())) {
-      return absl::PermissionDeniedError(
-          "a silo votes only in its own name");
-    }
-    voted = true;
-  }
-  if (next.status() != current->status() && !voted) {
-    return absl::PermissionDeniedError(
-        "a silo declares another dead only with its own vote");
+        "a silo does not change the suspicion votes on its own row");
   }
   return absl::OkStatus();
 }

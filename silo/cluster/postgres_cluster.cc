@@ -29,7 +29,7 @@ class PostgresCluster final : public ClusterProvider {
                   std::unique_ptr<storage::PgPool> pool)
       : options_(o),
         pool_(std::move(pool)),
-        table_(pool_.get(), o.cluster_id, o.dead_retention) {}
+        table_(pool_.get(), o.cluster_id, o.dead_retention, o.vote_rules) {}
   ~PostgresCluster() override {
     StopWatch();
     pool_->Stop();

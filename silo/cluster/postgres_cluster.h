@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "silo/cluster/cluster_provider.h"
+#include "storage/membership_table.h"
 
 namespace granary::silo {
 
@@ -50,6 +51,8 @@ struct PostgresClusterOptions {
   absl::Duration wait = absl::Seconds(30);
   // How often the watch reads the table.
   absl::Duration poll_interval = absl::Milliseconds(250);
+  // How suspicion votes declare a silo dead (every write obeys them).
+  storage::VoteRules vote_rules;
 };
 
 // Connects to `conninfo` (retrying an unreachable server until `wait`) and

@@ -56,7 +56,8 @@ absl::StatusOr<v1::MembershipView> PostgresMembershipTable::ReadOn(
 
 absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
     PgConnection& db, const std::string& cluster, const v1::Member& member,
-    int64_t expected_version, absl::Duration dead_retention) {
+    int64_t expected_version, absl::Duration dead_retention,
+    const VoteRules& vote_rules) {
   const std::string generation = absl::StrCat(member.generation());
   return InTransaction<int64_t>(db, [&]() -> absl::StatusOr<int64_t> {
     if (expected_version == 0) {  // the cluster's first write, perhaps
@@ -104,6 +105,12 @@ absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
       }
       GRANARY_RETURN_IF_ERROR(CheckViewRoom(
           view, stored, previous.rows() == 1 ? &before : nullptr));
+      // The votes, by the writing silo's clock (as the agent cast them).
+      Clock* clock =
+          vote_rules.clock != nullptr ? vote_rules.clock : Clock::System();
+      GRANARY_RETURN_IF_ERROR(CheckVotes(
+          view, member, previous.rows() == 1 ? &before : nullptr, vote_rules,
+          absl::ToUnixMillis(clock->Now())));
     }
     if (previous.rows() == 0) {
       GRANARY_ASSIGN_OR_RETURN(
@@ -194,8 +201,9 @@ Task<absl::StatusOr<int64_t>> PostgresMembershipTable::Write(
     v1::Member member, int64_t expected_version) {
   std::function<absl::StatusOr<int64_t>(PgConnection&)> job =
       [cluster = cluster_id_, member = std::move(member), expected_version,
-       retention = dead_retention_](PgConnection& db) {
-        return WriteOn(db, cluster, member, expected_version, retention);
+       retention = dead_retention_, rules = vote_rules_](PgConnection& db) {
+        return WriteOn(db, cluster, member, expected_version, retention,
+                       rules);
       };
   co_return co_await pool_->Run<int64_t>(std::move(job));
 }

@@ -47,10 +47,12 @@ class PostgresMembershipTable final : public MembershipTable {
 
   // `pool` must outlive the table.
   PostgresMembershipTable(PgPool* pool, std::string cluster_id,
-                          absl::Duration dead_retention = kDefaultDeadRetention)
+                          absl::Duration dead_retention = kDefaultDeadRetention,
+                          VoteRules vote_rules = {})
       : pool_(pool),
         cluster_id_(std::move(cluster_id)),
-        dead_retention_(dead_retention) {}
+        dead_retention_(dead_retention),
+        vote_rules_(vote_rules) {}
 
   Task<absl::StatusOr<v1::MembershipView>> Read() override;
   Task<absl::StatusOr<int64_t>> Write(v1::Member member,
@@ -63,7 +65,8 @@ class PostgresMembershipTable final : public MembershipTable {
   static absl::StatusOr<int64_t> WriteOn(
       PgConnection& db, const std::string& cluster, const v1::Member& member,
       int64_t expected_version,
-      absl::Duration dead_retention = kDefaultDeadRetention);
+      absl::Duration dead_retention = kDefaultDeadRetention,
+      const VoteRules& vote_rules = {});
   static absl::Status HeartbeatOn(PgConnection& db, const std::string& cluster,
                                   const v1::Member& member);
 
@@ -71,6 +74,7 @@ class PostgresMembershipTable final : public MembershipTable {
   PgPool* const pool_;
   const std::string cluster_id_;
   const absl::Duration dead_retention_;
+  const VoteRules vote_rules_;
 };
 
 }  // namespace granary::storage
