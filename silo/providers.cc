@@ -111,7 +111,8 @@ absl::StatusOr<std::unique_ptr<ClusterProvider>> PostgresClusterFactory(
 absl::StatusOr<std::unique_ptr<ClusterProvider>> DevCluster(
     const SiloHostOptions& o) {
   return MakeDevClusterProvider(o.cluster, o.primary,
-                                ClusterClientSecurity(o), ClusterVoteRules(o));
+                                ClusterClientSecurity(o), ClusterVoteRules(o),
+                                o.dead_retention);
 }
 
 bool IsHostPort(const std::string& value) {
@@ -393,6 +394,12 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         "--primary is for --cluster=dev; a --cluster=postgres cluster has no "
         "primary");
   }
+  // The dev cluster's primary keeps Dead rows as long as PostgreSQL does.
+  if (o.dead_retention < absl::Minutes(1) ||
+      o.dead_retention == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        "--dead_retention must be at least 1m and finite");
+  }
   if (o.cluster == "postgres" || storage == "postgres") {
     absl::StatusOr<std::string> conninfo =
         storage::ResolveConninfo(o.postgres, o.postgres_file);
@@ -403,11 +410,6 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
     if (o.postgres_connections < 1 || o.postgres_connections > 256) {
       return absl::InvalidArgumentError(
           "--postgres_connections must be in [1, 256]");
-    }
-    if (o.dead_retention < absl::Minutes(1) ||
-        o.dead_retention == absl::InfiniteDuration()) {
-      return absl::InvalidArgumentError(
-          "--dead_retention must be at least 1m and finite");
     }
   } else if (!o.postgres.empty() || !o.postgres_file.empty()) {
     return absl::InvalidArgumentError(

@@ -216,7 +216,8 @@ ABSL_FLAG(int32_t, postgres_connections, 4,
           "in flight at once (the membership table has two of its own).");
 ABSL_FLAG(absl::Duration, dead_retention, absl::Hours(24),
           "Rows of dead silos older than this are deleted from the "
-          "membership table.");
+          "membership table (PostgreSQL's, or a dev cluster primary's), at "
+          "its next write.");
 ABSL_FLAG(absl::Duration, probe_interval, absl::Seconds(1),
           "How often a silo probes the silos after it on the ring.");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Milliseconds(500),

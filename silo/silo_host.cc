@@ -453,6 +453,14 @@ absl::Status SiloHost::StartRuntime() {
     });
   }
   GRANARY_RETURN_IF_ERROR(p.silo->Start());
+  if (p.directory != nullptr) {
+    p.cluster->SetGrainHostCheck(
+        [directory = p.directory.get(), silo = p.silo.get()](
+            rpc::PeerAuthority peer, GrainId grain) {
+          return CheckGrainHost(directory, silo, std::move(peer),
+                                std::move(grain));
+        });
+  }
   p.cluster->OnSiloStarted(p.silo.get());
   p.peer_gateway->set_address(p.silo_address);
   p.peer_gateway->Attach(p.silo.get());

@@ -13,6 +13,7 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "granary/v1/cluster.grpc.pb.h"
+#include "granary/v1/reminders.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "rpc/credentials.h"
@@ -490,6 +491,55 @@ TEST(ClusterTrustTest, ACompromisedMemberCannotKillFloodOrStopTheOthers) {
   }
   EXPECT_GT(primary->host->silo()->ActivationCount(), 0u);
   EXPECT_GT(victim->host->silo()->ActivationCount(), 0u);
+
+  // Grains of both silos keep their reminders at the primary, each silo
+  // for its own grains; the compromised member can change neither the
+  // state nor the reminders of a grain it does not host, active or not.
+  {
+    ClientOptions options;
+    options.gateways = {victim->host->gateway_address()};
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+    ASSERT_THAT(client.status(), IsOk());
+    ReminderRequest every_minute;
+    every_minute.set_name("tick");
+    every_minute.set_due_ms(60'000);
+    every_minute.set_period_ms(60'000);
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_THAT((*client)
+                      ->Get<RemindRef>(absl::StrCat("r-", i))
+                      .Register(every_minute)
+                      .Get(),
+                  IsOk());
+    }
+  }
+  auto channel = grpc::CreateChannel(primary->host->silo_address(),
+                                     rpc::MakeChannelCredentials(member));
+  auto state = v1::GrainState::NewStub(channel);
+  auto reminders = v1::Reminders::NewStub(channel);
+  for (const char* key : {"after-0", "after-1", "never-active"}) {
+    v1::WriteStateRequest overwrite;
+    overwrite.mutable_grain()->set_type("granary.testing.Probe");
+    overwrite.mutable_grain()->set_key(key);
+    overwrite.set_bytes("stolen");
+    grpc::ClientContext context;
+    v1::WriteStateReply written;
+    grpc::Status refused = state->Write(&context, overwrite, &written);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << key << ": " << refused.error_message();
+    EXPECT_THAT(refused.error_message(), HasSubstr("its own grains only"));
+  }
+  for (int i = 0; i < 10; ++i) {
+    v1::RegisterReminderRequest hijack;
+    hijack.set_type("granary.testing.Remind");
+    hijack.set_key(absl::StrCat("r-", i));
+    hijack.set_name("tick");
+    hijack.set_due_us(1'000'000);
+    hijack.set_period_us(1'000'000);
+    grpc::ClientContext context;
+    v1::RegisterReminderReply registered;
+    EXPECT_EQ(reminders->Register(&context, hijack, &registered).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
 }
 
 }  // namespace

@@ -201,6 +201,7 @@ TEST(SiloProcessTest, BadFlagsFailClearly) {
            {{"--http_connections_per_peer=-1"},
             "--http_connections_per_peer must be from 0"},
            {{"--http_connections_per_peer=x"}, "http_connections_per_peer"},
+           {{"--dead_retention=10s"}, "--dead_retention must be at least 1m"},
            {{"--http_hosts=evil/host"}, "--http_hosts: 'evil/host' is not a host name"},
            {{"--grpc_memory_bytes=1024"}, "--grpc_memory_bytes must be at least"},
            {{"--max_streams_per_connection=0"}, "--max_streams_per_connection"},

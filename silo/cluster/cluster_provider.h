@@ -20,6 +20,7 @@
 
 #include <functional>
 
+#include "silo/cluster/grain_host_check.h"
 #include "storage/grain_storage.h"
 #include "storage/membership_table.h"
 
@@ -64,6 +65,10 @@ class ClusterProvider {
   // The silo runs (its grain types are known): services that answer for
   // it may start.
   virtual void OnSiloStarted(Silo* silo) {}
+  // Who may change a grain's state and reminders through the services of
+  // AddServices (silo/cluster/grain_host_check.h). Set before
+  // OnSiloStarted.
+  virtual void SetGrainHostCheck(GrainHostCheck check) {}
   // Pushes every new version of the table to `fn` until StopWatch; pauses
   // between attempts to reach a remote table are timers on `timers`, which
   // must outlive the watch.

@@ -17,8 +17,9 @@ namespace {
 // `local`, and the primary of a `dev` cluster.
 class InMemoryCluster final : public ClusterProvider {
  public:
-  InMemoryCluster(bool serve, const storage::VoteRules& vote_rules)
-      : serve_(serve), table_(vote_rules) {}
+  InMemoryCluster(bool serve, const storage::VoteRules& vote_rules,
+                  absl::Duration dead_retention)
+      : serve_(serve), table_(vote_rules, dead_retention) {}
   ~InMemoryCluster() override { StopWatch(); }
 
   bool clustered() const override { return serve_; }
@@ -43,6 +44,11 @@ class InMemoryCluster final : public ClusterProvider {
     }
     state_->AllowTypes(types);
     reminders_.Attach(silo);
+  }
+  void SetGrainHostCheck(GrainHostCheck check) override {
+    if (!serve_) return;
+    state_->SetHostCheck(check);
+    reminders_.SetHostCheck(std::move(check));
   }
 
   void Watch(TimerQueue*,
@@ -94,7 +100,8 @@ class RemoteCluster final : public ClusterProvider {
 
 absl::StatusOr<std::unique_ptr<ClusterProvider>> MakeDevClusterProvider(
     const std::string& kind, const std::string& primary,
-    const rpc::ClientSecurity& security, const storage::VoteRules& vote_rules) {
+    const rpc::ClientSecurity& security, const storage::VoteRules& vote_rules,
+    absl::Duration dead_retention) {
   if (kind != "local" && kind != "dev") {
     return absl::InvalidArgumentError(
         absl::StrCat("cluster provider '", kind, "' is not local or dev"));
@@ -110,7 +117,8 @@ absl::StatusOr<std::unique_ptr<ClusterProvider>> MakeDevClusterProvider(
   }
   if (primary.empty()) {
     return std::unique_ptr<ClusterProvider>(
-        std::make_unique<InMemoryCluster>(/*serve=*/kind == "dev", vote_rules));
+        std::make_unique<InMemoryCluster>(/*serve=*/kind == "dev", vote_rules,
+                                          dead_retention));
   }
   return std::unique_ptr<ClusterProvider>(
       std::make_unique<RemoteCluster>(primary, security));

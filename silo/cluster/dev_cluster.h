@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "rpc/security.h"
 #include "silo/cluster/cluster_provider.h"
 #include "storage/membership_table.h"
@@ -35,6 +36,7 @@ class DevClusterProvider;
 absl::StatusOr<std::unique_ptr<ClusterProvider>> MakeDevClusterProvider(
     const std::string& kind, const std::string& primary,
     const rpc::ClientSecurity& security = {},
-    const storage::VoteRules& vote_rules = {});
+    const storage::VoteRules& vote_rules = {},
+    absl::Duration dead_retention = absl::Hours(24));
 
 }  // namespace granary::silo

@@ -44,6 +44,9 @@ class PostgresCluster final : public ClusterProvider {
     builder->RegisterService(&reminders_);
   }
   void OnSiloStarted(Silo* silo) override { reminders_.Attach(silo); }
+  void SetGrainHostCheck(GrainHostCheck check) override {
+    reminders_.SetHostCheck(std::move(check));
+  }
 
   void Watch(TimerQueue* timers,
              std::function<void(const v1::MembershipView&)> fn) override {

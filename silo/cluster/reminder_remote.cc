@@ -31,6 +31,45 @@ grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context,
 
 }  // namespace
 
+void ReminderPeerService::SetHostCheck(GrainHostCheck check) {
+  MutexLock lock(&check_mu_);
+  check_ = std::move(check);
+}
+
+Task<absl::Status> ReminderPeerService::MayChange(rpc::PeerAuthority peer,
+                                                  GrainId grain) const {
+  if (peer.any) co_return absl::OkStatus();
+  GrainHostCheck check;
+  {
+    MutexLock lock(&check_mu_);
+    check = check_;
+  }
+  if (!check) {
+    co_return absl::UnavailableError("the reminder service is not ready yet");
+  }
+  Task<absl::Status> checked = check(std::move(peer), std::move(grain));
+  co_return co_await std::move(checked);
+}
+
+Task<absl::StatusOr<absl::Time>> ReminderPeerService::CheckedRegister(
+    rpc::PeerAuthority peer, Silo* silo, GrainId grain, std::string name,
+    absl::Duration due, absl::Duration period) {
+  Task<absl::Status> may_task = MayChange(std::move(peer), grain);
+  absl::Status may = co_await std::move(may_task);
+  if (!may.ok()) co_return may;
+  co_return co_await silo->reminders().RegisterHere(
+      std::move(grain), std::move(name), due, period);
+}
+
+Task<absl::StatusOr<bool>> ReminderPeerService::CheckedUnregister(
+    rpc::PeerAuthority peer, Silo* silo, GrainId grain, std::string name) {
+  Task<absl::Status> may_task = MayChange(std::move(peer), grain);
+  absl::Status may = co_await std::move(may_task);
+  if (!may.ok()) co_return may;
+  co_return co_await silo->reminders().UnregisterHere(std::move(grain),
+                                                      std::move(name));
+}
+
 absl::StatusOr<GrainId> ReminderPeerService::ToGrain(const std::string& type,
                                                      const std::string& key,
                                                      Silo** silo) const {
@@ -57,9 +96,9 @@ grpc::ServerUnaryReactor* ReminderPeerService::Register(
   if (!grain.ok()) return Refuse(context, grain.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Detach(
-      silo->reminders().RegisterHere(*std::move(grain), request->name(),
-                                     absl::Microseconds(request->due_us()),
-                                     absl::Microseconds(request->period_us())),
+      CheckedRegister(rpc::AuthorityOf(*context), silo, *std::move(grain),
+                      request->name(), absl::Microseconds(request->due_us()),
+                      absl::Microseconds(request->period_us())),
       [reactor, reply](absl::StatusOr<absl::StatusOr<absl::Time>> r) {
         absl::StatusOr<absl::Time> first_tick = Flatten(std::move(r));
         if (!first_tick.ok()) {
@@ -87,7 +126,8 @@ grpc::ServerUnaryReactor* ReminderPeerService::Unregister(
                                             kMaxReminderNameBytes, " bytes")));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  Detach(silo->reminders().UnregisterHere(*std::move(grain), request->name()),
+  Detach(CheckedUnregister(rpc::AuthorityOf(*context), silo, *std::move(grain),
+                           request->name()),
          [reactor, reply](absl::StatusOr<absl::StatusOr<bool>> r) {
            absl::StatusOr<bool> existed = Flatten(std::move(r));
            if (!existed.ok()) {

@@ -33,7 +33,9 @@
 #include "core/grain_id.h"
 #include "core/sync.h"
 #include "granary/v1/reminders.grpc.pb.h"
+#include "rpc/credentials.h"
 #include "rpc/security.h"
+#include "silo/cluster/grain_host_check.h"
 #include "silo/runtime/reminder_service.h"
 
 namespace granary::silo {
@@ -46,6 +48,10 @@ class ReminderPeerService final : public v1::Reminders::CallbackService {
   // The silo whose reminder service answers; until then every request is
   // answered UNAVAILABLE. Grain types are those the silo hosts.
   void Attach(Silo* silo) { silo_.store(silo, std::memory_order_release); }
+  // Registrations and removals from a peer with an identity (mutual TLS)
+  // pass `check` first (silo/cluster/grain_host_check.h); until it is set
+  // they are answered UNAVAILABLE.
+  void SetHostCheck(GrainHostCheck check);
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterReminderRequest* request,
@@ -63,8 +69,20 @@ class ReminderPeerService final : public v1::Reminders::CallbackService {
   // INVALID_ARGUMENT for an unknown type or a bad key.
   absl::StatusOr<GrainId> ToGrain(const std::string& type,
                                   const std::string& key, Silo** silo) const;
+  // OK when `peer` may change `grain`'s reminders (see SetHostCheck).
+  Task<absl::Status> MayChange(rpc::PeerAuthority peer, GrainId grain) const;
+  Task<absl::StatusOr<absl::Time>> CheckedRegister(rpc::PeerAuthority peer,
+                                                   Silo* silo, GrainId grain,
+                                                   std::string name,
+                                                   absl::Duration due,
+                                                   absl::Duration period);
+  Task<absl::StatusOr<bool>> CheckedUnregister(rpc::PeerAuthority peer,
+                                               Silo* silo, GrainId grain,
+                                               std::string name);
 
   std::atomic<Silo*> silo_{nullptr};
+  mutable Mutex check_mu_;
+  GrainHostCheck check_ ABSL_GUARDED_BY(check_mu_);
 };
 
 // A production cluster's keeper (--cluster=postgres): each request goes to

@@ -31,6 +31,42 @@ void StorageService::AllowTypes(const std::vector<std::string>& types) {
   ready_ = true;
 }
 
+void StorageService::SetHostCheck(GrainHostCheck check) {
+  MutexLock lock(&mu_);
+  check_ = std::move(check);
+}
+
+Task<absl::Status> StorageService::MayChange(rpc::PeerAuthority peer,
+                                             GrainId id) const {
+  if (peer.any) co_return absl::OkStatus();
+  GrainHostCheck check;
+  {
+    ReaderMutexLock lock(&mu_);
+    check = check_;
+  }
+  if (!check) co_return absl::UnavailableError("grain storage is not ready yet");
+  Task<absl::Status> checked = check(std::move(peer), std::move(id));
+  co_return co_await std::move(checked);
+}
+
+Task<absl::StatusOr<std::string>> StorageService::CheckedWrite(
+    rpc::PeerAuthority peer, GrainId id, std::string bytes,
+    std::string expected_etag) {
+  Task<absl::Status> may_task = MayChange(std::move(peer), id);
+  absl::Status may = co_await std::move(may_task);
+  if (!may.ok()) co_return may;
+  co_return co_await storage_->Write(std::move(id), std::move(bytes),
+                                     std::move(expected_etag));
+}
+
+Task<absl::StatusOr<std::string>> StorageService::CheckedClear(
+    rpc::PeerAuthority peer, GrainId id, std::string expected_etag) {
+  Task<absl::Status> may_task = MayChange(std::move(peer), id);
+  absl::Status may = co_await std::move(may_task);
+  if (!may.ok()) co_return may;
+  co_return co_await storage_->Clear(std::move(id), std::move(expected_etag));
+}
+
 absl::StatusOr<GrainId> StorageService::ToGrain(const v1::StateKey& k) const {
   ReaderMutexLock lock(&mu_);
   if (!ready_) return absl::UnavailableError("grain storage is not ready yet");
@@ -80,8 +116,8 @@ grpc::ServerUnaryReactor* StorageService::Write(
     reactor->Finish(rpc::ToGrpc(id.status()));
     return reactor;
   }
-  Detach(storage_->Write(*std::move(id), request->bytes(),
-                         request->expected_etag()),
+  Detach(CheckedWrite(rpc::AuthorityOf(*context), *std::move(id),
+                      request->bytes(), request->expected_etag()),
          [reactor, reply](absl::StatusOr<absl::StatusOr<std::string>> r) {
            absl::StatusOr<std::string> etag = Flatten(std::move(r));
            if (!etag.ok()) {
@@ -103,7 +139,8 @@ grpc::ServerUnaryReactor* StorageService::Clear(
     reactor->Finish(rpc::ToGrpc(id.status()));
     return reactor;
   }
-  Detach(storage_->Clear(*std::move(id), request->expected_etag()),
+  Detach(CheckedClear(rpc::AuthorityOf(*context), *std::move(id),
+                      request->expected_etag()),
          [reactor, reply](absl::StatusOr<absl::StatusOr<std::string>> r) {
            absl::StatusOr<std::string> etag = Flatten(std::move(r));
            if (etag.ok()) reply->set_etag(*std::move(etag));

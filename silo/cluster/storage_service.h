@@ -30,7 +30,9 @@
 
 #include "absl/time/time.h"
 #include "granary/v1/cluster.grpc.pb.h"
+#include "rpc/credentials.h"
 #include "rpc/security.h"
+#include "silo/cluster/grain_host_check.h"
 #include "storage/grain_storage.h"
 
 namespace granary::silo {
@@ -43,6 +45,10 @@ class StorageService final : public v1::GrainState::CallbackService {
   // for others are refused, so names from the network are never kept.
   // Until it is called every request is answered UNAVAILABLE.
   void AllowTypes(const std::vector<std::string>& types);
+  // Writes and clears from a peer with an identity (mutual TLS) pass
+  // `check` first (silo/cluster/grain_host_check.h); until it is set they
+  // are answered UNAVAILABLE.
+  void SetHostCheck(GrainHostCheck check);
   grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context,
                                  const v1::StateKey* request,
                                  v1::StoredState* reply) override;
@@ -57,12 +63,21 @@ class StorageService final : public v1::GrainState::CallbackService {
   // The grain a request names: INVALID_ARGUMENT for a bad key or an
   // unknown type.
   absl::StatusOr<GrainId> ToGrain(const v1::StateKey& k) const;
+  // OK when `peer` may change `id`'s state (see SetHostCheck).
+  Task<absl::Status> MayChange(rpc::PeerAuthority peer, GrainId id) const;
+  Task<absl::StatusOr<std::string>> CheckedWrite(rpc::PeerAuthority peer,
+                                                 GrainId id, std::string bytes,
+                                                 std::string expected_etag);
+  Task<absl::StatusOr<std::string>> CheckedClear(rpc::PeerAuthority peer,
+                                                 GrainId id,
+                                                 std::string expected_etag);
 
   storage::GrainStorage* const storage_;
   mutable Mutex mu_;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, absl::string_view> types_
       ABSL_GUARDED_BY(mu_);  // -> interned
+  GrainHostCheck check_ ABSL_GUARDED_BY(mu_);
 };
 
 class RemoteGrainStorage final : public storage::GrainStorage {

@@ -1,0 +1,32 @@
+#include "silo/cluster/grain_host_check.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "directory/directory_client.h"
+#include "silo/runtime/silo.h"
+
+namespace granary::silo {
+
+Task<absl::Status> CheckGrainHost(directory::DirectoryClient* directory,
+                                  Silo* silo, rpc::PeerAuthority peer,
+                                  GrainId grain) {
+  if (peer.any) co_return absl::OkStatus();
+  directory::DirectoryClient::Reply reply = co_await directory->Lookup(grain);
+  if (!reply.ok()) co_return reply.status();
+  if (reply->found() && peer.Covers(reply->entry().silo())) {
+    co_return absl::OkStatus();
+  }
+  if (!reply->found()) {
+    const InterfaceInfo* iface = silo->FindInterface(grain.type());
+    if (iface != nullptr && iface->stateless_worker) {
+      co_return absl::OkStatus();  // never in the directory
+    }
+  }
+  co_return absl::PermissionDeniedError(absl::StrCat(
+      "grain ", grain.ToString(),
+      reply->found() ? " is active on another silo" : " is active nowhere",
+      ": a silo changes the state and reminders of its own grains only"));
+}
+
+}  // namespace granary::silo
