@@ -333,26 +333,41 @@ def check_k8s(silo, cli, src, tmp, probes):
                 fail("%s: runs %r" % (name, command))
                 continue
             silos += 1
-            env = {}
-            for ef in c.get("envFrom", []):
-                ref = ef.get("configMapRef", {}).get("name")
-                if ref not in config_maps:
-                    fail("%s: envFrom names ConfigMap %r, which is not there"
-                         % (name, ref))
-                env.update({k: str(v) for k, v in
-                            config_maps.get(ref, {}).items()})
-            fields = {"metadata.name": w["metadata"]["name"] + "-0",
-                      "metadata.namespace": namespace,
-                      "status.podIP": "10.0.0.5"}
-            for e in c.get("env", []):
-                if "value" in e:
-                    env[e["name"]] = expand(str(e["value"]), env)
-                elif "fieldRef" in e.get("valueFrom", {}):
-                    env[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
-                else:
-                    fail("%s: env %s comes from %r" % (name, e["name"],
-                                                       e.get("valueFrom")))
-            check_config(silo, name, env, c.get("args", []), paths)
+            # Every pod of a StatefulSet (its configuration differs by the
+            # pod's name: its address, its own certificate), else one.
+            pods = (w["spec"].get("replicas", 1)
+                    if w["kind"] == "StatefulSet" else 1)
+            certificates = set()
+            for ordinal in range(pods):
+                env = {}
+                for ef in c.get("envFrom", []):
+                    ref = ef.get("configMapRef", {}).get("name")
+                    if ref not in config_maps:
+                        fail("%s: envFrom names ConfigMap %r, which is not "
+                             "there" % (name, ref))
+                    env.update({k: str(v) for k, v in
+                                config_maps.get(ref, {}).items()})
+                fields = {"metadata.name": "%s-%d" % (w["metadata"]["name"],
+                                                      ordinal),
+                          "metadata.namespace": namespace,
+                          "status.podIP": "10.0.0.%d" % (5 + ordinal)}
+                for e in c.get("env", []):
+                    if "value" in e:
+                        env[e["name"]] = expand(str(e["value"]), env)
+                    elif "fieldRef" in e.get("valueFrom", {}):
+                        env[e["name"]] = fields[
+                            e["valueFrom"]["fieldRef"]["fieldPath"]]
+                    else:
+                        fail("%s: env %s comes from %r" % (
+                            name, e["name"], e.get("valueFrom")))
+                check_config(silo, "%s (pod %d)" % (name, ordinal), env,
+                             c.get("args", []), paths)
+                certificates.add(env.get("GRANARY_CLUSTER_TLS_CERT"))
+            # A certificate per pod: one pod's key speaks for it alone.
+            if None in certificates or len(certificates) != pods:
+                fail("%s: its %d pods do not each have a silo certificate of "
+                     "their own (%r)" % (name, pods, sorted(
+                         str(c) for c in certificates)))
             shutdown = duration_seconds(env.get("GRANARY_SHUTDOWN_TIMEOUT",
                                                 "30s"))
             if grace <= shutdown:

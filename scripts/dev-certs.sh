@@ -437,8 +437,11 @@ silo_status=""
 silo_flags=""
 for i in "${!silo_hosts[@]}"; do
   name=${silo_names[i]}
-  make_leaf "$name" "granary-silo-${silo_hosts[i]}" "silo_host_ext_$i" cluster-ca
-  silo_status+="  $name.pem, $name.key: new (CN=granary-silo-${silo_hosts[i]}; ${silo_sans[i]})"$'\n'
+  # A subject's CN holds at most 64 characters; the names that count are
+  # the subject alternative names.
+  cn="granary-silo-${silo_hosts[i]}"
+  make_leaf "$name" "${cn:0:64}" "silo_host_ext_$i" cluster-ca
+  silo_status+="  $name.pem, $name.key: new (CN=${cn:0:64}; ${silo_sans[i]})"$'\n'
   silo_flags+="  on ${silo_hosts[i]}, instead: --cluster_tls_cert=$dir/$name.pem --cluster_tls_key=$dir/$name.key"$'\n'
 done
 
