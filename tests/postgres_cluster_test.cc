@@ -12,7 +12,8 @@
 //   - a graceful leave under load fails no call, and so does a rolling
 //     restart of every silo;
 //   - a PostgreSQL restart under load loses no acknowledged write, fails
-//     calls with UNAVAILABLE at worst, and needs no silo restart;
+//     calls with UNAVAILABLE at worst, and needs no silo restart; once the
+//     silos are ready again after a restart, no write fails;
 //   - a silo cut off from the others, or from the database, is declared
 //     dead and its grains come back elsewhere without ever answering from
 //     two activations.
@@ -486,6 +487,33 @@ TEST_F(PostgresClusterTest, APostgresRestartUnderLoadLosesNothing) {
         << "silo " << i << " exited";
   }
   ASSERT_TRUE(AccountsAnswer(*clients_[0], kAccounts));
+  bank.ExpectBalances(*clients_[0]);
+}
+
+// The PostgreSQL server restarts while the silos are idle, so every pooled
+// connection of every silo is one the server closed. Once each silo's
+// /readyz answers 200 again, no write fails: the pools find the dead
+// connections before a caller's statement is sent on them (before the
+// fix, one write per pooled connection failed).
+TEST_F(PostgresClusterTest, OnceEverySiloIsReadyAfterAPostgresRestartNoWriteFails) {
+  constexpr int kAccounts = 100;
+  DepositLoad bank(LiveClients(), kAccounts);
+  ASSERT_TRUE(bank.Seed(10).ok());  // every pooled connection has been used
+  ASSERT_TRUE(server()->Restart().ok()) << server()->Log();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const std::string& http : https_) {
+          if (HttpGet(http, "/readyz").find(" 200 ") == std::string::npos) {
+            return false;
+          }
+        }
+        return true;
+      },
+      absl::Seconds(60)))
+      << "a silo did not become ready after the restart";
+  // 100 deposits, one per account, through every gateway in turn.
+  absl::Status written = bank.Seed(1);
+  EXPECT_TRUE(written.ok()) << written;
   bank.ExpectBalances(*clients_[0]);
 }
 
