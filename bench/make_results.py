@@ -752,7 +752,33 @@ def overload_notes(by_key):
             "| %s | %s | %s | ×%.2f | %d | %d | %s | %s | %d | %.1f → %.1f MiB |" % (
                 fmt_rate(capacity), fmt_rate(offered), fmt_rate(served),
                 served / capacity if capacity > 0 else 0, sent, held_back,
-                fmt_us(r["p50_us"]), fmt_us(r["p99_us"]), r["errors"], before, peak), ""]
+                fmt_us(r["p50_us"]), fmt_us(r["p99_us"]), r["errors"], before, peak), ""] + \
+        attack_notes(env)
+
+
+def attack_notes(env):
+    """The overload run's attack phases (flood, slowloris), when it had them."""
+    rows = []
+    for name, probe in (("flood", "new client: connect + one call"),
+                        ("slowloris", "/healthz")):
+        try:
+            rows.append("| %s | %s | %s | %s | %s | %s ms | %s | %s MiB |" % (
+                name, fmt_us(float(env[name + "_calm_p50_us"])),
+                fmt_us(float(env[name + "_calm_p99_us"])), env[name + "_calm_errors"],
+                probe, env[name + "_probe_slowest_ms"], env[name + "_probe_failures"],
+                env[name + "_silo_peak_rss_mib"]))
+        except (KeyError, ValueError):
+            continue
+    if not rows:
+        return []
+    return ["Then, on the same silo, two attacks while the calm client calls on its open "
+            "connection: 2,000 idle connections to the gateway from 40 source addresses, "
+            "reopened as the silo closes them, with a new client connecting every second; "
+            "and 400 slowloris connections to the HTTP port from one address, with "
+            "`/healthz` asked every 100 ms:", "",
+            "| attack | calm p50 | calm p99 | calm errors | probe | slowest probe | "
+            "probe failures | silo peak RSS |",
+            "|---|---|---|---|---|---|---|---|"] + rows + [""]
 
 
 def postgres_notes(rows):

@@ -461,6 +461,18 @@ class MakeResultsTest(unittest.TestCase):
         self.assertIn("## Overload", md)
         self.assertIn("| 400.0 k/s | 800.0 k/s | 440.0 k/s | ×1.10 | 5000000 | 3000000 | "
                       "400.00 µs | 1.60 ms | 0 | 50.0 → 60.5 MiB |", md)
+        self.assertNotIn("| attack |", md)  # a report without attack phases
+        env.update({"flood_calm_p50_us": "120.0", "flood_calm_p99_us": "3500.0",
+                    "flood_calm_errors": "0", "flood_probe_slowest_ms": "29.4",
+                    "flood_probe_failures": "0", "flood_silo_peak_rss_mib": "119.8",
+                    "slowloris_calm_p50_us": "130.0", "slowloris_calm_p99_us": "x"})
+        o = self.write("attacks.json", {"arm": "granary", "env": env, "summaries": [
+            summary("overload", "overload", rate=600.0, p50=400.0, unit="calm call")]})
+        rc, md, err = self.run_script(o)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| flood | 120.00 µs | 3.50 ms | 0 | new client: connect + one call "
+                      "| 29.4 ms | 0 | 119.8 MiB |", md)
+        self.assertNotIn("| slowloris |", md)  # its figures do not parse
         # Without its figures (an older report) there is no section.
         o = self.write("old.json", {"arm": "granary", "summaries": [
             summary("overload", "overload")]})

@@ -1,6 +1,7 @@
 #include "bench/overload.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +26,7 @@
 #include "bench/stats.h"
 #include "client/client.h"
 #include "core/sync.h"
+#include "rpc/listener_guard.h"
 #include "examples/bench.granary.h"
 
 namespace granary::bench {
@@ -146,10 +149,170 @@ class CalmCaller {
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// An attacker's connections to `address` (127.0.0.1:PORT), from source
+// addresses 127.0.0.2 and up, `per_source` each, held until Stop: each one
+// the silo closes is opened again at the next tick (every 0.5 s). A
+// slowloris sends the start of an HTTP request, then one header line per
+// tick, and never ends it.
+class Attack {
+ public:
+  Attack(const std::string& address, int count, int per_source,
+         bool slowloris)
+      : count_(count), per_source_(std::max(1, per_source)),
+        slowloris_(slowloris) {
+    std::vector<std::string> hp = absl::StrSplit(address, ':');
+    if (hp.size() == 2) (void)absl::SimpleAtoi(hp[1], &port_);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Attack() { Stop(); }
+  void Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  int64_t opened() const { return opened_.load(); }
+
+ private:
+  struct Slot {
+    int fd = -1;
+    bool head_sent = false;
+  };
+
+  int Open(int i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl((127u << 24) | (2u + static_cast<uint32_t>(
+                                                          i / per_source_)));
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(port_));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
+        (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0 &&
+         errno != EINPROGRESS)) {
+      close(fd);
+      return -1;
+    }
+    opened_.fetch_add(1);
+    return fd;
+  }
+
+  void Run() {
+    std::vector<Slot> slots(static_cast<size_t>(count_));
+    while (!stop_.load()) {
+      for (size_t i = 0; i < slots.size() && !stop_.load(); ++i) {
+        Slot& slot = slots[i];
+        if (slot.fd >= 0) {
+          char c;
+          const ssize_t n = recv(slot.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+          const bool closed =
+              n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                         errno != ENOTCONN);
+          if (closed) {
+            close(slot.fd);
+            slot = Slot();
+          }
+        }
+        if (slot.fd < 0) slot.fd = Open(static_cast<int>(i));
+        if (slot.fd < 0 || !slowloris_) continue;
+        const std::string line =
+            slot.head_sent ? "X-Slow: 1\r\n"
+                           : "GET /healthz HTTP/1.1\r\nHost: localhost\r\n";
+        if (send(slot.fd, line.data(), line.size(),
+                 MSG_DONTWAIT | MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(line.size())) {
+          slot.head_sent = true;
+        }
+      }
+      for (int t = 0; t < 10 && !stop_.load(); ++t) {
+        absl::SleepFor(absl::Milliseconds(50));
+      }
+    }
+    for (Slot& slot : slots) {
+      if (slot.fd >= 0) close(slot.fd);
+    }
+  }
+
+  const int count_;
+  const int per_source_;
+  const bool slowloris_;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> opened_{0};
+  std::thread thread_;
+};
+
 absl::StatusOr<std::unique_ptr<Client>> ConnectTo(const std::string& gateway) {
   ClientOptions options;
   options.gateways = {gateway};
   return Client::Connect(options);
+}
+
+// One attack phase against `silo` while `calm` calls (see overload.h).
+OverloadPhase RunPhase(const OverloadOptions& options, int round,
+                       const std::string& name, SiloProcess& silo,
+                       Client* calm) {
+  OverloadPhase phase;
+  phase.name = name;
+  const bool flood = name == "flood";
+  PeakRss rss(silo.pid());
+  CalmCaller caller(calm);
+  const std::string target = flood ? silo.gateway() : silo.http();
+  Attack attack(target,
+                flood ? options.flood_connections
+                      : options.slowloris_connections,
+                flood ? options.flood_per_source
+                      : options.slowloris_connections,
+                /*slowloris=*/!flood);
+  const absl::Time end = absl::Now() + options.phase_time;
+  while (absl::Now() < end) {
+    const absl::Time start = absl::Now();
+    bool ok = false;
+    if (flood) {
+      // A new client: does the listener still accept, and how soon?
+      absl::StatusOr<std::unique_ptr<Client>> fresh = ConnectTo(silo.gateway());
+      ok = fresh.ok() && (*fresh)
+                             ->Get<BenchGrainRef>("overload-fresh")
+                             .Ping(PingRequest())
+                             .Get()
+                             .ok();
+    } else {
+      ok = absl::StrContains(HttpGet(silo.http(), "/healthz"), " 200 ");
+    }
+    const int64_t took = absl::ToInt64Nanoseconds(absl::Now() - start);
+    ++phase.probes;
+    if (!ok) ++phase.probe_failures;
+    phase.probe_slowest_ns = std::max(phase.probe_slowest_ns, took);
+    absl::SleepFor(flood ? absl::Seconds(1) : absl::Milliseconds(100));
+  }
+  attack.Stop();
+  caller.Stop();
+  rss.Stop();
+  std::vector<int64_t> latencies = caller.Take(&phase.calm_errors);
+  phase.calm_calls = static_cast<int64_t>(latencies.size());
+  phase.calm_p50_ns = NearestRank(latencies, 0.50);
+  phase.calm_p99_ns = NearestRank(latencies, 0.99);
+  phase.attack_opened = attack.opened();
+  phase.rss_before = rss.base();
+  phase.rss_peak = rss.peak();
+  std::printf(
+      "OVERLOAD_PHASE round=%d phase=%s attack_connections=%d opened=%lld "
+      "calm_calls=%lld calm_errors=%lld calm_p50_us=%.1f calm_p99_us=%.1f "
+      "%s=%lld %s_failures=%lld %s_slowest_ms=%.1f "
+      "silo_rss_before_mib=%.1f silo_peak_rss_mib=%.1f\n",
+      round, name.c_str(),
+      flood ? options.flood_connections : options.slowloris_connections,
+      static_cast<long long>(phase.attack_opened),
+      static_cast<long long>(phase.calm_calls),
+      static_cast<long long>(phase.calm_errors), phase.calm_p50_ns / 1e3,
+      phase.calm_p99_ns / 1e3, flood ? "new_clients" : "healthz",
+      static_cast<long long>(phase.probes), flood ? "new_client" : "healthz",
+      static_cast<long long>(phase.probe_failures),
+      flood ? "new_client" : "healthz", phase.probe_slowest_ns / 1e6,
+      phase.rss_before / 1048576.0, phase.rss_peak / 1048576.0);
+  std::fflush(stdout);
+  return phase;
 }
 
 absl::Status RunRound(const OverloadOptions& options, int round,
@@ -265,6 +428,20 @@ absl::Status RunRound(const OverloadOptions& options, int round,
   figures->held_back = held_back;
   figures->rss_before = rss.base();
   figures->rss_peak = rss.peak();
+  if (options.phase_time > absl::ZeroDuration()) {
+    for (const char* name : {"flood", "slowloris"}) {
+      OverloadPhase phase = RunPhase(options, round, name, **silo, calm->get());
+      if (phase.calm_errors > 0 || phase.probe_failures > 0) {
+        result->verified = false;
+        if (result->failure.empty()) {
+          result->failure = absl::StrCat(
+              name, ": ", phase.calm_errors, " calm calls and ",
+              phase.probe_failures, " probes failed");
+        }
+      }
+      figures->phases.push_back(std::move(phase));
+    }
+  }
   calm->reset();
   sender->reset();
   (*silo)->Stop();
@@ -304,6 +481,35 @@ void AddOverloadEnv(const OverloadOptions& options,
                  absl::StrFormat("%.1f", mean.rss_before / 1048576.0));
   report->SetEnv("silo_peak_rss_mib",
                  absl::StrFormat("%.1f", mean.rss_peak / 1048576.0));
+  // The attack phases: means over the rounds, slowest and peaks the highest.
+  for (const char* name : {"flood", "slowloris"}) {
+    double p50 = 0, p99 = 0;
+    int64_t calls = 0, errors = 0, failures = 0, slowest = 0, peak = 0, n = 0;
+    for (const OverloadFigures& f : figures) {
+      for (const OverloadPhase& ph : f.phases) {
+        if (ph.name != name) continue;
+        ++n;
+        p50 += static_cast<double>(ph.calm_p50_ns);
+        p99 += static_cast<double>(ph.calm_p99_ns);
+        calls += ph.calm_calls;
+        errors += ph.calm_errors;
+        failures += ph.probe_failures;
+        slowest = std::max(slowest, ph.probe_slowest_ns);
+        peak = std::max(peak, ph.rss_peak);
+      }
+    }
+    if (n == 0) continue;
+    const std::string prefix = absl::StrCat(name, "_");
+    report->SetEnv(prefix + "calm_p50_us", absl::StrFormat("%.1f", p50 / n / 1e3));
+    report->SetEnv(prefix + "calm_p99_us", absl::StrFormat("%.1f", p99 / n / 1e3));
+    report->SetEnv(prefix + "calm_calls", absl::StrCat(calls));
+    report->SetEnv(prefix + "calm_errors", absl::StrCat(errors));
+    report->SetEnv(prefix + "probe_failures", absl::StrCat(failures));
+    report->SetEnv(prefix + "probe_slowest_ms",
+                   absl::StrFormat("%.1f", slowest / 1e6));
+    report->SetEnv(prefix + "silo_peak_rss_mib",
+                   absl::StrFormat("%.1f", peak / 1048576.0));
+  }
 }
 
 absl::Status RunOverload(const OverloadOptions& options, int rounds,
@@ -316,6 +522,8 @@ absl::Status RunOverload(const OverloadOptions& options, int rounds,
   if (options.grains < 1) {
     return absl::InvalidArgumentError("overload needs at least 1 grain");
   }
+  // The flood's descriptors: the soft open-file limit up to the hard one.
+  if (options.phase_time > absl::ZeroDuration()) rpc::RaiseOpenFileLimit();
   for (int round = 0; round < rounds; ++round) {
     ScenarioResult r;
     OverloadFigures f;

@@ -23,6 +23,22 @@
 // before the overload. A round is verified when the calm caller saw no
 // error and the silo served at least one message.
 //
+// Then, with `phase_time` > 0, two attacks on the same silo, each for
+// `phase_time` while the calm caller goes on (its connection open from
+// before) and the silo's RSS is sampled:
+//   - flood: `flood_connections` idle TCP connections to the gateway, from
+//     source addresses 127.0.0.2 and up (`flood_per_source` each), each
+//     opened again at once when the silo closes it; every second a new
+//     client connects and calls once (the time it takes, or its failure,
+//     says whether the listener still accepts);
+//   - slowloris: `slowloris_connections` connections to the HTTP port from
+//     127.0.0.2, each sending one header line every 0.5 s and never ending
+//     its request (opened again when closed), while /healthz is asked every
+//     100 ms from 127.0.0.1.
+// Each prints an OVERLOAD_PHASE line: the calm caller's p50/p99 and errors,
+// new connections' slowest time and failures, /healthz's slowest answer
+// and failures, and the silo's RSS before and at most during the phase.
+//
 //   OverloadOptions options;
 //   options.silo_binary = "build/bin/granary-silo";
 //   std::vector<ScenarioResult> rounds;
@@ -47,6 +63,25 @@ struct OverloadOptions {
   double factor = 2.0;  // offered load as a multiple of the capacity
   absl::Duration capacity_time = absl::Seconds(3);
   absl::Duration time = absl::Seconds(10);
+  absl::Duration phase_time = absl::Seconds(5);  // zero: no attack phases
+  int flood_connections = 2000;
+  int flood_per_source = 50;
+  int slowloris_connections = 400;
+};
+
+// One attack phase of a round (see above).
+struct OverloadPhase {
+  std::string name;  // "flood" or "slowloris"
+  int64_t calm_calls = 0;
+  int64_t calm_errors = 0;
+  int64_t calm_p50_ns = 0;
+  int64_t calm_p99_ns = 0;
+  int64_t probes = 0;          // new clients (flood) or /healthz (slowloris)
+  int64_t probe_failures = 0;
+  int64_t probe_slowest_ns = 0;
+  int64_t attack_opened = 0;   // connections the attacker opened in all
+  int64_t rss_before = 0;
+  int64_t rss_peak = 0;
 };
 
 // What one round measured beyond its ScenarioResult (rates per second).
@@ -58,6 +93,7 @@ struct OverloadFigures {
   int64_t held_back = 0;   // Tells due by the end that back-pressure held back
   int64_t rss_before = 0;  // the silo's resident bytes before the overload
   int64_t rss_peak = 0;    // and at most during it
+  std::vector<OverloadPhase> phases;
 };
 
 // Runs `rounds` rounds, each on a fresh silo; prints one OVERLOAD line per

@@ -19,11 +19,17 @@ ABSL_FLAG(bool, overload, false,
           "granary-silo, measures its one-way capacity, offers "
           "--overload_factor times that open loop for --overload_time while "
           "a calm client calls, and prints an OVERLOAD line: served rate, "
-          "held-back sends, the calm client's p50/p99, the silo's peak RSS.");
+          "held-back sends, the calm client's p50/p99, the silo's peak RSS; "
+          "then a connection flood and a slowloris phase, an OVERLOAD_PHASE "
+          "line each.");
 ABSL_FLAG(double, overload_factor, 2.0,
           "--overload: offered load as a multiple of the capacity (1..100).");
 ABSL_FLAG(absl::Duration, overload_time, absl::Seconds(10),
           "--overload: how long the overload lasts (1s..10m).");
+ABSL_FLAG(absl::Duration, overload_phase_time, absl::Seconds(5),
+          "--overload: how long each attack phase lasts after the overload "
+          "(a connection flood of the gateway, then slowloris on the HTTP "
+          "port; bench/overload.h), 0 for none (0 or 1s..10m).");
 ABSL_FLAG(std::vector<std::string>, overload_silo_flags, {},
           "--overload: more flags for the silo, comma-separated "
           "(--max_mailbox=1024,--connection_memory_budget=8388608).");
@@ -41,6 +47,12 @@ int RunOverloadMode() {
   options.time = absl::GetFlag(FLAGS_overload_time);
   if (options.time < absl::Seconds(1) || options.time > absl::Minutes(10)) {
     return Fail("--overload_time must be in [1s, 10m]");
+  }
+  options.phase_time = absl::GetFlag(FLAGS_overload_phase_time);
+  if (options.phase_time != absl::ZeroDuration() &&
+      (options.phase_time < absl::Seconds(1) ||
+       options.phase_time > absl::Minutes(10))) {
+    return Fail("--overload_phase_time must be 0 or in [1s, 10m]");
   }
   options.silo_flags = absl::GetFlag(FLAGS_overload_silo_flags);
   for (const std::string& f : options.silo_flags) {
