@@ -116,6 +116,39 @@ void GatewayConnection::OnStreamDraining(GatewayStream* stream) {
   set_->Notify();
 }
 
+void GatewayConnection::CheckConnection() {
+  const bool ready =
+      channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
+  GatewayStream* stream;
+  {
+    MutexLock lock(&mu_);
+    if (!up_ || stream_ == nullptr || set_->closed()) return;
+    // A stream counts as on a connection once the channel was READY under
+    // it (a stream opened after a GOAWAY waits for the new connection).
+    if (ready) {
+      stream_connected_ = true;
+      return;
+    }
+    if (!stream_connected_) return;
+    stream = stream_;
+    stream->Ref();
+  }
+  if (stream->DrainFromClient()) {
+    GRANARY_LOG(kInfo) << "client: gateway " << address_
+                       << " closes this connection; calls move to a new one";
+  }
+  stream->Unref();
+}
+
+void GatewayConnection::OnStreamRotated(GatewayStream* stream) {
+  MutexLock lock(&mu_);
+  // The link's reference stays with the stream until its OnStreamDone.
+  if (stream_ == stream) {
+    stream_ = nullptr;
+    stream_connected_ = false;
+  }
+}
+
 void GatewayConnection::OnStreamDone(GatewayStream* stream,
                                const grpc::Status& status,
                                bool server_stopping) {

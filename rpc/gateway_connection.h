@@ -59,6 +59,15 @@ class GatewayConnection {
   // to other gateways, and the channel's current connection must not carry
   // a new stream.
   void OnStreamDraining(GatewayStream* stream);
+  // Called by the reconnector for a link that is up: when the channel has
+  // left READY under a live stream, the gateway told the connection to go
+  // (GOAWAY, its maximum connection age): the stream drains and the next
+  // one opens on a new connection, before the gateway's grace ends.
+  void CheckConnection();
+  // `stream` drains (DrainFromClient): the link lets go of it, and the
+  // next call opens a new stream (the channel connects anew for it), while
+  // the old one's calls are still answered. The link stays up.
+  void OnStreamRotated(GatewayStream* stream);
   // The stream ended with `status`.
   // `server_stopping`: the gateway said it is going away, so the channel's
   // current connection must not carry a new stream.
@@ -86,6 +95,8 @@ class GatewayConnection {
   // The gateway said it stops: wait for its connection to go before using
   // the channel again.
   bool await_new_connection_ ABSL_GUARDED_BY(mu_) = false;
+  // The channel was READY under stream_ (CheckConnection).
+  bool stream_connected_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace granary::rpc

@@ -221,6 +221,10 @@ class GatewaySet {
           next_refresh_ = absl::Now() + options_.gateway_refresh_period;
         }
       }
+      // Connections their gateway told to go (GOAWAY) hand their calls on.
+      ForEachLink([](GatewayConnection* link) {
+        if (link->up()) link->CheckConnection();
+      });
       if (down.empty()) {
         MutexLock lock(&reconnect_mu_);
         if (!closed() && !link_down_) {

@@ -92,6 +92,20 @@ void GatewayStream::GrantCredit(uint64_t id, uint32_t n) {
   Act(actions);
 }
 
+bool GatewayStream::DrainFromClient() {
+  Actions actions;
+  {
+    MutexLock lock(&mu_);
+    if (draining_ || dead_) return false;
+    draining_ = true;
+    space_.SignalAll();
+    actions = AdvanceLocked();
+  }
+  Act(actions);
+  link_->OnStreamRotated(this);
+  return true;
+}
+
 absl::Status GatewayStream::Enqueue(v1::Request& request, CallBase* call,
                                        uint64_t id) {
   Actions actions;

@@ -114,6 +114,13 @@ class GatewayStream final
   // may send that many more (RequestBatch.credits).
   void GrantCredit(uint64_t id, uint32_t n);
 
+  // The connection under the stream was told to go (GOAWAY: the gateway's
+  // maximum connection age): as when the gateway drains the stream, new
+  // calls go elsewhere, what is queued is written, then the stream is
+  // half-closed while its calls in flight are still answered. False when
+  // it drains or ended already.
+  bool DrainFromClient();
+
   // Ends the stream; calls still in flight fail with UNAVAILABLE `why`.
   void Cancel(std::string why) {
     {

@@ -45,6 +45,18 @@ absl::Status ValidateServerLimits(const ServerLimits& limits) {
         absl::StrCat("--handshake_timeout must be from 100ms to 10m, not ",
                      absl::FormatDuration(limits.handshake_timeout)));
   }
+  if (limits.max_connection_age < absl::Seconds(1) ||
+      limits.max_connection_age > absl::Hours(24 * 24)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_connection_age must be from 1s to 576h, not ",
+                     absl::FormatDuration(limits.max_connection_age)));
+  }
+  if (limits.max_connection_age_grace < absl::Seconds(1) ||
+      limits.max_connection_age_grace > absl::Hours(24)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_connection_age_grace must be from 1s to 24h, not ",
+        absl::FormatDuration(limits.max_connection_age_grace)));
+  }
   return absl::OkStatus();
 }
 
@@ -70,6 +82,10 @@ void ApplyServerLimits(const ServerLimits& limits,
       Millis(limits.min_client_ping_interval));
   builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                               Millis(limits.handshake_timeout));
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                              Millis(limits.max_connection_age));
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                              Millis(limits.max_connection_age_grace));
 }
 
 void ApplyChannelLimits(const ChannelLimits& limits,

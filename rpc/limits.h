@@ -51,6 +51,13 @@ struct ServerLimits {
   // HTTP/2 settings within this is closed (gRPC's own default is 120 s,
   // long enough for idle connections to pile up).
   absl::Duration handshake_timeout = absl::Seconds(5);
+  // A connection this old is told to go (HTTP/2 GOAWAY; gRPC adds up to
+  // 10 % either way); its streams may finish within the grace, then it is
+  // closed. So a revoked token or certificate stops working on open
+  // connections too, within age + grace. The SDK moves its calls to a new
+  // connection as soon as the GOAWAY comes (rpc/gateway_connection.h).
+  absl::Duration max_connection_age = absl::Minutes(30);
+  absl::Duration max_connection_age_grace = absl::Minutes(1);
 };
 
 // INVALID_ARGUMENT naming the field (and flag) that is out of range.

@@ -176,6 +176,8 @@ rpc::ServerLimits ServerLimitsOf(const SiloHostOptions& o) {
   limits.keepalive_time = o.keepalive_time;
   limits.keepalive_timeout = o.keepalive_timeout;
   limits.handshake_timeout = o.handshake_timeout;
+  limits.max_connection_age = o.max_connection_age;
+  limits.max_connection_age_grace = o.max_connection_age_grace;
   return limits;
 }
 

@@ -160,6 +160,14 @@ ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(5),
           "A new connection to the gateway or silo port that has not "
           "finished its TLS handshake and sent its HTTP/2 settings within "
           "this is closed (100ms to 10m).");
+ABSL_FLAG(absl::Duration, max_connection_age, absl::Minutes(30),
+          "A connection to the gateway or silo port this old (±10%) is told "
+          "to go; clients move their calls to a new one, where tokens and "
+          "certificates are checked again, so revoking one ends its open "
+          "connections too (1s to 576h).");
+ABSL_FLAG(absl::Duration, max_connection_age_grace, absl::Minutes(1),
+          "How long calls on a connection told to go may still finish "
+          "before it is closed (1s to 24h).");
 ABSL_FLAG(int32_t, max_connections, 0,
           "Connections open at once on each gRPC port (gateway, silo); more "
           "are closed as soon as they are accepted. 0: sized from the "
@@ -387,6 +395,8 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
   o.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
   o.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
+  o.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  o.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
   o.max_connections = absl::GetFlag(FLAGS_max_connections);
   o.max_connections_per_peer = absl::GetFlag(FLAGS_max_connections_per_peer);
   o.listener_probe_period = absl::GetFlag(FLAGS_listener_probe_period);

@@ -143,6 +143,9 @@ struct SiloHostOptions {
   absl::Duration keepalive_timeout = absl::Seconds(10);
   // rpc::ServerLimits::handshake_timeout, on every server of the silo.
   absl::Duration handshake_timeout = absl::Seconds(5);
+  // rpc::ServerLimits::max_connection_age and its grace, likewise.
+  absl::Duration max_connection_age = absl::Minutes(30);
+  absl::Duration max_connection_age_grace = absl::Minutes(1);
   // Connections open at once on each gRPC listener (the gateway, the silo
   // port), and from one peer address on each (rpc/listener_guard.h); 0:
   // sized from the open-file limit (rpc::DefaultListenerCaps).

@@ -384,6 +384,82 @@ TEST(GatewayTokenTest, TokensAndClientCertificatesTogether) {
   EXPECT_EQ(*WhoamiByGrpc(h->host->gateway_address(), s), "dev-client");
 }
 
+// A silo whose connections live 1 s (±10 %), with a grace of 30 s.
+silo::SiloHostOptions ShortLivedConnections(const std::string& tokens) {
+  silo::SiloHostOptions o = AnyPorts();
+  o.auth_tokens = tokens;
+  o.tls_reload = absl::Seconds(1);  // the tokens file's too
+  o.max_connection_age = absl::Seconds(1);
+  o.max_connection_age_grace = absl::Seconds(30);
+  return o;
+}
+
+TEST(ConnectionAgeTest, OldConnectionsHandTheirCallsOnWithoutAFailedCall) {
+  const Certs& c = Certs::Get();
+  std::unique_ptr<Host> h = StartHost(ShortLivedConnections(c.a("tokens")));
+  ASSERT_NE(h, nullptr);
+  ClientOptions options;
+  options.gateways = {h->host->gateway_address()};
+  options.security.token = FirstToken(c.a("tokens"));
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_THAT(client.status(), IsOk());
+  // Five connection lifetimes of calls, one after another and a few at
+  // once: each connection the gateway tells to go hands its calls on.
+  const absl::Time end = absl::Now() + absl::Seconds(5);
+  int calls = 0;
+  while (absl::Now() < end) {
+    std::vector<Task<Text>> batch;
+    for (int i = 0; i < 4; ++i) {
+      Text t;
+      t.set_text("x");
+      batch.push_back((*client)->Get<ProbeRef>(absl::StrCat("age-", i)).Echo(t));
+    }
+    for (auto& call : batch) {
+      absl::StatusOr<Text> r = std::move(call).Get();
+      ASSERT_THAT(r.status(), IsOk()) << "after " << calls << " calls";
+      ++calls;
+    }
+  }
+  EXPECT_GT(calls, 100);
+}
+
+TEST(ConnectionAgeTest, ARevokedTokenEndsTheConnectionsItOpened) {
+  const Certs& c = Certs::Get();
+  const std::string dir = ::testing::TempDir() + "/connection_age";
+  std::filesystem::create_directories(dir);
+  const std::string tokens = dir + "/tokens";
+  const std::string token = FirstToken(c.a("tokens"));
+  {
+    std::ofstream out(tokens);
+    out << "dev-client " << token << "\n";
+  }
+  std::unique_ptr<Host> h = StartHost(ShortLivedConnections(tokens));
+  ASSERT_NE(h, nullptr);
+  ClientOptions options;
+  options.gateways = {h->host->gateway_address()};
+  options.security.token = token;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_THAT(client.status(), IsOk());
+  ASSERT_THAT((*client)->Get<ProbeRef>("p").Echo(Text()).Get().status(),
+              IsOk());
+  // The token is revoked: only another client's stays.
+  {
+    std::ofstream out(tokens + ".new");
+    out << "someone-else " << std::string(32, 'z') << "\n";
+  }
+  std::filesystem::rename(tokens + ".new", tokens);
+  // The open connection is told to go within its age; the next one is
+  // refused.
+  absl::Status last;
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < give_up) {
+    last = (*client)->Get<ProbeRef>("p").Echo(Text()).Get().status();
+    if (last.code() == absl::StatusCode::kUnauthenticated) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_THAT(last, StatusIs(absl::StatusCode::kUnauthenticated));
+}
+
 TEST(RotationTest, CertificatesRotateUnderLoadWithoutAFailedCall) {
   const Certs& c = Certs::Get();
   // A copy of set a that this test re-issues.
