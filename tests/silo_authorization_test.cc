@@ -4,6 +4,7 @@
 // authenticated silo writes only its own membership row and votes, and
 // touches only its own directory entries; forged requests change nothing;
 // a compromised member can neither kill nor flood the others.
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -451,8 +452,12 @@ TEST(ClusterTrustTest, ACompromisedMemberCannotKillFloodOrStopTheOthers) {
   EXPECT_EQ(row_of(primary->host->id()).suspicions_size(), 1);
 
   // A row flood: new rows of its endpoint, each padded to just under the
-  // row cap, until the view's cap refuses them.
+  // row cap, until the view's cap refuses them. The view never passes its
+  // cap; the rows never answer a probe, so the honest silos declare them
+  // dead, and a Dead row makes room for a new one: a flood slower than
+  // that (a loaded machine, ThreadSanitizer) may go on to the end.
   int added = 0;
+  size_t largest = 0;
   grpc::Status refused;
   for (int64_t generation = 2; generation < 200; ++generation) {
     v1::Member row;
@@ -463,12 +468,22 @@ TEST(ClusterTrustTest, ACompromisedMemberCannotKillFloodOrStopTheOthers) {
       row.add_grain_types(absl::StrCat("flood.T", i, std::string(240, 'x')));
     }
     refused = write(row);
+    largest = std::max(largest, read().ByteSizeLong());
     if (!refused.ok()) break;
     ++added;
   }
-  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_LT(added, 40);
-  EXPECT_LE(read().ByteSizeLong(), size_t{4} << 20);
+  EXPECT_LE(largest, storage::kMaxViewBytes);
+  if (added >= 40) {
+    int dead = 0;
+    const v1::MembershipView after_flood = read();
+    for (const v1::Member& m : after_flood.members()) {
+      dead += m.address() == "127.0.0.1:1" && m.status() == v1::MEMBER_DEAD;
+    }
+    EXPECT_GT(dead, 0) << added << " rows added, none declared dead";
+  } else {
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << refused.error_message();
+  }
 
   // The honest silos: alive in the table, answering membership reads, and
   // serving grains on both.
