@@ -100,14 +100,17 @@ run hosted-memory "$bin/granary-bench" --hosted --storage=memory \
 reports+=("$work/hosted-memory.json")
 
 # start_silo NAME [FLAGS...]: a granary-silo on free ports with the bench
-# grains (its data and log under $work/NAME); sets `gateway` and
-# `silo_address` once ready, or leaves them empty (status 1, the log shown).
+# grains and the examples (the push scenario's Chat room; a silo hosts
+# them only with --examples), its data and log under $work/NAME; sets
+# `gateway` and `silo_address` once ready, or leaves them empty (status 1,
+# the log shown).
 start_silo() {
   local name=$1
   shift
   mkfifo "$work/$name.ready"
   "$bin/granary-silo" --gateway=127.0.0.1:0 --silo=127.0.0.1:0 \
-      --http=127.0.0.1:0 --data_dir="$work/$name-data" --log_level=warning --bench_grains \
+      --http=127.0.0.1:0 --data_dir="$work/$name-data" --log_level=warning \
+      --bench_grains --examples \
       "$@" > "$work/$name.ready" 2> "$work/$name.log" &
   silo_pid=$!
   gateway=""
