@@ -1,6 +1,7 @@
 #include "rpc/gateway_connection.h"
 
 #include <utility>
+#include <vector>
 
 #include "core/log.h"
 #include "rpc/credentials.h"
@@ -89,16 +90,18 @@ void GatewayConnection::TryConnect(absl::Time until) {
 }
 
 void GatewayConnection::CancelStream(const std::string& why) {
-  GatewayStream* stream;
+  std::vector<GatewayStream*> streams;
   {
     MutexLock lock(&mu_);
     up_.store(false);
-    stream = stream_;
-    if (stream != nullptr) stream->Ref();
+    // The current stream and those still draining after a rotation.
+    if (stream_ != nullptr) streams.push_back(stream_);
+    streams.insert(streams.end(), rotated_.begin(), rotated_.end());
+    for (GatewayStream* s : streams) s->Ref();
   }
-  if (stream != nullptr) {
-    stream->Cancel(why);
-    stream->Unref();
+  for (GatewayStream* s : streams) {
+    s->Cancel(why);
+    s->Unref();
   }
 }
 
@@ -142,10 +145,12 @@ void GatewayConnection::CheckConnection() {
 
 void GatewayConnection::OnStreamRotated(GatewayStream* stream) {
   MutexLock lock(&mu_);
-  // The link's reference stays with the stream until its OnStreamDone.
+  // The link's reference stays with the stream until its OnStreamDone;
+  // until then CancelStream reaches it too.
   if (stream_ == stream) {
     stream_ = nullptr;
     stream_connected_ = false;
+    rotated_.insert(stream);
   }
 }
 
@@ -154,7 +159,9 @@ void GatewayConnection::OnStreamDone(GatewayStream* stream,
                                bool server_stopping) {
   {
     MutexLock lock(&mu_);
-    if (server_stopping) await_new_connection_ = true;
+    rotated_.erase(stream);
+    // (A stream rotated away drained too, but the link is on a new one.)
+    if (server_stopping && stream_ == stream) await_new_connection_ = true;
     if (stream_ == stream) {
       stream_ = nullptr;
       // Any end we did not ask for means the gateway went away or is

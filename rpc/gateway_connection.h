@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/sync.h"
@@ -97,6 +98,8 @@ class GatewayConnection {
   bool await_new_connection_ ABSL_GUARDED_BY(mu_) = false;
   // The channel was READY under stream_ (CheckConnection).
   bool stream_connected_ ABSL_GUARDED_BY(mu_) = false;
+  // Streams rotated away (OnStreamRotated) that have not ended yet.
+  absl::flat_hash_set<GatewayStream*> rotated_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace granary::rpc

@@ -101,8 +101,10 @@ bool GatewayStream::DrainFromClient() {
     space_.SignalAll();
     actions = AdvanceLocked();
   }
-  Act(actions);
+  // The link lets go first: the half-close below may end the stream at
+  // once, and its end must not take the link down.
   link_->OnStreamRotated(this);
+  Act(actions);
   return true;
 }
 

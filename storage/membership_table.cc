@@ -205,8 +205,14 @@ absl::Status CheckVotes(const v1::MembershipView& view, const v1::Member& next,
           "one silo address votes once on ", MemberId(next)));
     }
   }
+  // A vote may go a little before it expires by the table's clock: the
+  // silo dropping it judges by its own, which may run ahead by the skew.
+  VoteRules dropping = rules;
+  dropping.vote_expiry = std::max(absl::ZeroDuration(),
+                                  rules.vote_expiry - kMaxVoteSkew);
   for (const v1::Suspicion& v : previous->suspicions()) {
-    if (HasVote(next, v) || !VoteCounts(view, *previous, v, rules, now_ms)) {
+    if (HasVote(next, v) ||
+        !VoteCounts(view, *previous, v, dropping, now_ms)) {
       continue;
     }
     // A counted vote goes only when its voter's address keeps a vote (its
@@ -246,13 +252,14 @@ Task<absl::StatusOr<int64_t>> InMemoryMembershipTable::Write(
 }
 
 bool InMemoryMembershipTable::RoomFor(const v1::Member& member,
-                                      v1::Member*& row) {
+                                      v1::Member*& row, bool* purged) {
   // Dead rows make room first (oldest first); `row` is re-found after each,
   // since a purge moves the rows.
   for (;;) {
     if (CheckViewRoom(view_, member, row).ok()) return true;
     if (row != nullptr && row->status() == v1::MEMBER_DEAD) return false;
     if (!PurgeOldestDead()) return false;
+    *purged = true;
     row = nullptr;
     for (v1::Member& m : *view_.mutable_members()) {
       if (m.address() == member.address() &&
@@ -306,12 +313,16 @@ absl::StatusOr<int64_t> InMemoryMembershipTable::WriteNow(
     v1::Member member, int64_t expected_version) {
   absl::StatusOr<int64_t> result;
   v1::MembershipView changed;
+  bool moved = false;
   {
     MutexLock lock(&mu_);
+    const int64_t before = view_.version();
     result = WriteLocked(std::move(member), expected_version);
-    if (result.ok()) changed = view_;
+    // A refused write may still have purged Dead rows (a version of its own).
+    moved = view_.version() != before;
+    if (moved) changed = view_;
   }
-  if (result.ok()) {
+  if (moved) {
     MutexLock lock(&notify_mu_);
     for (auto& [id, fn] : subscribers_) fn(changed);
   }
@@ -337,29 +348,41 @@ absl::StatusOr<int64_t> InMemoryMembershipTable::WriteLocked(
   GRANARY_RETURN_IF_ERROR(CheckVotes(view_, member, row, rules_, now_ms));
   NormalizeMember(member);
   const std::string id = MemberId(member);
-  if (member.status() == v1::MEMBER_DEAD &&
-      (row == nullptr || row->status() != v1::MEMBER_DEAD)) {
-    dead_since_[id] = now_ms;
-  }
+  const bool goes_dead = member.status() == v1::MEMBER_DEAD &&
+                         (row == nullptr || row->status() != v1::MEMBER_DEAD);
   // Rows Dead past their retention go with the change they follow (every
-  // silo's heartbeat is one); the row being written stays.
-  if (PurgeExpiredDead(now_ms, id)) {
+  // silo's heartbeat is one); the row being written stays. Purges that
+  // make room stand even when the write is then refused: the table moves
+  // to a version of its own.
+  bool purged = PurgeExpiredDead(now_ms, id);
+  if (purged) {
     row = nullptr;
     for (v1::Member& m : *view_.mutable_members()) {
       if (MemberId(m) == id) row = &m;
     }
   }
-  if (row == nullptr && view_.members_size() >= kMaxMembers &&
-      !PurgeOldestDead()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("membership table holds ", kMaxMembers, " live members"));
+  absl::Status room = absl::OkStatus();
+  if (row == nullptr && view_.members_size() >= kMaxMembers) {
+    if (PurgeOldestDead()) {
+      purged = true;
+    } else {
+      room = absl::ResourceExhaustedError(absl::StrCat(
+          "membership table holds ", kMaxMembers, " live members"));
+    }
   }
-  if (!RoomFor(member, row)) return CheckViewRoom(view_, member, row);
+  if (room.ok() && !RoomFor(member, row, &purged)) {
+    room = CheckViewRoom(view_, member, row);
+  }
+  if (!room.ok()) {
+    if (purged) view_.set_version(view_.version() + 1);
+    return room;
+  }
   if (row != nullptr) {
     *row = std::move(member);
   } else {
     *view_.add_members() = std::move(member);
   }
+  if (goes_dead) dead_since_[id] = now_ms;
   view_.set_version(view_.version() + 1);
   return view_.version();
 }

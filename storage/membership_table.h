@@ -160,8 +160,9 @@ class InMemoryMembershipTable final : public MembershipTable {
 
  private:
   // True when the view has room for `member` in place of `row`, once Dead
-  // rows are purged as needed (`row` then points to the row anew).
-  bool RoomFor(const v1::Member& member, v1::Member*& row)
+  // rows are purged as needed (`row` then points to the row anew, and
+  // `*purged` is set).
+  bool RoomFor(const v1::Member& member, v1::Member*& row, bool* purged)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the oldest Dead row; false when there is none.
   bool PurgeOldestDead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

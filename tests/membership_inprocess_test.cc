@@ -205,5 +205,32 @@ TEST_F(MembershipInProcessTest, AGracefulLeaveIsDeadWithoutVotes) {
   EXPECT_FALSE(nodes_[2]->declared_dead.HasBeenNotified());
 }
 
+// Silo 1 crashes and comes back at the same endpoint, a new generation.
+// No vote from its own address counts against the old row, so the new
+// generation writes it Dead itself when it joins.
+TEST_F(MembershipInProcessTest, ARestartedSiloRetiresItsOlderGeneration) {
+  StartSilos(2);
+  const v1::Member old_row = Row(1);
+  table_.Unsubscribe(nodes_[1]->subscription);
+  nodes_[1]->subscription = 0;
+  nodes_[1]->agent.reset();  // a crash: no leave
+  nodes_[1]->left = true;
+  v1::Member again = old_row;
+  again.set_generation(old_row.generation() + 1);
+  again.clear_suspicions();
+  silo::LoopbackTransport transport(&net_, MemberId(again));
+  MembershipAgent agent(&table_, &transport, again, options_);
+  ASSERT_THAT(agent.Join(absl::Seconds(1)), IsOk());
+  bool old_dead = false, new_live = false;
+  const v1::MembershipView after = table_.Snapshot();
+  for (const v1::Member& m : after.members()) {
+    if (MemberId(m) == MemberId(old_row)) old_dead = m.status() == v1::MEMBER_DEAD;
+    if (MemberId(m) == MemberId(again)) new_live = m.status() == v1::MEMBER_ACTIVE;
+  }
+  EXPECT_TRUE(old_dead);
+  EXPECT_TRUE(new_live);
+  agent.Leave();
+}
+
 }  // namespace
 }  // namespace granary::testing

@@ -110,6 +110,7 @@ void GrpcTransport::ConnectLoop() {
     }
     mu_.Unlock();
     std::vector<std::pair<std::string, std::unique_ptr<rpc::GatewaySet>>> made;
+    int failed = 0;
     for (const auto& [id, address] : missing) {
       {
         // Each connect may take connect_timeout_: skip the peers that went
@@ -131,6 +132,7 @@ void GrpcTransport::ConnectLoop() {
       if (!client.ok()) {
         GRANARY_LOG(kWarning) << "silo=" << self_id_ << " peer=" << id
                               << " cannot connect: " << client.status();
+        ++failed;
         continue;
       }
       for (const InterfaceInfo* iface : interfaces_) (*client)->Register(*iface);
@@ -147,7 +149,7 @@ void GrpcTransport::ConnectLoop() {
       links_.emplace(id, std::shared_ptr<rpc::GatewaySet>(std::move(client)));
     }
     cv_.SignalAll();
-    if (made.size() < missing.size() && !closed_) {
+    if (failed > 0 && !closed_) {
       // Some failed: try them again shortly (or at the next view).
       (void)cv_.WaitWithDeadline(&mu_, absl::Now() + absl::Milliseconds(500));
     }

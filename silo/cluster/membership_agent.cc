@@ -178,6 +178,29 @@ Task<absl::Status> MembershipAgent::JoinAsync(absl::Duration timeout) {
   }
   last_heartbeat_ = Now();
   GRANARY_LOG(kInfo) << "silo=" << id_ << " joined the cluster";
+  // Older generations at this silo's endpoint are gone (this process holds
+  // the endpoint now): this silo writes them Dead itself, since the table
+  // counts no vote from a target's own address.
+  std::vector<std::string> older;
+  const v1::MembershipView joined = view();
+  for (const v1::Member& m : joined.members()) {
+    if (IsLive(m) && m.address() == self_.address() &&
+        m.generation() < self_.generation()) {
+      older.push_back(storage::MemberId(m));
+    }
+  }
+  for (const std::string& old_id : older) {
+    // Named first (the GCC 12 hazard of core/task.h).
+    std::function<bool(const v1::MembershipView&, v1::Member*)> retire =
+        [](const v1::MembershipView&, v1::Member* row) {
+          if (!IsLive(*row)) return false;
+          row->set_status(v1::MEMBER_DEAD);
+          return true;
+        };
+    absl::Status retired = co_await Update(old_id, std::move(retire));
+    GRANARY_LOG(kInfo) << "silo=" << id_ << " retired its older generation "
+                       << old_id << ": " << retired;
+  }
   co_return absl::OkStatus();
 }
 
@@ -386,7 +409,8 @@ Task<void> MembershipAgent::ProbeRound() {
   for (const v1::Member& target : live) {
     if (chosen.size() >= static_cast<size_t>(options_.probe_fanout)) break;
     const std::string target_id = storage::MemberId(target);
-    if (target_id == id_) continue;
+    // (Older generations at this address are retired at join, not voted.)
+    if (target_id == id_ || target.address() == self_.address()) continue;
     targets.insert(target_id);
     chosen.push_back(target);
   }
@@ -396,7 +420,7 @@ Task<void> MembershipAgent::ProbeRound() {
   for (const v1::Member& m : live) {
     if (m.heartbeat_unix_ms() < stale_before &&
         !targets.contains(storage::MemberId(m)) &&
-        storage::MemberId(m) != id_) {
+        m.address() != self_.address()) {
       stale.push_back(&m);
     }
   }
