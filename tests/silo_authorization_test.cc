@@ -106,6 +106,17 @@ TEST(ClusterTlsTest, ADevClusterRunsOnMutualTlsAndForwardsTheIdentity) {
   every_grain_sees_the_caller(10);
 }
 
+// A client of `gateway` alone that sends every call there (no discovery,
+// no location cache): calls for grains of other silos are forwarded.
+absl::StatusOr<std::unique_ptr<Client>> ConnectOnlyTo(
+    const std::string& gateway) {
+  ClientOptions options;
+  options.gateways = {gateway};
+  options.gateway_refresh_period = absl::ZeroDuration();
+  options.location_cache_size = 0;
+  return Client::Connect(options);
+}
+
 // A dev-cluster silo on `host` (a loopback address) with the certificate of
 // that host alone.
 silo::SiloHostOptions On(const std::string& host) {
@@ -127,11 +138,8 @@ TEST(ClusterTlsTest, SilosOnHostsOfTheirOwnCheckEachOthersCertificates) {
   second_options.primary = primary->host->silo_address();
   std::unique_ptr<Host> second = StartHost(second_options);
   ASSERT_NE(second, nullptr);
-  ClientOptions options;
-  options.gateways = {primary->host->gateway_address()};
-  options.gateway_refresh_period = absl::ZeroDuration();
-  options.location_cache_size = 0;
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      ConnectOnlyTo(primary->host->gateway_address());
   ASSERT_THAT(client.status(), IsOk());
   for (int i = 0; i < 30; ++i) {
     Text ask;
@@ -490,11 +498,8 @@ TEST(ClusterTrustTest, ACompromisedMemberCannotKillFloodOrStopTheOthers) {
   EXPECT_EQ(row_of(victim->host->id()).status(), v1::MEMBER_ACTIVE);
   EXPECT_EQ(row_of(primary->host->id()).status(), v1::MEMBER_ACTIVE);
   for (Host* h : {primary.get(), victim.get()}) {
-    ClientOptions options;
-    options.gateways = {h->host->gateway_address()};
-    options.gateway_refresh_period = absl::ZeroDuration();
-    options.location_cache_size = 0;
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+    absl::StatusOr<std::unique_ptr<Client>> client =
+        ConnectOnlyTo(h->host->gateway_address());
     ASSERT_THAT(client.status(), IsOk());
     for (int i = 0; i < 20; ++i) {
       Text ask;

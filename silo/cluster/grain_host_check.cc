@@ -8,6 +8,15 @@
 
 namespace granary::silo {
 
+Task<absl::Status> RunGrainHostCheck(GrainHostCheck check,
+                                     rpc::PeerAuthority peer, GrainId grain,
+                                     std::string not_ready) {
+  if (peer.any) co_return absl::OkStatus();
+  if (!check) co_return absl::UnavailableError(not_ready);
+  Task<absl::Status> checked = check(std::move(peer), std::move(grain));
+  co_return co_await std::move(checked);
+}
+
 Task<absl::Status> CheckGrainHost(directory::DirectoryClient* directory,
                                   Silo* silo, rpc::PeerAuthority peer,
                                   GrainId grain) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "core/grain_id.h"
@@ -35,6 +36,12 @@ class Silo;
 // the directory's error (UNAVAILABLE while the ring settles) otherwise.
 using GrainHostCheck =
     std::function<Task<absl::Status>(rpc::PeerAuthority peer, GrainId grain)>;
+
+// What the services run: OK for a peer without an identity; UNAVAILABLE
+// `not_ready` while `check` is not set yet; else `check`'s answer.
+Task<absl::Status> RunGrainHostCheck(GrainHostCheck check,
+                                     rpc::PeerAuthority peer, GrainId grain,
+                                     std::string not_ready);
 
 // The check of a silo (`silo`, whose directory client is `directory`): the
 // grain's entry, from the directory's owner of it, must name `peer`.

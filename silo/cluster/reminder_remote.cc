@@ -38,17 +38,14 @@ void ReminderPeerService::SetHostCheck(GrainHostCheck check) {
 
 Task<absl::Status> ReminderPeerService::MayChange(rpc::PeerAuthority peer,
                                                   GrainId grain) const {
-  if (peer.any) co_return absl::OkStatus();
   GrainHostCheck check;
-  {
+  if (!peer.any) {
     MutexLock lock(&check_mu_);
     check = check_;
   }
-  if (!check) {
-    co_return absl::UnavailableError("the reminder service is not ready yet");
-  }
-  Task<absl::Status> checked = check(std::move(peer), std::move(grain));
-  co_return co_await std::move(checked);
+  return RunGrainHostCheck(std::move(check), std::move(peer),
+                           std::move(grain),
+                           "the reminder service is not ready yet");
 }
 
 Task<absl::StatusOr<absl::Time>> ReminderPeerService::CheckedRegister(

@@ -38,15 +38,13 @@ void StorageService::SetHostCheck(GrainHostCheck check) {
 
 Task<absl::Status> StorageService::MayChange(rpc::PeerAuthority peer,
                                              GrainId id) const {
-  if (peer.any) co_return absl::OkStatus();
   GrainHostCheck check;
-  {
+  if (!peer.any) {
     ReaderMutexLock lock(&mu_);
     check = check_;
   }
-  if (!check) co_return absl::UnavailableError("grain storage is not ready yet");
-  Task<absl::Status> checked = check(std::move(peer), std::move(id));
-  co_return co_await std::move(checked);
+  return RunGrainHostCheck(std::move(check), std::move(peer), std::move(id),
+                           "grain storage is not ready yet");
 }
 
 Task<absl::StatusOr<std::string>> StorageService::CheckedWrite(
