@@ -129,14 +129,22 @@ silo::SiloHostOptions On(const std::string& host) {
   return o;
 }
 
+// A dev cluster of two: the primary on 127.0.0.2 and a silo on 127.0.0.3,
+// each with the certificate of its own host. `*second` stays null when
+// either fails to start.
+void StartPair(std::unique_ptr<Host>* primary, std::unique_ptr<Host>* second) {
+  *primary = StartHost(On("127.0.0.2"));
+  if (*primary == nullptr) return;
+  silo::SiloHostOptions options = On("127.0.0.3");
+  options.primary = (*primary)->host->silo_address();
+  *second = StartHost(options);
+}
+
 TEST(ClusterTlsTest, SilosOnHostsOfTheirOwnCheckEachOthersCertificates) {
   // Two silos on 127.0.0.2 and 127.0.0.3, each with a certificate for its
   // own host only: each dials the other and checks the name.
-  std::unique_ptr<Host> primary = StartHost(On("127.0.0.2"));
-  ASSERT_NE(primary, nullptr);
-  silo::SiloHostOptions second_options = On("127.0.0.3");
-  second_options.primary = primary->host->silo_address();
-  std::unique_ptr<Host> second = StartHost(second_options);
+  std::unique_ptr<Host> primary, second;
+  StartPair(&primary, &second);
   ASSERT_NE(second, nullptr);
   absl::StatusOr<std::unique_ptr<Client>> client =
       ConnectOnlyTo(primary->host->gateway_address());
@@ -371,11 +379,8 @@ TEST(SiloAuthorizationTest, ForgedRequestsOfAnAuthenticatedSiloChangeNothing) {
 // row flood are refused, and the two honest silos go on serving.
 TEST(ClusterTrustTest, ACompromisedMemberCannotKillFloodOrStopTheOthers) {
   const Certs& c = Certs::Get();
-  std::unique_ptr<Host> primary = StartHost(On("127.0.0.2"));
-  ASSERT_NE(primary, nullptr);
-  silo::SiloHostOptions victim_options = On("127.0.0.3");
-  victim_options.primary = primary->host->silo_address();
-  std::unique_ptr<Host> victim = StartHost(victim_options);
+  std::unique_ptr<Host> primary, victim;
+  StartPair(&primary, &victim);
   ASSERT_NE(victim, nullptr);
 
   rpc::ClientSecurity member =

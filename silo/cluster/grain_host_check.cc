@@ -8,13 +8,33 @@
 
 namespace granary::silo {
 
-Task<absl::Status> RunGrainHostCheck(GrainHostCheck check,
-                                     rpc::PeerAuthority peer, GrainId grain,
-                                     std::string not_ready) {
+namespace {
+
+Task<absl::Status> RunCheck(GrainHostCheck check, rpc::PeerAuthority peer,
+                            GrainId grain, std::string not_ready) {
   if (peer.any) co_return absl::OkStatus();
   if (!check) co_return absl::UnavailableError(not_ready);
   Task<absl::Status> checked = check(std::move(peer), std::move(grain));
   co_return co_await std::move(checked);
+}
+
+}  // namespace
+
+void GrainHostCheckSlot::Set(GrainHostCheck check) {
+  MutexLock lock(&mu_);
+  check_ = std::move(check);
+}
+
+Task<absl::Status> GrainHostCheckSlot::Run(rpc::PeerAuthority peer,
+                                           GrainId grain,
+                                           std::string not_ready) const {
+  GrainHostCheck check;
+  if (!peer.any) {
+    MutexLock lock(&mu_);
+    check = check_;
+  }
+  return RunCheck(std::move(check), std::move(peer), std::move(grain),
+                  std::move(not_ready));
 }
 
 Task<absl::Status> CheckGrainHost(directory::DirectoryClient* directory,

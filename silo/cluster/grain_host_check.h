@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "core/grain_id.h"
+#include "core/sync.h"
 #include "core/task.h"
 #include "rpc/credentials.h"
 
@@ -37,11 +38,19 @@ class Silo;
 using GrainHostCheck =
     std::function<Task<absl::Status>(rpc::PeerAuthority peer, GrainId grain)>;
 
-// What the services run: OK for a peer without an identity; UNAVAILABLE
-// `not_ready` while `check` is not set yet; else `check`'s answer.
-Task<absl::Status> RunGrainHostCheck(GrainHostCheck check,
-                                     rpc::PeerAuthority peer, GrainId grain,
-                                     std::string not_ready);
+// A service's check, set once the silo runs (thread-safe). Run: OK for a
+// peer without an identity; UNAVAILABLE `not_ready` while no check is set;
+// else the check's answer.
+class GrainHostCheckSlot {
+ public:
+  void Set(GrainHostCheck check);
+  Task<absl::Status> Run(rpc::PeerAuthority peer, GrainId grain,
+                         std::string not_ready) const;
+
+ private:
+  mutable Mutex mu_;
+  GrainHostCheck check_ ABSL_GUARDED_BY(mu_);
+};
 
 // The check of a silo (`silo`, whose directory client is `directory`): the
 // grain's entry, from the directory's owner of it, must name `peer`.

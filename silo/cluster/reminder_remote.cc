@@ -32,20 +32,13 @@ grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context,
 }  // namespace
 
 void ReminderPeerService::SetHostCheck(GrainHostCheck check) {
-  MutexLock lock(&check_mu_);
-  check_ = std::move(check);
+  check_.Set(std::move(check));
 }
 
 Task<absl::Status> ReminderPeerService::MayChange(rpc::PeerAuthority peer,
                                                   GrainId grain) const {
-  GrainHostCheck check;
-  if (!peer.any) {
-    MutexLock lock(&check_mu_);
-    check = check_;
-  }
-  return RunGrainHostCheck(std::move(check), std::move(peer),
-                           std::move(grain),
-                           "the reminder service is not ready yet");
+  return check_.Run(std::move(peer), std::move(grain),
+                    "the reminder service is not ready yet");
 }
 
 Task<absl::StatusOr<absl::Time>> ReminderPeerService::CheckedRegister(

@@ -81,8 +81,7 @@ class ReminderPeerService final : public v1::Reminders::CallbackService {
                                                std::string name);
 
   std::atomic<Silo*> silo_{nullptr};
-  mutable Mutex check_mu_;
-  GrainHostCheck check_ ABSL_GUARDED_BY(check_mu_);
+  GrainHostCheckSlot check_;
 };
 
 // A production cluster's keeper (--cluster=postgres): each request goes to

@@ -32,19 +32,13 @@ void StorageService::AllowTypes(const std::vector<std::string>& types) {
 }
 
 void StorageService::SetHostCheck(GrainHostCheck check) {
-  MutexLock lock(&mu_);
-  check_ = std::move(check);
+  check_.Set(std::move(check));
 }
 
 Task<absl::Status> StorageService::MayChange(rpc::PeerAuthority peer,
                                              GrainId id) const {
-  GrainHostCheck check;
-  if (!peer.any) {
-    ReaderMutexLock lock(&mu_);
-    check = check_;
-  }
-  return RunGrainHostCheck(std::move(check), std::move(peer), std::move(id),
-                           "grain storage is not ready yet");
+  return check_.Run(std::move(peer), std::move(id),
+                    "grain storage is not ready yet");
 }
 
 Task<absl::StatusOr<std::string>> StorageService::CheckedWrite(

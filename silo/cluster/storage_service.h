@@ -77,7 +77,7 @@ class StorageService final : public v1::GrainState::CallbackService {
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, absl::string_view> types_
       ABSL_GUARDED_BY(mu_);  // -> interned
-  GrainHostCheck check_ ABSL_GUARDED_BY(mu_);
+  GrainHostCheckSlot check_;
 };
 
 class RemoteGrainStorage final : public storage::GrainStorage {
