@@ -325,8 +325,11 @@ Task<void> MembershipAgent::Rounds() {
       co_return;                   // stopped
     }
     if (!co_await Round()) break;
-    rounds_.fetch_add(1);
+    // A round that ran late moves the schedule, before the round is counted:
+    // whoever waits for the count and then moves a fake clock must find the
+    // next round due at the new time, not one interval past it.
     if (next < Now()) next = Now();
+    rounds_.fetch_add(1);
   }
   // Never probe or vote once declared dead.
   GRANARY_LOG(kError) << "silo=" << id_
