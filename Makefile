@@ -21,10 +21,13 @@ build: configure
 run: build
 	$(BUILD)/bin/granary-silo --examples --data_dir=./granary-data
 
-# The whole suite, then every libFuzzer target for 10 s from its seeds (with
-# clang; the first run builds build-fuzz/, which takes a while).
+# The whole suite, TEST_JOBS tests at a time (default: one per core; each
+# runs through scripts/test-launcher.sh), then every libFuzzer target for
+# 10 s from its seeds (with clang; the first run builds build-fuzz/, which
+# takes a while).
+TEST_JOBS ?= $(shell nproc)
 test: build
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest -j$(TEST_JOBS) --output-on-failure
 	FUZZ_SECONDS=10 bash scripts/fuzz.sh
 
 # The Debian package: $(BUILD)/granary_<version>_amd64.deb (see the README,
@@ -34,7 +37,7 @@ package: build
 
 # The fast loop: unit tests only (ctest labels: unit, integration, process).
 test-unit: build
-	cd $(BUILD) && ctest --output-on-failure -L unit
+	cd $(BUILD) && ctest -j$(TEST_JOBS) --output-on-failure -L unit
 
 # AddressSanitizer + UndefinedBehaviorSanitizer (Debug).
 test-asan: deps

@@ -3,7 +3,9 @@
 #   granary_cc_library(NAME core SRCS a.cc HDRS a.h DEPS absl::status)
 #     -> target granary_core, alias granary::core
 #   granary_cc_test(NAME task_test SRCS task_test.cc DEPS granary::core)
-#     -> gtest binary registered with ctest
+#     -> gtest binary registered with ctest (granary_add_test)
+#   granary_add_test(NAME t COMMAND /usr/bin/python3 t.py [TIMEOUT s] [LABELS l])
+#     -> any other test, run by scripts/test-launcher.sh
 #   granary_cc_binary(NAME granary-bench SRCS main.cc DEPS ...)
 #   granary_grain_library(NAME counter_grains PROTOS counter.proto [DEPS ...])
 #     -> runs protoc with the C++, gRPC and Granary generators; target NAME holds
@@ -35,11 +37,30 @@ function(granary_cc_test)
   target_include_directories(${G_NAME} PRIVATE ${CMAKE_SOURCE_DIR})
   target_link_libraries(${G_NAME} PRIVATE ${G_DEPS} GTest::gmock GTest::gtest_main)
   set_target_properties(${G_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-  add_test(NAME ${G_NAME} COMMAND ${G_NAME})
   if(NOT G_TIMEOUT)
     set(G_TIMEOUT 300)
   endif()
-  set_tests_properties(${G_NAME} PROPERTIES TIMEOUT ${G_TIMEOUT})
+  granary_add_test(NAME ${G_NAME} COMMAND $<TARGET_FILE:${G_NAME}>
+    TIMEOUT ${G_TIMEOUT} LABELS ${G_LABELS})
+endfunction()
+
+# Registers a test with CTest through scripts/test-launcher.sh, which gives
+# it a temporary directory of its own (removed afterwards), reaps whatever
+# it left running, and reports a GoogleTest binary that skipped every test
+# as skipped (exit 77):
+#   granary_add_test(NAME t COMMAND /usr/bin/python3 t.py ARGS...
+#                    [TIMEOUT s] [LABELS a b])
+# (The command passes through a CMake list: an argument with an unbalanced
+# square bracket would merge with its neighbours.)
+function(granary_add_test)
+  cmake_parse_arguments(G "" "NAME;TIMEOUT" "COMMAND;LABELS" ${ARGN})
+  add_test(NAME ${G_NAME}
+    COMMAND /bin/bash ${CMAKE_SOURCE_DIR}/scripts/test-launcher.sh ${G_COMMAND})
+  if(NOT G_TIMEOUT)
+    set(G_TIMEOUT 300)
+  endif()
+  set_tests_properties(${G_NAME} PROPERTIES TIMEOUT ${G_TIMEOUT}
+    SKIP_RETURN_CODE 77)
   if(G_LABELS)
     set_tests_properties(${G_NAME} PROPERTIES LABELS "${G_LABELS}")
   endif()

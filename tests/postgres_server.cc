@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <pwd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,6 +19,18 @@
 
 namespace granary::testing {
 namespace {
+
+// Whether every directory from / down to `dir` lets other users through
+// (the server runs as the `postgres` user).
+bool EveryoneMayEnter(const std::string& dir) {
+  std::filesystem::path at = std::filesystem::absolute(dir);
+  while (true) {
+    struct stat st;
+    if (stat(at.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0) return false;
+    if (at == at.root_path()) return true;
+    at = at.parent_path();
+  }
+}
 
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -66,8 +79,13 @@ std::unique_ptr<PostgresServer> PostgresServer::Start() {
                      "(scripts/install-deps.sh installs it)";
     return nullptr;
   }
-  // As root, under /tmp: the `postgres` user must be able to reach it.
-  const char* tmp = geteuid() == 0 ? nullptr : std::getenv("TMPDIR");
+  // In the test's temporary directory (scripts/test-launcher.sh removes it,
+  // and stops a server left running there), unless, as root, the
+  // `postgres` user could not reach it: then under /tmp.
+  const char* tmp = std::getenv("TMPDIR");
+  if (tmp != nullptr && geteuid() == 0 && !EveryoneMayEnter(tmp)) {
+    tmp = nullptr;
+  }
   std::string pattern =
       absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/granary-pg-XXXXXX");
   if (mkdtemp(pattern.data()) == nullptr) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <memory>
@@ -48,8 +49,11 @@ class Certs {
 
  private:
   Certs() {
-    char tmpl[] = "/tmp/granary-certs-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    // In the test's temporary directory (TMPDIR, removed after the test).
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "granary-certs-XXXXXX")
+            .string();
+    dir_ = mkdtemp(tmpl.data());
     const std::string command = absl::StrCat(
         "bash ", GRANARY_SOURCE_DIR, "/tests/make-test-certs.sh ", dir_);
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
