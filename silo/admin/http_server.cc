@@ -1,11 +1,17 @@
 #include "silo/admin/http_server.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <exception>
+#include <thread>
 #include <string_view>
 #include <utility>
 
@@ -16,6 +22,31 @@
 
 namespace granary::silo {
 namespace {
+
+// Opens and at once closes a TCP connection to `host`:`port` (a wildcard
+// host: this machine), as a nudge to whoever polls that listener.
+void Nudge(const std::string& host, int port) {
+  std::string to = host;
+  if (to.empty() || to == "0.0.0.0") to = "127.0.0.1";
+  if (to == "::" || to == "[::]") to = "::1";
+  if (to.size() > 2 && to.front() == '[' && to.back() == ']') {
+    to = to.substr(1, to.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (getaddrinfo(to.c_str(), service.c_str(), &hints, &found) != 0) return;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const bool connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+    if (connected) break;
+  }
+  freeaddrinfo(found);
+}
 
 void Send(mg_connection* conn, const HttpResponse& r, bool head) {
   const char* reason = mg_get_response_code_text(conn, r.status);
@@ -195,7 +226,24 @@ absl::Status HttpServer::Start() {
 
 void HttpServer::Stop() {
   if (ctx_ == nullptr) return;
+  // civetweb's accept loop looks at its stop flag between polls of up to
+  // 2 s, so mg_stop alone takes that long on an idle port. A connection
+  // wakes the poll: the loop sees the flag and stops in milliseconds. (One
+  // that arrives before the flag is set is an empty request, closed at once
+  // by the worker that takes it.)
+  std::string host;
+  int port = 0;
+  (void)SplitHostPort(requested_address_, &host, &port);
+  std::atomic<bool> stopped{false};
+  std::thread waker([&] {
+    while (!stopped.load()) {
+      Nudge(host, bound_port_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
   mg_stop(ctx_);
+  stopped = true;
+  waker.join();
   ctx_ = nullptr;
 }
 
