@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/check.h"
 
 namespace granary::metrics {
 namespace internal {
@@ -205,23 +205,19 @@ FamilyBase::FamilyBase(std::string name, std::string help, Type type,
       help_(std::move(help)),
       type_(type),
       label_names_(std::move(label_names)) {
-  if (!ValidName(name_, /*allow_colon=*/true)) {
-    throw std::invalid_argument("invalid metric name '" + name_ + "'");
-  }
+  GRANARY_CHECK(ValidName(name_, /*allow_colon=*/true))
+      << "invalid metric name '" << name_ << "'";
   for (const std::string& l : label_names_) {
-    if (!ValidName(l, /*allow_colon=*/false) || l.rfind("__", 0) == 0 ||
-        (type_ == Type::kHistogram && l == "le")) {
-      throw std::invalid_argument("invalid label name '" + l + "' of " + name_);
-    }
+    GRANARY_CHECK(ValidName(l, /*allow_colon=*/false) && l.rfind("__", 0) != 0 &&
+                  !(type_ == Type::kHistogram && l == "le"))
+        << "invalid label name '" << l << "' of " << name_;
   }
 }
 
 void FamilyBase::CheckLabels(const Labels& values) const {
-  if (values.size() != label_names_.size()) {
-    throw std::invalid_argument(absl::StrCat(
-        name_, " takes ", label_names_.size(), " label values, got ",
-        values.size()));
-  }
+  GRANARY_CHECK(values.size() == label_names_.size())
+      << name_ << " takes " << label_names_.size() << " label values, got "
+      << values.size();
 }
 
 template <>
@@ -285,28 +281,22 @@ Family<Histogram>& Registry::AddHistogram(std::string name, std::string help,
                                           std::vector<std::string> label_names,
                                           std::vector<double> bounds,
                                           double unit) {
-  if (bounds.empty() || !std::is_sorted(bounds.begin(), bounds.end()) ||
-      std::adjacent_find(bounds.begin(), bounds.end()) != bounds.end() ||
-      bounds.front() < 0) {
-    throw std::invalid_argument("histogram " + name +
-                                " needs increasing, non-negative bounds");
-  }
-  if (!(unit > 0)) {
-    throw std::invalid_argument("histogram " + name + " needs a positive unit");
-  }
+  GRANARY_CHECK(!bounds.empty() && std::is_sorted(bounds.begin(), bounds.end()) &&
+                std::adjacent_find(bounds.begin(), bounds.end()) == bounds.end() &&
+                bounds.front() >= 0)
+      << "histogram " << name << " needs increasing, non-negative bounds";
+  GRANARY_CHECK(unit > 0) << "histogram " << name << " needs a positive unit";
   Histogram::Layout layout;
   layout.unit = unit;
   for (double b : bounds) {
     layout.bound_units.push_back(static_cast<uint64_t>(std::round(b / unit)));
   }
-  if (layout.bound_units.size() + 1 > HistogramBatch::kMaxBuckets) {
-    throw std::invalid_argument("histogram " + name + " has too many buckets");
-  }
-  if (std::adjacent_find(layout.bound_units.begin(), layout.bound_units.end()) !=
-      layout.bound_units.end()) {
-    throw std::invalid_argument("histogram " + name +
-                                " has bounds closer than its unit");
-  }
+  GRANARY_CHECK(layout.bound_units.size() + 1 <= HistogramBatch::kMaxBuckets)
+      << "histogram " << name << " has too many buckets";
+  GRANARY_CHECK(std::adjacent_find(layout.bound_units.begin(),
+                                   layout.bound_units.end()) ==
+                layout.bound_units.end())
+      << "histogram " << name << " has bounds closer than its unit";
   layout.bounds = std::move(bounds);
   auto f = std::make_unique<Family<Histogram>>(
       std::move(name), std::move(help), Type::kHistogram,
@@ -319,9 +309,8 @@ Family<Histogram>& Registry::AddHistogram(std::string name, std::string help,
 void Registry::AddCallback(std::string name, std::string help, Type type,
                            std::vector<std::string> label_names,
                            std::function<Samples()> fn) {
-  if (type == Type::kHistogram) {
-    throw std::invalid_argument("callback metrics are counters or gauges");
-  }
+  GRANARY_CHECK(type != Type::kHistogram)
+      << "callback metrics are counters or gauges (" << name << ")";
   Add(std::make_unique<CallbackFamily>(std::move(name), std::move(help), type,
                                        std::move(label_names), std::move(fn)));
 }
@@ -329,9 +318,8 @@ void Registry::AddCallback(std::string name, std::string help, Type type,
 void Registry::Add(std::unique_ptr<FamilyBase> family) {
   MutexLock lock(&mu_);
   const std::string name = family->name();
-  if (!families_.emplace(name, std::move(family)).second) {
-    throw std::invalid_argument("metric '" + name + "' is already registered");
-  }
+  const bool added = families_.emplace(name, std::move(family)).second;
+  GRANARY_CHECK(added) << "metric '" << name << "' is already registered";
 }
 
 std::string Registry::Render() const {

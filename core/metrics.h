@@ -22,8 +22,8 @@
 // are one relaxed atomic. Looking a child up by its labels takes the family's
 // lock: do it once and keep the pointer (children live as long as the
 // registry). Names and label names follow Prometheus' rules; a bad name or a
-// wrong number of label values is a programming error and throws
-// std::invalid_argument.
+// wrong number of label values is a programming error and stops the process
+// with the reason (GRANARY_CHECK, core/check.h).
 //
 // Threading: everything is thread-safe.
 #pragma once

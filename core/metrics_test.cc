@@ -99,21 +99,23 @@ TEST(MetricsTest, NumbersUseTheExpositionSyntax) {
   EXPECT_EQ(FormatValue(NAN), "NaN");
 }
 
-TEST(MetricsTest, ProgrammingErrorsAreRefused) {
+// Programming errors stop the process with the reason (GRANARY_CHECK).
+TEST(MetricsDeathTest, ProgrammingErrorsStopTheProcessWithTheReason) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   Registry r;
-  EXPECT_THROW(r.AddCounter("bad-name", "x", {}), std::invalid_argument);
-  EXPECT_THROW(r.AddCounter("9lives", "x", {}), std::invalid_argument);
-  EXPECT_THROW(r.AddCounter("ok", "x", {"bad:label"}), std::invalid_argument);
-  EXPECT_THROW(r.AddCounter("ok2", "x", {"__reserved"}), std::invalid_argument);
-  EXPECT_THROW(r.AddHistogram("h", "x", {"le"}, {1}, 1), std::invalid_argument);
-  EXPECT_THROW(r.AddHistogram("h2", "x", {}, {2, 1}, 1), std::invalid_argument);
-  EXPECT_THROW(r.AddHistogram("h3", "x", {}, {}, 1), std::invalid_argument);
-  EXPECT_THROW(r.AddHistogram("h4", "x", {}, {1, 2}, 0), std::invalid_argument);
-  EXPECT_THROW(r.AddHistogram("h5", "x", {}, {1, 1.2}, 1), std::invalid_argument);
+  EXPECT_DEATH(r.AddCounter("bad-name", "x", {}), "invalid metric name 'bad-name'");
+  EXPECT_DEATH(r.AddCounter("9lives", "x", {}), "invalid metric name");
+  EXPECT_DEATH(r.AddCounter("ok", "x", {"bad:label"}), "invalid label name 'bad:label'");
+  EXPECT_DEATH(r.AddCounter("ok2", "x", {"__reserved"}), "invalid label name");
+  EXPECT_DEATH(r.AddHistogram("h", "x", {"le"}, {1}, 1), "invalid label name 'le'");
+  EXPECT_DEATH(r.AddHistogram("h2", "x", {}, {2, 1}, 1), "increasing, non-negative bounds");
+  EXPECT_DEATH(r.AddHistogram("h3", "x", {}, {}, 1), "increasing, non-negative bounds");
+  EXPECT_DEATH(r.AddHistogram("h4", "x", {}, {1, 2}, 0), "needs a positive unit");
+  EXPECT_DEATH(r.AddHistogram("h5", "x", {}, {1, 1.2}, 1), "closer than its unit");
   auto& f = r.AddCounter("dup_total", "x", {"a"});
-  EXPECT_THROW(r.AddGauge("dup_total", "x", {}), std::invalid_argument);
-  EXPECT_THROW(f.WithLabels({}), std::invalid_argument);
-  EXPECT_THROW(f.WithLabels({"1", "2"}), std::invalid_argument);
+  EXPECT_DEATH(r.AddGauge("dup_total", "x", {}), "'dup_total' is already registered");
+  EXPECT_DEATH(f.WithLabels({}), "takes 1 label values, got 0");
+  EXPECT_DEATH(f.WithLabels({"1", "2"}), "takes 1 label values, got 2");
   EXPECT_THAT(r.Render(), HasSubstr("# TYPE dup_total counter"));
 }
 
