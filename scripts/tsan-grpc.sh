@@ -14,11 +14,18 @@ build=build-tsan
 logs=$(mktemp -d)
 status=0
 options="halt_on_error=0 report_signal_unsafe=0 ignore_noninstrumented_modules=1 suppressions=$PWD/scripts/tsan.supp"
-# report: prints a test log's summary, and its failures in full.
+# report LOG RC: prints a test log's summary, and its failures in full. A
+# binary that exited non-zero (a failure, or a crash: TSan's own reports do
+# not count, exitcode=0) or never printed its summary fails the run.
 report() {
   grep -E "^\[ +(OK|PASSED|FAILED) " "$1" | tail -8 || true
   if grep -q "^\[  FAILED  \]" "$1"; then
     grep -E ": Failure$" -A6 "$1" | grep -v "^ *#" | head -60 || true
+    status=1
+  fi
+  if [ "$2" -ne 0 ] || ! grep -q "^\[  PASSED  \]\|^\[  FAILED  \]" "$1"; then
+    echo "exited $2 without finishing its tests (a crash?); the end of its log:"
+    tail -30 "$1"
     status=1
   fi
 }
@@ -26,8 +33,9 @@ for t in membership_test grpc_transport_test directory_service_test storage_serv
          gateway_protocol_test grpc_access_test reminder_remote_test silo_host_test \
          security_test silo_authorization_test cancellation_remote_test streaming_test; do
   echo "== $t"
-  TSAN_OPTIONS="$options" "$build/tests/$t" > "$logs/$t.log" 2>&1 || true
-  report "$logs/$t.log"
+  rc=0
+  TSAN_OPTIONS="$options exitcode=0" "$build/tests/$t" > "$logs/$t.log" 2>&1 || rc=$?
+  report "$logs/$t.log" "$rc"
 done
 # A dev cluster of TSan-built silos under the routing tests: the silos'
 # own reports are kept (GRANARY_CHILD_STDERR_DIR) and filtered the same way
@@ -36,11 +44,12 @@ done
 mkdir -p "$logs/silos"
 for t in cluster_routing_test cluster_failure_test; do
   echo "== $t"
+  rc=0
   TSAN_OPTIONS="$options exitcode=0" \
       GRANARY_CHILD_STDERR_DIR="$logs/silos" GRANARY_CLUSTER_TEST_SCALE=0.05 \
       "$build/tests/$t" \
-      --gtest_filter='*OneActivation*:*Graceful*:*Killed*:*Reminders*:*OneReply*:*Partition*' > "$logs/$t.log" 2>&1 || true
-  report "$logs/$t.log"
+      --gtest_filter='*OneActivation*:*Graceful*:*Killed*:*Reminders*:*OneReply*:*Partition*' > "$logs/$t.log" 2>&1 || rc=$?
+  report "$logs/$t.log" "$rc"
 done
 /usr/bin/python3 scripts/tsan_grpc_filter.py "$PWD" "$logs"/*.log "$logs"/silos/*.log || status=1
 rm -rf "$logs"
