@@ -148,7 +148,12 @@ Task<void> BenchGrainImpl::Ball(const BallRequest& request) {
   GetGrain<BenchGrainRef>(request.from()).Ball(std::move(next));
 }
 
-Task<WhereReply> BenchGrainImpl::Where(const WhereRequest&) {
+namespace {
+void Spin(int64_t work_ns);
+}  // namespace
+
+Task<WhereReply> BenchGrainImpl::Where(const WhereRequest& request) {
+  if (request.work_ns() > 0) Spin(request.work_ns());
   WhereReply reply;
   reply.set_silo(SiloName());
   reply.set_activation_id(absl::StrCat(ActivationId()));

@@ -14,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "core/detach.h"
 #include "examples/ping.granary.h"
 #include "tests/cluster_fixture.h"
 #include "tests/cluster_load.h"
@@ -281,6 +283,84 @@ TEST_F(ClusterRoutingTest, GracefulLeaveAndJoinUnderLoadFailNoCall) {
   const int on_joined = load.AnswersFrom(joined);
   EXPECT_GT(on_joined, 0) << "the joined silo hosts nothing";
   std::cout << "answers from the joined silo: " << on_joined << "\n";
+}
+
+// A graceful leave while the leaving silo's grains have calls queued deep
+// in their mailboxes (each call keeps its grain busy 2 ms, so a grain's
+// queue is about 100 ms of work): every queued call is answered, by the
+// activation before it deactivates or by the grain's new activation on
+// another silo; none fails. Half the calls come through the leaving silo's
+// own gateway, half through another silo's (passed on over the silo link).
+TEST_F(ClusterRoutingTest, AGracefulLeaveAnswersEveryCallQueuedInItsGrains) {
+  constexpr int kGrains = 8, kCallsPerGrain = 50;
+  const std::string leaving = silo_addresses_[2] + "@";
+  std::vector<std::string> keys;
+  for (int g = 0; static_cast<int>(keys.size()) < kGrains && g < 1000; ++g) {
+    const std::string key = absl::StrCat("deep-", g);
+    absl::StatusOr<Where> w = AskWhere(*clients_[0], key);
+    ASSERT_TRUE(w.ok()) << w.status();
+    if (w->rfind(leaving, 0) == 0) keys.push_back(key);
+  }
+  ASSERT_EQ(static_cast<int>(keys.size()), kGrains);
+
+  Mutex mu;
+  int answered = 0, from_leaving = 0;
+  std::vector<std::string> failures;
+  CondVar all_done;
+  bench::WhereRequest busy;
+  busy.set_work_ns(2'000'000);
+  CallOptions options;
+  options.timeout = absl::Seconds(60);
+  for (int i = 0; i < kCallsPerGrain; ++i) {
+    for (int g = 0; g < kGrains; ++g) {
+      Client& via = *clients_[(i + g) % 2 == 0 ? 0 : 2];
+      Detach(via.Get<bench::BenchGrainRef>(keys[static_cast<size_t>(g)])
+                 .Where(busy, options),
+             [&, g](absl::StatusOr<bench::WhereReply> r) {
+               MutexLock lock(&mu);
+               ++answered;
+               if (!r.ok()) {
+                 failures.push_back(absl::StrCat(keys[static_cast<size_t>(g)],
+                                                 ": ", r.status().ToString()));
+               } else if (absl::StartsWith(r->silo(), leaving)) {
+                 ++from_leaving;
+               }
+               all_done.SignalAll();
+             });
+    }
+  }
+  constexpr int kCalls = kGrains * kCallsPerGrain;
+  {
+    // The leave begins once the grains are busy: the queues are still
+    // nearly full (hundreds of milliseconds of work).
+    MutexLock lock(&mu);
+    while (answered < kGrains) all_done.Wait(&mu);
+  }
+  int at_signal;
+  {
+    MutexLock lock(&mu);
+    at_signal = answered;
+  }
+  silos_[2]->Signal(SIGTERM);
+  EXPECT_EQ(silos_[2]->Wait(), 0);
+  {
+    MutexLock lock(&mu);
+    const absl::Time until = absl::Now() + absl::Seconds(120);
+    while (answered < kCalls && absl::Now() < until) {
+      all_done.WaitWithDeadline(&mu, until);
+    }
+    std::cout << "calls: " << kCalls << ", answered before the leave: "
+              << at_signal << ", by the leaving silo: " << from_leaving
+              << ", elsewhere: " << answered - from_leaving - failures.size()
+              << ", failed: " << failures.size() << "\n";
+    EXPECT_EQ(answered, kCalls) << "calls never answered";
+    EXPECT_LT(at_signal, kCalls / 2)
+        << "the queues were not deep when the leave began";
+    for (size_t i = 0; i < failures.size() && i < 10; ++i) {
+      ADD_FAILURE() << failures[i];
+    }
+    EXPECT_TRUE(failures.empty());
+  }
 }
 
 // One-hop calls: a client that has every gateway sends a grain's calls to
