@@ -1,20 +1,25 @@
-// granary-bench: the Granary load generator.
+// granary-bench: the Granary load generator. One subcommand per mode:
 //
-//   granary-bench --hosted                      # silo inside this process
-//   granary-bench --hosted --scenarios=chain,ask --rounds=10
-//   granary-bench --target=127.0.0.1:30000      # running silos, through the
+//   granary-bench hosted                        # silo inside this process
+//   granary-bench hosted --scenarios=chain,ask --rounds=10
+//   granary-bench remote --target=127.0.0.1:30000
+//                                               # running silos, through the
 //                                               # client SDK; adds raw_grpc
-//   granary-bench --target=127.0.0.1:30000 --scenarios=ask,raw_grpc --rounds=5
-//   granary-bench --target=127.0.0.1:30000 --scenarios=ask --concurrency=16
-//   granary-bench --target=HOST:PORT,HOST:PORT  # several gateways
-//   granary-bench --hosted --storage=postgres --postgres_file=FILE
+//   granary-bench remote --target=127.0.0.1:30000 --scenarios=ask,raw_grpc
+//   granary-bench remote --target=127.0.0.1:30000 --scenarios=ask --concurrency=16
+//   granary-bench remote --target=HOST:PORT,HOST:PORT  # several gateways
+//   granary-bench hosted --storage=postgres --postgres_file=FILE
 //                                               # storage scenarios on
 //                                               # PostgreSQL, and its floor
-//   granary-bench --failover --cluster=postgres --postgres_file=FILE
-//   granary-bench --overload --rounds=3         # a granary-silo offered 2x
+//   granary-bench failover --cluster=postgres --postgres_file=FILE
+//   granary-bench overload --rounds=3           # a granary-silo offered 2x
 //                                               # its one-way capacity
 //
-// Modes (exactly one): --hosted runs a silo in this process; --target runs
+// A flag of another mode (`hosted --target=...`, `remote --storage=...`) is
+// refused, exit 2. The older form, a mode flag instead of the subcommand
+// (--hosted, --target=..., --failover, --overload), still works.
+//
+// Modes: `hosted` runs a silo in this process; `remote --target` runs
 // the same scenarios against granary-silo processes (which host BenchGrain)
 // through granary::Client. Remote mode also offers `raw_grpc`: a plain gRPC
 // bidirectional-stream ping-pong with a helper process (this binary again),
@@ -78,6 +83,7 @@
 #include "bench/scenario_util.h"
 #include "bench/scenarios.h"
 #include "bench/stats.h"
+#include "bench/subcommand.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "storage/postgres/pg_connection.h"
@@ -580,8 +586,14 @@ int main(int argc, char** argv) {
     return granary::bench::ServeRawEcho(argv[1] + kServe.size());
   }
   absl::SetProgramUsageMessage(
-      "Granary load generator. Examples: granary-bench --hosted --rounds=5; "
-      "granary-bench --target=127.0.0.1:30000 --concurrency=16");
-  absl::ParseCommandLine(argc, argv);
+      "Granary load generator. granary-bench hosted|remote|failover|overload "
+      "[flags]. Examples: granary-bench hosted --rounds=5; granary-bench "
+      "remote --target=127.0.0.1:30000 --concurrency=16");
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (absl::Status s = granary::bench::ApplySubcommand(
+          std::vector<std::string>(positional.begin() + 1, positional.end()));
+      !s.ok()) {
+    return granary::bench::Fail(std::string(s.message()));
+  }
   return granary::bench::Main();
 }

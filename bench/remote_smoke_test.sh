@@ -47,7 +47,7 @@ gateway=${ready#READY gateway=}
 gateway=${gateway%% *}
 echo "silo ready: $ready"
 
-"$bench_bin" --target="$gateway" --rounds=1 --warmup=0 --scale=0.01 \
+"$bench_bin" remote --target="$gateway" --rounds=1 --warmup=0 --scale=0.01 \
   --scenarios=activation,activation_one,oneway,oneway_spread,ask,chain,pingpong,fanout,create,wake,durable-write,warm-read,memory,raw_grpc --concurrency=4 \
   >"$dir/bench.out" 2>"$dir/bench.err"
 bench_rc=$?

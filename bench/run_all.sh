@@ -5,15 +5,15 @@
 #   bench/run_all.sh BUILD_DIR full     # make bench: about 10 minutes
 #   bench/run_all.sh BUILD_DIR quick    # make bench-quick: about 1 minute
 #
-# Arms: granary-bench --hosted (profiled; and its memory scenario, a run of
+# Arms: granary-bench hosted (profiled; and its memory scenario, a run of
 # its own); a granary-silo started here on free ports and granary-bench
 # --target against it (profiled), the memory scenario against a fresh one, then the same
 # (ask, oneway) against a
 # granary-silo serving TLS; the comparison arms granary-compare-caf
 # and granary-compare-grpc when built, and the Erlang/OTP arm
 # (bench/compare/erlang/granary_compare.escript) when `escript` is found;
-# granary-bench --failover on a dev
-# cluster; granary-bench --overload; and the PostgreSQL arms on a throwaway PostgreSQL server started
+# granary-bench failover on a dev
+# cluster; granary-bench overload; and the PostgreSQL arms on a throwaway PostgreSQL server started
 # here (scripts/throwaway-postgres.sh; fsync and synchronous_commit on, since they
 # measure synced commits; stopped at exit): --failover --cluster=postgres,
 # and --hosted --storage=postgres (the storage scenarios and PostgreSQL's own
@@ -78,23 +78,23 @@ run() {  # run NAME COMMAND...: prints the command, keeps going on failure
 reports=()
 
 # 1. Hosted: the silo in the benchmark process.
-run hosted "$bin/granary-bench" --hosted --rounds="$rounds" --warmup=1 \
+run hosted "$bin/granary-bench" hosted --rounds="$rounds" --warmup=1 \
     --scale="$hosted_scale" --profile --json="$work/hosted.json"
 reports+=("$work/hosted.json")
-run hosted-k16 "$bin/granary-bench" --hosted --rounds="$rounds" --warmup=1 \
+run hosted-k16 "$bin/granary-bench" hosted --rounds="$rounds" --warmup=1 \
     --scale="$hosted_scale" --scenarios=ask --concurrency=16 \
     --json="$work/hosted-k16.json"
 reports+=("$work/hosted-k16.json")
 # The call filter goals ask for a 5% resolution: ask and chain on twin silos
 # with and without an empty filter chain (and on the main silo: an A/A
 # check), in a run of their own with more rounds.
-run hosted-filters "$bin/granary-bench" --hosted --run_name=hosted-filters \
+run hosted-filters "$bin/granary-bench" hosted --run_name=hosted-filters \
     --scenarios=ask,ask_unfiltered,ask_filtered,chain,chain_unfiltered,chain_filtered \
     --rounds="$filter_rounds" \
     --warmup=1 --scale="$hosted_scale" --profile --json="$work/hosted-filters.json"
 reports+=("$work/hosted-filters.json")
 # What an idle activation weighs: its own run, since the activations stay.
-run hosted-memory "$bin/granary-bench" --hosted --storage=memory \
+run hosted-memory "$bin/granary-bench" hosted --storage=memory \
     --scenarios=memory --rounds="$rounds" --warmup=0 --scale="$memory_scale" \
     --json="$work/hosted-memory.json"
 reports+=("$work/hosted-memory.json")
@@ -138,11 +138,11 @@ stop_silo() {
 # 2. Remote: a granary-silo on free ports, called through its gateway.
 start_silo silo
 if [ -n "$gateway" ]; then
-  run remote "$bin/granary-bench" --target="$gateway" --own_pids="$silo_pid" --rounds="$rounds" \
+  run remote "$bin/granary-bench" remote --target="$gateway" --own_pids="$silo_pid" --rounds="$rounds" \
       --warmup=1 --scale="$remote_scale" --profile --silo_pid="$silo_pid" \
       --json="$work/remote.json"
   reports+=("$work/remote.json")
-  run remote-k16 "$bin/granary-bench" --target="$gateway" --own_pids="$silo_pid" --rounds="$rounds" \
+  run remote-k16 "$bin/granary-bench" remote --target="$gateway" --own_pids="$silo_pid" --rounds="$rounds" \
       --warmup=1 --scale="$remote_scale" --scenarios=ask --concurrency=16 \
       --json="$work/remote-k16.json"
   reports+=("$work/remote-k16.json")
@@ -150,7 +150,7 @@ if [ -n "$gateway" ]; then
 fi
 start_silo silo-memory
 if [ -n "$gateway" ]; then
-  run remote-memory "$bin/granary-bench" --target="$gateway" --own_pids="$silo_pid" --scenarios=memory \
+  run remote-memory "$bin/granary-bench" remote --target="$gateway" --own_pids="$silo_pid" --scenarios=memory \
       --rounds="$rounds" --warmup=0 --scale="$memory_scale" \
       --json="$work/remote-memory.json"
   reports+=("$work/remote-memory.json")
@@ -165,7 +165,7 @@ if [ -n "$gateway" ]; then
   gateway_a=$gateway
   start_silo cross-b --cluster=dev --storage=memory --primary="$silo_address"
   if [ -n "$gateway" ]; then
-    run remote-cross "$bin/granary-bench" --target="$gateway_a,$gateway" --own_pids="$other_pid,$silo_pid" \
+    run remote-cross "$bin/granary-bench" remote --target="$gateway_a,$gateway" --own_pids="$other_pid,$silo_pid" \
         --scenarios=ask --one_hop=false --rounds="$rounds" --warmup=1 \
         --scale="$remote_scale" --profile --silo_pid="$other_pid,$silo_pid" \
         --json="$work/remote-cross.json"
@@ -183,7 +183,7 @@ bash "$here/../scripts/dev-certs.sh" "$work/certs" > /dev/null
 start_silo silo-tls --tls_cert="$work/certs/gateway.pem" \
     --tls_key="$work/certs/gateway.key"
 if [ -n "$gateway" ]; then
-  run remote-tls "$bin/granary-bench" --target="$gateway" --own_pids="$silo_pid" \
+  run remote-tls "$bin/granary-bench" remote --target="$gateway" --own_pids="$silo_pid" \
       --tls_ca="$work/certs/ca.pem" --rounds="$rounds" --warmup=1 \
       --scale="$remote_scale" --scenarios=ask,oneway --json="$work/remote-tls.json"
   reports+=("$work/remote-tls.json")
@@ -210,13 +210,13 @@ else
 fi
 
 # 4. Failover: SIGKILL a silo of a 3-silo dev cluster, per round.
-run failover "$bin/granary-bench" --failover --rounds="$failover_rounds" \
+run failover "$bin/granary-bench" failover --rounds="$failover_rounds" \
     --failover_grains="$failover_grains" --json="$work/failover.json"
 reports+=("$work/failover.json")
 
 # 4b. Overload: a granary-silo offered twice its one-way capacity, open loop,
 # while a calm client calls.
-run overload "$bin/granary-bench" --overload --rounds="$overload_rounds" \
+run overload "$bin/granary-bench" overload --rounds="$overload_rounds" \
     --overload_time="$overload_time" --json="$work/overload.json"
 reports+=("$work/overload.json")
 
@@ -229,14 +229,14 @@ if pg_server_start; then
     echo "run_all.sh: granary db migrate failed" >&2
     status=1
   fi
-  run failover-postgres "$bin/granary-bench" --failover --cluster=postgres \
+  run failover-postgres "$bin/granary-bench" failover --cluster=postgres \
       --postgres_file="$pg_conninfo_file" --rounds="$failover_rounds" \
       --failover_grains="$failover_grains" --json="$work/failover-postgres.json"
   reports+=("$work/failover-postgres.json")
   # The database server (postmaster and its backends) is the system under
   # test too: its CPU is not other work on the machine.
   pg_pid=$(head -n 1 "$pg_dir/data/postmaster.pid" 2>/dev/null)
-  run hosted-postgres "$bin/granary-bench" --hosted --storage=postgres ${pg_pid:+--own_pids="$pg_pid"} \
+  run hosted-postgres "$bin/granary-bench" hosted --storage=postgres ${pg_pid:+--own_pids="$pg_pid"} \
       --postgres_file="$pg_conninfo_file" --rounds="$rounds" --warmup=1 \
       --scale="$pg_scale" --profile --json="$work/hosted-postgres.json"
   reports+=("$work/hosted-postgres.json")
