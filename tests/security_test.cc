@@ -473,11 +473,18 @@ TEST(RotationTest, CertificatesRotateUnderLoadWithoutAFailedCall) {
         c.a(f), dir + "/" + f,
         std::filesystem::copy_options::overwrite_existing);
   }
+  // The CA the gateway checks clients against, a file of its own.
+  std::filesystem::copy_file(c.a("ca.pem"), dir + "/client-ca.pem",
+                             std::filesystem::copy_options::overwrite_existing);
   silo::SiloHostOptions o = AnyPorts();
   o.tls_cert = dir + "/gateway.pem";
   o.tls_key = dir + "/gateway.key";
-  o.tls_client_ca = dir + "/ca.pem";
+  o.tls_client_ca = dir + "/client-ca.pem";
   o.tls_reload = absl::Seconds(1);
+  // Connections end after 3 s (GOAWAY, then 1 s of grace): the client opens
+  // new ones, with whatever certificate its credentials hold by then.
+  o.max_connection_age = absl::Seconds(3);
+  o.max_connection_age_grace = absl::Seconds(1);
   std::unique_ptr<Host> h = StartHost(o);
   ASSERT_NE(h, nullptr);
   const std::string gateway = h->host->gateway_address();
@@ -525,12 +532,47 @@ TEST(RotationTest, CertificatesRotateUnderLoadWithoutAFailedCall) {
   load.join();
   EXPECT_GT(ok.load(), 0);
   EXPECT_EQ(failed.load(), 0);
-  // A new connection of the same client settings presents the re-issued
-  // client certificate (its credentials watch the files too).
-  absl::SleepFor(absl::Seconds(2));
-  absl::StatusOr<std::unique_ptr<Client>> again = Client::Connect(options);
-  ASSERT_THAT(again.status(), IsOk());
-  EXPECT_THAT((*again)->Get<ProbeRef>("after").Echo(Text()).Get(), IsOk());
+  // The client's own certificate: its credentials watch the files too. The
+  // gateway now trusts only another CA (set b's), and the client's files
+  // hold a certificate of that CA. A client that still presented the old
+  // certificate would be refused (the stale client below is), so once the
+  // client's connections from before have aged out, a call of the same
+  // client that succeeds shows that it read its files again.
+  const auto replace = [](const std::string& from, const std::string& to) {
+    std::filesystem::copy_file(from, to + ".new",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::rename(to + ".new", to);  // never half a file
+  };
+  for (const char* f : {"client.pem", "client.key"}) {
+    std::filesystem::copy_file(dir + "/" + f, dir + "/old-" + f);
+  }
+  replace(c.b("ca.pem"), dir + "/client-ca.pem");
+  replace(c.b("client.pem"), dir + "/client.pem");
+  replace(c.b("client.key"), dir + "/client.key");
+  ClientOptions stale_options = options;
+  stale_options.security = ClientCert(dir + "/old-client", dir + "/ca.pem");
+  absl::Status stale = absl::OkStatus();
+  for (int i = 0; i < 100 && stale.ok(); ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    absl::StatusOr<std::unique_ptr<Client>> old_client =
+        Client::Connect(stale_options);
+    stale = old_client.ok()
+                ? (*old_client)->Get<ProbeRef>("stale").Echo(Text()).Get().status()
+                : old_client.status();
+    if (old_client.ok()) (*old_client)->Close();
+  }
+  EXPECT_FALSE(stale.ok()) << "the gateway never took its new client CA";
+  // The client's reload period twice, then the age and grace of the
+  // connections it had: every connection from here on is a new one.
+  absl::SleepFor(absl::Seconds(2) + absl::Seconds(3) + absl::Seconds(1));
+  absl::Status after;
+  for (int i = 0; i < 100; ++i) {
+    after = (*client)->Get<ProbeRef>("after").Echo(Text()).Get().status();
+    if (after.ok()) break;
+    absl::SleepFor(absl::Milliseconds(100));  // a reconnect under way
+  }
+  EXPECT_THAT(after, IsOk()) << "the client did not present its new certificate";
+  (*client)->Close();
 }
 
 TEST(HttpTokenTest, EveryPathButHealthzNeedsTheToken) {
