@@ -31,7 +31,7 @@ report() {
 }
 for t in membership_test grpc_transport_test directory_service_test storage_service_test client_test \
          gateway_protocol_test grpc_access_test reminder_remote_test silo_host_test \
-         security_test silo_authorization_test cancellation_remote_test streaming_test; do
+         security_test connection_rotation_test silo_authorization_test cancellation_remote_test streaming_test; do
   echo "== $t"
   rc=0
   TSAN_OPTIONS="$options exitcode=0" "$build/tests/$t" > "$logs/$t.log" 2>&1 || rc=$?
