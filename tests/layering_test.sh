@@ -29,5 +29,12 @@ check rpc 'core|rpc|granary'
 check directory 'core|rpc|directory|granary'
 check storage 'core|storage|granary'
 check silo 'core|rpc|directory|storage|silo|granary'
+# Inside the silo: the runtime is the base; the gateway, the cluster and the
+# admin endpoint build on it and not on each other; the silo's root
+# (SiloHost) composes them all.
+check silo/runtime 'core|rpc|directory|storage|silo/runtime|granary'
+check silo/gateway 'core|rpc|directory|storage|silo/runtime|silo/gateway|granary'
+check silo/cluster 'core|rpc|directory|storage|silo/runtime|silo/cluster|granary'
+check silo/admin 'core|rpc|directory|storage|silo/runtime|silo/admin|granary'
 check client 'core|rpc|client|granary'
 exit $failed
