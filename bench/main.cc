@@ -6,9 +6,10 @@
 //                                               # running silos, through the
 //                                               # client SDK; adds raw_grpc
 //   granary-bench remote --target=127.0.0.1:30000 --scenarios=ask,raw_grpc
-//   granary-bench remote --target=127.0.0.1:30000 --scenarios=ask --concurrency=16
-//   granary-bench remote --target=HOST:PORT,HOST:PORT  # several gateways
-//   granary-bench hosted --storage=postgres --postgres_file=FILE
+//   granary-bench remote --target=127.0.0.1:30000 --scenarios=ask
+//   --concurrency=16 granary-bench remote --target=HOST:PORT,HOST:PORT  #
+//   several gateways granary-bench hosted --storage=postgres
+//   --postgres_file=FILE
 //                                               # storage scenarios on
 //                                               # PostgreSQL, and its floor
 //   granary-bench failover --cluster=postgres --postgres_file=FILE
@@ -34,8 +35,8 @@
 //          errors=<n> rss_delta_kb=<n> [concurrency=<k>] [failure="..."]
 // one SUMMARY line per scenario (with other_cores=<x> steal_cores=<y>: the
 // cores the machine spent on other processes, and the hypervisor stole,
-// during its rounds; bench/machine_load.h), and after a remote run with both `ask` and
-// `raw_grpc` (pooled p50s of the two summaries, and the median of the
+// during its rounds; bench/machine_load.h), and after a remote run with both
+// `ask` and `raw_grpc` (pooled p50s of the two summaries, and the median of the
 // per-round p50 ratios: the scenarios' rounds ran interleaved, side by side):
 //   RATIO remote_ask_p50_over_raw_grpc_p50=<x.xx> median_round_ratio=<y.yy>
 //         remote_ask_p50_us=<a> raw_grpc_p50_us=<b> ask_concurrency=<k>
@@ -44,8 +45,9 @@
 //   RATIO durable_write_p50_over_postgres_floor_p50=<x.xx>
 //         durable_write_p50_us=<a> postgres_floor_p50_us=<b>
 // and after a hosted run with the call filter scenarios, for ask and chain:
-//   RATIO ask_filtered_p50_over_ask_unfiltered_p50=<x.xxx> median_round_ratio=...
-//   RATIO ask_unfiltered_p50_over_ask_p50=<x.xxx> ...   (A/A: two silos, no filters)
+//   RATIO ask_filtered_p50_over_ask_unfiltered_p50=<x.xxx>
+//   median_round_ratio=... RATIO ask_unfiltered_p50_over_ask_p50=<x.xxx> ...
+//   (A/A: two silos, no filters)
 // Rounds are interleaved across scenarios after a warm-up. Exits 1 when any
 // round was not verified, 2 on bad flags or a gateway that cannot be used.
 #include <signal.h>
@@ -73,17 +75,17 @@
 #include "absl/time/clock.h"
 #include "bench/arm.h"
 #include "bench/failover.h"
+#include "bench/hosted_arm.h"
 #include "bench/main_util.h"
 #include "bench/profile.h"
-#include "bench/hosted_arm.h"
 #include "bench/raw_echo.h"
 #include "bench/remote.h"
 #include "bench/rounds.h"
-#include "client/security_flags.h"
 #include "bench/scenario_util.h"
 #include "bench/scenarios.h"
 #include "bench/stats.h"
 #include "bench/subcommand.h"
+#include "client/security_flags.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "storage/postgres/pg_connection.h"
@@ -156,13 +158,14 @@ ABSL_FLAG(std::string, run_name, "",
           "Reports this run's rows under NAME instead of its mode (hosted, "
           "remote, ...), so that a second run of the same mode has rows of "
           "its own in one report (make bench: hosted-filters).");
-ABSL_FLAG(bool, one_hop, true,
-          "With --target: send a grain's calls to the gateway of the silo that "
-          "hosts it once a reply named it. false: to a gateway chosen by the "
-          "grain's hash, which passes the call on to the grain's silo when that "
-          "is another (in a 3-silo cluster, 2 calls in 3: cross-silo calls); "
-          "`ask` then calls grains of other silos through the first gateway, "
-          "so every ask crosses silos.");
+ABSL_FLAG(
+    bool, one_hop, true,
+    "With --target: send a grain's calls to the gateway of the silo that "
+    "hosts it once a reply named it. false: to a gateway chosen by the "
+    "grain's hash, which passes the call on to the grain's silo when that "
+    "is another (in a 3-silo cluster, 2 calls in 3: cross-silo calls); "
+    "`ask` then calls grains of other silos through the first gateway, "
+    "so every ask crosses silos.");
 ABSL_FLAG(int32_t, fanout, 10,
           "Leaves the fanout scenario's head grain calls at once (1..1000).");
 ABSL_FLAG(int32_t, idle_spin, 200,
@@ -180,37 +183,6 @@ ABSL_FLAG(std::string, json, "",
           "(bench/report.proto), for bench/make_results.py.");
 
 namespace granary::bench {
-
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "granary-bench: %s\n", message.c_str());
-  return 2;
-}
-
-// Writes --json if asked; 1 when a round was not verified, 2 when the report
-// cannot be written.
-int Finish(const Report& report, const std::vector<ScenarioResult>& results) {
-  std::fflush(stdout);
-  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-    if (absl::Status s = report.WriteJson(json); !s.ok()) {
-      return Fail(s.ToString());
-    }
-  }
-  for (const ScenarioResult& r : results) {
-    if (!r.verified) return 1;
-  }
-  return 0;
-}
-
-std::string SiloBinaryFlag() {
-  std::string binary = absl::GetFlag(FLAGS_silo_binary);
-  if (binary.empty()) {
-    std::error_code ec;
-    const std::filesystem::path self =
-        std::filesystem::read_symlink("/proc/self/exe", ec);
-    binary = (self.parent_path() / "granary-silo").string();
-  }
-  return binary;
-}
 
 namespace {
 
@@ -297,7 +269,8 @@ int RunFailoverMode() {
 }
 
 absl::Status CheckRanges(const RunConfig& c) {
-  if (c.rounds < 1) return absl::InvalidArgumentError("--rounds must be at least 1");
+  if (c.rounds < 1)
+    return absl::InvalidArgumentError("--rounds must be at least 1");
   if (c.warmup < 0) {
     return absl::InvalidArgumentError("--warmup must not be negative");
   }
@@ -340,8 +313,8 @@ absl::Status ReadScenarios(RunConfig& c) {
   for (const std::string& s : c.scenarios) {
     if (!IsScenario(s)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown scenario '", s, "' (known: ",
-                       absl::StrJoin(ScenarioNames(), ","), ")"));
+          absl::StrCat("unknown scenario '", s,
+                       "' (known: ", absl::StrJoin(ScenarioNames(), ","), ")"));
     }
     if (s == "raw_grpc" && c.hosted) {
       return absl::InvalidArgumentError(
@@ -349,8 +322,9 @@ absl::Status ReadScenarios(RunConfig& c) {
     }
     if (IsFilterScenario(s) && !c.hosted) {
       return absl::InvalidArgumentError(
-          s + " compares silos with and without call filters: it needs "
-              "--hosted");
+          s +
+          " compares silos with and without call filters: it needs "
+          "--hosted");
     }
     if (s == "postgres_floor" && (!c.hosted || c.storage != "postgres")) {
       return absl::InvalidArgumentError(
@@ -364,10 +338,9 @@ absl::Status ReadScenarios(RunConfig& c) {
   };
   c.wants_raw = wants("raw_grpc");
   c.wants_floor = wants("postgres_floor");
-  c.wants_filtered = std::any_of(c.scenarios.begin(), c.scenarios.end(),
-                                 [](const std::string& s) {
-                                   return IsFilterScenario(s);
-                                 });
+  c.wants_filtered =
+      std::any_of(c.scenarios.begin(), c.scenarios.end(),
+                  [](const std::string& s) { return IsFilterScenario(s); });
   return absl::OkStatus();
 }
 
@@ -429,8 +402,7 @@ absl::StatusOr<RunConfig> ConfigFromFlags() {
     c.mode = absl::GetFlag(FLAGS_one_hop) ? "remote" : "remote-cross";
   }
   if (const std::string name = absl::GetFlag(FLAGS_run_name); !name.empty()) {
-    if (name.size() > 64 ||
-        !std::all_of(name.begin(), name.end(), [](char ch) {
+    if (name.size() > 64 || !std::all_of(name.begin(), name.end(), [](char ch) {
           return absl::ascii_isalnum(static_cast<unsigned char>(ch)) ||
                  ch == '-';
         })) {

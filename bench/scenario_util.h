@@ -84,6 +84,9 @@ void WarmRead(const ScenarioContext& ctx, ScenarioResult& r);
 // PostgreSQL's own synced single-row UPDATE, as many as durable-write's
 // writes (bench/postgres_floor.h).
 void PostgresFloorRound(const ScenarioContext& ctx, ScenarioResult& r);
+// The hot spot (hotspot_scenario.cc): 16 callers at once on one grain that
+// computes; a normal grain (`stateless` false) or a stateless worker.
+void Hotspot(const ScenarioContext& ctx, ScenarioResult& r, bool stateless);
 // Server push (push_scenario.cc): a Chat room's posts to 100 subscribers.
 void Push(const ScenarioContext& ctx, ScenarioResult& r);
 // Idle activations' memory (memory_scenario.cc): 100,000 TinyGrains made

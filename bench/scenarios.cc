@@ -52,8 +52,9 @@ void Activation(const ScenarioContext& ctx, ScenarioResult& r, int kBatch,
     std::vector<BenchGrainRef> grains;
     grains.reserve(kBatch);
     for (int i = 0; i < kBatch; ++i) {
-      grains.push_back(Grain(ctx, absl::StrCat("act", kBatch, "-", ctx.run_id,
-                                               "-", ctx.round, "-", b, "-", i)));
+      grains.push_back(
+          Grain(ctx, absl::StrCat("act", kBatch, "-", ctx.run_id, "-",
+                                  ctx.round, "-", b, "-", i)));
     }
     Latch activated(kBatch);
     for (int i = 0; i < kBatch; ++i) {
@@ -61,11 +62,12 @@ void Activation(const ScenarioContext& ctx, ScenarioResult& r, int kBatch,
       const int64_t start = absl::GetCurrentTimeNanos();
       PingRequest ping;
       ping.set_seq(i);
-      Detach(grains[i].Ping(ping), [&, slot, start](absl::StatusOr<PingReply> p) {
-        *slot = absl::GetCurrentTimeNanos() - start;
-        if (!p.ok()) errors.fetch_add(1);
-        activated.CountDown();
-      });
+      Detach(grains[i].Ping(ping),
+             [&, slot, start](absl::StatusOr<PingReply> p) {
+               *slot = absl::GetCurrentTimeNanos() - start;
+               if (!p.ok()) errors.fetch_add(1);
+               activated.CountDown();
+             });
     }
     activated.Wait();
     Latch deactivated(kBatch);
@@ -96,8 +98,11 @@ void Activation(const ScenarioContext& ctx, ScenarioResult& r, int kBatch,
   }
   const int64_t acts = now->activations - base->activations;
   const int64_t deacts = now->deactivations - base->deactivations;
-  if (acts != r.ops) Fail(r, absl::StrCat("OnActivate ran ", acts, " times, expected ", r.ops));
-  if (deacts != r.ops) Fail(r, absl::StrCat("OnDeactivate ran ", deacts, " times, expected ", r.ops));
+  if (acts != r.ops)
+    Fail(r, absl::StrCat("OnActivate ran ", acts, " times, expected ", r.ops));
+  if (deacts != r.ops)
+    Fail(r,
+         absl::StrCat("OnDeactivate ran ", deacts, " times, expected ", r.ops));
   if (r.errors > 0) Fail(r, absl::StrCat(r.errors, " calls failed"));
 }
 
@@ -169,7 +174,8 @@ void Ask(const ScenarioContext& ctx, ScenarioResult& r) {
   }
   r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
   r.verified = r.errors == 0 && r.failure.empty();
-  if (r.errors > 0) Fail(r, absl::StrCat(r.errors, " pings failed or mismatched"));
+  if (r.errors > 0)
+    Fail(r, absl::StrCat(r.errors, " pings failed or mismatched"));
 }
 
 // One of the concurrent ask scenario's loops: `calls` sequential Pings to
@@ -240,86 +246,6 @@ void AskConcurrent(const ScenarioContext& ctx, ScenarioResult& r) {
   if (r.errors > 0) {
     Fail(r, absl::StrCat(r.errors, " pings failed or mismatched",
                          first_error.empty() ? "" : ", first: ", first_error));
-  }
-}
-
-// The hot spot scenarios: kHotspotCallers sequential loops of Work calls,
-// all on one grain at once, each call spinning kHotspotWorkNs of CPU. A
-// normal grain (`hotspot`) serves them one at a time on one activation; a
-// stateless worker (`stateless`) on a pool of activations.
-constexpr int kHotspotCallers = 16;
-constexpr int64_t kHotspotWorkNs = 20000;
-
-struct WorkLoop {
-  std::function<Task<WorkReply>(WorkRequest)> call;
-  int64_t calls = 0;
-  std::vector<int64_t> latencies_ns;
-  int64_t errors = 0;
-  std::set<uint64_t> activations;
-  std::string first_error;
-};
-
-Task<void> RunWorkLoop(WorkLoop* loop) {
-  for (int64_t i = 0; i < loop->calls; ++i) {
-    WorkRequest req;
-    req.set_seq(i);
-    req.set_work_ns(kHotspotWorkNs);
-    const int64_t start = absl::GetCurrentTimeNanos();
-    try {
-      WorkReply reply = co_await loop->call(std::move(req));
-      loop->latencies_ns.push_back(absl::GetCurrentTimeNanos() - start);
-      if (reply.seq() != i) ++loop->errors;
-      loop->activations.insert(reply.activation_id());
-    } catch (const StatusError& e) {
-      loop->errors += loop->calls - i;  // see RunAskLoop
-      loop->first_error = e.status().ToString();
-      co_return;
-    }
-  }
-}
-
-void Hotspot(const ScenarioContext& ctx, ScenarioResult& r, bool stateless) {
-  const int k = kHotspotCallers;
-  r.ops = std::max<int64_t>(Scaled(4000, ctx.scale, 100), k);
-  r.concurrency = k;
-  const std::string key = absl::StrCat("hot-", ctx.run_id, "-", ctx.round);
-  std::vector<WorkLoop> loops(static_cast<size_t>(k));
-  for (int i = 0; i < k; ++i) {
-    WorkLoop& loop = loops[static_cast<size_t>(i)];
-    loop.calls = r.ops / k + (i < r.ops % k ? 1 : 0);
-    loop.latencies_ns.reserve(static_cast<size_t>(loop.calls));
-    if (stateless) {
-      StatelessWorkGrainRef g(ctx.invoker, key);
-      loop.call = [g](WorkRequest req) { return g.Work(std::move(req)); };
-    } else {
-      WorkGrainRef g(ctx.invoker, key);
-      loop.call = [g](WorkRequest req) { return g.Work(std::move(req)); };
-    }
-  }
-  Latch finished(k);
-  const absl::Time t0 = absl::Now();
-  for (WorkLoop& loop : loops) {
-    Detach(RunWorkLoop(&loop),
-           [&finished](absl::Status) { finished.CountDown(); });
-  }
-  finished.Wait();
-  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
-  std::set<uint64_t> activations;
-  std::string first_error;
-  for (WorkLoop& loop : loops) {
-    r.latencies_ns.insert(r.latencies_ns.end(), loop.latencies_ns.begin(),
-                          loop.latencies_ns.end());
-    r.errors += loop.errors;
-    activations.insert(loop.activations.begin(), loop.activations.end());
-    if (first_error.empty()) first_error = loop.first_error;
-  }
-  r.verified = r.errors == 0;
-  if (r.errors > 0) {
-    Fail(r, absl::StrCat(r.errors, " work calls failed or mismatched",
-                         first_error.empty() ? "" : ", first: ", first_error));
-  } else if (!stateless && activations.size() != 1) {
-    Fail(r, absl::StrCat("a normal grain answered from ", activations.size(),
-                         " activations"));
   }
 }
 
@@ -435,7 +361,8 @@ std::vector<std::string> CrossSiloPath(const ScenarioContext& ctx, int links) {
     if (by_silo.size() >= 2) {
       bool enough = true;
       for (const auto& [silo, keys] : by_silo) {
-        enough = enough && keys.size() * by_silo.size() >= static_cast<size_t>(links);
+        enough = enough &&
+                 keys.size() * by_silo.size() >= static_cast<size_t>(links);
       }
       if (enough && i >= 16 * links) break;  // a fair chance to see every silo
     }
@@ -445,7 +372,8 @@ std::vector<std::string> CrossSiloPath(const ScenarioContext& ctx, int links) {
   for (auto& [silo, keys] : by_silo) silos.push_back(&keys);
   std::vector<std::string> path;
   for (int d = 0; d < links; ++d) {
-    std::vector<std::string>& keys = *silos[static_cast<size_t>(d) % silos.size()];
+    std::vector<std::string>& keys =
+        *silos[static_cast<size_t>(d) % silos.size()];
     if (keys.empty()) return {};
     path.push_back(keys.back());
     keys.pop_back();
@@ -531,25 +459,44 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
                                    : ResidentBytes();
   };
   const int64_t rss0 = resident();
-  if (name == "activation") Activation(ctx, r, /*batch=*/100, 100);
-  else if (name == "activation_one") Activation(ctx, r, /*batch=*/1, 2000);
-  else if (name == "oneway") OneWay(ctx, r);
-  else if (name == "oneway_spread") OneWaySpread(ctx, r);
-  else if (name == "fanout") FanOut(ctx, r);
-  else if (name == "create") Create(ctx, r);
-  else if (name == "wake") Wake(ctx, r);
-  else if (name == "durable-write") DurableWrite(ctx, r);
-  else if (name == "warm-read") WarmRead(ctx, r);
-  else if (name == "ask" && ctx.concurrency > 1) AskConcurrent(ctx, r);
-  else if (name == "ask") Ask(ctx, r);
-  else if (name == "chain") Chain(ctx, r);
-  else if (name == "pingpong") PingPong(ctx, r);
-  else if (name == "raw_grpc") RawGrpc(ctx, r);
-  else if (name == "postgres_floor") PostgresFloorRound(ctx, r);
-  else if (name == "hotspot") Hotspot(ctx, r, /*stateless=*/false);
-  else if (name == "stateless") Hotspot(ctx, r, /*stateless=*/true);
-  else if (name == "push") Push(ctx, r);
-  else if (name == "memory") Memory(ctx, r);
+  if (name == "activation")
+    Activation(ctx, r, /*batch=*/100, 100);
+  else if (name == "activation_one")
+    Activation(ctx, r, /*batch=*/1, 2000);
+  else if (name == "oneway")
+    OneWay(ctx, r);
+  else if (name == "oneway_spread")
+    OneWaySpread(ctx, r);
+  else if (name == "fanout")
+    FanOut(ctx, r);
+  else if (name == "create")
+    Create(ctx, r);
+  else if (name == "wake")
+    Wake(ctx, r);
+  else if (name == "durable-write")
+    DurableWrite(ctx, r);
+  else if (name == "warm-read")
+    WarmRead(ctx, r);
+  else if (name == "ask" && ctx.concurrency > 1)
+    AskConcurrent(ctx, r);
+  else if (name == "ask")
+    Ask(ctx, r);
+  else if (name == "chain")
+    Chain(ctx, r);
+  else if (name == "pingpong")
+    PingPong(ctx, r);
+  else if (name == "raw_grpc")
+    RawGrpc(ctx, r);
+  else if (name == "postgres_floor")
+    PostgresFloorRound(ctx, r);
+  else if (name == "hotspot")
+    Hotspot(ctx, r, /*stateless=*/false);
+  else if (name == "stateless")
+    Hotspot(ctx, r, /*stateless=*/true);
+  else if (name == "push")
+    Push(ctx, r);
+  else if (name == "memory")
+    Memory(ctx, r);
   else if (IsFilterScenario(name)) {
     const bool filtered = absl::EndsWith(name, "_filtered");
     CallInvoker* twin =
@@ -559,11 +506,13 @@ ScenarioResult RunScenario(absl::string_view name, const ScenarioContext& ctx) {
     } else {
       ScenarioContext on_twin = ctx;
       on_twin.invoker = twin;
-      if (absl::StartsWith(name, "ask")) Ask(on_twin, r);
-      else Chain(on_twin, r);
+      if (absl::StartsWith(name, "ask"))
+        Ask(on_twin, r);
+      else
+        Chain(on_twin, r);
     }
-  }
-  else Fail(r, "unknown scenario");
+  } else
+    Fail(r, "unknown scenario");
   if (!r.rss_measured) r.rss_delta_bytes = resident() - rss0;
   if (!r.latencies_ns.empty()) {
     r.p50_ns = NearestRank(r.latencies_ns, 0.50);

@@ -4,6 +4,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "storage/rocksdb_storage.h"
 
 namespace granary::storage::rocksdb_codec {
 
@@ -60,8 +61,8 @@ absl::StatusOr<ReminderRow> DecodeReminder(absl::string_view key,
     return absl::DataLossError("reminder key is truncated");
   }
   ReminderRow row;
-  row.grain = GrainId(InternTypeName(type),
-                      std::string(key.substr(key_at, key_len)));
+  row.grain =
+      GrainId(InternTypeName(type), std::string(key.substr(key_at, key_len)));
   row.name = std::string(key.substr(key_at + key_len));
   if (value.size() != kReminderValueBytes || value[0] != kReminderFormat) {
     return absl::DataLossError(absl::StrCat(
@@ -76,3 +77,26 @@ absl::StatusOr<ReminderRow> DecodeReminder(absl::string_view key,
 }
 
 }  // namespace granary::storage::rocksdb_codec
+
+namespace granary::storage {
+
+// The keys (declared in storage/rocksdb_storage.h).
+std::string StateKey(const GrainId& id) {
+  std::string key(id.type());
+  key.push_back('\0');
+  key.append(id.key());
+  return key;
+}
+
+std::string ReminderKey(const GrainId& grain, absl::string_view name) {
+  std::string key(grain.type());
+  key.push_back('\0');
+  char len[4];
+  absl::big_endian::Store32(len, static_cast<uint32_t>(grain.key().size()));
+  key.append(len, 4);
+  key.append(grain.key());
+  key.append(name.data(), name.size());
+  return key;
+}
+
+}  // namespace granary::storage

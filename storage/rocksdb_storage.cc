@@ -49,24 +49,6 @@ absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
 
 }  // namespace
 
-std::string StateKey(const GrainId& id) {
-  std::string key(id.type());
-  key.push_back('\0');
-  key.append(id.key());
-  return key;
-}
-
-std::string ReminderKey(const GrainId& grain, absl::string_view name) {
-  std::string key(grain.type());
-  key.push_back('\0');
-  char len[4];
-  absl::big_endian::Store32(len, static_cast<uint32_t>(grain.key().size()));
-  key.append(len, 4);
-  key.append(grain.key());
-  key.append(name.data(), name.size());
-  return key;
-}
-
 class RocksDbStorage::Impl {
  public:
   struct PendingWrite {
@@ -109,15 +91,16 @@ class RocksDbStorage::Impl {
     const bool exists = fs::exists(path_, ec);
     const bool fresh = !exists || fs::is_empty(path_, ec);
     if (!fresh && !fs::exists(fs::path(path_) / "CURRENT", ec)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "'", path_, "' is not empty and is not a Granary data directory "
-          "(no RocksDB database in it); refusing to touch it"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("'", path_,
+                       "' is not empty and is not a Granary data directory "
+                       "(no RocksDB database in it); refusing to touch it"));
     }
     if (fresh) {
       fs::create_directories(path_, ec);
       if (ec) {
-        return absl::UnavailableError(absl::StrCat(
-            "cannot create '", path_, "': ", ec.message()));
+        return absl::UnavailableError(
+            absl::StrCat("cannot create '", path_, "': ", ec.message()));
       }
     }
     rocksdb::Options db_options;
@@ -142,10 +125,13 @@ class RocksDbStorage::Impl {
       if (!listed.ok()) return OpenError(listed);
       for (const char* want : {kStateFamily, kRemindersFamily}) {
         if (std::find(present.begin(), present.end(), want) == present.end()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "'", path_, "' is a RocksDB database but not a Granary data "
-              "directory (no column family '", want, "'); refusing to touch "
-              "it"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("'", path_,
+                           "' is a RocksDB database but not a Granary data "
+                           "directory (no column family '",
+                           want,
+                           "'); refusing to touch "
+                           "it"));
         }
       }
     }
@@ -163,9 +149,9 @@ class RocksDbStorage::Impl {
     if (got.IsNotFound() && fresh) {
       rocksdb::WriteOptions write;
       write.sync = true;
-      GRANARY_RETURN_IF_ERROR(FromRocks(
-          db_->Put(write, handles_[0], kFormatKey, kFormat),
-          "writing the format marker"));
+      GRANARY_RETURN_IF_ERROR(
+          FromRocks(db_->Put(write, handles_[0], kFormatKey, kFormat),
+                    "writing the format marker"));
     } else if (got.IsNotFound()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "'", path_, "' has no Granary format marker; refusing to touch it"));
@@ -252,11 +238,11 @@ class RocksDbStorage::Impl {
     write_errors_.fetch_add(1);
     MutexLock lock(&health_mu_);
     if (!health_.ok()) return;
-    health_ = absl::UnavailableError(absl::StrCat(
-        "storage cannot write: ",
-        error.IsNoSpace() ? "the data disk is full"
-                          : "the data disk failed a write",
-        " (details in the silo's log)"));
+    health_ = absl::UnavailableError(
+        absl::StrCat("storage cannot write: ",
+                     error.IsNoSpace() ? "the data disk is full"
+                                       : "the data disk failed a write",
+                     " (details in the silo's log)"));
     GRANARY_LOG(kError) << "path=" << LogQuote(path_)
                         << " storage: writes fail until RocksDB recovers: "
                         << error.ToString();
@@ -309,9 +295,9 @@ class RocksDbStorage::Impl {
 
   absl::Status OpenError(const rocksdb::Status& s) {
     if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "data directory '", path_, "' is in use by another process (",
-          s.ToString(), ")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("data directory '", path_,
+                       "' is in use by another process (", s.ToString(), ")"));
     }
     return FromRocks(s, absl::StrCat("opening '", path_, "'"));
   }
@@ -353,8 +339,8 @@ class RocksDbStorage::Impl {
           absl::string_view(it->key().data(), it->key().size()),
           absl::string_view(it->value().data(), it->value().size()));
       if (!row.ok()) {
-        GRANARY_LOG(kError) << "storage: skipping a reminder row: "
-                            << row.status();
+        GRANARY_LOG(kError)
+            << "storage: skipping a reminder row: " << row.status();
         continue;
       }
       rows.push_back(*std::move(row));
@@ -388,10 +374,10 @@ class RocksDbStorage::Impl {
       if (!TryResume()) {
         // Nothing of the group is written: each fails with the reason.
         const absl::Status down = Health();
-        CompleteGroup(group, std::vector<absl::Status>(group.size()),
-                      std::vector<uint64_t>(group.size(), 0),
-                      down.ok() ? absl::UnavailableError("storage cannot write")
-                                : down);
+        CompleteGroup(
+            group, std::vector<absl::Status>(group.size()),
+            std::vector<uint64_t>(group.size(), 0),
+            down.ok() ? absl::UnavailableError("storage cannot write") : down);
         continue;
       }
       rocksdb::WriteBatch batch;
@@ -418,7 +404,8 @@ class RocksDbStorage::Impl {
           rocksdb::Status s =
               db_->Get(rocksdb::ReadOptions(), state_, key, &value);
           if (!s.ok() && !s.IsNotFound()) {
-            outcome[i] = FromRocks(s, absl::StrCat("reading ", w.id.ToString()));
+            outcome[i] =
+                FromRocks(s, absl::StrCat("reading ", w.id.ToString()));
             continue;
           }
           current = s.ok() ? DecodeVersion(value) : 0;

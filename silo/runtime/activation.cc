@@ -12,22 +12,6 @@
 
 namespace granary::silo {
 
-const char* DeactivationReasonName(DeactivationReason r) {
-  switch (r) {
-    case DeactivationReason::kIdle:
-      return "idle";
-    case DeactivationReason::kRequested:
-      return "requested";
-    case DeactivationReason::kShutdown:
-      return "shutdown";
-    case DeactivationReason::kActivationFailed:
-      return "activation_failed";
-    case DeactivationReason::kMemoryPressure:
-      return "memory_pressure";
-  }
-  return "unknown";
-}
-
 namespace {
 
 // The activation whose Run this thread is in (the sender of the calls its
@@ -36,7 +20,8 @@ thread_local Activation* running_here = nullptr;
 
 class RunningHere {
  public:
-  explicit RunningHere(Activation* a) : saved_(std::exchange(running_here, a)) {}
+  explicit RunningHere(Activation* a)
+      : saved_(std::exchange(running_here, a)) {}
   ~RunningHere() { running_here = saved_; }
 
  private:
@@ -445,7 +430,8 @@ void Activation::Process(Message* m) {
       return;
     }
     case MessageKind::kRequest: {
-      const int left = queued_calls_.fetch_sub(1, std::memory_order_seq_cst) - 1;
+      const int left =
+          queued_calls_.fetch_sub(1, std::memory_order_seq_cst) - 1;
       if (has_room_waiters_.load(std::memory_order_seq_cst) &&
           left <= silo_->options().max_mailbox / 2) {
         WakeRoomWaiters();
@@ -484,7 +470,8 @@ void Activation::StartRequest(CallBase* call) {
   }
   const MethodInfo& method = type_->info->interface->methods[call->method()];
   running_.push_back(Running{call, /*is_timer=*/false, method.read_only,
-                             call->request_context().chain_id, run_->turn_start_ns,
+                             call->request_context().chain_id,
+                             run_->turn_start_ns,
                              /*filters=*/nullptr});
   if (stateless_) running_requests_.fetch_add(1, std::memory_order_relaxed);
   call->set_callee(this);
@@ -494,13 +481,14 @@ void Activation::StartRequest(CallBase* call) {
   run_->turn.request.cancel = call->one_way() ? CancelRef() : CancelRef(call);
   if (!silo_->incoming_filters().empty()) {
     // The filters change the turn's context: what the method then sees.
-    if (FilterRun* run = FilterRun::Start(
-            silo_->incoming_filters(), call->target(), method,
-            call->caller_grain(),
-            run_->turn.request.caller != nullptr
-                ? absl::string_view(*run_->turn.request.caller)
-                : absl::string_view(),
-            run_->turn.request, &Activation::FiltersDone, this, call, nullptr)) {
+    if (FilterRun* run =
+            FilterRun::Start(silo_->incoming_filters(), call->target(), method,
+                             call->caller_grain(),
+                             run_->turn.request.caller != nullptr
+                                 ? absl::string_view(*run_->turn.request.caller)
+                                 : absl::string_view(),
+                             run_->turn.request, &Activation::FiltersDone, this,
+                             call, nullptr)) {
       // A filter suspended: Abandon ends the run if the activation goes
       // first.
       FindRunning(call)->filters = run;
@@ -525,9 +513,9 @@ void Activation::FiltersDone(void* owner, CallBase* call, const void*,
   auto* self = static_cast<Activation*>(owner);
   if (suspended) self->FindRunning(call)->filters = nullptr;
   if (status.ok() && call->cancelled()) {
-    status = absl::CancelledError(absl::StrCat("request to ",
-                                               self->id_.ToString(),
-                                               " was cancelled in its call filters"));
+    status = absl::CancelledError(
+        absl::StrCat("request to ", self->id_.ToString(),
+                     " was cancelled in its call filters"));
   }
   // The deadline may have passed while a filter awaited something.
   if (status.ok() && suspended && call->deadline() != absl::InfiniteFuture() &&

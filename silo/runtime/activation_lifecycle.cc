@@ -1,20 +1,35 @@
 // Activation's lifecycle (silo/runtime/activation.h): activation with its
 // state loaded, deactivation with its state written, abandonment, idle
 // collection and shutdown.
-#include "silo/runtime/activation.h"
-
 #include <algorithm>
 #include <array>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "silo/runtime/activation.h"
 #include "silo/runtime/call_filter.h"
 #include "silo/runtime/grain_timer.h"
 #include "silo/runtime/reminder_service.h"
 #include "silo/runtime/silo.h"
 
 namespace granary::silo {
+
+const char* DeactivationReasonName(DeactivationReason r) {
+  switch (r) {
+    case DeactivationReason::kIdle:
+      return "idle";
+    case DeactivationReason::kRequested:
+      return "requested";
+    case DeactivationReason::kShutdown:
+      return "shutdown";
+    case DeactivationReason::kActivationFailed:
+      return "activation_failed";
+    case DeactivationReason::kMemoryPressure:
+      return "memory_pressure";
+  }
+  return "unknown";
+}
 
 void Activation::StartLifecycle(Task<void> task, void (*done)(void*)) {
   lifecycle_ = task.Release();
@@ -73,9 +88,9 @@ void Activation::OnActivated(absl::Status status) {
     silo_->CountActivated();
     return;
   }
-  activation_status_ = absl::Status(
-      status.code(), absl::StrCat("activation of ", id_.ToString(),
-                                  " failed: ", status.message()));
+  activation_status_ =
+      absl::Status(status.code(), absl::StrCat("activation of ", id_.ToString(),
+                                               " failed: ", status.message()));
   GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString()) << " "
                         << activation_status_;
   // Fail what is queued now; later arrivals are routed to a new activation.
@@ -105,7 +120,8 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
       if (silo_->timers().Cancel(timer)) {
         delete timer;
       } else {
-        timer->cancelled = true;  // in flight to the mailbox; freed when drained
+        timer->cancelled =
+            true;  // in flight to the mailbox; freed when drained
       }
     }
     extras_->timers.clear();
@@ -135,23 +151,24 @@ void Activation::OnDeactivated() {
   silo_->OnActivationRemoved(this);
   // No sender can reach us now; whatever was posted before is in the mailbox.
   DrainMailbox();
-  if (held_ != nullptr) held_->waiting.ForEach([this](Message* m) {
-    switch (m->kind) {
-      case MessageKind::kRequest:
-        silo_->Reroute(static_cast<CallBase*>(m));
-        break;
-      case MessageKind::kTimer:
-        delete static_cast<GrainTimer*>(m);
-        break;
-      case MessageKind::kControl:
-        break;
-      case MessageKind::kResponse:
-      case MessageKind::kDeadline:
-      case MessageKind::kResume:
-        DropAnswer(m);
-        break;
-    }
-  });
+  if (held_ != nullptr)
+    held_->waiting.ForEach([this](Message* m) {
+      switch (m->kind) {
+        case MessageKind::kRequest:
+          silo_->Reroute(static_cast<CallBase*>(m));
+          break;
+        case MessageKind::kTimer:
+          delete static_cast<GrainTimer*>(m);
+          break;
+        case MessageKind::kControl:
+          break;
+        case MessageKind::kResponse:
+        case MessageKind::kDeadline:
+        case MessageKind::kResume:
+          DropAnswer(m);
+          break;
+      }
+    });
   if (held_ != nullptr) held_->waiting.clear();
   // Subscribers see the end and subscribe again: a new activation.
   EndStreams(absl::UnavailableError(absl::StrCat(
