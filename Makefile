@@ -3,7 +3,7 @@ BUILD ?= build
 GENERATOR ?= Ninja
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test package test-unit test-asan test-tsan test-tsan-grpc bench bench-quick fuzz fuzz-smoke clean
+.PHONY: all deps configure build run check test package test-unit test-asan test-tsan test-tsan-grpc bench bench-quick fuzz fuzz-smoke clean
 
 all: build
 
@@ -29,6 +29,12 @@ TEST_JOBS ?= $(shell nproc)
 test: build
 	cd $(BUILD) && ctest -j$(TEST_JOBS) --output-on-failure
 	FUZZ_SECONDS=10 bash scripts/fuzz.sh
+
+# What the machine enforces of the conventions (scripts/check.sh): every
+# C++ file clang-format clean, no C++ or Python file over 600 lines, the
+# layering of the components. CI runs it before `make test`.
+check: deps
+	bash scripts/check.sh
 
 # The Debian package: $(BUILD)/granary_<version>_amd64.deb (see the README,
 # "Deploying").

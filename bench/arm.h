@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "bench/report.h"
-#include "rpc/security.h"
 #include "bench/scenarios.h"
+#include "rpc/security.h"
 
 namespace granary::bench {
 

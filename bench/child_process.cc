@@ -168,8 +168,7 @@ absl::StatusOr<GrpcHelper> StartGrpcHelper(const std::string& serve_arg,
   constexpr absl::string_view kPrefix = "READY address=";
   const std::string& line = (*child)->ready_line();
   if (!absl::StartsWith(line, kPrefix)) {
-    return absl::UnavailableError(
-        absl::StrCat(what, " printed '", line, "'"));
+    return absl::UnavailableError(absl::StrCat(what, " printed '", line, "'"));
   }
   GrpcHelper helper;
   helper.address = line.substr(kPrefix.size());
@@ -179,8 +178,8 @@ absl::StatusOr<GrpcHelper> StartGrpcHelper(const std::string& serve_arg,
       helper.address, grpc::InsecureChannelCredentials(), args);
   if (!helper.channel->WaitForConnected(
           absl::ToChronoTime(absl::Now() + timeout))) {
-    return absl::UnavailableError(absl::StrCat(
-        what, " at ", helper.address, " did not accept a connection"));
+    return absl::UnavailableError(absl::StrCat(what, " at ", helper.address,
+                                               " did not accept a connection"));
   }
   helper.process = *std::move(child);
   return helper;

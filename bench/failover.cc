@@ -29,8 +29,8 @@
 #include "core/status.h"
 #include "core/sync.h"
 #include "examples/bench.granary.h"
-#include "grpcpp/grpcpp.h"
 #include "granary/v1/gateway.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
 
 extern char** environ;
 
@@ -152,7 +152,9 @@ absl::Status RunRound(RunSetup& setup, int round, ScenarioResult* result) {
   const int n = options.grains;
   std::vector<std::string> home(static_cast<size_t>(n));
   std::atomic<int> failed{0};
-  auto key = [round](int g) { return absl::StrCat("failover-", round, "-", g); };
+  auto key = [round](int g) {
+    return absl::StrCat("failover-", round, "-", g);
+  };
   {
     std::vector<std::thread> threads;
     for (int t = 0; t < options.threads; ++t) {
@@ -233,7 +235,8 @@ absl::Status RunRound(RunSetup& setup, int round, ScenarioResult* result) {
   for (int g = 0; g < n; ++g) {
     const std::string& was = home[static_cast<size_t>(g)];
     if (OnSilo(was, victim)) continue;
-    absl::StatusOr<std::string> now = Where(**client, key(g), absl::Seconds(10));
+    absl::StatusOr<std::string> now =
+        Where(**client, key(g), absl::Seconds(10));
     if (!now.ok() || *now != was) ++disturbed;
   }
   (*client)->Close();
@@ -265,7 +268,8 @@ absl::Status RunRound(RunSetup& setup, int round, ScenarioResult* result) {
   std::sort(sorted.begin(), sorted.end());
   auto rank = [&sorted](double q) -> int64_t {
     if (sorted.empty()) return 0;
-    const size_t i = static_cast<size_t>(q * static_cast<double>(sorted.size()));
+    const size_t i =
+        static_cast<size_t>(q * static_cast<double>(sorted.size()));
     return sorted[std::min(sorted.size() - 1, i)];
   };
   result->p50_ns = rank(0.50);
@@ -274,9 +278,9 @@ absl::Status RunRound(RunSetup& setup, int round, ScenarioResult* result) {
   result->errors = unrecovered + disturbed;
   result->verified = unrecovered == 0 && disturbed == 0 && !victims.empty();
   if (!result->verified) {
-    result->failure = absl::StrCat(unrecovered, " grains never answered, ",
-                                   disturbed,
-                                   " grains of surviving silos were disturbed");
+    result->failure =
+        absl::StrCat(unrecovered, " grains never answered, ", disturbed,
+                     " grains of surviving silos were disturbed");
   }
   std::printf(
       "FAILOVER round=%d cluster=%s seed=%llu victim=%d silos=%d grains=%d "

@@ -33,8 +33,9 @@ absl::StatusOr<LifecycleCounts> RemoteLifecycle::Read() {
   LifecycleCounts counts;
   for (SiloStatsRef& silo : stats_) {
     absl::StatusOr<LifecycleReply> reply =
-        grains_ == Grains::kBench ? silo.BenchLifecycle(LifecycleRequest()).Get()
-                                  : silo.StateLifecycle(LifecycleRequest()).Get();
+        grains_ == Grains::kBench
+            ? silo.BenchLifecycle(LifecycleRequest()).Get()
+            : silo.StateLifecycle(LifecycleRequest()).Get();
     if (!reply.ok()) return reply.status();
     counts.activations += reply->activations();
     counts.deactivations += reply->deactivations();

@@ -60,9 +60,9 @@ class HostedLifecycle final : public LifecycleCounter {
 
 // The summed counts of silos, each reached through its own invoker (a
 // granary::Client connected to that silo's gateway only), from its
-// SiloStats grain; a wait polls them every `poll_period`. Polling is fine in the load
-// generator, which owns the machine while it measures; tests wait on events
-// instead.
+// SiloStats grain; a wait polls them every `poll_period`. Polling is fine in
+// the load generator, which owns the machine while it measures; tests wait on
+// events instead.
 class RemoteLifecycle final : public LifecycleCounter {
  public:
   // Whose counts: BenchGrains' or StateGrains'.

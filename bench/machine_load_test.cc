@@ -11,19 +11,18 @@ namespace {
 
 TEST(MachineLoadTest, ParsesTheCpuLineOfProcStat) {
   int64_t busy = 0, steal = 0;
-  ASSERT_TRUE(ParseProcStatCpu(
-      "cpu  100 5 20 9000 7 3 2 11 0 0", &busy, &steal));
+  ASSERT_TRUE(
+      ParseProcStatCpu("cpu  100 5 20 9000 7 3 2 11 0 0", &busy, &steal));
   EXPECT_EQ(busy, 100 + 5 + 20);  // idle, iowait, irq, softirq left out
   EXPECT_EQ(steal, 11);
 }
 
 TEST(MachineLoadTest, RefusesWhatIsNotTheCpuLine) {
   int64_t busy = 0, steal = 0;
-  for (const char* bad :
-       {"", "cpu", "cpu0 1 2 3 4 5 6 7 8", "cpu  1 2 3 4 5 6 7",
-        "cpu  1 2 x 4 5 6 7 8", "cpu  1 2 -3 4 5 6 7 8",
-        "intr 1 2 3 4 5 6 7 8 9",
-        "cpu  99999999999999999999999 0 0 0 0 0 0 0"}) {
+  for (const char* bad : {"", "cpu", "cpu0 1 2 3 4 5 6 7 8",
+                          "cpu  1 2 3 4 5 6 7", "cpu  1 2 x 4 5 6 7 8",
+                          "cpu  1 2 -3 4 5 6 7 8", "intr 1 2 3 4 5 6 7 8 9",
+                          "cpu  99999999999999999999999 0 0 0 0 0 0 0"}) {
     EXPECT_FALSE(ParseProcStatCpu(bad, &busy, &steal)) << bad;
   }
 }
@@ -42,8 +41,8 @@ TEST(MachineLoadTest, RefusesABrokenProcessStat) {
   int64_t ticks = 0;
   int ppid = 0;
   for (const char* bad :
-       {"", "4242 (x S 1 2 3 4 5 6 7 8 9 10 11 12 13",
-        "4242 (x) S 1 2 3", "4242 (x) S 1 2 3 4 5 6 7 8 9 10 y 12",
+       {"", "4242 (x S 1 2 3 4 5 6 7 8 9 10 11 12 13", "4242 (x) S 1 2 3",
+        "4242 (x) S 1 2 3 4 5 6 7 8 9 10 y 12",
         "4242 (x) S 1 2 3 4 5 6 7 8 9 10 11 -1",
         "4242 (x) S p 2 3 4 5 6 7 8 9 10 11 12"}) {
     EXPECT_FALSE(ParseProcPidStat(bad, &ppid, &ticks)) << bad;
@@ -102,7 +101,7 @@ TEST(MachineLoadTest, CoresAreTicksOverWallTime) {
   a.busy_ticks = 1000;
   b.busy_ticks = 1000 + 150;  // 1.5 s of CPU at 100 ticks/s
   a.own_ticks = 10;
-  b.own_ticks = 10 + 50;      // 0.5 s of it the benchmark's
+  b.own_ticks = 10 + 50;  // 0.5 s of it the benchmark's
   b.steal_ticks = 20;
   a.mono_ns = 0;
   b.mono_ns = 1'000'000'000;

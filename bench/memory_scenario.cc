@@ -90,7 +90,7 @@ void Memory(const ScenarioContext& ctx, ScenarioResult& r) {
   };
   r.ops = n;
   r.latencies_ns.resize(n);  // hosted, the measuring process is the silo
-  absl::SleepFor(kSettle);  // what the scenario before it freed, settled
+  absl::SleepFor(kSettle);   // what the scenario before it freed, settled
   const int64_t before = resident();
   std::atomic<int64_t> wrong{0};
   std::string first;
@@ -102,7 +102,8 @@ void Memory(const ScenarioContext& ctx, ScenarioResult& r) {
   r.rss_delta_bytes = after - before;
   r.rss_measured = true;
   r.verified = true;
-  if (before <= 0 || after <= 0) Fail(r, "the silo's resident memory is unknown");
+  if (before <= 0 || after <= 0)
+    Fail(r, "the silo's resident memory is unknown");
   if (wrong.load() > 0) {
     r.errors = wrong.load();
     Fail(r, absl::StrCat(wrong.load(), " of ", n,

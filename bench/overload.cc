@@ -26,8 +26,8 @@
 #include "bench/stats.h"
 #include "client/client.h"
 #include "core/sync.h"
-#include "rpc/listener_guard.h"
 #include "examples/bench.granary.h"
+#include "rpc/listener_guard.h"
 
 namespace granary::bench {
 namespace {
@@ -156,9 +156,9 @@ class CalmCaller {
 // tick, and never ends it.
 class Attack {
  public:
-  Attack(const std::string& address, int count, int per_source,
-         bool slowloris)
-      : count_(count), per_source_(std::max(1, per_source)),
+  Attack(const std::string& address, int count, int per_source, bool slowloris)
+      : count_(count),
+        per_source_(std::max(1, per_source)),
         slowloris_(slowloris) {
     std::vector<std::string> hp = absl::StrSplit(address, ':');
     if (hp.size() == 2) (void)absl::SimpleAtoi(hp[1], &port_);
@@ -182,8 +182,8 @@ class Attack {
     if (fd < 0) return -1;
     sockaddr_in from{};
     from.sin_family = AF_INET;
-    from.sin_addr.s_addr = htonl((127u << 24) | (2u + static_cast<uint32_t>(
-                                                          i / per_source_)));
+    from.sin_addr.s_addr =
+        htonl((127u << 24) | (2u + static_cast<uint32_t>(i / per_source_)));
     sockaddr_in to{};
     to.sin_family = AF_INET;
     to.sin_port = htons(static_cast<uint16_t>(port_));
@@ -259,12 +259,10 @@ OverloadPhase RunPhase(const OverloadOptions& options, int round,
   PeakRss rss(silo.pid());
   CalmCaller caller(calm);
   const std::string target = flood ? silo.gateway() : silo.http();
-  Attack attack(target,
-                flood ? options.flood_connections
-                      : options.slowloris_connections,
-                flood ? options.flood_per_source
-                      : options.slowloris_connections,
-                /*slowloris=*/!flood);
+  Attack attack(
+      target, flood ? options.flood_connections : options.slowloris_connections,
+      flood ? options.flood_per_source : options.slowloris_connections,
+      /*slowloris=*/!flood);
   const absl::Time end = absl::Now() + options.phase_time;
   while (absl::Now() < end) {
     const absl::Time start = absl::Now();
@@ -327,14 +325,15 @@ absl::Status RunRound(const OverloadOptions& options, int round,
       SiloProcess::Start(options.silo_binary, (dir / "data").string(),
                          (dir / "silo.log").string(), options.silo_flags);
   if (!silo.ok()) return silo.status();
-  absl::StatusOr<std::unique_ptr<Client>> sender = ConnectTo((*silo)->gateway());
+  absl::StatusOr<std::unique_ptr<Client>> sender =
+      ConnectTo((*silo)->gateway());
   if (!sender.ok()) return sender.status();
   absl::StatusOr<std::unique_ptr<Client>> calm = ConnectTo((*silo)->gateway());
   if (!calm.ok()) return calm.status();
   std::vector<BenchGrainRef> grains;
   for (int g = 0; g < options.grains; ++g) {
-    grains.push_back(
-        (*sender)->Get<BenchGrainRef>(absl::StrCat("overload-", round, "-", g)));
+    grains.push_back((*sender)->Get<BenchGrainRef>(
+        absl::StrCat("overload-", round, "-", g)));
     // Activated before the clock starts.
     if (absl::Status s = grains.back().Ping(PingRequest()).Get().status();
         !s.ok()) {
@@ -358,9 +357,8 @@ absl::Status RunRound(const OverloadOptions& options, int round,
   if (before < 0 || after < 0) {
     return absl::UnavailableError("the silo's /metrics could not be read");
   }
-  const double capacity =
-      static_cast<double>(after - before) /
-      absl::ToDoubleSeconds(absl::Now() - start);
+  const double capacity = static_cast<double>(after - before) /
+                          absl::ToDoubleSeconds(absl::Now() - start);
   if (capacity <= 0) return absl::InternalError("the silo served nothing");
   // Let the silo drain what the capacity run left queued.
   for (int i = 0; i < 100; ++i) {
@@ -434,9 +432,9 @@ absl::Status RunRound(const OverloadOptions& options, int round,
       if (phase.calm_errors > 0 || phase.probe_failures > 0) {
         result->verified = false;
         if (result->failure.empty()) {
-          result->failure = absl::StrCat(
-              name, ": ", phase.calm_errors, " calm calls and ",
-              phase.probe_failures, " probes failed");
+          result->failure =
+              absl::StrCat(name, ": ", phase.calm_errors, " calm calls and ",
+                           phase.probe_failures, " probes failed");
         }
       }
       figures->phases.push_back(std::move(phase));
@@ -500,8 +498,10 @@ void AddOverloadEnv(const OverloadOptions& options,
     }
     if (n == 0) continue;
     const std::string prefix = absl::StrCat(name, "_");
-    report->SetEnv(prefix + "calm_p50_us", absl::StrFormat("%.1f", p50 / n / 1e3));
-    report->SetEnv(prefix + "calm_p99_us", absl::StrFormat("%.1f", p99 / n / 1e3));
+    report->SetEnv(prefix + "calm_p50_us",
+                   absl::StrFormat("%.1f", p50 / n / 1e3));
+    report->SetEnv(prefix + "calm_p99_us",
+                   absl::StrFormat("%.1f", p99 / n / 1e3));
     report->SetEnv(prefix + "calm_calls", absl::StrCat(calls));
     report->SetEnv(prefix + "calm_errors", absl::StrCat(errors));
     report->SetEnv(prefix + "probe_failures", absl::StrCat(failures));

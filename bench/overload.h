@@ -76,19 +76,19 @@ struct OverloadPhase {
   int64_t calm_errors = 0;
   int64_t calm_p50_ns = 0;
   int64_t calm_p99_ns = 0;
-  int64_t probes = 0;          // new clients (flood) or /healthz (slowloris)
+  int64_t probes = 0;  // new clients (flood) or /healthz (slowloris)
   int64_t probe_failures = 0;
   int64_t probe_slowest_ns = 0;
-  int64_t attack_opened = 0;   // connections the attacker opened in all
+  int64_t attack_opened = 0;  // connections the attacker opened in all
   int64_t rss_before = 0;
   int64_t rss_peak = 0;
 };
 
 // What one round measured beyond its ScenarioResult (rates per second).
 struct OverloadFigures {
-  double capacity = 0;  // one-way messages delivered per second, closed loop
-  double offered = 0;   // factor × capacity
-  double served = 0;    // one-way messages delivered per second, overloaded
+  double capacity = 0;     // one-way messages delivered per second, closed loop
+  double offered = 0;      // factor × capacity
+  double served = 0;       // one-way messages delivered per second, overloaded
   int64_t sent = 0;        // Tells the pacer got out
   int64_t held_back = 0;   // Tells due by the end that back-pressure held back
   int64_t rss_before = 0;  // the silo's resident bytes before the overload

@@ -51,8 +51,8 @@ absl::StatusOr<pid_t> Spawn(std::vector<std::string> args,
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null",
                                    O_WRONLY, 0);
   pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(),
-                              environ);
+  const int rc =
+      posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return ErrnoStatus(args[0], rc);
   return pid;
@@ -198,11 +198,11 @@ void PerfSession::Stop() {
 
 absl::StatusOr<std::unique_ptr<PerfCounter>> PerfCounter::Attach(
     pid_t pid, absl::Duration timeout) {
-  absl::StatusOr<std::unique_ptr<PerfSession>> session = PerfSession::Attach(
-      pid,
-      {"stat", "-x", ",", "-e",
-       "raw_syscalls:sys_enter,syscalls:sys_enter_futex"},
-      timeout);
+  absl::StatusOr<std::unique_ptr<PerfSession>> session =
+      PerfSession::Attach(pid,
+                          {"stat", "-x", ",", "-e",
+                           "raw_syscalls:sys_enter,syscalls:sys_enter_futex"},
+                          timeout);
   if (!session.ok()) return session.status();
   std::unique_ptr<PerfCounter> perf(new PerfCounter());
   perf->session_ = *std::move(session);
@@ -259,11 +259,10 @@ absl::StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Attach(
 absl::StatusOr<PerfSampler::Samples> PerfSampler::Finish(size_t limit) {
   session_->Stop();
   const std::string report = session_->dir() + "/report";
-  absl::StatusOr<pid_t> spawned =
-      Spawn({"perf", "report", "-i", session_->output(), "--stdio", "-q",
-             "--no-children", "--sort", "dso,sym", "-F",
-             "overhead,sample,dso,sym"},
-            report);
+  absl::StatusOr<pid_t> spawned = Spawn(
+      {"perf", "report", "-i", session_->output(), "--stdio", "-q",
+       "--no-children", "--sort", "dso,sym", "-F", "overhead,sample,dso,sym"},
+      report);
   if (!spawned.ok()) return spawned.status();
   const pid_t pid = *spawned;
   int status = 0;
@@ -293,8 +292,8 @@ absl::StatusOr<PerfSampler::Samples> PerfSampler::Finish(size_t limit) {
 
 std::optional<HotSymbol> ParsePerfReportLine(std::string_view line) {
   // "    12.34%    41  granary-silo     [.] granary::Mailbox::Push(...)"
-  absl::string_view rest =
-      absl::StripLeadingAsciiWhitespace(absl::string_view(line.data(), line.size()));
+  absl::string_view rest = absl::StripLeadingAsciiWhitespace(
+      absl::string_view(line.data(), line.size()));
   const size_t percent_end = rest.find('%');
   if (percent_end == absl::string_view::npos) return std::nullopt;
   HotSymbol h;
@@ -432,8 +431,8 @@ ScenarioProfile ProfileScenario(const std::string& scenario,
       side.syscalls = counts->syscalls;
       side.futex = counts->futex;
     } else {
-      side.note = std::string(
-          (disabled.ok() ? counts.status() : disabled).message());
+      side.note =
+          std::string((disabled.ok() ? counts.status() : disabled).message());
     }
   }
   SampleRound(sides, round, profile);
@@ -458,13 +457,13 @@ void PrintProfile(const std::string& mode, const ScenarioProfile& profile) {
         side.note.empty() ? ""
                           : absl::StrCat(" note=\"", side.note, "\"").c_str());
     for (const HotSymbol& h : side.hot) {
-      std::printf("PROFILE_HOT scenario=%s mode=%s side=%s percent=%.1f "
-                  "samples=%lld of=%lld dso=%s symbol=%s\n",
-                  profile.scenario.c_str(), mode.c_str(),
-                  side.side.name.c_str(), h.percent,
-                  static_cast<long long>(h.samples),
-                  static_cast<long long>(side.samples), h.dso.c_str(),
-                  h.symbol.c_str());
+      std::printf(
+          "PROFILE_HOT scenario=%s mode=%s side=%s percent=%.1f "
+          "samples=%lld of=%lld dso=%s symbol=%s\n",
+          profile.scenario.c_str(), mode.c_str(), side.side.name.c_str(),
+          h.percent, static_cast<long long>(h.samples),
+          static_cast<long long>(side.samples), h.dso.c_str(),
+          h.symbol.c_str());
     }
   }
   std::fflush(stdout);

@@ -127,8 +127,8 @@ class PerfSampler {
   absl::Status Enable() { return session_->Enable(); }
   absl::Status Disable() { return session_->Disable(); }
   struct Samples {
-    int64_t total = 0;            // every sample taken while enabled
-    std::vector<HotSymbol> hot;   // most first
+    int64_t total = 0;           // every sample taken while enabled
+    std::vector<HotSymbol> hot;  // most first
   };
   // Stops perf and reads the `limit` functions that took the most samples
   // (`perf report`, self time). UNAVAILABLE when it took none.
@@ -152,12 +152,12 @@ struct ProfileSide {
 
 struct SideProfile {
   ProfileSide side;
-  ProcessCounters delta;   // over the watched round
-  int64_t syscalls = -1;   // -1: perf did not count
+  ProcessCounters delta;  // over the watched round
+  int64_t syscalls = -1;  // -1: perf did not count
   int64_t futex = -1;
   std::vector<HotSymbol> hot;  // the sampled round's top functions
   int64_t samples = 0;         // and how many samples it took in all
-  std::string note;        // why perf did not count or sample, if it did not
+  std::string note;  // why perf did not count or sample, if it did not
 };
 
 struct ScenarioProfile {

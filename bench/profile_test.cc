@@ -1,8 +1,9 @@
 // ParsePerfReportLine: the lines of `perf report --stdio -q --sort dso,sym`
 // that --profile reads its hot functions from, and the lines it must skip.
+#include "bench/profile.h"
+
 #include <optional>
 
-#include "bench/profile.h"
 #include "gtest/gtest.h"
 
 namespace granary::bench {
@@ -35,9 +36,7 @@ TEST(ParsePerfReportLine, KeepsAnAddressWherePerfHadNoName) {
 
 TEST(ParsePerfReportLine, SkipsEverythingElse) {
   for (const char* line : {
-           "",
-           "# Samples: 2K of event 'cpu-clock'",
-           "#",
+           "", "# Samples: 2K of event 'cpu-clock'", "#",
            "    12.34%",                             // no samples
            "    12.34%  41",                         // no dso
            "    12.34%  x1  granary-silo  [.] foo",  // samples not a number

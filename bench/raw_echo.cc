@@ -128,13 +128,12 @@ int ServeRawEcho(const std::string& address) {
 
 absl::StatusOr<std::unique_ptr<RawEchoArm>> RawEchoArm::Start(
     absl::Duration timeout) {
-  GRANARY_ASSIGN_OR_RETURN(
-      GrpcHelper helper,
-      StartGrpcHelper("--serve_raw_echo=127.0.0.1:0", "raw gRPC echo server",
-                      timeout));
-  return std::unique_ptr<RawEchoArm>(
-      new RawEchoArm(std::move(helper.process), std::move(helper.address),
-                     std::move(helper.channel)));
+  GRANARY_ASSIGN_OR_RETURN(GrpcHelper helper,
+                           StartGrpcHelper("--serve_raw_echo=127.0.0.1:0",
+                                           "raw gRPC echo server", timeout));
+  return std::unique_ptr<RawEchoArm>(new RawEchoArm(std::move(helper.process),
+                                                    std::move(helper.address),
+                                                    std::move(helper.channel)));
 }
 
 RawEchoArm::RawEchoArm(std::unique_ptr<ChildProcess> child, std::string address,

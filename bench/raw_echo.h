@@ -15,10 +15,10 @@
 //   (*arm)->PingPong(/*ops=*/5000, &r);
 //
 // API choice, for fairness: the server is gRPC's callback API, as the
-// gateway's is (silo/gateway/gateway_service.cc); the client is the synchronous API
-// (Write then Read on the calling thread), which is what a plain gRPC program
-// would write for a sequential ping-pong and the lowest-latency way to run
-// one: no thread hand-off on the client side. The figure is therefore a
+// gateway's is (silo/gateway/gateway_service.cc); the client is the synchronous
+// API (Write then Read on the calling thread), which is what a plain gRPC
+// program would write for a sequential ping-pong and the lowest-latency way to
+// run one: no thread hand-off on the client side. The figure is therefore a
 // floor for one round trip through gRPC on this machine, not a mirror of the
 // client SDK's threading.
 //

@@ -39,9 +39,9 @@ absl::StatusOr<v1::SiloStatus> AskStatus(const std::string& gateway,
 }
 
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
-    std::vector<std::string> gateways, int concurrency,
-    absl::Duration timeout, const rpc::ClientSecurity& security,
-    bool only_these = false, bool one_hop = true) {
+    std::vector<std::string> gateways, int concurrency, absl::Duration timeout,
+    const rpc::ClientSecurity& security, bool only_these = false,
+    bool one_hop = true) {
   ClientOptions options;
   options.gateways = std::move(gateways);
   options.security = security;
@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
 int64_t RemoteTarget::SiloResidentBytes() {
   int64_t total = 0;
   for (const std::string& gateway : gateways_) {
-    absl::StatusOr<v1::SiloStatus> status = AskStatus(gateway, absl::Seconds(5), security_);
+    absl::StatusOr<v1::SiloStatus> status =
+        AskStatus(gateway, absl::Seconds(5), security_);
     if (!status.ok()) return 0;
     total += status->resident_bytes();
   }
@@ -128,17 +129,16 @@ absl::StatusOr<std::unique_ptr<RemoteTarget>> RemoteTarget::Connect(
     target->silos_.push_back(std::move(status));
     target->gateways_.push_back(gateway);
   }
-  GRANARY_ASSIGN_OR_RETURN(target->client_,
-                           ConnectClient(gateways, concurrency, timeout,
-                                         security, /*only_these=*/false,
-                                         one_hop));
+  GRANARY_ASSIGN_OR_RETURN(
+      target->client_, ConnectClient(gateways, concurrency, timeout, security,
+                                     /*only_these=*/false, one_hop));
   // Each silo's counts come from its own SiloStats grain, reached through
   // its own gateway only.
   std::vector<CallInvoker*> silos;
   for (const std::string& gateway : gateways) {
-    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Client> one,
-                             ConnectClient({gateway}, concurrency, timeout,
-                                           security, true));
+    GRANARY_ASSIGN_OR_RETURN(
+        std::unique_ptr<Client> one,
+        ConnectClient({gateway}, concurrency, timeout, security, true));
     silos.push_back(one.get());
     target->per_silo_.push_back(std::move(one));
   }

@@ -144,8 +144,7 @@ void Report::PrintPairRatios(
   };
   for (const std::string s : {"ask", "chain"}) {
     const std::string unfiltered = s + "_unfiltered";
-    print_ratio(s + "_filtered",
-                results.contains(unfiltered) ? unfiltered : s);
+    print_ratio(s + "_filtered", results.contains(unfiltered) ? unfiltered : s);
     print_ratio(unfiltered, s);
   }
   if (results.contains("hotspot") && results.contains("stateless")) {
@@ -205,8 +204,8 @@ absl::Status Report::WriteJson(const std::string& path) const {
   out << json;
   out.close();
   if (!out) {
-    return absl::UnavailableError(absl::StrCat("cannot write --json file '",
-                                               path, "'"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot write --json file '", path, "'"));
   }
   return absl::OkStatus();
 }

@@ -23,8 +23,8 @@
 
 namespace granary::bench {
 
-class BenchReport;      // report.pb.h
-class ScenarioSummary;  // report.pb.h
+class BenchReport;       // report.pb.h
+class ScenarioSummary;   // report.pb.h
 struct ScenarioProfile;  // bench/profile.h
 
 // One measured round of one scenario.

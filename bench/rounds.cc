@@ -59,9 +59,9 @@ void ProfileRounds(const RunConfig& c, ScenarioContext& ctx, Report& report) {
         sides.push_back({"server", ctx.raw_echo->pid()});
       } else {
         for (size_t i = 0; i < c.silo_pids.size(); ++i) {
-          sides.push_back({i == 0 ? std::string("silo")
-                                  : absl::StrCat("silo ", i + 1),
-                           static_cast<pid_t>(c.silo_pids[i])});
+          sides.push_back(
+              {i == 0 ? std::string("silo") : absl::StrCat("silo ", i + 1),
+               static_cast<pid_t>(c.silo_pids[i])});
         }
       }
     }

@@ -7,12 +7,28 @@
 namespace granary::bench {
 
 const std::vector<std::string>& ScenarioNames() {
-  static const auto* names = new std::vector<std::string>{
-      "activation",    "activation_one", "oneway",   "oneway_spread", "ask",
-      "chain",         "pingpong",       "fanout",   "create",        "wake",
-      "durable-write", "warm-read",      "raw_grpc", "postgres_floor",
-      "ask_filtered",  "chain_filtered", "ask_unfiltered", "chain_unfiltered",
-      "hotspot",       "stateless",      "push",     "memory"};
+  static const auto* names = new std::vector<std::string>{"activation",
+                                                          "activation_one",
+                                                          "oneway",
+                                                          "oneway_spread",
+                                                          "ask",
+                                                          "chain",
+                                                          "pingpong",
+                                                          "fanout",
+                                                          "create",
+                                                          "wake",
+                                                          "durable-write",
+                                                          "warm-read",
+                                                          "raw_grpc",
+                                                          "postgres_floor",
+                                                          "ask_filtered",
+                                                          "chain_filtered",
+                                                          "ask_unfiltered",
+                                                          "chain_unfiltered",
+                                                          "hotspot",
+                                                          "stateless",
+                                                          "push",
+                                                          "memory"};
   return *names;
 }
 

@@ -82,9 +82,8 @@ absl::StatusOr<std::unique_ptr<SiloProcess>> SiloProcess::Start(
     buf.append(chunk, static_cast<size_t>(n));
   }
   if (!absl::StartsWith(buf, "READY ")) {
-    return absl::UnavailableError(
-        absl::StrCat(binary, " did not become ready: '", buf,
-                     "'; its log: ", Tail(log, 5)));
+    return absl::UnavailableError(absl::StrCat(
+        binary, " did not become ready: '", buf, "'; its log: ", Tail(log, 5)));
   }
   for (absl::string_view field :
        absl::StrSplit(buf.substr(0, buf.find('\n')), ' ')) {

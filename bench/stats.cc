@@ -1,11 +1,11 @@
 #include "bench/stats.h"
 
-#include <string>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <unistd.h>
+#include <string>
 
 namespace granary::bench {
 

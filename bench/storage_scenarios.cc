@@ -90,8 +90,8 @@ void Wake(const ScenarioContext& ctx, ScenarioResult& r) {
   // Two activations per grain: the one that stored, the one woken.
   const int64_t acts = now->activations - base->activations;
   if (acts != 2 * r.ops) {
-    Fail(r, absl::StrCat("OnActivate ran ", acts, " times, expected ",
-                         2 * r.ops));
+    Fail(r,
+         absl::StrCat("OnActivate ran ", acts, " times, expected ", 2 * r.ops));
   }
   if (r.errors > 0) {
     Fail(r, absl::StrCat(r.errors, " wakes failed or lost the stored value"));

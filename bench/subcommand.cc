@@ -9,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-ABSL_DECLARE_FLAG(bool, hosted);     // bench/main.cc
-ABSL_DECLARE_FLAG(bool, failover);   // bench/main.cc
+ABSL_DECLARE_FLAG(bool, hosted);         // bench/main.cc
+ABSL_DECLARE_FLAG(bool, failover);       // bench/main.cc
 ABSL_DECLARE_FLAG(std::string, target);  // bench/main.cc
-ABSL_DECLARE_FLAG(bool, overload);   // bench/overload_mode.cc
+ABSL_DECLARE_FLAG(bool, overload);       // bench/overload_mode.cc
 
 namespace granary::bench {
 namespace {
@@ -20,38 +20,39 @@ namespace {
 // The flags that belong to some modes only; a flag not named here (the
 // counts, --json, --log_level, --silo_binary, ...) serves every mode.
 const std::map<std::string, std::vector<std::string>>& ModeFlags() {
-  static const auto* flags = new std::map<std::string, std::vector<std::string>>{
-      {"target", {"remote"}},
-      {"one_hop", {"remote"}},
-      {"silo_pid", {"remote"}},
-      {"tls_ca", {"remote"}},
-      {"tls_cert", {"remote"}},
-      {"tls_key", {"remote"}},
-      {"token_file", {"remote"}},
-      {"workers", {"hosted"}},
-      {"turn_budget", {"hosted"}},
-      {"idle_spin", {"hosted"}},
-      {"storage", {"hosted"}},
-      {"pgbench", {"hosted"}},
-      {"scenarios", {"hosted", "remote"}},
-      {"concurrency", {"hosted", "remote"}},
-      {"depth", {"hosted", "remote"}},
-      {"fanout", {"hosted", "remote"}},
-      {"warmup", {"hosted", "remote"}},
-      {"scale", {"hosted", "remote"}},
-      {"profile", {"hosted", "remote"}},
-      {"run_name", {"hosted", "remote"}},
-      {"postgres", {"hosted", "failover"}},
-      {"postgres_file", {"hosted", "failover"}},
-      {"cluster", {"failover"}},
-      {"failover_silos", {"failover"}},
-      {"failover_grains", {"failover"}},
-      {"failover_seed", {"failover"}},
-      {"overload_factor", {"overload"}},
-      {"overload_time", {"overload"}},
-      {"overload_phase_time", {"overload"}},
-      {"overload_silo_flags", {"overload"}},
-  };
+  static const auto* flags =
+      new std::map<std::string, std::vector<std::string>>{
+          {"target", {"remote"}},
+          {"one_hop", {"remote"}},
+          {"silo_pid", {"remote"}},
+          {"tls_ca", {"remote"}},
+          {"tls_cert", {"remote"}},
+          {"tls_key", {"remote"}},
+          {"token_file", {"remote"}},
+          {"workers", {"hosted"}},
+          {"turn_budget", {"hosted"}},
+          {"idle_spin", {"hosted"}},
+          {"storage", {"hosted"}},
+          {"pgbench", {"hosted"}},
+          {"scenarios", {"hosted", "remote"}},
+          {"concurrency", {"hosted", "remote"}},
+          {"depth", {"hosted", "remote"}},
+          {"fanout", {"hosted", "remote"}},
+          {"warmup", {"hosted", "remote"}},
+          {"scale", {"hosted", "remote"}},
+          {"profile", {"hosted", "remote"}},
+          {"run_name", {"hosted", "remote"}},
+          {"postgres", {"hosted", "failover"}},
+          {"postgres_file", {"hosted", "failover"}},
+          {"cluster", {"failover"}},
+          {"failover_silos", {"failover"}},
+          {"failover_grains", {"failover"}},
+          {"failover_seed", {"failover"}},
+          {"overload_factor", {"overload"}},
+          {"overload_time", {"overload"}},
+          {"overload_phase_time", {"overload"}},
+          {"overload_silo_flags", {"overload"}},
+      };
   return *flags;
 }
 
@@ -61,15 +62,15 @@ absl::Status ApplySubcommand(const std::vector<std::string>& args) {
   if (args.empty()) return absl::OkStatus();  // the mode flags' form
   constexpr char kModes[] = "hosted, remote, failover or overload";
   if (args.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "one subcommand (", kModes, "), then flags; got '",
-        absl::StrJoin(args, " "), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("one subcommand (", kModes, "), then flags; got '",
+                     absl::StrJoin(args, " "), "'"));
   }
   const std::string& mode = args[0];
   if (mode != "hosted" && mode != "remote" && mode != "failover" &&
       mode != "overload") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown subcommand '", mode, "' (", kModes, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown subcommand '", mode, "' (", kModes, ")"));
   }
   if (absl::GetFlag(FLAGS_hosted) || absl::GetFlag(FLAGS_failover) ||
       absl::GetFlag(FLAGS_overload)) {

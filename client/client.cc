@@ -21,7 +21,9 @@ Client::Client(std::unique_ptr<rpc::GatewaySet> gateways)
 
 Client::~Client() = default;
 
-void Client::Register(const InterfaceInfo& iface) { gateways_->Register(iface); }
+void Client::Register(const InterfaceInfo& iface) {
+  gateways_->Register(iface);
+}
 
 void Client::Invoke(CallBase* call) { gateways_->Invoke(call); }
 

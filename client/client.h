@@ -69,8 +69,7 @@ class Client final : public CallInvoker {
   // that is not HOST:PORT or bad limits; UNAVAILABLE when no gateway accepts
   // a connection within `connect_timeout`. Gateways not reachable yet are
   // tried again in the background.
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(
-      ClientOptions options);
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
 
   ~Client() override;  // Close(absl::ZeroDuration()) if not closed
   Client(const Client&) = delete;

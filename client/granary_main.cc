@@ -35,6 +35,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/json_request.h"
+#include "client/security_flags.h"
 #include "client/server_reflection.grpc.pb.h"
 #include "core/flags_usage.h"
 #include "core/grain_id.h"
@@ -44,14 +45,13 @@
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/descriptor_database.h"
 #include "granary/v1/gateway.grpc.pb.h"
-#include "client/security_flags.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
 #include "rpc/credentials.h"
 #include "rpc/limits.h"
 #include "rpc/status.h"
 #include "storage/postgres/pg_connection.h"
 #include "storage/postgres/schema.h"
-#include "grpcpp/generic/generic_stub.h"
-#include "grpcpp/grpcpp.h"
 
 ABSL_FLAG(std::string, gateway, "127.0.0.1:30000",
           "Gateway of the silo to talk to (HOST:PORT).");
@@ -171,14 +171,13 @@ class PrintingStream final
 
 class Cli {
  public:
-  Cli(std::string gateway, absl::Duration timeout,
-      rpc::ClientSecurity security)
+  Cli(std::string gateway, absl::Duration timeout, rpc::ClientSecurity security)
       : gateway_(std::move(gateway)),
         timeout_(timeout),
         watch_for_(absl::GetFlag(FLAGS_watch_for)),
         security_(std::move(security)),
-        channel_(rpc::NewChannel(
-            gateway_, rpc::MakeChannelCredentials(security_))) {}
+        channel_(rpc::NewChannel(gateway_,
+                                 rpc::MakeChannelCredentials(security_))) {}
 
   absl::StatusOr<v1::SiloStatus> Status() {
     auto stub = v1::Gateway::NewStub(channel_);
@@ -187,7 +186,7 @@ class Cli {
     v1::SiloStatus status;
     GRANARY_RETURN_IF_ERROR(
         rpc::FromGrpc(stub->Status(&ctx, v1::StatusRequest(), &status),
-                 absl::StrCat("silo at ", gateway_)));
+                      absl::StrCat("silo at ", gateway_)));
     return status;
   }
 
@@ -218,7 +217,7 @@ class Cli {
     v1::MembershipView view;
     GRANARY_RETURN_IF_ERROR(
         rpc::FromGrpc(stub->Cluster(&ctx, v1::ClusterRequest(), &view),
-                 absl::StrCat("silo at ", gateway_)));
+                      absl::StrCat("silo at ", gateway_)));
     std::vector<v1::Member> members(view.members().begin(),
                                     view.members().end());
     std::sort(members.begin(), members.end(),
@@ -254,7 +253,8 @@ class Cli {
         std::cout << "  " << m.name() << "(" << m.input_type() << ") returns ("
                   << (m.server_streaming() ? "stream " : "") << m.output_type()
                   << ")";
-        if (!flags.empty()) std::cout << "  [" << absl::StrJoin(flags, ", ") << "]";
+        if (!flags.empty())
+          std::cout << "  [" << absl::StrJoin(flags, ", ") << "]";
         std::cout << "\n";
       }
     }
@@ -282,23 +282,22 @@ class Cli {
     if (method == nullptr) {
       std::vector<std::string> names;
       for (const auto& m : type->methods()) names.push_back(m.name());
-      return absl::UnimplementedError(
-          absl::StrCat("grain type ", type->name(), " has no method '",
-                       method_name, "' (it has ", absl::StrJoin(names, ", "),
-                       ")"));
+      return absl::UnimplementedError(absl::StrCat(
+          "grain type ", type->name(), " has no method '", method_name,
+          "' (it has ", absl::StrJoin(names, ", "), ")"));
     }
 
     GRANARY_RETURN_IF_ERROR(LoadSymbol(type->name()));
-    const pb::Descriptor* input = pool_.FindMessageTypeByName(method->input_type());
+    const pb::Descriptor* input =
+        pool_.FindMessageTypeByName(method->input_type());
     const pb::Descriptor* output =
         pool_.FindMessageTypeByName(method->output_type());
     if (input == nullptr || output == nullptr) {
-      return absl::InternalError(absl::StrCat(
-          "the silo's reflection does not describe ", method->input_type(),
-          " or ", method->output_type()));
+      return absl::InternalError(
+          absl::StrCat("the silo's reflection does not describe ",
+                       method->input_type(), " or ", method->output_type()));
     }
-    GRANARY_ASSIGN_OR_RETURN(std::string bytes,
-                             RequestFromJson(*input, json));
+    GRANARY_ASSIGN_OR_RETURN(std::string bytes, RequestFromJson(*input, json));
     grpc::GenericStub stub(channel_);
     grpc::ClientContext ctx;
     if (method->server_streaming()) {
@@ -329,8 +328,8 @@ class Cli {
           watch_for_ != absl::InfiniteDuration()) {
         return absl::OkStatus();
       }
-      return rpc::FromGrpc(ended, absl::StrCat(type->name(), "/", key, " ",
-                                               method->name()));
+      return rpc::FromGrpc(
+          ended, absl::StrCat(type->name(), "/", key, " ", method->name()));
     }
     grpc::ByteBuffer received;
     grpc::Status status;
@@ -393,8 +392,8 @@ class Cli {
       std::vector<std::string> ambiguous;
       for (const auto* m : matches) ambiguous.push_back(m->name());
       return absl::InvalidArgumentError(
-          absl::StrCat("grain type '", name, "' is ambiguous: ",
-                       absl::StrJoin(ambiguous, ", ")));
+          absl::StrCat("grain type '", name,
+                       "' is ambiguous: ", absl::StrJoin(ambiguous, ", ")));
     }
     return absl::UnimplementedError(
         absl::StrCat("unknown grain type '", name, "'; silo ", silo.name(),
@@ -419,7 +418,8 @@ class Cli {
         stream->WritesDone();
         (void)stream->Finish();
         return absl::Status(
-            static_cast<absl::StatusCode>(response.error_response().error_code()),
+            static_cast<absl::StatusCode>(
+                response.error_response().error_code()),
             absl::StrCat("reflection: ",
                          response.error_response().error_message()));
       }
@@ -490,8 +490,8 @@ int Database(const std::string& what) {
   if (what == "version") {
     absl::StatusOr<int> version = storage::SchemaVersion(**db);
     if (!version.ok()) return Fail(version.status());
-    std::cout << "schema " << *version << " (this build: "
-              << storage::LatestSchemaVersion() << ")\n";
+    std::cout << "schema " << *version
+              << " (this build: " << storage::LatestSchemaVersion() << ")\n";
     return 0;
   }
   absl::StatusOr<std::vector<int>> applied = storage::MigrateSchema(**db);
@@ -538,7 +538,8 @@ int Main(int argc, char** argv) {
     return Usage("--watch_for must be positive");
   }
   if (command != "db") {
-    if (absl::Status s = rpc::CheckTokenTransport(*security, absl::GetFlag(FLAGS_gateway));
+    if (absl::Status s =
+            rpc::CheckTokenTransport(*security, absl::GetFlag(FLAGS_gateway));
         !s.ok()) {
       return Usage(std::string(s.message()));
     }

@@ -21,8 +21,8 @@ absl::StatusOr<std::string> RequestFromJson(const pb::Descriptor& input,
   if (auto s = pb::util::JsonStringToMessage(json, request.get(), parse);
       !s.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("request is not valid JSON for ", input.full_name(),
-                     ": ", s.message().as_string()));
+        absl::StrCat("request is not valid JSON for ", input.full_name(), ": ",
+                     s.message().as_string()));
   }
   std::string bytes;
   request->SerializeToString(&bytes);

@@ -224,7 +224,8 @@ void CallBase::ResumeWaiter() {
 
 absl::StatusOr<CallBase*> NewCallFromWire(
     const InterfaceInfo& iface, const MethodInfo& method, std::string key,
-    google::protobuf::io::ZeroCopyInputStream* payload, absl::Duration timeout) {
+    google::protobuf::io::ZeroCopyInputStream* payload,
+    absl::Duration timeout) {
   CallBase* call = method.new_call(GrainId(iface.type_name, std::move(key)));
   if (payload == nullptr || !call->request().ParseFromZeroCopyStream(payload)) {
     absl::Status error = absl::InvalidArgumentError(

@@ -40,7 +40,8 @@ TEST(CancelStateTest, CancellingAParentCancelsItsChildrenOnce) {
   ASSERT_TRUE(other_child->Adopt(other_parent));
   other_child->Cancel();
   EXPECT_FALSE(other_parent->cancelled());
-  for (CancelState* s : {grandchild, child, parent, other_child, other_parent}) {
+  for (CancelState* s :
+       {grandchild, child, parent, other_child, other_parent}) {
     s->Release();
   }
 }

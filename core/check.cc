@@ -6,8 +6,7 @@
 
 namespace granary::internal {
 
-CheckFailure::CheckFailure(const char* file, int line,
-                           const char* condition) {
+CheckFailure::CheckFailure(const char* file, int line, const char* condition) {
   stream_ << file << ":" << line << ": check failed: " << condition << ": ";
 }
 

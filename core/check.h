@@ -32,9 +32,8 @@ class CheckFailure {
 
 }  // namespace granary::internal
 
-#define GRANARY_CHECK(condition)                                     \
-  if (ABSL_PREDICT_TRUE(condition))                                  \
-    ;                                                                \
-  else                                                               \
-    ::granary::internal::CheckFailure(__FILE__, __LINE__, #condition) \
-        .stream()
+#define GRANARY_CHECK(condition)    \
+  if (ABSL_PREDICT_TRUE(condition)) \
+    ;                               \
+  else                              \
+    ::granary::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()

@@ -15,9 +15,9 @@
 #include <functional>
 #include <vector>
 
-#include "core/sync.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/sync.h"
 
 namespace granary {
 

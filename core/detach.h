@@ -3,8 +3,9 @@
 // Starts a Task without awaiting it; `done` receives its outcome on whichever
 // thread finishes the task.
 //
-//   granary::Detach(counter.Add(req), [](absl::StatusOr<CounterValue> v) {...});
-//   granary::Detach(DoWork(), [](absl::Status s) {...});   // Task<void>
+//   granary::Detach(counter.Add(req), [](absl::StatusOr<CounterValue> v)
+//   {...}); granary::Detach(DoWork(), [](absl::Status s) {...});   //
+//   Task<void>
 //
 // For code outside grains (clients, load generators, tests). Inside grain
 // code, prefer awaiting; a detached task started there runs its first part
@@ -60,12 +61,12 @@ void Detach(Task<T> task, Done done) {
 // Like Detach for a task whose value is itself a StatusOr: `done` gets one
 // absl::StatusOr<R> (an exception thrown inside becomes its status).
 //
-//   DetachFlat(directory.Lookup(id), [](absl::StatusOr<v1::DirectoryReply> r) {...});
+//   DetachFlat(directory.Lookup(id), [](absl::StatusOr<v1::DirectoryReply> r)
+//   {...});
 template <typename R, typename Done>
 void DetachFlat(Task<absl::StatusOr<R>> task, Done done) {
   Detach(std::move(task),
-         [done = std::move(done)](
-             absl::StatusOr<absl::StatusOr<R>> r) mutable {
+         [done = std::move(done)](absl::StatusOr<absl::StatusOr<R>> r) mutable {
            done(Flatten(std::move(r)));
          });
 }

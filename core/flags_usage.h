@@ -24,8 +24,9 @@ namespace granary {
 // `file` from the first of Granary's top-level folders on; as it is when
 // none is in it.
 inline std::string GranarySourcePath(absl::string_view file) {
-  for (absl::string_view root : {"silo/", "client/", "core/", "rpc/", "storage/",
-                                 "directory/", "examples/", "bench/", "tools/"}) {
+  for (absl::string_view root :
+       {"silo/", "client/", "core/", "rpc/", "storage/", "directory/",
+        "examples/", "bench/", "tools/"}) {
     if (absl::StartsWith(file, root)) return std::string(file);
     const size_t at = file.rfind(absl::StrCat("/", root));
     if (at != absl::string_view::npos) return std::string(file.substr(at + 1));

@@ -195,7 +195,9 @@ bool TakeField(absl::string_view* rest, std::string* key, std::string* value) {
           int v = 0;
           for (int k = 2; k <= 3; ++k) {
             const char h = r[i + k];
-            v = v * 16 + (h >= 'a' ? h - 'a' + 10 : h >= 'A' ? h - 'A' + 10 : h - '0');
+            v = v * 16 + (h >= 'a'   ? h - 'a' + 10
+                          : h >= 'A' ? h - 'A' + 10
+                                     : h - '0');
           }
           if (v < 0x80) {
             value->push_back(static_cast<char>(v));
@@ -322,11 +324,16 @@ LogLevel GetLogLevel() {
 
 bool ParseLogLevel(absl::string_view text, LogLevel* level) {
   std::string t = absl::AsciiStrToLower(text);
-  if (t == "debug") *level = LogLevel::kDebug;
-  else if (t == "info") *level = LogLevel::kInfo;
-  else if (t == "warning" || t == "warn") *level = LogLevel::kWarning;
-  else if (t == "error") *level = LogLevel::kError;
-  else return false;
+  if (t == "debug")
+    *level = LogLevel::kDebug;
+  else if (t == "info")
+    *level = LogLevel::kInfo;
+  else if (t == "warning" || t == "warn")
+    *level = LogLevel::kWarning;
+  else if (t == "error")
+    *level = LogLevel::kError;
+  else
+    return false;
   return true;
 }
 

@@ -4,7 +4,8 @@
 // starts with the `key=value` fields it is about (grain=, silo=, ...), then
 // free text:
 //
-//   GRANARY_LOG(kWarning) << "grain=" << id << " turn_ms=" << ms << " slow turn";
+//   GRANARY_LOG(kWarning) << "grain=" << id << " turn_ms=" << ms << " slow
+//   turn";
 //   -> 2026-11-29T21:00:00.123456Z W grain=... turn_ms=12 slow turn
 //
 // With SetLogFormat(LogFormat::kJson) the same event is one JSON object:
@@ -126,13 +127,13 @@ class LogEveryState {
 }  // namespace internal
 }  // namespace granary
 
-#define GRANARY_LOG(level)                                                  \
-  if (static_cast<int>(::granary::LogLevel::level) <                        \
-      ::granary::internal::g_log_level.load(std::memory_order_relaxed))     \
-    ;                                                                       \
-  else                                                                      \
-    ::granary::internal::LogLine(::granary::LogLevel::level, __FILE__,      \
-                                 __LINE__)                                  \
+#define GRANARY_LOG(level)                                              \
+  if (static_cast<int>(::granary::LogLevel::level) <                    \
+      ::granary::internal::g_log_level.load(std::memory_order_relaxed)) \
+    ;                                                                   \
+  else                                                                  \
+    ::granary::internal::LogLine(::granary::LogLevel::level, __FILE__,  \
+                                 __LINE__)                              \
         .stream()
 
 // Like GRANARY_LOG, but at most one line per `period` (an absl::Duration) from

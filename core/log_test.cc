@@ -30,9 +30,9 @@ TEST(LogTest, JsonLinesLiftLeadingFieldsAndEscape) {
                           "no fields\there\n\x01"),
             R"({"ts":"T","level":"error","msg":"no fields\there\n\u0001"})");
   // Reserved or malformed keys end the fields.
-  EXPECT_EQ(FormatLogLine(LogFormat::kJson, LogLevel::kDebug, "T",
-                          "msg=x Key=y"),
-            R"({"ts":"T","level":"debug","msg":"msg=x Key=y"})");
+  EXPECT_EQ(
+      FormatLogLine(LogFormat::kJson, LogLevel::kDebug, "T", "msg=x Key=y"),
+      R"({"ts":"T","level":"debug","msg":"msg=x Key=y"})");
   EXPECT_EQ(FormatLogLine(LogFormat::kJson, LogLevel::kInfo, "T", "k=v"),
             R"({"ts":"T","level":"info","k":"v","msg":""})");
 }

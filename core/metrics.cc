@@ -208,7 +208,8 @@ FamilyBase::FamilyBase(std::string name, std::string help, Type type,
   GRANARY_CHECK(ValidName(name_, /*allow_colon=*/true))
       << "invalid metric name '" << name_ << "'";
   for (const std::string& l : label_names_) {
-    GRANARY_CHECK(ValidName(l, /*allow_colon=*/false) && l.rfind("__", 0) != 0 &&
+    GRANARY_CHECK(ValidName(l, /*allow_colon=*/false) &&
+                  l.rfind("__", 0) != 0 &&
                   !(type_ == Type::kHistogram && l == "le"))
         << "invalid label name '" << l << "' of " << name_;
   }
@@ -281,9 +282,10 @@ Family<Histogram>& Registry::AddHistogram(std::string name, std::string help,
                                           std::vector<std::string> label_names,
                                           std::vector<double> bounds,
                                           double unit) {
-  GRANARY_CHECK(!bounds.empty() && std::is_sorted(bounds.begin(), bounds.end()) &&
-                std::adjacent_find(bounds.begin(), bounds.end()) == bounds.end() &&
-                bounds.front() >= 0)
+  GRANARY_CHECK(
+      !bounds.empty() && std::is_sorted(bounds.begin(), bounds.end()) &&
+      std::adjacent_find(bounds.begin(), bounds.end()) == bounds.end() &&
+      bounds.front() >= 0)
       << "histogram " << name << " needs increasing, non-negative bounds";
   GRANARY_CHECK(unit > 0) << "histogram " << name << " needs a positive unit";
   Histogram::Layout layout;
@@ -378,20 +380,20 @@ void AddProcessMetrics(Registry* registry) {
         if (f.size() < 22) return {};
         return {{{}, (std::stod(f[11]) + std::stod(f[12])) / ticks}};
       });
-  registry->AddCallback(
-      "process_resident_memory_bytes", "Resident memory size in bytes.",
-      Type::kGauge, {}, [page]() -> Samples {
-        std::vector<std::string> f = ProcStat();
-        if (f.size() < 22) return {};
-        return {{{}, std::stod(f[21]) * page}};
-      });
-  registry->AddCallback(
-      "process_virtual_memory_bytes", "Virtual memory size in bytes.",
-      Type::kGauge, {}, []() -> Samples {
-        std::vector<std::string> f = ProcStat();
-        if (f.size() < 22) return {};
-        return {{{}, std::stod(f[20])}};
-      });
+  registry->AddCallback("process_resident_memory_bytes",
+                        "Resident memory size in bytes.", Type::kGauge, {},
+                        [page]() -> Samples {
+                          std::vector<std::string> f = ProcStat();
+                          if (f.size() < 22) return {};
+                          return {{{}, std::stod(f[21]) * page}};
+                        });
+  registry->AddCallback("process_virtual_memory_bytes",
+                        "Virtual memory size in bytes.", Type::kGauge, {},
+                        []() -> Samples {
+                          std::vector<std::string> f = ProcStat();
+                          if (f.size() < 22) return {};
+                          return {{{}, std::stod(f[20])}};
+                        });
   const double boot = BootTimeSeconds();
   registry->AddCallback(
       "process_start_time_seconds",
@@ -413,13 +415,13 @@ void AddProcessMetrics(Registry* registry) {
         }
         return {{{}, n}};
       });
-  registry->AddCallback(
-      "process_max_fds", "Maximum number of open file descriptors.",
-      Type::kGauge, {}, []() -> Samples {
-        rlimit limit;
-        if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return {};
-        return {{{}, static_cast<double>(limit.rlim_cur)}};
-      });
+  registry->AddCallback("process_max_fds",
+                        "Maximum number of open file descriptors.",
+                        Type::kGauge, {}, []() -> Samples {
+                          rlimit limit;
+                          if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return {};
+                          return {{{}, static_cast<double>(limit.rlim_cur)}};
+                        });
 }
 
 }  // namespace granary::metrics

@@ -13,7 +13,8 @@
 //       /*unit=*/1e-9);                       // recorded in nanoseconds
 //   latency.WithLabels({})->ObserveUnits(120000);   // hot path: 120 µs
 //   latency.WithLabels({})->Observe(0.00012);       // the same, in seconds
-//   registry.AddCallback("process_open_fds", "Open fds.", metrics::Type::kGauge,
+//   registry.AddCallback("process_open_fds", "Open fds.",
+//   metrics::Type::kGauge,
 //                        {}, [] { return metrics::Samples{{{}, 12.0}}; });
 //   std::string text = registry.Render();
 //
@@ -62,8 +63,8 @@ inline int ThisThreadShard() {
 class Counter {
  public:
   void Inc(uint64_t n = 1) {
-    shards_[internal::ThisThreadShard()].v.fetch_add(
-        n, std::memory_order_relaxed);
+    shards_[internal::ThisThreadShard()].v.fetch_add(n,
+                                                     std::memory_order_relaxed);
   }
   uint64_t Value() const;
 
@@ -91,8 +92,8 @@ class Gauge {
 class Histogram {
  public:
   struct Layout {
-    std::vector<double> bounds;        // in the exposed unit (seconds, ...)
-    std::vector<uint64_t> bound_units; // the same in recorded units
+    std::vector<double> bounds;         // in the exposed unit (seconds, ...)
+    std::vector<uint64_t> bound_units;  // the same in recorded units
     double unit = 1;
   };
   explicit Histogram(const Layout* layout);
@@ -121,7 +122,7 @@ class Histogram {
   struct Snapshot {
     std::vector<uint64_t> buckets;  // per bound then +Inf, not cumulative
     uint64_t count = 0;
-    double sum = 0;                 // in the exposed unit
+    double sum = 0;  // in the exposed unit
   };
   Snapshot Take() const;
   const std::vector<double>& bounds() const { return layout_->bounds; }

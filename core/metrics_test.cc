@@ -24,8 +24,9 @@ TEST(MetricsTest, CountersGaugesAndCallbacksRenderInTheTextFormat) {
   calls.WithLabels({"Counter", "Add"})->Inc();
   calls.WithLabels({"we\"ird\\", "new\nline"})->Inc();
   r.AddGauge("t_depth", "Depth.", {}).WithLabels({})->Set(2.5);
-  r.AddCallback("t_open", "Open things.", Type::kGauge, {"kind"},
-                [] { return Samples{{{"b"}, 2}, {{"a"}, 1}}; });
+  r.AddCallback("t_open", "Open things.", Type::kGauge, {"kind"}, [] {
+    return Samples{{{"b"}, 2}, {{"a"}, 1}};
+  });
   const std::string text = r.Render();
   EXPECT_EQ(text,
             "# HELP t_calls_total Calls.\\nSecond line \\\\.\n"
@@ -103,17 +104,25 @@ TEST(MetricsTest, NumbersUseTheExpositionSyntax) {
 TEST(MetricsDeathTest, ProgrammingErrorsStopTheProcessWithTheReason) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Registry r;
-  EXPECT_DEATH(r.AddCounter("bad-name", "x", {}), "invalid metric name 'bad-name'");
+  EXPECT_DEATH(r.AddCounter("bad-name", "x", {}),
+               "invalid metric name 'bad-name'");
   EXPECT_DEATH(r.AddCounter("9lives", "x", {}), "invalid metric name");
-  EXPECT_DEATH(r.AddCounter("ok", "x", {"bad:label"}), "invalid label name 'bad:label'");
+  EXPECT_DEATH(r.AddCounter("ok", "x", {"bad:label"}),
+               "invalid label name 'bad:label'");
   EXPECT_DEATH(r.AddCounter("ok2", "x", {"__reserved"}), "invalid label name");
-  EXPECT_DEATH(r.AddHistogram("h", "x", {"le"}, {1}, 1), "invalid label name 'le'");
-  EXPECT_DEATH(r.AddHistogram("h2", "x", {}, {2, 1}, 1), "increasing, non-negative bounds");
-  EXPECT_DEATH(r.AddHistogram("h3", "x", {}, {}, 1), "increasing, non-negative bounds");
-  EXPECT_DEATH(r.AddHistogram("h4", "x", {}, {1, 2}, 0), "needs a positive unit");
-  EXPECT_DEATH(r.AddHistogram("h5", "x", {}, {1, 1.2}, 1), "closer than its unit");
+  EXPECT_DEATH(r.AddHistogram("h", "x", {"le"}, {1}, 1),
+               "invalid label name 'le'");
+  EXPECT_DEATH(r.AddHistogram("h2", "x", {}, {2, 1}, 1),
+               "increasing, non-negative bounds");
+  EXPECT_DEATH(r.AddHistogram("h3", "x", {}, {}, 1),
+               "increasing, non-negative bounds");
+  EXPECT_DEATH(r.AddHistogram("h4", "x", {}, {1, 2}, 0),
+               "needs a positive unit");
+  EXPECT_DEATH(r.AddHistogram("h5", "x", {}, {1, 1.2}, 1),
+               "closer than its unit");
   auto& f = r.AddCounter("dup_total", "x", {"a"});
-  EXPECT_DEATH(r.AddGauge("dup_total", "x", {}), "'dup_total' is already registered");
+  EXPECT_DEATH(r.AddGauge("dup_total", "x", {}),
+               "'dup_total' is already registered");
   EXPECT_DEATH(f.WithLabels({}), "takes 1 label values, got 0");
   EXPECT_DEATH(f.WithLabels({"1", "2"}), "takes 1 label values, got 2");
   EXPECT_THAT(r.Render(), HasSubstr("# TYPE dup_total counter"));

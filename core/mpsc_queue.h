@@ -73,7 +73,7 @@ class MpscQueue {
 
   std::atomic<MpscNode*> head_;  // producers push here
   MpscNode* tail_;               // consumer pops here
-  MpscNode stub_;  // linked into the list, never returned
+  MpscNode stub_;                // linked into the list, never returned
 };
 
 }  // namespace granary

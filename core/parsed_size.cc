@@ -19,9 +19,9 @@ using google::protobuf::internal::WireFormatLite;
 
 // What parsed fields hold beyond their wire bytes (64-bit, glibc malloc):
 constexpr int64_t kUnknownField = 16;  // an UnknownFieldSet entry
-constexpr int64_t kString = 48;        // a heap std::string and its block header
-constexpr int64_t kSlot = 8;           // a repeated field's element pointer or scalar
-constexpr int kMaxDepth = 100;         // protobuf's default recursion limit
+constexpr int64_t kString = 48;  // a heap std::string and its block header
+constexpr int64_t kSlot = 8;     // a repeated field's element pointer or scalar
+constexpr int kMaxDepth = 100;   // protobuf's default recursion limit
 
 // A message object of `type`: its fields inline, and malloc's header.
 int64_t MessageBytes(const Descriptor& type) {
@@ -36,32 +36,39 @@ int64_t Walk(const Descriptor& type, const uint8_t* data, int size,
   while (total <= limit) {
     const uint32_t tag = in.ReadTag();
     if (tag == 0) return in.CurrentPosition() == size ? total : -1;
-    const FieldDescriptor* field = type.FindFieldByNumber(static_cast<int>(tag >> 3));
+    const FieldDescriptor* field =
+        type.FindFieldByNumber(static_cast<int>(tag >> 3));
     switch (WireFormatLite::GetTagWireType(tag)) {
       case WireFormatLite::WIRETYPE_VARINT: {
         uint64_t unused;
         if (!in.ReadVarint64(&unused)) return -1;
-        total += field == nullptr ? kUnknownField : field->is_repeated() ? kSlot : 0;
+        total += field == nullptr       ? kUnknownField
+                 : field->is_repeated() ? kSlot
+                                        : 0;
         break;
       }
       case WireFormatLite::WIRETYPE_FIXED64:
       case WireFormatLite::WIRETYPE_FIXED32: {
-        const bool wide =
-            WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_FIXED64;
+        const bool wide = WireFormatLite::GetTagWireType(tag) ==
+                          WireFormatLite::WIRETYPE_FIXED64;
         if (!in.Skip(wide ? 8 : 4)) return -1;
-        total += field == nullptr ? kUnknownField : field->is_repeated() ? kSlot : 0;
+        total += field == nullptr       ? kUnknownField
+                 : field->is_repeated() ? kSlot
+                                        : 0;
         break;
       }
       case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
         uint32_t length;
-        if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(size)) return -1;
+        if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(size))
+          return -1;
         const int at = in.CurrentPosition();
         if (length > static_cast<uint32_t>(size - at)) return -1;
         if (field == nullptr) {
           total += kUnknownField + kString + length;
         } else if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
-          const int64_t sub = Walk(*field->message_type(), data + at,
-                                   static_cast<int>(length), limit - total, depth + 1);
+          const int64_t sub =
+              Walk(*field->message_type(), data + at, static_cast<int>(length),
+                   limit - total, depth + 1);
           if (sub < 0) return -1;
           total += sub + (field->is_repeated() ? kSlot : 0);
         } else if (field->type() == FieldDescriptor::TYPE_STRING ||
@@ -79,7 +86,8 @@ int64_t Walk(const Descriptor& type, const uint8_t* data, int size,
         // byte of one as a field, the worst case.
         const int at = in.CurrentPosition();
         if (!WireFormatLite::SkipField(&in, tag)) return -1;
-        total += kUnknownField * (1 + static_cast<int64_t>(in.CurrentPosition() - at));
+        total += kUnknownField *
+                 (1 + static_cast<int64_t>(in.CurrentPosition() - at));
         break;
       }
       default:
@@ -100,15 +108,15 @@ int64_t EstimateParsedBytes(const Descriptor& type, absl::string_view wire,
 
 absl::StatusOr<CallBase*> NewCallFromBytes(
     const InterfaceInfo& iface, const MethodInfo& method, std::string key,
-    absl::string_view payload, absl::Duration timeout,
-    int64_t max_parsed_bytes, int64_t* parsed_bytes) {
+    absl::string_view payload, absl::Duration timeout, int64_t max_parsed_bytes,
+    int64_t* parsed_bytes) {
   CallBase* call = method.new_call(GrainId(iface.type_name, std::move(key)));
-  const int64_t estimate = EstimateParsedBytes(
-      *call->request().GetDescriptor(), payload, max_parsed_bytes);
+  const int64_t estimate = EstimateParsedBytes(*call->request().GetDescriptor(),
+                                               payload, max_parsed_bytes);
   if (estimate > max_parsed_bytes) {
     absl::Status error = absl::ResourceExhaustedError(absl::StrCat(
-        "the ", call->request().GetTypeName(), " of ", method.full_name,
-        " (", payload.size(), " bytes) would take more than ", max_parsed_bytes,
+        "the ", call->request().GetTypeName(), " of ", method.full_name, " (",
+        payload.size(), " bytes) would take more than ", max_parsed_bytes,
         " bytes once parsed: it holds too many fields or elements"));
     call->Release();
     return error;

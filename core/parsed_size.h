@@ -3,8 +3,8 @@
 // How much memory a serialized message takes once parsed, estimated from
 // its wire bytes without parsing them.
 //
-//   int64_t bytes = EstimateParsedBytes(*AddRequest::descriptor(), wire, limit);
-//   if (bytes < 0) ...            // malformed: the parser will say how
+//   int64_t bytes = EstimateParsedBytes(*AddRequest::descriptor(), wire,
+//   limit); if (bytes < 0) ...            // malformed: the parser will say how
 //   else if (bytes > limit) ...   // refuse it before it is parsed
 //
 // A parsed message can be far larger than its wire form: an empty unknown
@@ -50,7 +50,7 @@ int64_t EstimateParsedBytes(const google::protobuf::Descriptor& type,
 // gets the estimate (what the request will hold, for budgets).
 absl::StatusOr<CallBase*> NewCallFromBytes(
     const InterfaceInfo& iface, const MethodInfo& method, std::string key,
-    absl::string_view payload, absl::Duration timeout,
-    int64_t max_parsed_bytes, int64_t* parsed_bytes);
+    absl::string_view payload, absl::Duration timeout, int64_t max_parsed_bytes,
+    int64_t* parsed_bytes);
 
 }  // namespace granary

@@ -10,7 +10,8 @@ int64_t NearestRank(std::vector<int64_t> samples, double p) {
   size_t rank = static_cast<size_t>(std::ceil(p * samples.size()));
   if (rank == 0) rank = 1;
   if (rank > samples.size()) rank = samples.size();
-  std::nth_element(samples.begin(), samples.begin() + (rank - 1), samples.end());
+  std::nth_element(samples.begin(), samples.begin() + (rank - 1),
+                   samples.end());
   return samples[rank - 1];
 }
 

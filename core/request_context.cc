@@ -114,8 +114,8 @@ absl::Status ValidateContextKey(absl::string_view key) {
                      " may hold only a-z, 0-9, '.', '_' and '-'"));
   }
   if (key.size() >= 4 && key.substr(key.size() - 4) == "-bin") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request context key ", key, " must not end in -bin"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request context key ", key, " must not end in -bin"));
   }
   return absl::OkStatus();
 }
@@ -154,9 +154,9 @@ absl::Status ValidateContextMap(const ContextMap& map) {
   }
   const size_t bytes = MapBytes(map);
   if (bytes > kMaxContextBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request context is ", bytes,
-                     " bytes, over the limit of ", kMaxContextBytes));
+    return absl::InvalidArgumentError(absl::StrCat("request context is ", bytes,
+                                                   " bytes, over the limit of ",
+                                                   kMaxContextBytes));
   }
   return absl::OkStatus();
 }

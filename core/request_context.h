@@ -11,13 +11,15 @@
 //   granary::CallOptions options;
 //   options.context = {{"tenant", "acme"}};
 //   co_await counter.Add(req, options);
-//   // any gRPC client: metadata "granary-ctx-tenant: acme", "traceparent: 00-..."
+//   // any gRPC client: metadata "granary-ctx-tenant: acme", "traceparent:
+//   00-..."
 //   // the CLI: granary call --context tenant=acme ...
 //
 //   // grain code
 //   std::optional<std::string> tenant = granary::GetContext("tenant");
-//   absl::Status s = granary::SetContext("stage", "billing");  // downstream sees it
-//   GRANARY_LOG(kInfo) << "grain=" << id << " billed";  // line carries trace_id=
+//   absl::Status s = granary::SetContext("stage", "billing");  // downstream
+//   sees it GRANARY_LOG(kInfo) << "grain=" << id << " billed";  // line carries
+//   trace_id=
 //
 // Bounds (remote input): a key is 1 to 64 characters of [a-z0-9._-] and does
 // not end in "-bin" (so it can travel as gRPC metadata `granary-ctx-<key>`);
@@ -76,8 +78,8 @@ inline constexpr size_t kTraceBinaryBytes = 25;
 struct TraceContext {
   uint64_t trace_hi = 0;  // trace id, 128 bits; all zero: no trace
   uint64_t trace_lo = 0;
-  uint64_t span = 0;      // this hop's span id (a traceparent's parent-id)
-  uint8_t flags = 0;      // trace-flags (bit 0: sampled)
+  uint64_t span = 0;  // this hop's span id (a traceparent's parent-id)
+  uint8_t flags = 0;  // trace-flags (bit 0: sampled)
 
   bool valid() const { return (trace_hi | trace_lo) != 0 && span != 0; }
   // 32 lowercase hex digits; empty when !valid().

@@ -53,23 +53,22 @@ TEST(ContextMapTest, SortsAndBoundsWhatArrives) {
   ASSERT_TRUE(values.ok());
   EXPECT_EQ(**values, (ContextMap{{"a", "1"}, {"b", "2"}}));
   EXPECT_EQ(*MakeContextValues({}), nullptr);
-  EXPECT_THAT(MakeContextValues({{"a", "1"}, {"a", "2"}}).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("given twice")));
+  EXPECT_THAT(
+      MakeContextValues({{"a", "1"}, {"a", "2"}}).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("given twice")));
   ContextMap many;
   for (size_t i = 0; i <= kMaxContextEntries; ++i) {
     many.emplace_back(absl::StrCat("k", i), "v");
   }
-  EXPECT_THAT(MakeContextValues(many).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("entries")));
+  EXPECT_THAT(
+      MakeContextValues(many).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("entries")));
   ContextMap big;
   for (int i = 0; i < 5; ++i) {
     big.emplace_back(absl::StrCat("k", i), std::string(1000, 'v'));
   }
   EXPECT_THAT(MakeContextValues(big).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("bytes")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bytes")));
 }
 
 TEST(TraceContextTest, ParsesAndPrintsTraceparent) {

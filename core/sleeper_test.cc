@@ -91,10 +91,10 @@ TEST(CallbackTaskTest, AnInlineCallbackGoesOnWithoutSuspending) {
 TEST(CallbackTaskTest, ACallbackOnAnotherThreadResumesTheCoroutine) {
   for (int i = 0; i < 200; ++i) {
     std::thread producer;
-    absl::StatusOr<int> r = Twice([&](std::function<void(int)> done) {
-                              producer = std::thread(
-                                  [done = std::move(done), i] { done(i); });
-                            }).Get();
+    absl::StatusOr<int> r =
+        Twice([&](std::function<void(int)> done) {
+          producer = std::thread([done = std::move(done), i] { done(i); });
+        }).Get();
     producer.join();
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(*r, 2 * i);

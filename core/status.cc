@@ -5,9 +5,9 @@
 namespace granary {
 
 StatusError::StatusError(absl::Status status)
-    : status_(status.ok() ? absl::InternalError(
-                                "StatusError thrown with an OK status")
-                          : std::move(status)),
+    : status_(status.ok()
+                  ? absl::InternalError("StatusError thrown with an OK status")
+                  : std::move(status)),
       what_(status_.ToString()) {}
 
 absl::Status StatusFromException(const std::exception_ptr& e) {

@@ -73,8 +73,8 @@ inline absl::Status Flatten(absl::StatusOr<absl::Status> r) {
     if (!granary_status_.ok()) return granary_status_; \
   } while (false)
 
-#define GRANARY_ASSIGN_OR_RETURN(lhs, expr)                                  \
-  GRANARY_ASSIGN_OR_RETURN_IMPL_(                                            \
+#define GRANARY_ASSIGN_OR_RETURN(lhs, expr) \
+  GRANARY_ASSIGN_OR_RETURN_IMPL_(           \
       GRANARY_STATUS_CONCAT_(granary_statusor_, __LINE__), lhs, expr)
 
 #define GRANARY_ASSIGN_OR_RETURN_IMPL_(var, lhs, expr) \

@@ -54,8 +54,8 @@ absl::Status StreamChannel::TryPush(StreamItem item) {
     if (closed_.load(std::memory_order_relaxed)) return EndedError(end_);
     // Writers already waiting go first: order is kept.
     if (items_.size() >= capacity_ || !room_waiters_.empty()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the stream's buffer of ", capacity_, " items is full"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the stream's buffer of ", capacity_, " items is full"));
     }
     items_.push_back(std::move(item));
     WakeReaderLocked(&unlocked);
@@ -89,8 +89,7 @@ bool StreamChannel::ForgetRoomWaiter(RoomWaiter* w) {
   MutexLock lock(&mu_);
   if (!w->linked_) return false;
   w->linked_ = false;
-  room_waiters_.erase(
-      std::find(room_waiters_.begin(), room_waiters_.end(), w));
+  room_waiters_.erase(std::find(room_waiters_.begin(), room_waiters_.end(), w));
   return true;
 }
 
@@ -107,8 +106,7 @@ void StreamChannel::Close(const absl::Status& status) {
   Tell(unlocked);
 }
 
-StreamChannel::Read StreamChannel::TryRead(StreamItem* item,
-                                           absl::Status* end,
+StreamChannel::Read StreamChannel::TryRead(StreamItem* item, absl::Status* end,
                                            std::vector<StreamWaiter*>* defer) {
   std::vector<StreamWaiter*> own;
   std::vector<StreamWaiter*>& unlocked = defer != nullptr ? *defer : own;
@@ -156,9 +154,8 @@ StreamChannel::Read StreamChannel::ReadBlocking(StreamItem* item,
   {
     MutexLock lock(&mu_);
     if (!mu_.AwaitWithTimeout(
-            [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-              return ReadableLocked();
-            },
+            [this]()
+                ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadableLocked(); },
             timeout)) {
       return Read::kEmpty;
     }

@@ -202,8 +202,8 @@ namespace internal {
 template <typename Req, typename E>
 CallBase* NewStreamCall(GrainId target, uint32_t method,
                         uint32_t window = kDefaultStreamWindow) {
-  auto* call = new Call<Req, google::protobuf::Empty>(std::move(target),
-                                                      method, false);
+  auto* call =
+      new Call<Req, google::protobuf::Empty>(std::move(target), method, false);
   call->set_stream(new StreamChannel(&E::default_instance(), window));
   call->set_timeout(absl::InfiniteDuration());
   return call;
@@ -373,8 +373,8 @@ class Stream {
       return StreamChannel::Read::kEnd;
     }
     StreamItem item;
-    StreamChannel::Read r = call_->stream()->ReadBlocking(&item, &end_,
-                                                          timeout);
+    StreamChannel::Read r =
+        call_->stream()->ReadBlocking(&item, &end_, timeout);
     if (r == StreamChannel::Read::kItem) {
       *out = static_cast<const E&>(*item);
     }

@@ -23,8 +23,8 @@
 // the operand of a co_await, has been seen destroyed twice ("free():
 // invalid pointer"). Name it first, then move it in:
 //
-//   std::function<absl::StatusOr<int>(PgConnection&)> job = [s = str](...) {...};
-//   co_return co_await pool.Run<int>(std::move(job));
+//   std::function<absl::StatusOr<int>(PgConnection&)> job = [s = str](...)
+//   {...}; co_return co_await pool.Run<int>(std::move(job));
 //
 // Lambdas capturing only `this` and references are not affected.
 #pragma once
@@ -41,8 +41,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/frame_pool.h"
-#include "core/sync.h"
 #include "core/status.h"
+#include "core/sync.h"
 
 namespace granary {
 
@@ -113,8 +113,7 @@ class TaskPromiseBase {
   struct FinalAwaiter {
     bool await_ready() const noexcept { return false; }
     template <typename P>
-    std::coroutine_handle<> await_suspend(
-        std::coroutine_handle<P> h) noexcept {
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
       TaskPromiseBase& p = h.promise();
       if (p.continuation_) return p.continuation_;
       if (p.done_fn_ != nullptr) p.done_fn_(p.done_ctx_);  // may destroy h
@@ -152,7 +151,7 @@ class TaskPromise final : public TaskPromiseBase {
   Task<T> get_return_object() noexcept;
 
   template <typename U>
-    requires std::is_convertible_v<U&&, T>
+  requires std::is_convertible_v<U&&, T>
   void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
     value_.emplace(std::forward<U>(v));
   }
@@ -267,8 +266,7 @@ auto Task<T>::Get() && -> std::conditional_t<std::is_void_v<T>, absl::Status,
   Notification done;
   auto h = internal::StartDetached(
       std::move(*this),
-      [](void* ctx) { static_cast<Notification*>(ctx)->Notify(); },
-      &done);
+      [](void* ctx) { static_cast<Notification*>(ctx)->Notify(); }, &done);
   // Spins briefly before sleeping, as long as this thread's calls answer
   // quickly (internal::SpinThenWait).
   internal::SpinThenWait(done);

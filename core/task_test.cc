@@ -2,9 +2,9 @@
 
 #include <chrono>
 #include <memory>
-#include <thread>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "core/completion.h"
 #include "core/testing/status_matchers.h"
@@ -149,7 +149,8 @@ TEST(TaskTest, DeepAwaitChainDoesNotOverflowTheStack) {
     int total = 0;
     for (int i = 0; i < 1000000; ++i) total += co_await Value(1);
     co_return total;
-  }().Get();
+  }()
+                                      .Get();
   EXPECT_EQ(*r, 1000000);
 }
 

@@ -24,9 +24,9 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/status/status.h"
-#include "core/sync.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
+#include "core/sync.h"
 
 namespace granary {
 

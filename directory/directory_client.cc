@@ -48,11 +48,9 @@ Task<DirectoryClient::Reply> DirectoryClient::Send(
         co_return local_->Unregister(request);
     }
   }
-  co_return co_await FromCallback<Reply>(
-      [&](std::function<void(Reply)> done) {
-        transport_->SendDirectory(owner, op, std::move(request),
-                                  std::move(done));
-      });
+  co_return co_await FromCallback<Reply>([&](std::function<void(Reply)> done) {
+    transport_->SendDirectory(owner, op, std::move(request), std::move(done));
+  });
 }
 
 Task<absl::StatusOr<v1::RebuildReply>> DirectoryClient::Rebuild(

@@ -36,8 +36,8 @@ grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context,
 }  // namespace
 
 absl::Status DirectoryService::Authorize(
-    const grpc::CallbackServerContext& context,
-    const v1::DirectoryEntry& entry, bool own_entry) const {
+    const grpc::CallbackServerContext& context, const v1::DirectoryEntry& entry,
+    bool own_entry) const {
   if (check_type_) GRANARY_RETURN_IF_ERROR(check_type_(entry.type()));
   if (own_entry && !rpc::AuthorityOf(context).Covers(entry.silo())) {
     return absl::PermissionDeniedError(
@@ -65,8 +65,7 @@ grpc::ServerUnaryReactor* DirectoryService::Register(
 grpc::ServerUnaryReactor* DirectoryService::Lookup(
     grpc::CallbackServerContext* context, const v1::DirectoryRequest* request,
     v1::DirectoryReply* reply) {
-  if (absl::Status s = Authorize(*context, request->entry(), false);
-      !s.ok()) {
+  if (absl::Status s = Authorize(*context, request->entry(), false); !s.ok()) {
     return Refuse(context, s);
   }
   return Answer(context, owner_->Lookup(*request), reply);

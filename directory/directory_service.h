@@ -37,8 +37,7 @@ class DirectoryService final : public v1::Directory::CallbackService {
   // tell yet); null: any type.
   explicit DirectoryService(
       DirectoryPartition* owner,
-      std::function<absl::Status(absl::string_view type)> check_type =
-          nullptr)
+      std::function<absl::Status(absl::string_view type)> check_type = nullptr)
       : owner_(owner), check_type_(std::move(check_type)) {}
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::DirectoryRequest* request,
@@ -55,8 +54,7 @@ class DirectoryService final : public v1::Directory::CallbackService {
 
  private:
   absl::Status Authorize(const grpc::CallbackServerContext& context,
-                         const v1::DirectoryEntry& entry,
-                         bool own_entry) const;
+                         const v1::DirectoryEntry& entry, bool own_entry) const;
 
   DirectoryPartition* const owner_;
   const std::function<absl::Status(absl::string_view)> check_type_;

@@ -55,11 +55,9 @@ HashRing::HashRing(std::vector<std::string> members, int virtual_nodes)
 
 const std::string& HashRing::Owner(uint64_t hash) const {
   if (points_.empty()) return Empty();
-  auto it = std::lower_bound(
-      points_.begin(), points_.end(), hash,
-      [](const std::pair<uint64_t, uint32_t>& p, uint64_t h) {
-        return p.first < h;
-      });
+  auto it = std::lower_bound(points_.begin(), points_.end(), hash,
+                             [](const std::pair<uint64_t, uint32_t>& p,
+                                uint64_t h) { return p.first < h; });
   if (it == points_.end()) it = points_.begin();
   return members_[it->second];
 }

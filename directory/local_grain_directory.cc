@@ -23,7 +23,8 @@ absl::StatusOr<ActivationAddress> LocalGrainDirectory::Lookup(
   MutexLock lock(&s.mu);
   auto it = s.entries.find(id);
   if (it == s.entries.end()) {
-    return absl::NotFoundError(absl::StrCat("no activation of ", id.ToString()));
+    return absl::NotFoundError(
+        absl::StrCat("no activation of ", id.ToString()));
   }
   return it->second;
 }
@@ -44,7 +45,8 @@ absl::StatusOr<ActivationAddress> LocalGrainDirectory::ReplaceIf(
   MutexLock lock(&s.mu);
   auto it = s.entries.find(id);
   if (it == s.entries.end()) {
-    return absl::NotFoundError(absl::StrCat("no activation of ", id.ToString()));
+    return absl::NotFoundError(
+        absl::StrCat("no activation of ", id.ToString()));
   }
   if (it->second == expected) it->second = next;
   return it->second;

@@ -40,7 +40,8 @@ TEST(LocalGrainDirectoryTest, ConcurrentRegistrationsAgreeOnOneWinner) {
   std::vector<ActivationAddress> seen(8);
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
-      seen[i] = *dir.RegisterIfAbsent(id, ActivationAddress{"s", uint64_t(i + 1)});
+      seen[i] =
+          *dir.RegisterIfAbsent(id, ActivationAddress{"s", uint64_t(i + 1)});
     });
   }
   for (auto& t : threads) t.join();
@@ -61,9 +62,8 @@ TEST(LocalGrainDirectoryTest, ADeadSilosEntriesArePurgedAndRangesExtracted) {
   EXPECT_THAT(dir.Lookup(GrainId("t.T", "0")),
               StatusIs(absl::StatusCode::kNotFound));
   // Hand over the even keys.
-  auto moved = dir.Extract([](const GrainId& id) {
-    return std::stoi(id.key()) % 2 == 0;
-  });
+  auto moved = dir.Extract(
+      [](const GrainId& id) { return std::stoi(id.key()) % 2 == 0; });
   EXPECT_EQ(moved.size(), 10u);
   for (const auto& [id, address] : moved) {
     EXPECT_EQ(std::stoi(id.key()) % 2, 0);

@@ -16,8 +16,7 @@ namespace {
 
 constexpr size_t kMaxTypeBytes = 256;
 
-v1::DirectoryEntry ToEntry(const GrainId& id,
-                           const ActivationAddress& a) {
+v1::DirectoryEntry ToEntry(const GrainId& id, const ActivationAddress& a) {
   v1::DirectoryEntry e;
   e.set_type(std::string(id.type()));
   e.set_key(id.key());
@@ -102,14 +101,15 @@ void DirectoryPartition::OnView(const v1::MembershipView& view) {
   }
   // A new ring: what it moved here is answered once every Active silo has
   // reported its activations for it (Rebuild).
-  if (stable_ring_ != ring_) stable_ring_ = nullptr;  // changed mid-rebuild
-  else stable_ring_ = ring_;
+  if (stable_ring_ != ring_)
+    stable_ring_ = nullptr;  // changed mid-rebuild
+  else
+    stable_ring_ = ring_;
   reported_.clear();
   ring_ = ring;
   ring_id_ = identity;
-  (void)partition_.Extract([&](const GrainId& id) {
-    return ring->OwnerOf(id) != self_id_;
-  });
+  (void)partition_.Extract(
+      [&](const GrainId& id) { return ring->OwnerOf(id) != self_id_; });
 }
 
 void DirectoryPartition::PurgeDead(int64_t now_ns) {
@@ -162,9 +162,11 @@ absl::Status DirectoryPartition::CheckRebuilt(const GrainId& id) const {
       (grace_ring_ == nullptr || grace_ring_->OwnerOf(id) != self_id_)) {
     // The range came from a silo declared dead a moment ago, which may run
     // its grains until its lease is over: not found is no answer yet.
-    return absl::UnavailableError(absl::StrCat(
-        "silo ", self_id_, " waits out the lease of a silo declared dead "
-        "before it answers that ", id.ToString(), " is not active; retry"));
+    return absl::UnavailableError(
+        absl::StrCat("silo ", self_id_,
+                     " waits out the lease of a silo declared dead "
+                     "before it answers that ",
+                     id.ToString(), " is not active; retry"));
   }
   if (stable_ring_ == ring_) return absl::OkStatus();
   if (stable_ring_ != nullptr && stable_ring_->OwnerOf(id) == self_id_) {
@@ -183,14 +185,14 @@ absl::StatusOr<v1::RebuildReply> DirectoryPartition::Rebuild(
     return absl::UnavailableError("the directory has no view yet");
   }
   if (r.ring() != ring_id_) {
-    return absl::UnavailableError(absl::StrCat(
-        "silo ", self_id_, " is on another ring (view ", version_,
-        "); retry once the views agree"));
+    return absl::UnavailableError(
+        absl::StrCat("silo ", self_id_, " is on another ring (view ", version_,
+                     "); retry once the views agree"));
   }
   if (!hosts_.contains(r.from())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "silo '", r.from(), "' is not Active or ShuttingDown in view ",
-        version_));
+    return absl::FailedPreconditionError(
+        absl::StrCat("silo '", r.from(),
+                     "' is not Active or ShuttingDown in view ", version_));
   }
   // Everything is checked before anything changes.
   std::vector<GrainId> ids;
@@ -207,8 +209,8 @@ absl::StatusOr<v1::RebuildReply> DirectoryPartition::Rebuild(
     }
     GrainId id(absl::string_view(e.type()), e.key());
     if (ring_->OwnerOf(id) != self_id_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "silo ", self_id_, " does not own ", id.ToString()));
+      return absl::FailedPreconditionError(
+          absl::StrCat("silo ", self_id_, " does not own ", id.ToString()));
     }
     ids.push_back(std::move(id));
   }
@@ -238,7 +240,7 @@ int64_t DirectoryPartition::view_version() const {
 }
 
 absl::Status DirectoryPartition::Check(const v1::DirectoryRequest& r,
-                                   GrainId* id) const {
+                                       GrainId* id) const {
   const v1::DirectoryEntry& e = r.entry();
   if (e.type().empty() || e.type().size() > kMaxTypeBytes) {
     return absl::InvalidArgumentError(
@@ -252,9 +254,9 @@ absl::Status DirectoryPartition::Check(const v1::DirectoryRequest& r,
     return absl::UnavailableError("the directory has no view yet");
   }
   if (r.view_version() > version_) {
-    return absl::UnavailableError(absl::StrCat(
-        "silo ", self_id_, " is at view ", version_, ", behind the caller's ",
-        r.view_version(), "; retry"));
+    return absl::UnavailableError(
+        absl::StrCat("silo ", self_id_, " is at view ", version_,
+                     ", behind the caller's ", r.view_version(), "; retry"));
   }
   const std::string& owner = ring_->OwnerOf(*id);
   if (owner != self_id_) {

@@ -146,8 +146,8 @@ class DirectoryPartition {
   void PurgeDead(int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The entry of `id`, unless it names a dead silo whose grace is over (then
   // it is removed and NOT_FOUND returned).
-  absl::StatusOr<ActivationAddress> LiveEntry(const GrainId& id)
-      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<ActivationAddress> LiveEntry(const GrainId& id) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Internally synchronized; lookups may drop entries of dead silos.
   mutable LocalGrainDirectory partition_;
 };

@@ -32,8 +32,8 @@ Task<void> BankAccountGrain::ChangeBalance(int64_t by) {
   const int64_t before = state_.balance();
   int64_t after = 0;
   if (__builtin_add_overflow(before, by, &after)) {
-    throw StatusError(absl::OutOfRangeError(absl::StrCat(
-        "a balance of ", before, " cannot take ", by, " more")));
+    throw StatusError(absl::OutOfRangeError(
+        absl::StrCat("a balance of ", before, " cannot take ", by, " more")));
   }
   state_.set_balance(after);
   absl::Status written;
@@ -67,8 +67,8 @@ Task<Balance> BankAccountGrain::GetBalance(const GetBalanceRequest&) {
 Task<Balance> BankAccountGrain::Transfer(const TransferRequest& request) {
   RequirePositive(request.amount());
   if (request.to().empty() || request.to() == GetGrainId().key()) {
-    throw StatusError(absl::InvalidArgumentError(
-        "transfer needs another account as `to`"));
+    throw StatusError(
+        absl::InvalidArgumentError("transfer needs another account as `to`"));
   }
   if (state_.balance() < request.amount()) {
     throw StatusError(absl::FailedPreconditionError(absl::StrCat(

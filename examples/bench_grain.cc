@@ -166,9 +166,9 @@ Task<FanOutReply> BenchGrainImpl::FanOut(const FanOutRequest& request) {
   for (int i = 0; i < request.width(); ++i) {
     PingRequest ping;
     ping.set_seq(i);
-    calls.push_back(GetGrain<BenchGrainRef>(
-                        absl::StrCat(GetGrainId().key(), "-leaf-", i))
-                        .Ping(ping));
+    calls.push_back(
+        GetGrain<BenchGrainRef>(absl::StrCat(GetGrainId().key(), "-leaf-", i))
+            .Ping(ping));
   }
   std::vector<absl::StatusOr<PingReply>> replies =
       co_await WhenAll(std::move(calls));
@@ -188,7 +188,8 @@ Task<LifecycleReply> BenchGrainImpl::Lifecycle(const LifecycleRequest&) {
   co_return reply;
 }
 
-Task<google::protobuf::Empty> BenchGrainImpl::Deactivate(const DeactivateRequest&) {
+Task<google::protobuf::Empty> BenchGrainImpl::Deactivate(
+    const DeactivateRequest&) {
   DeactivateOnIdle();
   co_return google::protobuf::Empty();
 }

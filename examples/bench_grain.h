@@ -4,7 +4,8 @@
 // reports its lifecycle into.
 //
 //   BenchStats stats;
-//   silo.AddGrain<BenchGrainImpl>([&] { return std::make_unique<BenchGrainImpl>(&stats); });
+//   silo.AddGrain<BenchGrainImpl>([&] { return
+//   std::make_unique<BenchGrainImpl>(&stats); });
 #pragma once
 
 #include <atomic>
@@ -12,8 +13,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/sync.h"
 #include "absl/time/time.h"
+#include "core/sync.h"
 #include "examples/bench.grain.h"
 
 namespace granary::silo {

@@ -9,12 +9,12 @@ namespace granary::examples {
 
 Task<PostReply> ChatGrain::Post(const PostRequest& request) {
   if (request.author().empty() || request.author().size() > 64) {
-    throw StatusError(absl::InvalidArgumentError(
-        "author must be 1 to 64 bytes"));
+    throw StatusError(
+        absl::InvalidArgumentError("author must be 1 to 64 bytes"));
   }
   if (request.text().empty() || request.text().size() > 4096) {
-    throw StatusError(absl::InvalidArgumentError(
-        "text must be 1 to 4096 bytes"));
+    throw StatusError(
+        absl::InvalidArgumentError("text must be 1 to 4096 bytes"));
   }
   ChatMessage message;
   message.set_seq(next_seq_++);

@@ -27,8 +27,7 @@ class ChatGrain final : public ChatGrainBase {
 
  private:
   // Past any seq an earlier activation of the room gave (chat.proto).
-  uint64_t next_seq_ =
-      static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
+  uint64_t next_seq_ = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
   std::deque<ChatMessage> history_;
   ObserverSet<ChatMessage> watchers_;
 };

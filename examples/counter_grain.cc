@@ -62,8 +62,7 @@ Task<RelayReply> PingGrain::Relay(const RelayRequest& request) {
       !s.ok()) {
     throw StatusError(std::move(s));
   }
-  const std::string here =
-      absl::StrCat(GetGrainId().key(), "@", SiloName());
+  const std::string here = absl::StrCat(GetGrainId().key(), "@", SiloName());
   GRANARY_LOG(kInfo) << "grain=" << LogQuote(GetGrainId().ToString())
                      << " hop=" << hops + 1 << " relay";
   RelayReply reply;
@@ -78,8 +77,7 @@ Task<RelayReply> PingGrain::Relay(const RelayRequest& request) {
   RelayRequest next;
   next.mutable_path()->CopyFrom(request.path());
   next.mutable_path()->erase(next.mutable_path()->begin());
-  RelayReply below =
-      co_await GetGrain<PingRef>(request.path(0)).Relay(next);
+  RelayReply below = co_await GetGrain<PingRef>(request.path(0)).Relay(next);
   reply.add_hops(here);
   reply.mutable_hops()->MergeFrom(below.hops());
   *reply.mutable_context() = std::move(*below.mutable_context());

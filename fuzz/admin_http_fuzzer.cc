@@ -65,8 +65,8 @@ int StartServer(silo::AdminHttp* admin, const char* token) {
 bool WaitFor(int fd, short events, absl::Time deadline) {
   pollfd p{fd, events, 0};
   while (true) {
-    const int ms = static_cast<int>(
-        absl::ToInt64Milliseconds(deadline - absl::Now()));
+    const int ms =
+        static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
     if (ms <= 0) return false;
     const int n = poll(&p, 1, ms);
     if (n > 0) return true;
@@ -111,8 +111,7 @@ void Exchange(int port, const uint8_t* data, size_t size) {
   // "HTTP/" and not "HTTP/1.": civetweb's own 400 answer repeats the
   // request's protocol token, whatever it was.
   if (!answer.empty() && !absl::StartsWith(answer, "HTTP/")) {
-    Fail(absl::StrCat("the answer is not HTTP: ",
-                      answer.substr(0, 64)));
+    Fail(absl::StrCat("the answer is not HTTP: ", answer.substr(0, 64)));
   }
 }
 

@@ -102,8 +102,8 @@ void Run(const uint8_t* data, size_t size) {
     }
     absl::StatusOr<std::string> again = cli::RequestFromJson(type, *json);
     if (!again.ok()) {
-      Fail(absl::StrCat("printed JSON ", *json, " does not parse: ",
-                        again.status().ToString()));
+      Fail(absl::StrCat("printed JSON ", *json,
+                        " does not parse: ", again.status().ToString()));
     }
     if (!pb::util::MessageDifferencer::Equals(*Parse(factory, type, *bytes),
                                               *Parse(factory, type, *again))) {
@@ -124,8 +124,10 @@ void Run(const uint8_t* data, size_t size) {
   std::unique_ptr<pb::Message> back = Parse(factory, type, *bytes);
   // Equivalent: unknown fields (JSON drops them) are not compared.
   if (!pb::util::MessageDifferencer::Equivalent(*sent, *back)) {
-    Fail(absl::StrCat("reply JSON ", *json, " does not parse back to the "
-                      "same ", type.full_name(), ": ", sent->ShortDebugString(),
+    Fail(absl::StrCat("reply JSON ", *json,
+                      " does not parse back to the "
+                      "same ",
+                      type.full_name(), ": ", sent->ShortDebugString(),
                       " became ", back->ShortDebugString()));
   }
 }

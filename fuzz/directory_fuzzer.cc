@@ -122,8 +122,7 @@ void Run(const uint8_t* data, size_t size) {
                 found.entry(), reply.entry())) {
           Fail(absl::StrCat("registered ", reply.entry().ShortDebugString(),
                             " but a lookup right after answered ",
-                            again.error_code(), " ",
-                            found.ShortDebugString()));
+                            again.error_code(), " ", found.ShortDebugString()));
         }
       }
     } else if (op == 3) {

@@ -118,12 +118,12 @@ void Exchange(const Gateway& g, const std::string& bytes,
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + kReplyBound));
   std::unique_ptr<RawStream> stream(
-      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer,
-                                                grpc::ByteBuffer>::
-          Create(g.channel.get(),
-                 grpc::internal::RpcMethod(
-                     kConnect, grpc::internal::RpcMethod::BIDI_STREAMING),
-                 &context));
+      grpc::internal::
+          ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+              g.channel.get(),
+              grpc::internal::RpcMethod(
+                  kConnect, grpc::internal::RpcMethod::BIDI_STREAMING),
+              &context));
   grpc::Slice slice(bytes);
   grpc::ByteBuffer message(&slice, 1);
   stream->Write(message);

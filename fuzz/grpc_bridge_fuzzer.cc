@@ -71,8 +71,7 @@ void Run(const uint8_t* data, size_t size) {
 
   const grpc::string_ref key_ref(key);
   absl::StatusOr<CallBase*> made = silo::UnaryCallFromWire(
-      iface, method, (flags & 1) != 0 ? &key_ref : nullptr, timeout,
-      &request);
+      iface, method, (flags & 1) != 0 ? &key_ref : nullptr, timeout, &request);
   if (!made.ok()) {
     const absl::StatusCode code = made.status().code();
     if (code != absl::StatusCode::kInvalidArgument &&
@@ -87,8 +86,8 @@ void Run(const uint8_t* data, size_t size) {
   if ((flags & 1) == 0 || key.empty() || timeout <= absl::ZeroDuration()) {
     Fail("a call was made without a key or after its deadline");
   }
-  if (call->target().key() != key ||
-      call->target().type() != iface.type_name || call->method() != method) {
+  if (call->target().key() != key || call->target().type() != iface.type_name ||
+      call->method() != method) {
     Fail(absl::StrCat("the call targets ", call->target().ToString(),
                       " method ", call->method(), ", not what was asked"));
   }
@@ -117,15 +116,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   using namespace granary::fuzz;
   QuietLogs();
   types = new std::vector<const granary::InterfaceInfo*>;
-  for (const granary::GrainClassInfo* info :
-       ExampleSilo().GrainTypes()) {
+  for (const granary::GrainClassInfo* info : ExampleSilo().GrainTypes()) {
     types->push_back(info->interface);
   }
-  std::sort(types->begin(), types->end(),
-            [](const granary::InterfaceInfo* a,
-               const granary::InterfaceInfo* b) {
-              return a->type_name < b->type_name;
-            });
+  std::sort(
+      types->begin(), types->end(),
+      [](const granary::InterfaceInfo* a, const granary::InterfaceInfo* b) {
+        return a->type_name < b->type_name;
+      });
   return 0;
 }
 

@@ -13,8 +13,8 @@
 //
 // Oversized rows and views without oversized inputs: a member whose
 // `activations` is negative is padded with -activations grain types (up
-// to 1,100 of about 250 bytes: past kMaxGrainTypes and kMaxMemberBytes), and one
-// whose `start_unix_ms` is negative is written -start_unix_ms times (up to
+// to 1,100 of about 250 bytes: past kMaxGrainTypes and kMaxMemberBytes), and
+// one whose `start_unix_ms` is negative is written -start_unix_ms times (up to
 // 300; 400 rows in all), each time with the next generation (a row flood
 // from one host).
 //
@@ -66,8 +66,7 @@ using google::protobuf::util::MessageDifferencer;
   std::abort();
 }
 
-const v1::Member* FindRow(const v1::MembershipView& view,
-                          const v1::Member& m) {
+const v1::Member* FindRow(const v1::MembershipView& view, const v1::Member& m) {
   const v1::Member* found = nullptr;
   for (const v1::Member& row : view.members()) {
     if (row.address() == m.address() && row.generation() == m.generation()) {
@@ -171,8 +170,7 @@ void Run(const v1::MembershipView& input) {
     (void)storage::ValidateMember(m, nullptr);
     if (silo::AuthorizeMemberWrite(nobody, before, m).ok() &&
         previous == nullptr) {
-      Fail(absl::StrCat("a peer with no authority may add row ",
-                        MemberId(m)));
+      Fail(absl::StrCat("a peer with no authority may add row ", MemberId(m)));
     }
     (void)silo::AuthorizeMemberWrite(first, before, m);
 
@@ -182,12 +180,11 @@ void Run(const v1::MembershipView& input) {
     *request.mutable_member() = m;
     v1::WriteMemberReply reply;
     const grpc::Status status = Write(service, request, &reply);
-    const bool reached = request.expected_version() == before.version() &&
-                         status.error_code() !=
-                             grpc::StatusCode::PERMISSION_DENIED;
-    if (reached &&
-        (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) !=
-            !valid.ok()) {
+    const bool reached =
+        request.expected_version() == before.version() &&
+        status.error_code() != grpc::StatusCode::PERMISSION_DENIED;
+    if (reached && (status.error_code() ==
+                    grpc::StatusCode::INVALID_ARGUMENT) != !valid.ok()) {
       Fail(absl::StrCat("Write answered ", status.error_code(), " ",
                         status.error_message(), " but ValidateMember says ",
                         valid.ToString()));
@@ -200,8 +197,8 @@ void Run(const v1::MembershipView& input) {
         if (after.version() != before.version() + 1 ||
             after.members_size() >= before.members_size()) {
           Fail(absl::StrCat("a refused write of ", MemberId(m),
-                            " moved the table from ", before.version(),
-                            " to ", after.version()));
+                            " moved the table from ", before.version(), " to ",
+                            after.version()));
         }
         ++writes;
       }
@@ -225,7 +222,8 @@ void Run(const v1::MembershipView& input) {
         bool kept = false;
         if (previous != nullptr) {
           for (const v1::Suspicion& p : previous->suspicions()) {
-            kept = kept || (p.by() == v.by() && p.at_unix_ms() == v.at_unix_ms());
+            kept =
+                kept || (p.by() == v.by() && p.at_unix_ms() == v.at_unix_ms());
           }
         }
         added = added || !kept;
@@ -234,7 +232,8 @@ void Run(const v1::MembershipView& input) {
           previous->status() != v1::MEMBER_DEAD &&
           storage::CountVotes(before, m, rules, kNowMs) <
               storage::VotesNeeded(before, m, rules, kNowMs)) {
-        Fail(absl::StrCat(MemberId(m), " was declared dead with too few votes"));
+        Fail(
+            absl::StrCat(MemberId(m), " was declared dead with too few votes"));
       }
       CheckCaps(after);
     }
@@ -243,8 +242,7 @@ void Run(const v1::MembershipView& input) {
   const v1::MembershipView end = table.Snapshot();
   if (end.version() != writes || end.members_size() > storage::kMaxMembers) {
     Fail(absl::StrCat("table at version ", end.version(), " with ",
-                      end.members_size(), " rows after ", writes,
-                      " changes"));
+                      end.members_size(), " rows after ", writes, " changes"));
   }
   absl::flat_hash_set<std::pair<std::string, int64_t>> ids;
   for (const v1::Member& row : end.members()) {

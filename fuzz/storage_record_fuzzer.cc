@@ -44,8 +44,7 @@ void State(const std::string& value) {
   if (!state->exists || state->etag != codec::Etag(version) ||
       codec::EncodeValue(version, state->bytes) != value) {
     Fail(absl::StrCat("state value of ", value.size(),
-                      " bytes does not encode back (etag ", state->etag,
-                      ")"));
+                      " bytes does not encode back (etag ", state->etag, ")"));
   }
   // The activation parses the state into its grain's message.
   examples::AccountState account;

@@ -4,7 +4,8 @@
 // of other silos (directory, grain state):
 //
 //   StartUnary<v1::StateKey, v1::StoredState>(
-//       key, absl::Seconds(10), /*wait_for_ready=*/true, /*keep_alive=*/nullptr,
+//       key, absl::Seconds(10), /*wait_for_ready=*/true,
+//       /*keep_alive=*/nullptr,
 //       [&](grpc::ClientContext* c, const v1::StateKey* q, v1::StoredState* r,
 //           std::function<void(grpc::Status)> on_done) {
 //         stub->async()->Read(c, q, r, std::move(on_done));

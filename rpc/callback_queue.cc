@@ -18,9 +18,9 @@ std::shared_ptr<grpc::Channel>* held_channel = nullptr;
 
 void HoldGrpcCallbackQueue() {
   static const bool held = [] {
-    held_channel = new std::shared_ptr<grpc::Channel>(grpc::CreateChannel(
-        "unix:/nonexistent/granary-callback-queue",
-        grpc::InsecureChannelCredentials()));
+    held_channel = new std::shared_ptr<grpc::Channel>(
+        grpc::CreateChannel("unix:/nonexistent/granary-callback-queue",
+                            grpc::InsecureChannelCredentials()));
     grpc::GenericStub stub(*held_channel);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now());  // fails at once

@@ -424,8 +424,8 @@ PeerAuthority AuthorityOf(const grpc::ServerContextBase& context) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   bool tls = false;
   if (auth != nullptr) {
-    for (const grpc::string_ref& type : auth->FindPropertyValues(
-             GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME)) {
+    for (const grpc::string_ref& type :
+         auth->FindPropertyValues(GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME)) {
       // "ssl" (SSL credentials) or "tls" (TLS credentials, used here).
       tls = tls || type == GRPC_SSL_TRANSPORT_SECURITY_TYPE ||
             type == GRPC_TLS_TRANSPORT_SECURITY_TYPE;

@@ -5,14 +5,14 @@
 
 #include "core/log.h"
 #include "rpc/credentials.h"
-#include "rpc/limits.h"
 #include "rpc/gateway_set.h"
+#include "rpc/limits.h"
 #include "rpc/status.h"
 
 namespace granary::rpc {
 
 GatewayConnection::GatewayConnection(GatewaySet* set, std::string address,
-                         const GatewaySetOptions& options)
+                                     const GatewaySetOptions& options)
     : set_(set), address_(std::move(address)), options_(options) {
   grpc::ChannelArguments args;
   ApplyChannelLimits(options.channel, &args);
@@ -155,8 +155,8 @@ void GatewayConnection::OnStreamRotated(GatewayStream* stream) {
 }
 
 void GatewayConnection::OnStreamDone(GatewayStream* stream,
-                               const grpc::Status& status,
-                               bool server_stopping) {
+                                     const grpc::Status& status,
+                                     bool server_stopping) {
   {
     MutexLock lock(&mu_);
     rotated_.erase(stream);
@@ -170,8 +170,8 @@ void GatewayConnection::OnStreamDone(GatewayStream* stream,
       if (!set_->closed()) {
         up_.store(false);
         if (!server_stopping || !status.ok()) {
-          GRANARY_LOG(kWarning) << "client: lost gateway " << address_
-                                << ": " << status.error_message();
+          GRANARY_LOG(kWarning) << "client: lost gateway " << address_ << ": "
+                                << status.error_message();
         }
       }
     }

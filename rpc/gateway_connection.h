@@ -30,7 +30,7 @@ class GatewaySet;
 class GatewayConnection {
  public:
   GatewayConnection(GatewaySet* set, std::string address,
-              const GatewaySetOptions& options);
+                    const GatewaySetOptions& options);
   ~GatewayConnection();
 
   const std::string& address() const { return address_; }

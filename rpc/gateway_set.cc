@@ -113,7 +113,8 @@ void GatewaySet::Invoke(CallBase* call) {
   // A call a silo forwards already has its deadline running there: the
   // next silo gets what is left of it, and no second timer is armed.
   const bool armed = call->deadline_armed();
-  if (!call->one_way() && (armed || call->timeout() != absl::InfiniteDuration())) {
+  if (!call->one_way() &&
+      (armed || call->timeout() != absl::InfiniteDuration())) {
     // (A stream without a deadline sends 0: none.)
     const absl::Duration timeout =
         armed ? call->deadline() - timers_.clock()->Now() : call->timeout();

@@ -27,7 +27,8 @@ class CreditHook final : public StreamChannel::ReadHook {
   }
   ~CreditHook() override { stream_->Unref(); }
   void OnRead() override {
-    if (++unacked_ >= batch_) stream_->GrantCredit(id_, std::exchange(unacked_, 0));
+    if (++unacked_ >= batch_)
+      stream_->GrantCredit(id_, std::exchange(unacked_, 0));
   }
 
  private:
@@ -109,15 +110,16 @@ bool GatewayStream::DrainFromClient() {
 }
 
 absl::Status GatewayStream::Enqueue(v1::Request& request, CallBase* call,
-                                       uint64_t id) {
+                                    uint64_t id) {
   Actions actions;
   {
     MutexLock lock(&mu_);
     while (!dead_ && !draining_ && in_flight_ >= max_in_flight_) {
-      if (overflow_ == GatewaySetOptions::Overflow::kFail || OnNetworkThread()) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            max_in_flight_, " calls already in flight to gateway ",
-            link_->address()));
+      if (overflow_ == GatewaySetOptions::Overflow::kFail ||
+          OnNetworkThread()) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(max_in_flight_, " calls already in flight to gateway ",
+                         link_->address()));
       }
       space_.Wait(&mu_);
     }
@@ -241,9 +243,9 @@ void GatewayStream::Finish(CallBase* call, const v1::Reply& reply) {
       status = absl::Status(static_cast<absl::StatusCode>(reply.code()),
                             reply.message());
     } else if (!call->reply().ParseFromString(reply.payload())) {
-      status = absl::InternalError(absl::StrCat(
-          "reply from ", call->target().ToString(), " is not a valid ",
-          call->reply().GetTypeName()));
+      status = absl::InternalError(
+          absl::StrCat("reply from ", call->target().ToString(),
+                       " is not a valid ", call->reply().GetTypeName()));
     }
     call->Deliver(std::move(status));
   }
@@ -255,17 +257,17 @@ void GatewayStream::PushItem(CallBase* call, const v1::Reply& reply) {
   if (ch == nullptr) return;  // not a stream: ignored
   std::unique_ptr<google::protobuf::Message> item(ch->prototype().New());
   if (!item->ParseFromString(reply.payload())) {
-    call->Fail(absl::InternalError(absl::StrCat(
-        "stream item from ", call->target().ToString(), " is not a valid ",
-        ch->prototype().GetTypeName())));
+    call->Fail(absl::InternalError(
+        absl::StrCat("stream item from ", call->target().ToString(),
+                     " is not a valid ", ch->prototype().GetTypeName())));
     call->Cancel();
     return;
   }
   absl::Status pushed = ch->TryPush(StreamItem(std::move(item)));
   if (absl::IsResourceExhausted(pushed)) {
-    call->Fail(absl::InternalError(absl::StrCat(
-        "gateway ", link_->address(),
-        " sent more stream items than the client granted")));
+    call->Fail(absl::InternalError(
+        absl::StrCat("gateway ", link_->address(),
+                     " sent more stream items than the client granted")));
     call->Cancel();
   }
   // Otherwise queued, or the stream ended here already: dropped.
@@ -343,8 +345,9 @@ void GatewayStream::OnDone(const grpc::Status& status) {
     MutexLock lock(&mu_);
     dead_ = true;
     if (refused) {
-      refusal_ = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                              status.error_message());
+      refusal_ =
+          absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                       status.error_message());
     }
     waiting.swap(waiting_);
     pending_.clear();
@@ -387,7 +390,7 @@ void GatewayStream::OnDone(const grpc::Status& status) {
     for (auto& [id, call] : waiting) link_->Resend(call);
   }
   link_->StreamGone();  // last use of the link: Close may now free the client
-  Unref();  // gRPC's
+  Unref();              // gRPC's
 }
 
 }  // namespace granary::rpc

@@ -84,7 +84,8 @@ class GatewayStream final
         max_in_flight_(options.max_in_flight),
         overflow_(options.overflow),
         max_batch_bytes_(std::min<size_t>(
-            kMaxBatchBytes, static_cast<size_t>(options.max_message_bytes) / 2)) {
+            kMaxBatchBytes,
+            static_cast<size_t>(options.max_message_bytes) / 2)) {
     AddCallToken(&context_, options.security);
   }
 

@@ -53,9 +53,9 @@ absl::Status ValidateServerLimits(const ServerLimits& limits) {
   }
   if (limits.max_connection_age_grace < absl::Seconds(1) ||
       limits.max_connection_age_grace > absl::Hours(24)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_connection_age_grace must be from 1s to 24h, not ",
-        absl::FormatDuration(limits.max_connection_age_grace)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_connection_age_grace must be from 1s to 24h, not ",
+                     absl::FormatDuration(limits.max_connection_age_grace)));
   }
   return absl::OkStatus();
 }
@@ -93,8 +93,7 @@ void ApplyChannelLimits(const ChannelLimits& limits,
   args->SetMaxReceiveMessageSize(limits.max_receive_bytes);
   args->SetMaxSendMessageSize(limits.max_send_bytes);
   args->SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Millis(limits.keepalive_time));
-  args->SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-               Millis(limits.keepalive_timeout));
+  args->SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Millis(limits.keepalive_timeout));
   args->SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args->SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
 }

@@ -11,8 +11,8 @@
 //
 // Every server of a silo applies ServerLimits (the silo's flags
 // --grpc_memory_bytes, --max_streams_per_connection, --keepalive_time,
-// --keepalive_timeout, --handshake_timeout); every channel, the SDK's and the silo's to its
-// peers, is made with ChannelLimits.
+// --keepalive_timeout, --handshake_timeout); every channel, the SDK's and the
+// silo's to its peers, is made with ChannelLimits.
 #pragma once
 
 #include <cstdint>

@@ -157,7 +157,8 @@ void SweepPeer(Guard& g, const PeerKey& key, int64_t now) {
   std::vector<int> gone;
   for (int fd : it->second.fds) {
     auto conn = g.conns.find(fd);
-    if (conn == g.conns.end() || !StillOpen(fd, conn->second)) gone.push_back(fd);
+    if (conn == g.conns.end() || !StillOpen(fd, conn->second))
+      gone.push_back(fd);
   }
   for (int fd : gone) Forget(g, fd);
 }
@@ -218,7 +219,8 @@ int GuardedAccept(State& s, int port, int fd, sockaddr* addr, socklen_t* len,
   for (;;) {
     sockaddr_storage peer{};
     socklen_t peer_len = sizeof(peer);
-    int c = RealAccept4(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len, flags);
+    int c =
+        RealAccept4(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len, flags);
     if (c < 0) {
       const int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR ||
@@ -233,7 +235,8 @@ int GuardedAccept(State& s, int port, int fd, sockaddr* addr, socklen_t* len,
         // the spare is opened again once a descriptor is free.
         close(s.spare_fd);
         s.spare_fd = -1;
-        c = RealAccept4(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len, flags);
+        c = RealAccept4(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                        flags);
         if (c < 0) {
           s.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
           errno = EAGAIN;
@@ -250,7 +253,7 @@ int GuardedAccept(State& s, int port, int fd, sockaddr* addr, socklen_t* len,
         const bool shed = ShedOne(s, fd);
         if (it != s.guards.end() && shed) ++it->second.counts.shed_fd_limit;
         if (shed && !one_shot) continue;  // the next one, until none waits
-        errno = EAGAIN;  // gRPC waits for the next connection
+        errno = EAGAIN;                   // gRPC waits for the next connection
         return -1;
       }
       if (it != s.guards.end()) ++it->second.counts.accept_errors;
@@ -359,7 +362,8 @@ bool ListenerGuardActive() {
   void* found4 = dlsym(RTLD_DEFAULT, "accept4");
   void* found = dlsym(RTLD_DEFAULT, "accept");
   return found4 != nullptr && found != nullptr &&
-         reinterpret_cast<Accept4>(found4) == static_cast<Accept4>(&::accept4) &&
+         reinterpret_cast<Accept4>(found4) ==
+             static_cast<Accept4>(&::accept4) &&
          reinterpret_cast<Accept>(found) == static_cast<Accept>(&::accept);
 }
 
@@ -368,37 +372,45 @@ absl::Status ProbeListener(const std::string& address, absl::Duration timeout) {
   if (!address.empty() && address[0] == '[') {
     const size_t close_bracket = address.find(']');
     if (close_bracket == std::string::npos ||
-        close_bracket + 1 >= address.size() || address[close_bracket + 1] != ':') {
-      return absl::InvalidArgumentError(absl::StrCat("bad address '", address, "'"));
+        close_bracket + 1 >= address.size() ||
+        address[close_bracket + 1] != ':') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad address '", address, "'"));
     }
     host = address.substr(1, close_bracket - 1);
     port = address.substr(close_bracket + 2);
   } else {
     const size_t colon = address.rfind(':');
     if (colon == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("bad address '", address, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad address '", address, "'"));
     }
     host = address.substr(0, colon);
     port = address.substr(colon + 1);
   }
   int port_number = 0;
-  if (!absl::SimpleAtoi(port, &port_number) || port_number <= 0 || port_number > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("bad port in '", address, "'"));
+  if (!absl::SimpleAtoi(port, &port_number) || port_number <= 0 ||
+      port_number > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad port in '", address, "'"));
   }
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || found == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot resolve '", address, "'"));
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 ||
+      found == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve '", address, "'"));
   }
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd =
+      socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     const int err = errno;
     freeaddrinfo(found);
     // This process is out of descriptors: that says nothing of the listener.
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot probe ", address, ": socket: ", std::strerror(err)));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot probe ", address, ": socket: ", std::strerror(err)));
   }
   const absl::Time deadline = absl::Now() + timeout;
   auto wait = [&](short events) -> int {
@@ -406,26 +418,30 @@ absl::Status ProbeListener(const std::string& address, absl::Duration timeout) {
     for (;;) {
       const int64_t ms = std::max<int64_t>(
           0, absl::ToInt64Milliseconds(deadline - absl::Now()));
-      const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, INT32_MAX)));
+      const int n =
+          poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, INT32_MAX)));
       if (n < 0 && errno == EINTR) continue;
       return n > 0 ? p.revents : 0;
     }
   };
   absl::Status status = absl::OkStatus();
-  if (connect(fd, found->ai_addr, found->ai_addrlen) != 0 && errno != EINPROGRESS) {
-    status = absl::UnavailableError(
-        absl::StrCat("cannot connect to ", address, ": ", std::strerror(errno)));
+  if (connect(fd, found->ai_addr, found->ai_addrlen) != 0 &&
+      errno != EINPROGRESS) {
+    status = absl::UnavailableError(absl::StrCat("cannot connect to ", address,
+                                                 ": ", std::strerror(errno)));
   }
   freeaddrinfo(found);
   if (status.ok()) {
     int err = 0;
     socklen_t err_len = sizeof(err);
     if ((wait(POLLOUT) & (POLLOUT | POLLERR | POLLHUP)) == 0) {
-      status = absl::UnavailableError(absl::StrCat(
-          "no TCP connection to ", address, " within ", absl::FormatDuration(timeout)));
-    } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len) != 0 || err != 0) {
       status = absl::UnavailableError(
-          absl::StrCat("cannot connect to ", address, ": ", std::strerror(err)));
+          absl::StrCat("no TCP connection to ", address, " within ",
+                       absl::FormatDuration(timeout)));
+    } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len) != 0 ||
+               err != 0) {
+      status = absl::UnavailableError(absl::StrCat(
+          "cannot connect to ", address, ": ", std::strerror(err)));
     }
   }
   if (status.ok()) {
@@ -435,7 +451,8 @@ absl::Status ProbeListener(const std::string& address, absl::Duration timeout) {
     (void)send(fd, kPreface, sizeof(kPreface) - 1, MSG_NOSIGNAL);
     if ((wait(POLLIN) & (POLLIN | POLLERR | POLLHUP | POLLRDHUP)) == 0) {
       status = absl::UnavailableError(absl::StrCat(
-          "the listener at ", address, " did not answer a new connection within ",
+          "the listener at ", address,
+          " did not answer a new connection within ",
           absl::FormatDuration(timeout), ": it no longer accepts"));
     }
   }
@@ -468,7 +485,8 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags, bool one_shot) {
 // The process's accept4 and accept (see listener_guard.h): the executable
 // exports them, so gRPC's listeners (accept4) and civetweb's (accept) call
 // them instead of libc's.
-extern "C" int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
+extern "C" int accept4(int fd, struct sockaddr* addr, socklen_t* len,
+                       int flags) {
   return granary::rpc::Accept(fd, addr, len, flags, /*one_shot=*/false);
 }
 

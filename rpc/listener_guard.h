@@ -70,11 +70,11 @@ void GuardListener(int port, const ListenerCaps& caps);
 void UnguardListener(int port);
 
 struct ListenerCounts {
-  int64_t open = 0;            // connections open now
-  int64_t refused_total = 0;   // closed at once: max_connections reached
-  int64_t refused_peer = 0;    // closed at once: max_per_peer reached
-  int64_t shed_fd_limit = 0;   // closed at once: the open-file limit reached
-  int64_t accept_errors = 0;   // other accept errors, kept from gRPC
+  int64_t open = 0;           // connections open now
+  int64_t refused_total = 0;  // closed at once: max_connections reached
+  int64_t refused_peer = 0;   // closed at once: max_per_peer reached
+  int64_t shed_fd_limit = 0;  // closed at once: the open-file limit reached
+  int64_t accept_errors = 0;  // other accept errors, kept from gRPC
 };
 // The counts of a guarded port (zeros for another).
 ListenerCounts GuardedListenerCounts(int port);

@@ -5,13 +5,12 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
-
 #include <sys/stat.h>
 
 #include <fstream>
 #include <memory>
-#include <utility>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -159,9 +158,9 @@ absl::Status CertificateNames(const std::string& cert_file,
       X509_check_host(cert, host.data(), host.size(), 0, nullptr) == 1;
   X509_free(cert);
   if (!named) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the certificate '", cert_file, "' does not name the host '", host,
-        "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the certificate '", cert_file,
+                     "' does not name the host '", host, "'"));
   }
   return absl::OkStatus();
 }
@@ -199,8 +198,8 @@ absl::Status CertificateChainsTo(const std::string& cert_file,
         X509_verify_cert(ctx) != 1) {
       result = absl::InvalidArgumentError(absl::StrCat(
           "the certificate '", cert_file, "' does not chain to a CA of '",
-          ca_file, "': ",
-          X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx))));
+          ca_file,
+          "': ", X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx))));
     }
   }
   X509_STORE_CTX_free(ctx);

@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libjemalloc-dev
   libcaf-dev erlang-base
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
   systemd file python3-yaml
   python3-grpcio python3-protobuf python3-matplotlib python3-prometheus-client
   chromium

@@ -19,16 +19,19 @@ std::string ProbeAddressOf(const std::string& requested, int port) {
   }
   if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
   if (host == "::") host = "::1";
-  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  if (host.find(':') != std::string::npos)
+    return absl::StrCat("[", host, "]:", port);
   return absl::StrCat(host, ":", port);
 }
 
-ListenerWatch::ListenerWatch(absl::Duration period, absl::Duration probe_timeout)
+ListenerWatch::ListenerWatch(absl::Duration period,
+                             absl::Duration probe_timeout)
     : period_(period), probe_timeout_(probe_timeout) {}
 
 ListenerWatch::~ListenerWatch() { Stop(); }
 
-void ListenerWatch::Add(std::string name, const std::string& requested, int port) {
+void ListenerWatch::Add(std::string name, const std::string& requested,
+                        int port) {
   MutexLock lock(&mu_);
   Listener l;
   l.name = std::move(name);
@@ -67,14 +70,15 @@ void ListenerWatch::ProbeAll() {
   std::vector<std::pair<std::string, std::string>> targets;  // name, address
   {
     MutexLock lock(&mu_);
-    for (const Listener& l : listeners_) targets.emplace_back(l.name, l.probe_address);
+    for (const Listener& l : listeners_)
+      targets.emplace_back(l.name, l.probe_address);
   }
   for (const auto& [name, address] : targets) {
     const absl::Status s = rpc::ProbeListener(address, probe_timeout_);
     if (absl::IsResourceExhausted(s)) {
       // No descriptor to probe with (a flood holds them): no verdict.
-      GRANARY_LOG(kWarning) << "the " << name << " listener was not probed: "
-                            << s.message();
+      GRANARY_LOG(kWarning)
+          << "the " << name << " listener was not probed: " << s.message();
       continue;
     }
     MutexLock lock(&mu_);
@@ -102,7 +106,8 @@ std::string ListenerWatch::NotReadyBecause() const {
   MutexLock lock(&mu_);
   for (const Listener& l : listeners_) {
     if (l.failures > 0) {
-      return absl::StrCat("the ", l.name, " listener does not accept: ", l.last_error);
+      return absl::StrCat("the ", l.name,
+                          " listener does not accept: ", l.last_error);
     }
   }
   return "";
@@ -139,8 +144,9 @@ void ListenerWatch::RegisterMetrics(metrics::Registry* registry) {
         metrics::Samples out;
         MutexLock lock(&mu_);
         for (const Listener& l : listeners_) {
-          out.push_back({{l.name}, static_cast<double>(
-                                       rpc::GuardedListenerCounts(l.port).open)});
+          out.push_back(
+              {{l.name},
+               static_cast<double>(rpc::GuardedListenerCounts(l.port).open)});
         }
         return out;
       });
@@ -155,10 +161,14 @@ void ListenerWatch::RegisterMetrics(metrics::Registry* registry) {
         MutexLock lock(&mu_);
         for (const Listener& l : listeners_) {
           const rpc::ListenerCounts c = rpc::GuardedListenerCounts(l.port);
-          out.push_back({{l.name, "max_connections"}, static_cast<double>(c.refused_total)});
-          out.push_back({{l.name, "max_per_peer"}, static_cast<double>(c.refused_peer)});
-          out.push_back({{l.name, "fd_limit"}, static_cast<double>(c.shed_fd_limit)});
-          out.push_back({{l.name, "accept_error"}, static_cast<double>(c.accept_errors)});
+          out.push_back({{l.name, "max_connections"},
+                         static_cast<double>(c.refused_total)});
+          out.push_back(
+              {{l.name, "max_per_peer"}, static_cast<double>(c.refused_peer)});
+          out.push_back(
+              {{l.name, "fd_limit"}, static_cast<double>(c.shed_fd_limit)});
+          out.push_back(
+              {{l.name, "accept_error"}, static_cast<double>(c.accept_errors)});
         }
         return out;
       });

@@ -110,9 +110,8 @@ absl::StatusOr<std::unique_ptr<ClusterProvider>> PostgresClusterFactory(
 
 absl::StatusOr<std::unique_ptr<ClusterProvider>> DevCluster(
     const SiloHostOptions& o) {
-  return MakeDevClusterProvider(o.cluster, o.primary,
-                                ClusterClientSecurity(o), ClusterVoteRules(o),
-                                o.dead_retention);
+  return MakeDevClusterProvider(o.cluster, o.primary, ClusterClientSecurity(o),
+                                ClusterVoteRules(o), o.dead_retention);
 }
 
 bool IsHostPort(const std::string& value) {
@@ -195,9 +194,9 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
     return absl::InvalidArgumentError("--turn_budget must be at least 1");
   }
   if (o.max_message_bytes < kMinMessageBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_message_bytes must be at least ", kMinMessageBytes,
-        " (4 KiB), not ", o.max_message_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_message_bytes must be at least ", kMinMessageBytes,
+                     " (4 KiB), not ", o.max_message_bytes));
   }
   if (o.max_in_flight < 1) {
     return absl::InvalidArgumentError("--max_in_flight must be positive");
@@ -205,30 +204,30 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
   if (o.connection_memory_budget < o.max_message_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--connection_memory_budget (", o.connection_memory_budget,
-        ") must be at least --max_message_bytes (", o.max_message_bytes,
-        ")"));
+        ") must be at least --max_message_bytes (", o.max_message_bytes, ")"));
   }
   if (o.silo_memory_budget < o.connection_memory_budget) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--silo_memory_budget (", o.silo_memory_budget,
-        ") must be at least --connection_memory_budget (",
-        o.connection_memory_budget, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--silo_memory_budget (", o.silo_memory_budget,
+                     ") must be at least --connection_memory_budget (",
+                     o.connection_memory_budget, ")"));
   }
   if (o.http_threads < 1 || o.http_threads > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--http_threads must be from 1 to 1024, not ", o.http_threads));
   }
-  if (o.http_connections_per_peer < 0 || o.http_connections_per_peer > 1 << 20) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--http_connections_per_peer must be from 0 (a quarter of "
-        "--http_threads) to 1048576, not ",
-        o.http_connections_per_peer));
+  if (o.http_connections_per_peer < 0 ||
+      o.http_connections_per_peer > 1 << 20) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_connections_per_peer must be from 0 (a quarter of "
+                     "--http_threads) to 1048576, not ",
+                     o.http_connections_per_peer));
   }
   if (o.http_request_timeout < absl::Milliseconds(100) ||
       o.http_request_timeout > absl::Minutes(1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--http_request_timeout must be from 100ms to 1m, not ",
-        absl::FormatDuration(o.http_request_timeout)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_request_timeout must be from 100ms to 1m, not ",
+                     absl::FormatDuration(o.http_request_timeout)));
   }
   if (o.max_gateway_streams < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -244,19 +243,21 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         o.memory_limit));
   }
   if (o.max_mailbox < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_mailbox must be positive, not ", o.max_mailbox));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_mailbox must be positive, not ", o.max_mailbox));
   }
   GRANARY_RETURN_IF_ERROR(rpc::ValidateServerLimits(ServerLimitsOf(o)));
   if (o.max_connections < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_connections must be 0 (sized from the open-file limit) or "
-        "positive, not ", o.max_connections));
+        "positive, not ",
+        o.max_connections));
   }
   if (o.max_connections_per_peer < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_connections_per_peer must be 0 (sized from the open-file "
-        "limit) or positive, not ", o.max_connections_per_peer));
+        "limit) or positive, not ",
+        o.max_connections_per_peer));
   }
   if (o.listener_probe_period < absl::ZeroDuration() ||
       (o.listener_probe_period > absl::ZeroDuration() &&
@@ -274,8 +275,9 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
   for (const std::string& name : o.http_hosts) {
     const bool plain =
         !name.empty() && name.size() <= 253 &&
-        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                               "0123456789.-") == std::string::npos;
+        name.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+            "0123456789.-") == std::string::npos;
     if (!plain) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--http_hosts: '", absl::CHexEscape(name.substr(0, 64)),
@@ -458,8 +460,8 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
       rpc::CanonicalHost(host) != "localhost") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--auth_tokens without TLS serves a gateway on 127.0.0.1, ::1 or "
-        "localhost only, not --gateway='", o.gateway,
-        "': add --tls_cert and --tls_key"));
+        "localhost only, not --gateway='",
+        o.gateway, "': add --tls_cert and --tls_key"));
   }
   if (gateway_remote && o.auth_tokens.empty() && o.tls_client_ca.empty() &&
       !o.allow_anonymous) {

@@ -67,8 +67,7 @@ void AddAuthMetrics(metrics::Registry* registry,
       "TLS handshakes refused in this process, as server or client (no or "
       "an untrusted or expired certificate, plaintext against TLS): gRPC "
       "refuses them before any call, and logs each.",
-      metrics::Type::kCounter, {},
-      [] {
+      metrics::Type::kCounter, {}, [] {
         return metrics::Samples{
             {{}, static_cast<double>(rpc::TlsHandshakeFailures())}};
       });
@@ -130,7 +129,8 @@ void GuardListeners(const SiloHostOptions& options_, SiloHost::Parts& p) {
       std::min(p.listener_caps.max_per_peer, p.listener_caps.max_connections);
   if (!rpc::ListenerGuardActive()) {
     GRANARY_LOG(kWarning)
-        << "this binary does not export the listener guard's accept4 and accept (link "
+        << "this binary does not export the listener guard's accept4 and "
+           "accept (link "
            "with granary::rpc's link options): a connection flood can stop "
            "a gRPC listener, and the connection caps (--max_connections, "
            "--http_connections_per_peer) are not enforced";
@@ -139,7 +139,8 @@ void GuardListeners(const SiloHostOptions& options_, SiloHost::Parts& p) {
                      << "; connections per gRPC listener at most "
                      << p.listener_caps.max_connections << ", per peer "
                      << p.listener_caps.max_per_peer;
-  p.listener_watch = std::make_unique<ListenerWatch>(options_.listener_probe_period);
+  p.listener_watch =
+      std::make_unique<ListenerWatch>(options_.listener_probe_period);
 }
 
 }  // namespace
@@ -166,10 +167,16 @@ void SiloHost::AddGrains(std::function<absl::Status(Silo&)> add) {
 }
 
 void SiloHost::AddIncomingFilter(CallFilter f) {
-  AddGrains([f](Silo& s) { s.AddIncomingFilter(f); return absl::OkStatus(); });
+  AddGrains([f](Silo& s) {
+    s.AddIncomingFilter(f);
+    return absl::OkStatus();
+  });
 }
 void SiloHost::AddOutgoingFilter(CallFilter f) {
-  AddGrains([f](Silo& s) { s.AddOutgoingFilter(f); return absl::OkStatus(); });
+  AddGrains([f](Silo& s) {
+    s.AddOutgoingFilter(f);
+    return absl::OkStatus();
+  });
 }
 
 const std::string& SiloHost::gateway_address() const {
@@ -196,9 +203,9 @@ absl::Status SiloHost::Start() {
   GRANARY_RETURN_IF_ERROR(StartListeners());
   GRANARY_RETURN_IF_ERROR(JoinCluster());
   // Under systemd (Type=notify) the unit counts as started from here.
-  if (absl::Status s = NotifySystemd(absl::StrCat(
-          "READY=1\nSTATUS=serving: gateway ", gateway_address(), ", silo ",
-          silo_address()));
+  if (absl::Status s = NotifySystemd(
+          absl::StrCat("READY=1\nSTATUS=serving: gateway ", gateway_address(),
+                       ", silo ", silo_address()));
       !s.ok()) {
     GRANARY_LOG(kWarning) << "silo=" << id() << " " << s.message();
   }
@@ -378,12 +385,11 @@ absl::Status SiloHost::StartRuntime() {
   }
   GRANARY_RETURN_IF_ERROR(p.silo->Start());
   if (p.directory != nullptr) {
-    p.cluster->SetGrainHostCheck(
-        [directory = p.directory.get(), silo = p.silo.get()](
-            rpc::PeerAuthority peer, GrainId grain) {
-          return CheckGrainHost(directory, silo, std::move(peer),
-                                std::move(grain));
-        });
+    p.cluster->SetGrainHostCheck([directory = p.directory.get(),
+                                  silo = p.silo.get()](rpc::PeerAuthority peer,
+                                                       GrainId grain) {
+      return CheckGrainHost(directory, silo, std::move(peer), std::move(grain));
+    });
   }
   p.cluster->OnSiloStarted(p.silo.get());
   p.peer_gateway->set_address(p.silo_address);
@@ -410,11 +416,13 @@ absl::Status SiloHost::StartListeners() {
   p.listener_watch->Add("gateway", options_.gateway, p.gateway->port());
   p.http = std::make_unique<HttpServer>(
       options_.http, options_.http_threads,
-      static_cast<int>(absl::ToInt64Milliseconds(options_.http_request_timeout)));
+      static_cast<int>(
+          absl::ToInt64Milliseconds(options_.http_request_timeout)));
   p.http->AllowHosts(options_.http_hosts);
   if (!options_.http_token_file.empty()) {
     absl::StatusOr<std::unique_ptr<rpc::ReloadingToken>> token =
-        rpc::ReloadingToken::Open(options_.http_token_file, options_.tls_reload);
+        rpc::ReloadingToken::Open(options_.http_token_file,
+                                  options_.tls_reload);
     if (!token.ok()) return token.status();
     p.http_token = *std::move(token);
     p.http->RequireToken([t = p.http_token.get()] { return t->Current(); },
@@ -435,7 +443,8 @@ absl::Status SiloHost::StartListeners() {
     if (why.empty()) {
       why = NotReadyBecause(p.leaving, p.agent_ptr, p.silo.get(), store);
     }
-    if (why.empty()) return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
+    if (why.empty())
+      return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
     return HttpResponse{503, "text/plain; charset=utf-8",
                         absl::StrCat("not ready: ", why, "\n")};
   });
@@ -453,15 +462,17 @@ absl::Status SiloHost::StartListeners() {
       "RocksDB background errors), not for a stale etag.",
       metrics::Type::kCounter, {}, [store] {
         return metrics::Samples{
-            {{}, store == nullptr ? 0.0
-                                  : static_cast<double>(store->WriteErrors())}};
+            {{},
+             store == nullptr ? 0.0
+                              : static_cast<double>(store->WriteErrors())}};
       });
   // /healthz: 200 unless a gRPC listener has stopped accepting (a
   // supervisor then restarts the silo).
   ListenerWatch* watch = p.listener_watch.get();
   p.http->Handle("/healthz", [watch](const HttpRequest&) {
     const std::string why = watch->UnhealthyBecause();
-    if (why.empty()) return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
+    if (why.empty())
+      return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
     return HttpResponse{503, "text/plain; charset=utf-8",
                         absl::StrCat("unhealthy: ", why, "\n")};
   });
@@ -483,8 +494,6 @@ absl::Status SiloHost::StartListeners() {
   watch->Start();
   return absl::OkStatus();
 }
-
-
 
 // (5) Joins the membership table (a table of one with the local provider).
 }  // namespace granary::silo

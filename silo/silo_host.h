@@ -66,10 +66,9 @@ class SiloHost {
   }
   template <typename GrainT, typename Factory>
   absl::Status AddGrain(Factory factory) {
-    return AddGrainType(GrainT::ClassInfo(),
-                        [f = std::move(factory)]() -> std::unique_ptr<Grain> {
-                          return f();
-                        });
+    return AddGrainType(
+        GrainT::ClassInfo(),
+        [f = std::move(factory)]() -> std::unique_ptr<Grain> { return f(); });
   }
   absl::Status AddGrainType(const GrainClassInfo& info,
                             std::function<std::unique_ptr<Grain>()> factory);

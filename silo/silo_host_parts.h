@@ -5,15 +5,14 @@
 // wiring and the graceful stop). Not for other users.
 #pragma once
 
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
@@ -45,8 +44,8 @@
 #include "silo/listener_watch.h"
 #include "silo/runtime/reminder_service.h"
 #include "silo/runtime/silo.h"
-#include "silo/systemd_notify.h"
 #include "silo/silo_host.h"
+#include "silo/systemd_notify.h"
 
 namespace granary::silo {
 

@@ -98,9 +98,10 @@ void SiloHost::Stop() {
   if (p.silo != nullptr) p.silo->Stop();
   // Clients send what this gateway did not take elsewhere.
   if (p.gateway != nullptr) {
-    p.gateway->Stop(p.router != nullptr
-                        ? left(absl::Seconds(10), absl::Seconds(1))
-                        : left(absl::Milliseconds(500), absl::Milliseconds(200)));
+    p.gateway->Stop(
+        p.router != nullptr
+            ? left(absl::Seconds(10), absl::Seconds(1))
+            : left(absl::Milliseconds(500), absl::Milliseconds(200)));
   }
   p.agent_ptr = nullptr;
   if (p.watching) p.cluster->StopWatch();

@@ -38,9 +38,9 @@ absl::Status NotifySystemd(const std::string& state) {
   const int error = errno;
   close(fd);
   if (sent < 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "notifying systemd at NOTIFY_SOCKET=", path, ": ",
-        std::strerror(error)));
+    return absl::UnavailableError(
+        absl::StrCat("notifying systemd at NOTIFY_SOCKET=", path, ": ",
+                     std::strerror(error)));
   }
   return absl::OkStatus();
 }

@@ -21,8 +21,8 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
         "' is not HOST:PORT"));
   }
   for (const std::string* a : {&m.gateway(), &m.http()}) {
-    if (!a->empty() && (a->size() > kMaxAddressBytes ||
-                        !SplitHostPort(*a, &host, &port))) {
+    if (!a->empty() &&
+        (a->size() > kMaxAddressBytes || !SplitHostPort(*a, &host, &port))) {
       return absl::InvalidArgumentError(
           "member gateway and http must be HOST:PORT (or empty)");
     }
@@ -53,9 +53,9 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
     return absl::InvalidArgumentError("too many suspicions on one member");
   }
   if (m.ByteSizeLong() > kMaxMemberBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a membership row takes at most ", kMaxMemberBytes, " bytes, not ",
-        m.ByteSizeLong()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a membership row takes at most ", kMaxMemberBytes,
+                     " bytes, not ", m.ByteSizeLong()));
   }
   if (previous != nullptr && m.status() != v1::MEMBER_DEAD &&
       (m.grain_types_size() != previous->grain_types_size() ||
@@ -66,10 +66,10 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
         "change no more");
   }
   if (previous != nullptr && m.status() < previous->status()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "member ", MemberId(m), " cannot go from ",
-        v1::MemberStatus_Name(previous->status()), " back to ",
-        v1::MemberStatus_Name(m.status())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("member ", MemberId(m), " cannot go from ",
+                     v1::MemberStatus_Name(previous->status()), " back to ",
+                     v1::MemberStatus_Name(m.status())));
   }
   return absl::OkStatus();
 }
@@ -78,17 +78,17 @@ void NormalizeMember(v1::Member& m) {
   if (m.status() == v1::MEMBER_DEAD) m.clear_grain_types();
 }
 
-absl::Status CheckViewRoom(const v1::MembershipView& view, const v1::Member& next,
-                           const v1::Member* previous) {
+absl::Status CheckViewRoom(const v1::MembershipView& view,
+                           const v1::Member& next, const v1::Member* previous) {
   // A repeated message field costs its bytes, a tag and a length.
   auto row_cost = [](const v1::Member& m) { return m.ByteSizeLong() + 4; };
   const size_t after = view.ByteSizeLong() + row_cost(next) -
                        (previous != nullptr ? row_cost(*previous) : 0);
-  if (after > kMaxViewBytes && (previous == nullptr ||
-                                row_cost(next) > row_cost(*previous))) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the membership view would take ", after, " bytes, past its cap of ",
-        kMaxViewBytes));
+  if (after > kMaxViewBytes &&
+      (previous == nullptr || row_cost(next) > row_cost(*previous))) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the membership view would take ", after,
+                     " bytes, past its cap of ", kMaxViewBytes));
   }
   if (previous == nullptr) {
     std::string host, other;
@@ -97,13 +97,14 @@ absl::Status CheckViewRoom(const v1::MembershipView& view, const v1::Member& nex
     int same_host = 0;
     for (const v1::Member& m : view.members()) {
       if (m.status() == v1::MEMBER_DEAD) continue;
-      if (SplitHostPort(m.address(), &other, &port) && other == host) ++same_host;
+      if (SplitHostPort(m.address(), &other, &port) && other == host)
+        ++same_host;
     }
     if (same_host >= kMaxLiveRowsPerHost) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "host ", host.substr(0, kMaxAddressBytes), " already has ",
-          same_host, " membership rows that are not Dead (at most ",
-          kMaxLiveRowsPerHost, ")"));
+          "host ", host.substr(0, kMaxAddressBytes), " already has ", same_host,
+          " membership rows that are not Dead (at most ", kMaxLiveRowsPerHost,
+          ")"));
     }
   }
   return absl::OkStatus();
@@ -136,8 +137,8 @@ bool HasVote(const v1::Member& m, const v1::Suspicion& vote) {
 bool VoteCounts(const v1::MembershipView& view, const v1::Member& target,
                 const v1::Suspicion& vote, const VoteRules& rules,
                 int64_t now_ms) {
-  if (vote.at_unix_ms() <= now_ms - absl::ToInt64Milliseconds(
-                                        rules.vote_expiry) ||
+  if (vote.at_unix_ms() <=
+          now_ms - absl::ToInt64Milliseconds(rules.vote_expiry) ||
       vote.at_unix_ms() > now_ms + absl::ToInt64Milliseconds(kMaxVoteSkew)) {
     return false;
   }
@@ -167,8 +168,8 @@ int VotesNeeded(const v1::MembershipView& view, const v1::Member& target,
       voters.insert(m.address());
     }
   }
-  return std::max(1, std::min(rules.votes_to_kill,
-                              static_cast<int>(voters.size())));
+  return std::max(
+      1, std::min(rules.votes_to_kill, static_cast<int>(voters.size())));
 }
 
 absl::Status CheckVotes(const v1::MembershipView& view, const v1::Member& next,
@@ -201,26 +202,25 @@ absl::Status CheckVotes(const v1::MembershipView& view, const v1::Member& next,
   for (const v1::Suspicion& v : next.suspicions()) {
     if (HasVote(*previous, v)) continue;
     if (!voters.insert(*LiveAddress(view, v.by())).second) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "one silo address votes once on ", MemberId(next)));
+      return absl::FailedPreconditionError(
+          absl::StrCat("one silo address votes once on ", MemberId(next)));
     }
   }
   // A vote may go a little before it expires by the table's clock: the
   // silo dropping it judges by its own, which may run ahead by the skew.
   VoteRules dropping = rules;
-  dropping.vote_expiry = std::max(absl::ZeroDuration(),
-                                  rules.vote_expiry - kMaxVoteSkew);
+  dropping.vote_expiry =
+      std::max(absl::ZeroDuration(), rules.vote_expiry - kMaxVoteSkew);
   for (const v1::Suspicion& v : previous->suspicions()) {
-    if (HasVote(next, v) ||
-        !VoteCounts(view, *previous, v, dropping, now_ms)) {
+    if (HasVote(next, v) || !VoteCounts(view, *previous, v, dropping, now_ms)) {
       continue;
     }
     // A counted vote goes only when its voter's address keeps a vote (its
     // newer one): the counted votes never drop before they expire.
     if (!voters.contains(*LiveAddress(view, v.by()))) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the vote of ", v.by(), " on ", MemberId(next),
-          " stays until it expires"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the vote of ", v.by(), " on ", MemberId(next),
+                       " stays until it expires"));
     }
   }
   if (added && next.status() == v1::MEMBER_DEAD &&
@@ -228,9 +228,9 @@ absl::Status CheckVotes(const v1::MembershipView& view, const v1::Member& next,
     const int votes = CountVotes(view, next, rules, now_ms);
     const int needed = VotesNeeded(view, next, rules, now_ms);
     if (votes < needed) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          MemberId(next), " is declared dead with ", needed,
-          " votes from live members, not ", votes));
+      return absl::FailedPreconditionError(
+          absl::StrCat(MemberId(next), " is declared dead with ", needed,
+                       " votes from live members, not ", votes));
     }
   }
   return absl::OkStatus();

@@ -83,8 +83,8 @@ void NormalizeMember(v1::Member& m);
 // OK when `view` may take `next` in place of `previous` (nullptr: a new
 // row): RESOURCE_EXHAUSTED when the view would grow past kMaxViewBytes, or
 // the host of a new row already has kMaxLiveRowsPerHost rows not Dead.
-absl::Status CheckViewRoom(const v1::MembershipView& view, const v1::Member& next,
-                           const v1::Member* previous);
+absl::Status CheckViewRoom(const v1::MembershipView& view,
+                           const v1::Member& next, const v1::Member* previous);
 
 // How suspicion votes declare a silo dead. Both tables apply these rules to
 // every write, and MembershipAgent votes by them (MembershipOptions holds
@@ -141,8 +141,7 @@ class InMemoryMembershipTable final : public MembershipTable {
   // Dead rows are dropped by the first write `dead_retention` after they
   // went Dead (or sooner, oldest first, to make room).
   explicit InMemoryMembershipTable(
-      VoteRules rules = {},
-      absl::Duration dead_retention = absl::Hours(24));
+      VoteRules rules = {}, absl::Duration dead_retention = absl::Hours(24));
 
   Task<absl::StatusOr<v1::MembershipView>> Read() override;
   Task<absl::StatusOr<int64_t>> Write(v1::Member member,

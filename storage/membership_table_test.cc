@@ -1,6 +1,8 @@
 // The in-memory membership table: every change a compare-and-swap on the
 // version, the caps on rows and on the view, and the rules of votes
 // (storage::CheckVotes) that every table applies.
+#include "storage/membership_table.h"
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -14,7 +16,6 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "storage/membership_table.h"
 
 using ::granary::matchers::IsOk;
 using ::granary::matchers::StatusIs;
@@ -44,8 +45,10 @@ absl::StatusOr<int64_t> WriteMember(MembershipTable& t, v1::Member m,
 TEST(MembershipTableTest, EveryChangeIsACompareAndSwapOnTheVersion) {
   InMemoryMembershipTable table;
   EXPECT_EQ(table.Snapshot().version(), 0);
-  ASSERT_EQ(*WriteMember(table, Silo("127.0.0.1:1", 5, v1::MEMBER_JOINING), 0), 1);
-  ASSERT_EQ(*WriteMember(table, Silo("127.0.0.1:1", 5, v1::MEMBER_ACTIVE), 1), 2);
+  ASSERT_EQ(*WriteMember(table, Silo("127.0.0.1:1", 5, v1::MEMBER_JOINING), 0),
+            1);
+  ASSERT_EQ(*WriteMember(table, Silo("127.0.0.1:1", 5, v1::MEMBER_ACTIVE), 1),
+            2);
   // A stale version is refused and changes nothing.
   absl::StatusOr<int64_t> stale =
       WriteMember(table, Silo("127.0.0.1:2", 6, v1::MEMBER_ACTIVE), 1);
@@ -53,15 +56,18 @@ TEST(MembershipTableTest, EveryChangeIsACompareAndSwapOnTheVersion) {
   EXPECT_EQ(table.Snapshot().version(), 2);
   EXPECT_EQ(table.Snapshot().members_size(), 1);
   // A new generation on the same address is another member.
-  ASSERT_TRUE(WriteMember(table, Silo("127.0.0.1:1", 7, v1::MEMBER_JOINING), 2).ok());
+  ASSERT_TRUE(
+      WriteMember(table, Silo("127.0.0.1:1", 7, v1::MEMBER_JOINING), 2).ok());
   EXPECT_EQ(table.Snapshot().members_size(), 2);
 }
 
 TEST(MembershipTableTest, MalformedRowsAndBackwardsStatusesAreRefused) {
   InMemoryMembershipTable table;
-  ASSERT_TRUE(WriteMember(table, Silo("127.0.0.1:1", 5, v1::MEMBER_DEAD), 0).ok());
+  ASSERT_TRUE(
+      WriteMember(table, Silo("127.0.0.1:1", 5, v1::MEMBER_DEAD), 0).ok());
   for (const v1::Member& bad :
-       {Silo("nohostport", 5, v1::MEMBER_ACTIVE), Silo("127.0.0.1:0", 5, v1::MEMBER_ACTIVE),
+       {Silo("nohostport", 5, v1::MEMBER_ACTIVE),
+        Silo("127.0.0.1:0", 5, v1::MEMBER_ACTIVE),
         Silo("127.0.0.1:1", 0, v1::MEMBER_ACTIVE),
         Silo("127.0.0.1:1", 9, v1::MEMBER_STATUS_UNSPECIFIED),
         Silo("127.0.0.1:1", 9, static_cast<v1::MemberStatus>(42)),
@@ -78,7 +84,8 @@ TEST(MembershipTableTest, MalformedRowsAndBackwardsStatusesAreRefused) {
 TEST(MembershipTableTest, NoRowFloodCanGrowTheViewPastItsCap) {
   InMemoryMembershipTable table;
   auto padded = [](int port, int64_t generation) {
-    v1::Member m = Silo(absl::StrCat("10.0.0.9:", port), generation, v1::MEMBER_JOINING);
+    v1::Member m =
+        Silo(absl::StrCat("10.0.0.9:", port), generation, v1::MEMBER_JOINING);
     for (int i = 0; m.ByteSizeLong() < kMaxMemberBytes - 300; ++i) {
       m.add_grain_types(absl::StrCat("pad.", i, std::string(200, 'x')));
     }
@@ -87,7 +94,8 @@ TEST(MembershipTableTest, NoRowFloodCanGrowTheViewPastItsCap) {
   // A row past its own cap is malformed.
   v1::Member huge = padded(1, 1);
   for (int i = 0; i < 8; ++i) huge.add_grain_types(std::string(200, 'y'));
-  EXPECT_THAT(WriteMember(table, huge, 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(WriteMember(table, huge, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   int64_t version = 0;
   int written = 0;
   absl::Status refused;
@@ -121,15 +129,17 @@ TEST(MembershipTableTest, GrainTypesAreSetWhenTheRowIsAddedOnly) {
   m.set_status(v1::MEMBER_ACTIVE);
   ASSERT_TRUE(WriteMember(table, m, 1).ok());  // the same types: fine
   m.add_grain_types("b.B");
-  EXPECT_THAT(WriteMember(table, m, 2), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(WriteMember(table, m, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(MembershipTableTest, OneHostHoldsABoundedNumberOfLiveRows) {
   InMemoryMembershipTable table;
   int64_t version = 0;
   for (int i = 1; i <= kMaxLiveRowsPerHost; ++i) {
-    absl::StatusOr<int64_t> v =
-        WriteMember(table, Silo(absl::StrCat("10.1.1.1:", i), i, v1::MEMBER_JOINING), version);
+    absl::StatusOr<int64_t> v = WriteMember(
+        table, Silo(absl::StrCat("10.1.1.1:", i), i, v1::MEMBER_JOINING),
+        version);
     ASSERT_TRUE(v.ok()) << v.status();
     version = *v;
   }
@@ -137,15 +147,19 @@ TEST(MembershipTableTest, OneHostHoldsABoundedNumberOfLiveRows) {
       table, Silo("10.1.1.1:9999", 9999, v1::MEMBER_JOINING), version);
   EXPECT_THAT(past, StatusIs(absl::StatusCode::kResourceExhausted));
   // Another host is not held back.
-  EXPECT_TRUE(WriteMember(table, Silo("10.1.1.2:1", 1, v1::MEMBER_JOINING), version).ok());
+  EXPECT_TRUE(
+      WriteMember(table, Silo("10.1.1.2:1", 1, v1::MEMBER_JOINING), version)
+          .ok());
 }
 
 // Three Active silos with fresh heartbeats on a table judged by `clock`.
 class VoteRulesTest : public ::testing::Test {
  protected:
-  VoteRulesTest() : table_(VoteRules{2, absl::Seconds(30), absl::Seconds(15), &clock_}) {
+  VoteRulesTest()
+      : table_(VoteRules{2, absl::Seconds(30), absl::Seconds(15), &clock_}) {
     for (int i = 0; i < 3; ++i) {
-      v1::Member m = Silo(absl::StrCat("10.0.0.", i + 1, ":11111"), 1, v1::MEMBER_JOINING);
+      v1::Member m =
+          Silo(absl::StrCat("10.0.0.", i + 1, ":11111"), 1, v1::MEMBER_JOINING);
       m.set_heartbeat_unix_ms(NowMs());
       version_ = *WriteMember(table_, m, version_);
       m.set_status(v1::MEMBER_ACTIVE);
@@ -154,7 +168,9 @@ class VoteRulesTest : public ::testing::Test {
   }
   int64_t NowMs() const { return absl::ToUnixMillis(clock_.Now()); }
   v1::Member Row(int i) const { return table_.Snapshot().members(i); }
-  static std::string Id(int i) { return absl::StrCat("10.0.0.", i + 1, ":11111@1"); }
+  static std::string Id(int i) {
+    return absl::StrCat("10.0.0.", i + 1, ":11111@1");
+  }
   static void AddVote(v1::Member& m, int voter, int64_t at) {
     v1::Suspicion* v = m.add_suspicions();
     v->set_by(Id(voter));
@@ -181,8 +197,9 @@ TEST_F(VoteRulesTest, OneVoteCannotKillWhenTwoLiveMembersCouldVote) {
   v1::Member target = Row(2);
   AddVote(target, 0, NowMs());
   target.set_status(v1::MEMBER_DEAD);
-  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                      HasSubstr("with 2 votes from live members, not 1")));
+  EXPECT_THAT(Write(target),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("with 2 votes from live members, not 1")));
   // Suspecting the other voter does not shrink the number needed either.
   v1::Member other = Row(1);
   AddVote(other, 0, NowMs());
@@ -202,7 +219,8 @@ TEST_F(VoteRulesTest, OneVoteCannotKillWhenTwoLiveMembersCouldVote) {
 TEST_F(VoteRulesTest, VotesOfTheFutureOfTheDeadOrOfTheTargetAreRefused) {
   v1::Member target = Row(2);
   AddVote(target, 0, NowMs() + absl::ToInt64Milliseconds(kMaxVoteSkew) + 1);
-  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("dated")));
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                      HasSubstr("dated")));
   target = Row(2);
   AddVote(target, 0, NowMs() - 30'000);  // expired on arrival
   EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition));
@@ -217,7 +235,8 @@ TEST_F(VoteRulesTest, VotesOfTheFutureOfTheDeadOrOfTheTargetAreRefused) {
   target = Row(2);
   AddVote(target, 0, NowMs());
   AddVote(target, 0, NowMs() - 1);  // one voter, twice
-  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("once")));
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                      HasSubstr("once")));
   // A new row carries no votes.
   v1::Member fresh = Silo("10.0.0.7:1", 1, v1::MEMBER_JOINING);
   AddVote(fresh, 0, NowMs());
@@ -232,7 +251,8 @@ TEST_F(VoteRulesTest, ACountedVoteStaysUntilItExpires) {
   // The suspect (or anyone) cannot wipe it.
   target = Row(2);
   target.clear_suspicions();
-  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("stays")));
+  EXPECT_THAT(Write(target), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                      HasSubstr("stays")));
   // Its voter may replace it with a newer vote.
   clock_.Advance(absl::Seconds(1));
   target.clear_suspicions();
@@ -258,12 +278,17 @@ TEST_F(VoteRulesTest, SilosThatStoppedBeatingDoNotCountAsVoters) {
   AddVote(target, 0, NowMs());
   target.set_status(v1::MEMBER_DEAD);
   EXPECT_THAT(Write(target), IsOk());
-  EXPECT_EQ(VotesNeeded(table_.Snapshot(), Row(1), VoteRules{2, absl::Seconds(30), absl::Seconds(15), &clock_}, NowMs()), 1);
+  EXPECT_EQ(
+      VotesNeeded(table_.Snapshot(), Row(1),
+                  VoteRules{2, absl::Seconds(30), absl::Seconds(15), &clock_},
+                  NowMs()),
+      1);
 }
 
 TEST_F(VoteRulesTest, DeadRowsArePurgedOnceTheirRetentionHasPassed) {
-  InMemoryMembershipTable table(VoteRules{2, absl::Seconds(30), absl::Seconds(15), &clock_},
-                                absl::Minutes(5));
+  InMemoryMembershipTable table(
+      VoteRules{2, absl::Seconds(30), absl::Seconds(15), &clock_},
+      absl::Minutes(5));
   int64_t version = 0;
   v1::Member gone = Silo("10.0.0.1:1", 1, v1::MEMBER_JOINING);
   version = *WriteMember(table, gone, version);
@@ -298,8 +323,8 @@ TEST(MembershipTableTest, OfRacingWritersExactlyOneWinsEachVersion) {
       for (int r = 0; r < kRounds; ++r) {
         // Everyone races for the version they read.
         const int64_t version = table.Snapshot().version();
-        v1::Member m = Silo(absl::StrCat("127.0.0.1:", 1000 + w), 1,
-                            v1::MEMBER_JOINING);
+        v1::Member m =
+            Silo(absl::StrCat("127.0.0.1:", 1000 + w), 1, v1::MEMBER_JOINING);
         m.set_heartbeat_unix_ms(r + 1);
         absl::StatusOr<int64_t> got = WriteMember(table, m, version);
         if (got.ok()) {
@@ -320,7 +345,8 @@ TEST(MembershipTableTest, OfRacingWritersExactlyOneWinsEachVersion) {
   MutexLock lock(&seen_mu);
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(static_cast<int>(seen.size()), total);
-  for (int i = 0; i < static_cast<int>(seen.size()); ++i) EXPECT_EQ(seen[i], i + 1);
+  for (int i = 0; i < static_cast<int>(seen.size()); ++i)
+    EXPECT_EQ(seen[i], i + 1);
 }
 
 }  // namespace

@@ -34,8 +34,8 @@ namespace granary::storage {
 struct ReminderRow {
   GrainId grain;
   std::string name;
-  absl::Time start;        // when the first tick is due
-  absl::Duration period;   // ticks are due at start + k * period
+  absl::Time start;       // when the first tick is due
+  absl::Duration period;  // ticks are due at start + k * period
 };
 
 class ReminderTable {

@@ -35,8 +35,8 @@ class FullDiskFileSystem : public rocksdb::FileSystemWrapper {
 
   rocksdb::IOStatus GetFreeSpace(const std::string& path,
                                  const rocksdb::IOOptions& options,
-                                 uint64_t* free, rocksdb::IODebugContext* dbg)
-      override {
+                                 uint64_t* free,
+                                 rocksdb::IODebugContext* dbg) override {
     if (full_->load()) {
       *free = 0;
       return rocksdb::IOStatus::OK();

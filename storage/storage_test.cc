@@ -165,7 +165,8 @@ TEST(RocksDbStorageTest, StateSurvivesReopen) {
   {
     auto s = RocksDbStorage::Open(options);
     ASSERT_THAT(s, IsOk());
-    absl::StatusOr<std::string> e = WriteNow(**s, GrainId(kType, "k"), "kept", "");
+    absl::StatusOr<std::string> e =
+        WriteNow(**s, GrainId(kType, "k"), "kept", "");
     ASSERT_THAT(e, IsOk());
     etag = *e;
   }
@@ -176,7 +177,8 @@ TEST(RocksDbStorageTest, StateSurvivesReopen) {
   EXPECT_EQ(read->bytes, "kept");
   EXPECT_EQ(read->etag, etag);
   // The etag from before the restart is still the one to write with.
-  absl::StatusOr<std::string> next = WriteNow(**s, GrainId(kType, "k"), "more", etag);
+  absl::StatusOr<std::string> next =
+      WriteNow(**s, GrainId(kType, "k"), "more", etag);
   ASSERT_THAT(next, IsOk());
   EXPECT_NE(*next, etag);
 }
@@ -212,7 +214,8 @@ TEST(RocksDbStorageTest, ADirectoryHeldByAnotherOpenerIsRefused) {
   ASSERT_THAT(first, IsOk());
   auto second = RocksDbStorage::Open(options);
   EXPECT_THAT(second, StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(second.status().message(), HasSubstr("in use by another process"));
+  EXPECT_THAT(second.status().message(),
+              HasSubstr("in use by another process"));
 }
 
 TEST(RocksDbStorageTest, AForeignDirectoryIsRefusedAndLeftUntouched) {
@@ -223,7 +226,8 @@ TEST(RocksDbStorageTest, AForeignDirectoryIsRefusedAndLeftUntouched) {
   { std::ofstream(grains + "/notes.txt") << "mine"; }
   auto opened = RocksDbStorage::Open(options);
   EXPECT_THAT(opened, StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(opened.status().message(), HasSubstr("not a Granary data directory"));
+  EXPECT_THAT(opened.status().message(),
+              HasSubstr("not a Granary data directory"));
   // Untouched: only the file that was there.
   int files = 0;
   for (auto& e : std::filesystem::directory_iterator(grains)) {
@@ -243,12 +247,15 @@ TEST(RocksDbStorageTest, AnotherFormatIsRefused) {
     o.create_if_missing = true;
     o.create_missing_column_families = true;
     std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, {}}, {"grain_state", {}}, {"reminders", {}}};
+        {rocksdb::kDefaultColumnFamilyName, {}},
+        {"grain_state", {}},
+        {"reminders", {}}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(o, grains, families, &handles, &db).ok());
     ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "granary.format",
-                        "granary-grains-99").ok());
+                        "granary-grains-99")
+                    .ok());
     for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
     delete db;
   }
@@ -263,7 +270,8 @@ absl::Status UpsertNow(ReminderTable& t, const ReminderRow& row) {
   return RunTask(t.Upsert(row));
 }
 
-absl::Status RemoveNow(ReminderTable& t, const GrainId& g, const std::string& n) {
+absl::Status RemoveNow(ReminderTable& t, const GrainId& g,
+                       const std::string& n) {
   return RunTask(t.Remove(g, n));
 }
 
@@ -355,15 +363,20 @@ TEST(RocksDbStorageTest, RemindersSurviveReopenAndABadRowIsSkipped) {
     // Damage: a row whose value has an unknown format, and a malformed key.
     rocksdb::Options o;
     std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, {}}, {"grain_state", {}}, {"reminders", {}}};
+        {rocksdb::kDefaultColumnFamilyName, {}},
+        {"grain_state", {}},
+        {"reminders", {}}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(o, options.data_dir + "/grains", families,
-                                  &handles, &db).ok());
+                                  &handles, &db)
+                    .ok());
     ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[2],
-                        ReminderKey(GrainId(kType, "k"), "bad"), "garbage").ok());
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[2], "no-separator",
-                        "garbage").ok());
+                        ReminderKey(GrainId(kType, "k"), "bad"), "garbage")
+                    .ok());
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), handles[2], "no-separator", "garbage")
+            .ok());
     for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
     delete db;
   }

@@ -84,8 +84,8 @@ TEST(AdminHttpTest, ScrapesDuringCallsAddUp) {
   const std::string overview = HttpGet(http.address(), "/api/overview");
   EXPECT_THAT(overview, HasSubstr("application/json"));
   EXPECT_THAT(overview, HasSubstr(absl::StrCat("\"method\":\"Add\"")));
-  EXPECT_THAT(overview, HasSubstr(absl::StrCat("\"callsTotal\":",
-                                               kCallers * kCalls)));
+  EXPECT_THAT(overview,
+              HasSubstr(absl::StrCat("\"callsTotal\":", kCallers * kCalls)));
   EXPECT_THAT(HttpGet(http.address(), "/nope"), HasSubstr("404"));
   admin.Stop();
   http.Stop();
@@ -100,17 +100,19 @@ TEST(AdminHttpTest, OnlyAddressesLocalhostAndAllowedHostNamesAreServed) {
   http.AllowHosts({"Granary.Internal"});
   ASSERT_TRUE(http.Start().ok());
   const std::string port = http.address().substr(http.address().rfind(':') + 1);
-  for (const std::string& host : std::vector<std::string>{
-           "127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "[::1]:" + port,
-        "10.1.2.3", "granary.internal:8080", "GRANARY.internal"}) {
+  for (const std::string& host :
+       std::vector<std::string>{"127.0.0.1:" + port, "localhost:" + port,
+                                "LOCALHOST", "[::1]:" + port, "10.1.2.3",
+                                "granary.internal:8080", "GRANARY.internal"}) {
     EXPECT_THAT(HttpGet(http.address(), "/healthz", "Host: " + host + "\r\n"),
                 HasSubstr("200 OK"))
         << host;
   }
-  EXPECT_THAT(HttpGet(http.address(), "/healthz"), HasSubstr("200 OK"));  // none
+  EXPECT_THAT(HttpGet(http.address(), "/healthz"),
+              HasSubstr("200 OK"));  // none
   for (const std::string& host : std::vector<std::string>{
            "evil.example", "evil.example:" + port, "localhost.evil.example",
-        "127.0.0.1.evil.example", "[::1", "a:b:c", ""}) {
+           "127.0.0.1.evil.example", "[::1", "a:b:c", ""}) {
     const std::string r =
         HttpGet(http.address(), "/healthz", "Host: " + host + "\r\n");
     EXPECT_THAT(r, HasSubstr("403")) << host;

@@ -28,11 +28,11 @@ namespace {
 
 using ::granary::matchers::IsOk;
 using ::granary::matchers::StatusIs;
+using silo::CallFilter;
+using silo::CallFilterContext;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using silo::CallFilter;
-using silo::CallFilterContext;
 
 // What the filters saw, in order.
 class Trail {
@@ -90,9 +90,9 @@ class CallFilterTest : public SiloFixture {
 };
 
 TEST_F(CallFilterTest, FiltersRunInOrderOnEveryCallIncomingAndOutgoing) {
-  ASSERT_NO_FATAL_FAILURE(StartWith(
-      {Recorder("in1", &trail_), Recorder("in2", &trail_)},
-      {Recorder("out1", &trail_), Recorder("out2", &trail_)}));
+  ASSERT_NO_FATAL_FAILURE(
+      StartWith({Recorder("in1", &trail_), Recorder("in2", &trail_)},
+                {Recorder("out1", &trail_), Recorder("out2", &trail_)}));
   ASSERT_THAT(Ping("a").Relay(Path({"b"})).Get(), IsOk());
   // The hosting process's call passes no outgoing filter (no grain made
   // it); a's call to b passes both, then b's incoming filters.
@@ -125,8 +125,8 @@ TEST_F(CallFilterTest, AFilterEndsACallWithItsStatusAndLaterFiltersDoNotRun) {
       silo_->Get<examples::CounterRef>("vault").Get({}).Get();
   ASSERT_THAT(value, IsOk());
   EXPECT_EQ(value->value(), 0);
-  EXPECT_THAT(trail_.lines(), ElementsAre("after:Relay hall from -",
-                                          "after:Get vault from -"));
+  EXPECT_THAT(trail_.lines(),
+              ElementsAre("after:Relay hall from -", "after:Get vault from -"));
 }
 
 TEST_F(CallFilterTest, ContextChangesAreSeenDownstream) {
@@ -135,9 +135,8 @@ TEST_F(CallFilterTest, ContextChangesAreSeenDownstream) {
     co_return c.Set("checked", "yes");
   };
   CallFilter stamp_out = [](CallFilterContext& c) -> Task<absl::Status> {
-    co_return c.Set("sent-by", c.caller_grain != nullptr
-                                   ? c.caller_grain->key()
-                                   : "nobody");
+    co_return c.Set("sent-by", c.caller_grain != nullptr ? c.caller_grain->key()
+                                                         : "nobody");
   };
   ASSERT_NO_FATAL_FAILURE(StartWith({stamp_in}, {stamp_out}));
   CallOptions options;
@@ -147,9 +146,8 @@ TEST_F(CallFilterTest, ContextChangesAreSeenDownstream) {
   ASSERT_THAT(reply, IsOk());
   // z saw the caller's entry, the incoming filter's, and the outgoing
   // filter's from its caller y (which replaced x's on the way).
-  EXPECT_THAT(reply->context(),
-              ElementsAre("checked=yes", "relay-hops=3", "sent-by=y",
-                          "tenant=acme"));
+  EXPECT_THAT(reply->context(), ElementsAre("checked=yes", "relay-hops=3",
+                                            "sent-by=y", "tenant=acme"));
 }
 
 TEST_F(CallFilterTest, AFilterThatThrowsFailsThatCallWithInternalOnly) {
@@ -173,9 +171,9 @@ TEST_F(CallFilterTest, AnOutgoingFilterCanRefuseAGrainsCall) {
     co_return absl::OkStatus();
   };
   ASSERT_NO_FATAL_FAILURE(StartWith({Recorder("in", &trail_)}, {no_z}));
-  EXPECT_THAT(Ping("y").Relay(Path({"z"})).Get().status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("off limits")));
+  EXPECT_THAT(
+      Ping("y").Relay(Path({"z"})).Get().status(),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("off limits")));
   EXPECT_THAT(trail_.lines(), ElementsAre("in:Relay y from -"));
 }
 
@@ -209,16 +207,16 @@ TEST_F(CallFilterTest, FiltersSeeCallsFromTheGatewayAndAFilterMayAwait) {
 // `counter` (a grain call of its own), then records the call.
 CallFilter Awaiting(std::string name, std::string counter, Trail* trail,
                     std::unique_ptr<silo::Silo>* silo) {
-  return [name, counter, trail,
-          silo](CallFilterContext& c) -> Task<absl::Status> {
-    if (c.target.type() == "granary.examples.Ping") {
-      examples::AddRequest one;
-      one.set_amount(1);
-      co_await (*silo)->Get<examples::CounterRef>(counter).Add(one);
-    }
-    trail->Add(Describe(name, c));
-    co_return absl::OkStatus();
-  };
+  return
+      [name, counter, trail, silo](CallFilterContext& c) -> Task<absl::Status> {
+        if (c.target.type() == "granary.examples.Ping") {
+          examples::AddRequest one;
+          one.set_amount(1);
+          co_await (*silo)->Get<examples::CounterRef>(counter).Add(one);
+        }
+        trail->Add(Describe(name, c));
+        co_return absl::OkStatus();
+      };
 }
 
 TEST_F(CallFilterTest, AChainGoesOnWhereAFilterThatSuspendedLeftIt) {
@@ -234,11 +232,10 @@ TEST_F(CallFilterTest, AChainGoesOnWhereAFilterThatSuspendedLeftIt) {
   for (const std::string& line : trail_.lines()) {
     if (line.find(":Relay ") != std::string::npos) relays.push_back(line);
   }
-  EXPECT_THAT(relays,
-              ElementsAre("in1:Relay a from -", "in2:Relay a from -",
-                          "in3:Relay a from -", "out1:Relay b from a",
-                          "out2:Relay b from a", "in1:Relay b from a",
-                          "in2:Relay b from a", "in3:Relay b from a"));
+  EXPECT_THAT(relays, ElementsAre("in1:Relay a from -", "in2:Relay a from -",
+                                  "in3:Relay a from -", "out1:Relay b from a",
+                                  "out2:Relay b from a", "in1:Relay b from a",
+                                  "in2:Relay b from a", "in3:Relay b from a"));
   absl::StatusOr<examples::CounterValue> in =
       silo_->Get<examples::CounterRef>("in-audit").Get({}).Get();
   absl::StatusOr<examples::CounterValue> out =
@@ -268,9 +265,9 @@ TEST_F(CallFilterTest, FiltersThatFailLateOrNeverStartFailThatCallOnly) {
     }(c);
   };
   ASSERT_NO_FATAL_FAILURE(StartWith({late, plain}));
-  EXPECT_THAT(Ping("late").Relay(Path({})).Get().status(),
-              StatusIs(absl::StatusCode::kInternal,
-                       HasSubstr("call filter #0 threw")));
+  EXPECT_THAT(
+      Ping("late").Relay(Path({})).Get().status(),
+      StatusIs(absl::StatusCode::kInternal, HasSubstr("call filter #0 threw")));
   EXPECT_THAT(Ping("eager").Relay(Path({})).Get().status(),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("eager bug")));
   EXPECT_THAT(Ping("empty").Relay(Path({})).Get().status(),
@@ -300,8 +297,8 @@ TEST_F(CallFilterTest, AStoppingSiloEndsACallParkedInAFilter) {
   // silo abandons it, destroying the suspended filter, and fails the call.
   StopSilo();
   caller.join();
-  EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable,
-                               HasSubstr("shut down")));
+  EXPECT_THAT(status,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("shut down")));
   EXPECT_THAT(trail_.lines(), ElementsAre("after:Relay free from -"));
 }
 
@@ -313,17 +310,15 @@ TEST(CallFilterClusterTest, FiltersRunOnBothSilosOfACallBetweenThem) {
     host.AddIncomingFilter(
         [&trail, name](CallFilterContext& c) -> Task<absl::Status> {
           if (c.method.name == "Relay") {
-            trail.Add(absl::StrCat(Describe("in@" + name, c), " ctx=",
-                                   c.context.values != nullptr
-                                       ? c.context.values->size()
-                                       : 0));
+            trail.Add(absl::StrCat(
+                Describe("in@" + name, c), " ctx=",
+                c.context.values != nullptr ? c.context.values->size() : 0));
           }
           co_return absl::OkStatus();
         });
-    host.AddOutgoingFilter(
-        [name](CallFilterContext& c) -> Task<absl::Status> {
-          co_return c.Set("from-silo", name);
-        });
+    host.AddOutgoingFilter([name](CallFilterContext& c) -> Task<absl::Status> {
+      co_return c.Set("from-silo", name);
+    });
   };
   silo::SiloHost primary(DevHostOptions());
   add_filters(primary, "p");
@@ -353,7 +348,8 @@ TEST(CallFilterClusterTest, FiltersRunOnBothSilosOfACallBetweenThem) {
   ASSERT_FALSE(on_member.empty());
 
   absl::StatusOr<examples::RelayReply> reply =
-      (*client)->Get<examples::PingRef>(on_primary)
+      (*client)
+          ->Get<examples::PingRef>(on_primary)
           .Relay(Path({on_member}))
           .Get();
   ASSERT_THAT(reply, IsOk());

@@ -75,11 +75,10 @@ TEST_F(CancellationRemoteTest, AGrpcClientsCancellationReachesTheGrain) {
   Text reply;
   Notification done;
   grpc::Status status;
-  stub->async()->Wait(&context, &request, &reply,
-                      [&](grpc::Status s) {
-                        status = std::move(s);
-                        done.Notify();
-                      });
+  stub->async()->Wait(&context, &request, &reply, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
   ASSERT_TRUE(state_.WaitForLog("grpc:wait"));
   context.TryCancel();
   done.WaitForNotification();
@@ -96,7 +95,8 @@ TEST_F(CancellationRemoteTest, AGrpcClientsCancellationReachesTheGrain) {
 // Bytes malloc has handed out and not had back.
 size_t HeapInUse() { return mallinfo2().uordblks; }
 
-TEST_F(CancellationRemoteTest, AHundredThousandCancelledCallsLeaveNothingBehind) {
+TEST_F(CancellationRemoteTest,
+       AHundredThousandCancelledCallsLeaveNothingBehind) {
   ClientOptions options;
   options.gateways = {gateway_->address()};
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
@@ -201,7 +201,8 @@ TEST(CancellationClusterTest, TheCancelReachesACallOnAnotherSilo) {
   // gateway protocol, and the call it made to the member the same way.
   CancellationSource source;
   Pending forward([&] {
-    return (*client)->Get<CancellableRef>(on_primary[0])
+    return (*client)
+        ->Get<CancellableRef>(on_primary[0])
         .Forward(MakeText(on_member[0]), CancelledBy(source))
         .Get()
         .status();
@@ -212,7 +213,8 @@ TEST(CancellationClusterTest, TheCancelReachesACallOnAnotherSilo) {
   ASSERT_TRUE(state.WaitForLog(on_member[0] + ":saw-cancel"));
 
   // The deadline of the client's call does the same.
-  EXPECT_THAT((*client)->Get<CancellableRef>(on_primary[1])
+  EXPECT_THAT((*client)
+                  ->Get<CancellableRef>(on_primary[1])
                   .Forward(MakeText(on_member[1]), absl::Milliseconds(300))
                   .Get()
                   .status(),

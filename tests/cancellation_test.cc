@@ -37,7 +37,9 @@ TEST_F(CancellationTest, AQueuedCallNeverRunsAndItsCallerGetsCancelled) {
   ASSERT_TRUE(state_.WaitForLog("q:wait"));
   CancellationSource source;
   Pending queued([&] {
-    return Grain("q").Record(MakeText("late"), CancelledBy(source)).Get()
+    return Grain("q")
+        .Record(MakeText("late"), CancelledBy(source))
+        .Get()
         .status();
   });
   ASSERT_NO_FATAL_FAILURE(WaitQueued("q", 1));
@@ -78,7 +80,8 @@ TEST_F(CancellationTest, ADeadlineCancelsTheRunningTurn) {
 TEST_F(CancellationTest, TheCancelReachesTheCallsTheGrainMade) {
   CancellationSource source;
   Pending forward([&] {
-    return Grain("parent").Forward(MakeText("child"), CancelledBy(source))
+    return Grain("parent")
+        .Forward(MakeText("child"), CancelledBy(source))
         .Get()
         .status();
   });
@@ -92,7 +95,9 @@ TEST_F(CancellationTest, ALinkedSourceIsCancelledWithItsParent) {
   CancellationSource parent;
   CancellationSource child(parent.token());
   Pending wait([&] {
-    return Grain("linked").Wait(MakeText(""), CancelledBy(child)).Get()
+    return Grain("linked")
+        .Wait(MakeText(""), CancelledBy(child))
+        .Get()
         .status();
   });
   ASSERT_TRUE(state_.WaitForLog("linked:wait"));

@@ -45,7 +45,8 @@ TEST(CliProcessTest, CallsAnyGrainWithJsonAndDescribesTheSilo) {
   ToolRun r = Cli(gw, {"call", "Counter/alice", "Add", R"({"amount": 5})"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "{\"value\":\"5\"}\n");
-  r = Cli(gw, {"call", "granary.examples.Counter/alice", "Add", R"({"amount": 2})"});
+  r = Cli(gw, {"call", "granary.examples.Counter/alice", "Add",
+               R"({"amount": 2})"});
   EXPECT_EQ(r.out, "{\"value\":\"7\"}\n");
   r = Cli(gw, {"call", "Counter/alice", "Bump", R"({"amount": 1})"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -82,10 +83,14 @@ TEST(CliProcessTest, CallsAnyGrainWithJsonAndDescribesTheSilo) {
                "00f067aa0ba902b7-01",
                "call", "Ping/p", "Relay", R"({"path": ["q"]})"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr(R"("context":["relay-hops=2","tenant=acme","user=ann"])"));
-  EXPECT_THAT(r.out, HasSubstr(R"("traceId":"4bf92f3577b34da6a3ce929d0e0e4736")"));
+  EXPECT_THAT(
+      r.out,
+      HasSubstr(R"("context":["relay-hops=2","tenant=acme","user=ann"])"));
+  EXPECT_THAT(r.out,
+              HasSubstr(R"("traceId":"4bf92f3577b34da6a3ce929d0e0e4736")"));
   // A server-streaming method: each message printed as one line.
-  r = Cli(gw, {"call", "Chat/room", "Post", R"({"author": "ann", "text": "hi"})"});
+  r = Cli(gw,
+          {"call", "Chat/room", "Post", R"({"author": "ann", "text": "hi"})"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ::testing::StartsWith("{\"seq\":\""));  // a clock
   r = Cli(gw, {"--watch_for=1s", "call", "Chat/room", "Watch"});
@@ -109,17 +114,25 @@ TEST(CliProcessTest, BadInputGetsAStatusAndANonZeroExit) {
     std::string err;
   };
   for (const Case& c : std::vector<Case>{
-           {{"call", "Counter/a", "Add", R"({"amount": )"}, 1,
+           {{"call", "Counter/a", "Add", R"({"amount": )"},
+            1,
             "INVALID_ARGUMENT: request is not valid JSON"},
-           {{"call", "Counter/a", "Add", R"({"nope": 1})"}, 1,
+           {{"call", "Counter/a", "Add", R"({"nope": 1})"},
+            1,
             "INVALID_ARGUMENT"},
-           {{"call", "Counter/a", "Add", R"({"amount": "many"})"}, 1,
+           {{"call", "Counter/a", "Add", R"({"amount": "many"})"},
+            1,
             "INVALID_ARGUMENT"},
-           {{"call", "Nope/a", "Add"}, 1, "UNIMPLEMENTED: unknown grain type 'Nope'"},
-           {{"call", "Counter/a", "Nope"}, 1,
-            "UNIMPLEMENTED: grain type granary.examples.Counter has no method 'Nope'"},
+           {{"call", "Nope/a", "Add"},
+            1,
+            "UNIMPLEMENTED: unknown grain type 'Nope'"},
+           {{"call", "Counter/a", "Nope"},
+            1,
+            "UNIMPLEMENTED: grain type granary.examples.Counter has no method "
+            "'Nope'"},
            {{"call", "Counter/", "Get"}, 1, "INVALID_ARGUMENT"},
-           {{"call", "Counter/" + std::string(5000, 'k'), "Get"}, 1,
+           {{"call", "Counter/" + std::string(5000, 'k'), "Get"},
+            1,
             "INVALID_ARGUMENT"},
            {{"call", "Counter", "Get"}, 1, "is not TYPE/KEY"},
            {{"call", "Counter/a"}, 2, "call takes TYPE/KEY METHOD [JSON]"},
@@ -130,17 +143,21 @@ TEST(CliProcessTest, BadInputGetsAStatusAndANonZeroExit) {
            {{"--tls_cert=/etc/passwd", "status"}, 2, "needs its key"},
            {{"--token_file=/nonexistent/token", "status"}, 2, "--token_file"},
            {{"--tls_ca=/etc/passwd", "status"}, 2, "no PEM certificate"},
-           {{"--context=tenant", "call", "Ping/a", "Relay"}, 2,
+           {{"--context=tenant", "call", "Ping/a", "Relay"},
+            2,
             "is not KEY=VALUE"},
-           {{"--context=Tenant=x", "call", "Ping/a", "Relay"}, 2,
+           {{"--context=Tenant=x", "call", "Ping/a", "Relay"},
+            2,
             "may hold only"},
-           {{"--context=a=1,a=2", "call", "Ping/a", "Relay"}, 2,
-            "given twice"},
-           {{"--traceparent=00-nope", "call", "Ping/a", "Relay"}, 2,
+           {{"--context=a=1,a=2", "call", "Ping/a", "Relay"}, 2, "given twice"},
+           {{"--traceparent=00-nope", "call", "Ping/a", "Relay"},
+            2,
             "is not a W3C traceparent"},
-           {{"--watch_for=0s", "call", "Chat/a", "Watch"}, 2,
+           {{"--watch_for=0s", "call", "Chat/a", "Watch"},
+            2,
             "--watch_for must be positive"},
-           {{"call", "Chat/a", "Watch", R"({"afterSeq": "soon"})"}, 1,
+           {{"call", "Chat/a", "Watch", R"({"afterSeq": "soon"})"},
+            1,
             "INVALID_ARGUMENT"},
            {{"call", "Chat/", "Watch"}, 1, "INVALID_ARGUMENT"},
        }) {
@@ -185,7 +202,8 @@ struct Tally {
   }
 };
 
-TEST(ClientProcessTest, CallsFailPromptlyWhenTheSiloIsKilledAndWorkAfterRestart) {
+TEST(ClientProcessTest,
+     CallsFailPromptlyWhenTheSiloIsKilledAndWorkAfterRestart) {
   const std::string dir = TempDir("sdk-kill");
   auto silo = std::make_unique<SiloProcess>(AnyPorts(dir));
   const std::string ready = silo->ReadyLine();
@@ -208,8 +226,9 @@ TEST(ClientProcessTest, CallsFailPromptlyWhenTheSiloIsKilledAndWorkAfterRestart)
   bench::PingPongRequest volley;
   volley.set_peer("b");
   volley.set_exchanges(int64_t{1} << 50);
-  Detach(client->Get<bench::BenchGrainRef>("a").PingPong(volley),
-         [&](absl::StatusOr<bench::PingPongReply> r) { tally.Add(r.status()); });
+  Detach(
+      client->Get<bench::BenchGrainRef>("a").PingPong(volley),
+      [&](absl::StatusOr<bench::PingPongReply> r) { tally.Add(r.status()); });
   ASSERT_EQ(client->in_flight(), 1);
   silo->Signal(SIGKILL);
   EXPECT_EQ(silo->Wait(), 128 + SIGKILL);
@@ -238,7 +257,8 @@ TEST(ClientProcessTest, CallsFailPromptlyWhenTheSiloIsKilledAndWorkAfterRestart)
   EXPECT_EQ(silo->Wait(), 0);
 }
 
-TEST(ClientProcessTest, SigtermUnderLoadDeactivatesEveryActivationAndExitsZero) {
+TEST(ClientProcessTest,
+     SigtermUnderLoadDeactivatesEveryActivationAndExitsZero) {
   std::vector<std::string> args = AnyPorts(TempDir("sdk-term"));
   args.push_back("--log_level=info");  // the stop line reports the counts
   SiloProcess silo(args);
@@ -261,8 +281,11 @@ TEST(ClientProcessTest, SigtermUnderLoadDeactivatesEveryActivationAndExitsZero) 
     add.set_amount(1);
     for (int64_t i = 0; !stop.load(); ++i) {
       issued.fetch_add(1);
-      Detach(client->Get<CounterRef>(absl::StrCat("load-", i % kGrains)).Add(add),
-             [&](absl::StatusOr<examples::CounterValue> r) { tally.Add(r.status()); });
+      Detach(
+          client->Get<CounterRef>(absl::StrCat("load-", i % kGrains)).Add(add),
+          [&](absl::StatusOr<examples::CounterValue> r) {
+            tally.Add(r.status());
+          });
     }
   });
   ASSERT_TRUE(tally.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -287,10 +310,10 @@ TEST(ClientProcessTest, SigtermUnderLoadDeactivatesEveryActivationAndExitsZero) 
   const size_t at = err.rfind(" activated=");  // the "stopped" line
   ASSERT_NE(at, std::string::npos) << err;
   int64_t activated = -1, deactivated = -2, abandoned = -1;
-  ASSERT_EQ(sscanf(err.c_str() + at,
-                   " activated=%ld deactivated=%ld abandoned=%ld",
-                   &activated, &deactivated, &abandoned),
-            3);
+  ASSERT_EQ(
+      sscanf(err.c_str() + at, " activated=%ld deactivated=%ld abandoned=%ld",
+             &activated, &deactivated, &abandoned),
+      3);
   EXPECT_GE(activated, kGrains);
   EXPECT_EQ(deactivated, activated);
   EXPECT_EQ(abandoned, 0);
@@ -322,8 +345,8 @@ struct DepositLedger {
     }
     Detach(client.Get<examples::BankAccountRef>(absl::StrCat("acct-", account))
                .Deposit(amount),
-           [this, account, value = amount.amount()](
-               absl::StatusOr<examples::Balance> b) {
+           [this, account,
+            value = amount.amount()](absl::StatusOr<examples::Balance> b) {
              MutexLock lock(&mu);
              ++answered;
              if (b.ok()) {
@@ -489,14 +512,14 @@ TEST(ReminderProcessTest, RemindersTickAgainAfterKillNineWithoutAnyCall) {
   EXPECT_EQ(fast.exit_code, 1);
   EXPECT_THAT(fast.err, HasSubstr("INVALID_ARGUMENT"));
   EXPECT_THAT(fast.err, HasSubstr("below this silo's minimum"));
-  ToolRun unnamed = Cli(gw, {"call", "Alarm/kitchen", "Set",
-                             R"({"due_ms":0,"period_ms":1000})"});
+  ToolRun unnamed = Cli(
+      gw, {"call", "Alarm/kitchen", "Set", R"({"due_ms":0,"period_ms":1000})"});
   EXPECT_THAT(unnamed.err, HasSubstr("INVALID_ARGUMENT"));
-  ToolRun missing = Cli(gw, {"call", "Alarm/kitchen", "Cancel",
-                             R"({"name":"nope"})"});
+  ToolRun missing =
+      Cli(gw, {"call", "Alarm/kitchen", "Cancel", R"({"name":"nope"})"});
   EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
-  ToolRun cancel = Cli(gw, {"call", "Alarm/kitchen", "Cancel",
-                            R"({"name":"beat"})"});
+  ToolRun cancel =
+      Cli(gw, {"call", "Alarm/kitchen", "Cancel", R"({"name":"beat"})"});
   EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
   EXPECT_THAT(cancel.out, HasSubstr(R"("periodMs":"0")"));  // ticks stay
   silo->Signal(SIGTERM);

@@ -23,8 +23,8 @@
 #include "gtest/gtest.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/runtime/silo.h"
-#include "tests/test_grains.granary.h"
 #include "tests/silo_fixture.h"
+#include "tests/test_grains.granary.h"
 #include "tests/test_grains.h"
 
 using ::granary::matchers::StatusIs;
@@ -98,9 +98,11 @@ TEST_F(ClientTest, TypedReferencesCallGrainsFromAPlainThread) {
   EXPECT_EQ(alice.Add(add).Get()->value(), 5);
   add.set_amount(7);
   EXPECT_EQ(alice.Add(add).Get()->value(), 12);
-  EXPECT_EQ(client_->Get<CounterRef>("bob").Get(GetRequest()).Get()->value(), 0);
+  EXPECT_EQ(client_->Get<CounterRef>("bob").Get(GetRequest()).Get()->value(),
+            0);
   // The silo's own reference sees the same grain.
-  EXPECT_EQ(silo_->Get<CounterRef>("alice").Get(GetRequest()).Get()->value(), 12);
+  EXPECT_EQ(silo_->Get<CounterRef>("alice").Get(GetRequest()).Get()->value(),
+            12);
   EXPECT_EQ(client_->connected_gateways(), 1);
   EXPECT_EQ(client_->in_flight(), 0);
 }
@@ -149,7 +151,8 @@ TEST_F(ClientTest, ErrorsKeepTheirCodes) {
   absl::StatusOr<Text> unhosted =
       client_->Get<UnhostedRef>("u").Echo(MakeText("x")).Get();
   EXPECT_THAT(unhosted, StatusIs(absl::StatusCode::kUnimplemented));
-  EXPECT_THAT(unhosted.status().message(), HasSubstr("granary.testing.Unhosted"));
+  EXPECT_THAT(unhosted.status().message(),
+              HasSubstr("granary.testing.Unhosted"));
 
   // Deadline: the grain never answers.
   CallOptions quick;
@@ -170,7 +173,8 @@ TEST_F(ClientTest, ErrorsKeepTheirCodes) {
                   .Get(),
               StatusIs(absl::StatusCode::kResourceExhausted));
   // And the connection still works after all of that.
-  EXPECT_EQ(client_->Get<ProbeRef>("p").Echo(MakeText("ok")).Get()->text(), "ok");
+  EXPECT_EQ(client_->Get<ProbeRef>("p").Echo(MakeText("ok")).Get()->text(),
+            "ok");
 }
 
 TEST_F(ClientTest, ClientSideFlowControlFailsPastTheLimitWhenConfigured) {
@@ -240,7 +244,8 @@ TEST_F(ClientTest, SiloStopsReadingAConnectionAtItsInFlightLimit) {
          });
   auto other = Connect();
   ASSERT_NE(other, nullptr);
-  EXPECT_EQ(other->Get<ProbeRef>("idle").Echo(MakeText("y")).Get()->text(), "y");
+  EXPECT_EQ(other->Get<ProbeRef>("idle").Echo(MakeText("y")).Get()->text(),
+            "y");
   other->Close();
   EXPECT_FALSE(idle_done.HasBeenNotified())
       << "the silo read a connection past its in-flight limit";
@@ -251,7 +256,8 @@ TEST_F(ClientTest, SiloStopsReadingAConnectionAtItsInFlightLimit) {
   // Released, the held calls finish, the silo reads on, and the idle call
   // is answered: nothing was refused or dropped.
   for (int i = 0; i < kHeld; ++i) {
-    ASSERT_TRUE(silo_->Get<TurnsRef>(held(i)).Release(MakeText("x")).Get().ok());
+    ASSERT_TRUE(
+        silo_->Get<TurnsRef>(held(i)).Release(MakeText("x")).Get().ok());
   }
   ASSERT_TRUE(outcomes.WaitFor(kHeld));
   EXPECT_EQ(outcomes.Count(absl::StatusCode::kOk), kHeld);
@@ -315,7 +321,8 @@ TEST_F(ClientTest, CloseWaitsForCallsInFlight) {
   EXPECT_FALSE(blocked_done.HasBeenNotified());
   // The grain finishes the call: its reply still reaches the caller, and
   // Close returns.
-  EXPECT_TRUE(silo_->Get<TurnsRef>("closing").Release(MakeText("x")).Get().ok());
+  EXPECT_TRUE(
+      silo_->Get<TurnsRef>("closing").Release(MakeText("x")).Get().ok());
   closer.join();
   ASSERT_TRUE(blocked_done.HasBeenNotified());
   ASSERT_TRUE(blocked.ok()) << blocked.status();
@@ -352,8 +359,9 @@ TEST_F(ClientTest, AClientThatDisappearsMidCallHurtsNoOne) {
   // everyone else is served.
   client_ = Connect();
   ASSERT_NE(client_, nullptr);
-  EXPECT_EQ(client_->Get<TurnsRef>("shared").Release(MakeText("x")).Get()->text(),
-            "released");
+  EXPECT_EQ(
+      client_->Get<TurnsRef>("shared").Release(MakeText("x")).Get()->text(),
+      "released");
   ASSERT_TRUE(state_.WaitForLog("block-done"));
   EXPECT_EQ(client_->Get<TurnsRef>("shared").Read(MakeText("x")).Get()->text(),
             "read");
@@ -363,8 +371,8 @@ TEST_F(ClientTest, BadOptionsAreInvalidArgument) {
   ClientOptions none;
   EXPECT_THAT(Client::Connect(none),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  for (const char* bad : {"", "localhost", "127.0.0.1:", ":80", "host:99999",
-                          "host:port"}) {
+  for (const char* bad :
+       {"", "localhost", "127.0.0.1:", ":80", "host:99999", "host:port"}) {
     ClientOptions o;
     o.gateways = {bad};
     EXPECT_THAT(Client::Connect(o),
@@ -424,7 +432,10 @@ TEST_F(ClientTest, SpreadsOverGatewaysAndSurvivesLosingOne) {
   }
   ASSERT_EQ(client_->connected_gateways(), 2);
   for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE(client_->Get<ProbeRef>(absl::StrCat("g", i)).Echo(MakeText("x")).Get().ok());
+    ASSERT_TRUE(client_->Get<ProbeRef>(absl::StrCat("g", i))
+                    .Echo(MakeText("x"))
+                    .Get()
+                    .ok());
   }
   // Both gateways carried grains.
   EXPECT_EQ(gateway_->open_streams(), 1);

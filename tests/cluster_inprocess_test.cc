@@ -21,12 +21,12 @@
 namespace granary::testing {
 namespace {
 
+using clustertest::HashedRef;
+using clustertest::LocatedRef;
+using clustertest::Location;
+using clustertest::WhereRequest;
 using ::granary::matchers::IsOk;
 using ::granary::matchers::StatusIs;
-using clustertest::HashedRef;
-using clustertest::Location;
-using clustertest::LocatedRef;
-using clustertest::WhereRequest;
 using Fault = LoopbackCluster::Fault;
 
 // A call in flight: done() once it finished.
@@ -78,7 +78,8 @@ std::string KeyOwnedBy(LoopbackCluster& c, int owner, const std::string& tag) {
   }
 }
 
-TEST(ClusterInProcessTest, RandomlyPlacedGrainsHaveOneActivationWhileSilosRace) {
+TEST(ClusterInProcessTest,
+     RandomlyPlacedGrainsHaveOneActivationWhileSilosRace) {
   LoopbackCluster c(3);
   ASSERT_THAT(c.Start(), IsOk());
   constexpr int kGrains = 300;
@@ -165,7 +166,8 @@ TEST(ClusterInProcessTest, CallsGiveUpUnavailableWhenTheOwnerStaysUnreachable) {
   EXPECT_THAT(call->result, StatusIs(absl::StatusCode::kUnavailable));
 }
 
-TEST(ClusterInProcessTest, RebuildKeepsEveryActivationOfTheSurvivorsWhenAnOwnerDies) {
+TEST(ClusterInProcessTest,
+     RebuildKeepsEveryActivationOfTheSurvivorsWhenAnOwnerDies) {
   LoopbackCluster c(3);
   ASSERT_THAT(c.Start(), IsOk());
   constexpr int kGrains = 300;
@@ -179,7 +181,8 @@ TEST(ClusterInProcessTest, RebuildKeepsEveryActivationOfTheSurvivorsWhenAnOwnerD
   // only the survivors' rebuild reports tell the new owners about them.
   int owned_by_dead = 0;
   for (int g = 0; g < kGrains; ++g) {
-    const GrainId id(LocatedRef::Interface().type_name, absl::StrCat("keep", g));
+    const GrainId id(LocatedRef::Interface().type_name,
+                     absl::StrCat("keep", g));
     if (before[g].silo() != c.id(2) && c.partition(0).OwnerOf(id) == c.id(2)) {
       ++owned_by_dead;
     }
@@ -189,25 +192,30 @@ TEST(ClusterInProcessTest, RebuildKeepsEveryActivationOfTheSurvivorsWhenAnOwnerD
   for (int s = 0; s < 2; ++s) {
     ASSERT_TRUE(WaitUntil([&] {
       return c.router(s).reported_ring() == c.partition(s).ring_fingerprint();
-    })) << "silo " << s << " did not deliver its rebuild report";
+    })) << "silo "
+        << s << " did not deliver its rebuild report";
   }
   // The new owners know where the survivors' grains live.
   for (int g = 0; g < kGrains; ++g) {
     if (before[g].silo() == c.id(2)) continue;
-    const GrainId id(LocatedRef::Interface().type_name, absl::StrCat("keep", g));
+    const GrainId id(LocatedRef::Interface().type_name,
+                     absl::StrCat("keep", g));
     const int owner = c.IndexOf(c.partition(0).OwnerOf(id));
     ASSERT_GE(owner, 0);
     v1::DirectoryRequest lookup;
     lookup.mutable_entry()->set_type(std::string(id.type()));
     lookup.mutable_entry()->set_key(id.key());
     lookup.set_view_version(c.partition(owner).view_version());
-    absl::StatusOr<v1::DirectoryReply> entry = c.partition(owner).Lookup(lookup);
+    absl::StatusOr<v1::DirectoryReply> entry =
+        c.partition(owner).Lookup(lookup);
     ASSERT_THAT(entry, IsOk()) << "keep" << g;
-    ASSERT_TRUE(entry->found()) << "keep" << g << " is unknown to its new owner";
+    ASSERT_TRUE(entry->found())
+        << "keep" << g << " is unknown to its new owner";
     EXPECT_EQ(entry->entry().silo(), before[g].silo()) << "keep" << g;
   }
   for (int g = 0; g < kGrains; ++g) {
-    absl::StatusOr<Location> now = Where(c.silo(1 - g % 2), absl::StrCat("keep", g));
+    absl::StatusOr<Location> now =
+        Where(c.silo(1 - g % 2), absl::StrCat("keep", g));
     ASSERT_THAT(now, IsOk());
     if (before[g].silo() == c.id(2)) {
       EXPECT_NE(now->silo(), c.id(2));  // a new activation on a survivor
@@ -218,7 +226,8 @@ TEST(ClusterInProcessTest, RebuildKeepsEveryActivationOfTheSurvivorsWhenAnOwnerD
   }
 }
 
-TEST(ClusterInProcessTest, CallsHeldByACutLinkFailUnavailableWhenThePeerIsDeclaredDead) {
+TEST(ClusterInProcessTest,
+     CallsHeldByACutLinkFailUnavailableWhenThePeerIsDeclaredDead) {
   LoopbackCluster c(3);
   ASSERT_THAT(c.Start(), IsOk());
   const std::string key = KeyLivingOn(c, 1, "cut");
@@ -323,9 +332,8 @@ TEST(ClusterInProcessTest, ALeavingSilosGrainIsNotBouncedBetweenItAndTheOwner) {
   ASSERT_TRUE(
       WaitUntil([&] { return c.router(owner).forwarded() > sent_back; }));
   c.net().HealAll();
-  ASSERT_TRUE(AdvanceUntil(c, [&] {
-    return via_leaving->done() && via_other->done();
-  }));
+  ASSERT_TRUE(AdvanceUntil(
+      c, [&] { return via_leaving->done() && via_other->done(); }));
   ASSERT_THAT(via_leaving->result, IsOk());
   ASSERT_THAT(via_other->result, IsOk());
   EXPECT_EQ(via_leaving->result->silo(), c.id(owner));

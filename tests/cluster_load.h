@@ -394,8 +394,8 @@ inline std::string CodesString(const CodeCounts& codes) {
 
 // Prints what the loads did; fails on any failed call (the first ten
 // listed, each followed by `context`).
-inline void ExpectNoFailedCall(WhereLoad& load, DepositLoad& bank,
-                               int fresh, const std::string& context) {
+inline void ExpectNoFailedCall(WhereLoad& load, DepositLoad& bank, int fresh,
+                               const std::string& context) {
   const std::vector<std::string> errors = load.errors();
   std::cout << "calls: " << load.calls() << ", new grains: " << fresh
             << ", failed: " << errors.size()

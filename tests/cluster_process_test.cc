@@ -39,7 +39,6 @@ std::string StatusOf(const std::string& table, const std::string& silo) {
   return ColumnOf(table, silo, 2);
 }
 
-
 std::vector<std::string> DevArgs(const std::string& dir,
                                  const std::string& primary) {
   std::vector<std::string> args = AnyPorts(dir);
@@ -49,7 +48,8 @@ std::vector<std::string> DevArgs(const std::string& dir,
 }
 
 TEST(ClusterProcessTest, FormsDetectsACrashAndLetsASiloLeave) {
-  auto primary = std::make_unique<SiloProcess>(DevArgs(TempDir("c-primary"), ""));
+  auto primary =
+      std::make_unique<SiloProcess>(DevArgs(TempDir("c-primary"), ""));
   const std::string p_ready = primary->ReadyLine();
   ASSERT_THAT(p_ready, HasSubstr("READY"));
   const std::string primary_silo = Field(p_ready, "silo");
@@ -155,7 +155,8 @@ TEST(ClusterProcessTest, BadClusterFlagsAreRefusedAtStart) {
            {{"--probe_interval=0s"}, "probe interval"},
            {{"--join_timeout=0s"}, "--join_timeout"},
            {{"--shutdown_timeout=-1s"}, "--shutdown_timeout must be positive"},
-           {{"--gateway_advertise=nohost"}, "--gateway_advertise='nohost' is not"},
+           {{"--gateway_advertise=nohost"},
+            "--gateway_advertise='nohost' is not"},
            {{"--silo_advertise=nohost"}, "--silo_advertise='nohost' is not"},
            {{"--silo_advertise=127.0.0.1:0"}, "a port from 1 to 65535"},
            {{"--silo_advertise=127.0.0.1:70000"}, "--silo_advertise"},

@@ -349,8 +349,9 @@ TEST_F(ClusterRoutingTest, AGracefulLeaveAnswersEveryCallQueuedInItsGrains) {
     while (answered < kCalls && absl::Now() < until) {
       all_done.WaitWithDeadline(&mu, until);
     }
-    std::cout << "calls: " << kCalls << ", answered before the leave: "
-              << at_signal << ", by the leaving silo: " << from_leaving
+    std::cout << "calls: " << kCalls
+              << ", answered before the leave: " << at_signal
+              << ", by the leaving silo: " << from_leaving
               << ", elsewhere: " << answered - from_leaving - failures.size()
               << ", failed: " << failures.size() << "\n";
     EXPECT_EQ(answered, kCalls) << "calls never answered";
@@ -450,7 +451,10 @@ TEST_F(TracedClusterTest, ContextAndTraceFollowAChainAcrossThreeSilos) {
   request.add_path(keys[1]);
   request.add_path(keys[2]);
   absl::StatusOr<examples::RelayReply> reply =
-      clients_[2]->Get<examples::PingRef>(keys[0]).Relay(request, options).Get();
+      clients_[2]
+          ->Get<examples::PingRef>(keys[0])
+          .Relay(request, options)
+          .Get();
   ASSERT_TRUE(reply.ok()) << reply.status();
   ASSERT_EQ(reply->hops_size(), 3);
   std::set<std::string> silos_seen;

@@ -68,7 +68,8 @@ TEST(ConnectionAgeTest, OldConnectionsHandTheirCallsOnWithoutAFailedCall) {
     for (int i = 0; i < 4; ++i) {
       Text t;
       t.set_text("x");
-      batch.push_back((*client)->Get<ProbeRef>(absl::StrCat("age-", i)).Echo(t));
+      batch.push_back(
+          (*client)->Get<ProbeRef>(absl::StrCat("age-", i)).Echo(t));
     }
     for (auto& call : batch) {
       absl::StatusOr<Text> r = std::move(call).Get();
@@ -195,8 +196,8 @@ TEST(RotationTest, CertificatesRotateUnderLoadWithoutAFailedCall) {
   // client's connections from before have aged out, a call of the same
   // client that succeeds shows that it read its files again.
   const auto replace = [](const std::string& from, const std::string& to) {
-    std::filesystem::copy_file(from, to + ".new",
-                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(
+        from, to + ".new", std::filesystem::copy_options::overwrite_existing);
     std::filesystem::rename(to + ".new", to);  // never half a file
   };
   for (const char* f : {"client.pem", "client.key"}) {
@@ -212,9 +213,10 @@ TEST(RotationTest, CertificatesRotateUnderLoadWithoutAFailedCall) {
     absl::SleepFor(absl::Milliseconds(100));
     absl::StatusOr<std::unique_ptr<Client>> old_client =
         Client::Connect(stale_options);
-    stale = old_client.ok()
-                ? (*old_client)->Get<ProbeRef>("stale").Echo(Text()).Get().status()
-                : old_client.status();
+    stale =
+        old_client.ok()
+            ? (*old_client)->Get<ProbeRef>("stale").Echo(Text()).Get().status()
+            : old_client.status();
     if (old_client.ok()) (*old_client)->Close();
   }
   EXPECT_FALSE(stale.ok()) << "the gateway never took its new client CA";
@@ -227,7 +229,8 @@ TEST(RotationTest, CertificatesRotateUnderLoadWithoutAFailedCall) {
     if (after.ok()) break;
     absl::SleepFor(absl::Milliseconds(100));  // a reconnect under way
   }
-  EXPECT_THAT(after, IsOk()) << "the client did not present its new certificate";
+  EXPECT_THAT(after, IsOk())
+      << "the client did not present its new certificate";
   (*client)->Close();
 }
 

@@ -4,7 +4,6 @@
 // not own and callers whose view is ahead of its own; the entries of a dead
 // silo are purged and a stale own entry can be replaced.
 #include "directory/directory_service.h"
-#include "directory/directory_transport.h"
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +20,7 @@
 #include "core/sync.h"
 #include "core/testing/status_matchers.h"
 #include "directory/directory_client.h"
+#include "directory/directory_transport.h"
 #include "directory/partition.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -126,8 +126,7 @@ class DirectoryServiceTest : public ::testing::Test {
       v1::Member* m = view.add_members();
       m->set_address(silos_[i]->address);
       m->set_generation(1);
-      const bool is_dead =
-          std::find(dead.begin(), dead.end(), i) != dead.end();
+      const bool is_dead = std::find(dead.begin(), dead.end(), i) != dead.end();
       m->set_status(is_dead ? v1::MEMBER_DEAD : v1::MEMBER_ACTIVE);
       if (is_dead) dead_.insert(i);
     }
@@ -142,14 +141,15 @@ class DirectoryServiceTest : public ::testing::Test {
 
 TEST_F(DirectoryServiceTest, RacingRegistrationsFromEverySiloAgreeOnOneWinner) {
   constexpr int kGrains = 300;
-  std::vector<std::vector<std::string>> winners(3, std::vector<std::string>(kGrains));
+  std::vector<std::vector<std::string>> winners(
+      3, std::vector<std::string>(kGrains));
   std::vector<std::thread> threads;
   std::atomic<int> errors{0};
   for (int s = 0; s < 3; ++s) {
     threads.emplace_back([&, s] {
       for (int g = 0; g < kGrains; ++g) {
         auto r = Wait(silos_[s]->directory.Register(
-              Entry(absl::StrCat("g", g), silos_[s]->id, g + 1)));
+            Entry(absl::StrCat("g", g), silos_[s]->id, g + 1)));
         if (!r.ok()) {
           ++errors;
           continue;
@@ -233,14 +233,16 @@ TEST_F(DirectoryServiceTest, NonOwnersAndStaleOwnersRefuse) {
 TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   // Register grains hosted on silo 2 from silo 2.
   for (int g = 0; g < 60; ++g) {
-    auto r = Wait(silos_[2]->directory.Register(Entry(absl::StrCat("d", g), silos_[2]->id, 1)));
+    auto r = Wait(silos_[2]->directory.Register(
+        Entry(absl::StrCat("d", g), silos_[2]->id, 1)));
     ASSERT_TRUE(r.ok()) << r.status();
   }
   // Grains hosted on silos 0 and 1, to see which entries survive.
   std::map<std::string, std::string> owner_before;
   for (int g = 0; g < 60; ++g) {
     const std::string key = absl::StrCat("live", g);
-    auto r = Wait(silos_[g % 2]->directory.Register(Entry(key, silos_[g % 2]->id, 1)));
+    auto r = Wait(
+        silos_[g % 2]->directory.Register(Entry(key, silos_[g % 2]->id, 1)));
     ASSERT_TRUE(r.ok()) << r.status();
     owner_before[key] = silos_[0]->owner.OwnerOf(GrainId(kType, key));
   }
@@ -256,7 +258,8 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
       ++survived;
     } else {
       EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable)) << key;
-      auto reg = Wait(silos_[1]->directory.Register(Entry(key, silos_[1]->id, 7)));
+      auto reg =
+          Wait(silos_[1]->directory.Register(Entry(key, silos_[1]->id, 7)));
       EXPECT_THAT(reg, StatusIs(absl::StatusCode::kUnavailable)) << key;
       ++moved;
     }
@@ -275,33 +278,40 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
   EXPECT_FALSE(silos_[0]->owner.rebuilding());
   EXPECT_FALSE(silos_[1]->owner.rebuilding());
   for (int g = 0; g < 60; ++g) {
-    auto r = Wait(silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("live", g))));
+    auto r = Wait(
+        silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("live", g))));
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_TRUE(r->found()) << g;
     EXPECT_EQ(r->entry().silo(), silos_[g % 2]->id);
   }
   for (int g = 0; g < 60; ++g) {
-    auto r = Wait(silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("d", g))));
+    auto r =
+        Wait(silos_[0]->directory.Lookup(GrainId(kType, absl::StrCat("d", g))));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_FALSE(r->found()) << g;
   }
   // Silo 0 registers activation 1 of "s", then (that activation gone)
   // replaces its own stale entry with activation 2.
-  auto first = Wait(silos_[0]->directory.Register(Entry("s", silos_[0]->id, 1)));
+  auto first =
+      Wait(silos_[0]->directory.Register(Entry("s", silos_[0]->id, 1)));
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->entry().activation_id(), 1u);
-  auto plain = Wait(silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2)));
+  auto plain =
+      Wait(silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2)));
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->entry().activation_id(), 1u);  // absent-only: no change
   const v1::DirectoryEntry stale = Entry("s", silos_[0]->id, 1);
-  auto replaced = Wait(silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2), stale));
+  auto replaced =
+      Wait(silos_[0]->directory.Register(Entry("s", silos_[0]->id, 2), stale));
   ASSERT_TRUE(replaced.ok());
   EXPECT_EQ(replaced->entry().activation_id(), 2u);
   // Unregister removes only the entry it names.
-  auto kept = Wait(silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 1)));
+  auto kept =
+      Wait(silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 1)));
   ASSERT_TRUE(kept.ok());
   EXPECT_TRUE(kept->found());
-  auto gone = Wait(silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 2)));
+  auto gone =
+      Wait(silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 2)));
   ASSERT_TRUE(gone.ok());
   EXPECT_FALSE(gone->found());
 }
@@ -379,7 +389,8 @@ TEST_F(DirectoryServiceTest, ADeadSilosGraceKeepsItsGrainsFromMoving) {
   std::vector<std::string> keys;
   for (int g = 0; g < 60; ++g) {
     keys.push_back(absl::StrCat("h", g));
-    auto r = Wait(silos_[2]->directory.Register(Entry(keys.back(), silos_[2]->id, 1)));
+    auto r = Wait(
+        silos_[2]->directory.Register(Entry(keys.back(), silos_[2]->id, 1)));
     ASSERT_TRUE(r.ok()) << r.status();
   }
   std::map<std::string, std::string> owner_before;

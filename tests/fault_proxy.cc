@@ -40,7 +40,8 @@ bool Readable(int fd) {
 }
 
 // False when the peer is gone, or `stop` is set while it does not read.
-bool WriteAll(int fd, const char* data, size_t n, const std::atomic<bool>& stop) {
+bool WriteAll(int fd, const char* data, size_t n,
+              const std::atomic<bool>& stop) {
   while (n > 0) {
     const ssize_t w = send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -137,7 +138,8 @@ absl::Status FaultProxy::Start() {
       bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
       listen(listener_, 64) != 0 ||
       getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    return absl::InternalError(absl::StrCat("proxy cannot listen: errno ", errno));
+    return absl::InternalError(
+        absl::StrCat("proxy cannot listen: errno ", errno));
   }
   address_ = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
   acceptor_ = std::thread([this] { Accept(); });
@@ -211,10 +213,10 @@ void FaultProxy::Pump(std::shared_ptr<Conn> conn, bool downstream) {
       // The sender closed: deliver what is due, then pass the close on
       // (unless cut: a black hole never closes).
       while (!line.empty() && !cut_.load() && !stop_.load()) {
-        absl::SleepFor(std::max(absl::ZeroDuration(),
-                                line.front().first - absl::Now()));
-        if (!WriteAll(to, line.front().second.data(), line.front().second.size(),
-                    stop_)) {
+        absl::SleepFor(
+            std::max(absl::ZeroDuration(), line.front().first - absl::Now()));
+        if (!WriteAll(to, line.front().second.data(),
+                      line.front().second.size(), stop_)) {
           break;
         }
         line.pop_front();

@@ -105,7 +105,8 @@ TEST_F(GatewayProtocolTest, ABatchOfGoodAndBadRequestsGetsOneReplyEach) {
   ASSERT_TRUE(value.ParseFromString(replies[2].payload()));
   EXPECT_EQ(value.value(), 7);
   EXPECT_THAT(replies[3], StatusIs(grpc::StatusCode::UNIMPLEMENTED));
-  EXPECT_THAT(replies[3].message(), HasSubstr("/granary.examples.Counter/Nope"));
+  EXPECT_THAT(replies[3].message(),
+              HasSubstr("/granary.examples.Counter/Nope"));
   EXPECT_THAT(replies[4], StatusIs(grpc::StatusCode::UNIMPLEMENTED));
   EXPECT_THAT(replies[5], StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_THAT(replies[5].message(), HasSubstr("granary.examples.AddRequest"));
@@ -173,7 +174,8 @@ TEST_F(GatewayProtocolTest, StatusDescribesTheSiloAndItsGrainTypes) {
   EXPECT_TRUE(found);
 }
 
-TEST_F(GatewayProtocolTest, NonUtf8KeysAndMethodsGetCleanErrorsAndTheStreamLives) {
+TEST_F(GatewayProtocolTest,
+       NonUtf8KeysAndMethodsGetCleanErrorsAndTheStreamLives) {
   grpc::ClientContext context;
   auto stream = stub_->Connect(&context);
   const std::string bad_key = std::string("bad\xff\xfe\xc3", 6);
@@ -196,7 +198,8 @@ TEST_F(GatewayProtocolTest, NonUtf8KeysAndMethodsGetCleanErrorsAndTheStreamLives
   ASSERT_EQ(replies.size(), 3u);
   EXPECT_NE(replies[1].code(), 0);
   EXPECT_THAT(replies[1].message(), HasSubstr(bad_key));
-  EXPECT_EQ(replies[2].code(), static_cast<int>(absl::StatusCode::kUnimplemented));
+  EXPECT_EQ(replies[2].code(),
+            static_cast<int>(absl::StatusCode::kUnimplemented));
   EXPECT_EQ(replies[3].code(), 0);
   // The stream still carries calls.
   v1::RequestBatch next;
@@ -244,7 +247,8 @@ TEST_F(GatewayProtocolTest, UndecodableBatchesEndOnlyThatStream) {
   }
 }
 
-TEST_F(GatewayProtocolTest, StoppingAnswersAcceptedCallsThenEndsStreamsUnavailable) {
+TEST_F(GatewayProtocolTest,
+       StoppingAnswersAcceptedCallsThenEndsStreamsUnavailable) {
   grpc::ClientContext ctx;
   auto stream = stub_->Connect(&ctx);
   v1::RequestBatch batch;

@@ -18,8 +18,8 @@
 #include "gtest/gtest.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/runtime/silo.h"
-#include "tests/test_grains.grpc.pb.h"
 #include "tests/silo_fixture.h"
+#include "tests/test_grains.grpc.pb.h"
 #include "tests/test_grains.h"
 
 using ::granary::matchers::StatusIs;
@@ -67,7 +67,8 @@ class GrpcAccessTest : public SiloFixture {
       std::vector<grpc::Slice> slices;
       (void)response.Dump(&slices);
       reply->clear();
-      for (const auto& s : slices) reply->append(reinterpret_cast<const char*>(s.begin()), s.size());
+      for (const auto& s : slices)
+        reply->append(reinterpret_cast<const char*>(s.begin()), s.size());
     }
     return status;
   }
@@ -105,7 +106,11 @@ TEST_F(GrpcAccessTest, StockStubCallsAGrainByKey) {
     EXPECT_EQ(value.value(), 0);
   }
   // The same grain is reachable through the runtime's own references.
-  EXPECT_EQ(silo_->Get<examples::CounterRef>("alice").Get(GetRequest()).Get()->value(), 10);
+  EXPECT_EQ(silo_->Get<examples::CounterRef>("alice")
+                .Get(GetRequest())
+                .Get()
+                ->value(),
+            10);
 }
 
 TEST_F(GrpcAccessTest, MissingKeyIsInvalidArgument) {
@@ -118,7 +123,8 @@ TEST_F(GrpcAccessTest, MissingKeyIsInvalidArgument) {
 }
 
 TEST_F(GrpcAccessTest, MalformedPayloadUnknownMethodAndService) {
-  grpc::Status s = RawCall("/granary.examples.Counter/Add", "k", "\xff\xff\xff", nullptr);
+  grpc::Status s =
+      RawCall("/granary.examples.Counter/Add", "k", "\xff\xff\xff", nullptr);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   s = RawCall("/granary.examples.Counter/NoSuchMethod", "k", "", nullptr);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
@@ -131,7 +137,9 @@ TEST_F(GrpcAccessTest, MalformedPayloadUnknownMethodAndService) {
   std::string reply;
   AddRequest add;
   add.set_amount(3);
-  ASSERT_TRUE(RawCall("/granary.examples.Counter/Add", "k", add.SerializeAsString(), &reply).ok());
+  ASSERT_TRUE(RawCall("/granary.examples.Counter/Add", "k",
+                      add.SerializeAsString(), &reply)
+                  .ok());
   CounterValue v;
   ASSERT_TRUE(v.ParseFromString(reply));
   EXPECT_EQ(v.value(), 3);
@@ -162,7 +170,8 @@ TEST_F(GrpcAccessTest, EmptyAndOversizedKeysAreInvalidArgument) {
 }
 
 TEST_F(GrpcAccessTest, OversizedMessageIsRejectedAndTheSiloKeepsServing) {
-  silo::GatewayServer small(silo_.get(), "127.0.0.1:0", /*max_message_bytes=*/1024);
+  silo::GatewayServer small(silo_.get(), "127.0.0.1:0",
+                            /*max_message_bytes=*/1024);
   ASSERT_TRUE(small.Start().ok());
   auto probe = Probe::NewStub(
       grpc::CreateChannel(small.address(), grpc::InsecureChannelCredentials()));
@@ -229,12 +238,14 @@ TEST_F(GrpcAccessTest, GrainErrorsAndDeadlinesKeepTheirCodes) {
     ThrowRequest r;
     r.set_message("no such account");
     r.set_code(static_cast<int>(absl::StatusCode::kNotFound));
-    EXPECT_EQ(probe->Throw(&ctx, r, &reply).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(probe->Throw(&ctx, r, &reply).error_code(),
+              grpc::StatusCode::NOT_FOUND);
   }
   {
     grpc::ClientContext ctx;
     Key(&ctx, "hung");
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(200));
     EXPECT_EQ(probe->Hang(&ctx, Text(), &reply).error_code(),
               grpc::StatusCode::DEADLINE_EXCEEDED);
   }
@@ -254,7 +265,8 @@ TEST_F(GrpcAccessTest, ReflectionListsGrainServices) {
   grpc::ClientContext ctx;
   grpc::CompletionQueue cq;
   auto call = stub.PrepareCall(
-      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      &cq);
   void* tag;
   bool ok;
   call->StartCall(reinterpret_cast<void*>(1));
@@ -273,7 +285,8 @@ TEST_F(GrpcAccessTest, ReflectionListsGrainServices) {
   std::vector<grpc::Slice> slices;
   (void)response.Dump(&slices);
   std::string bytes;
-  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const auto& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_THAT(bytes, HasSubstr("granary.examples.Counter"));
   EXPECT_THAT(bytes, HasSubstr("granary.testing.Probe"));
   cq.Shutdown();
@@ -284,7 +297,8 @@ TEST_F(GrpcAccessTest, ReflectionListsGrainServices) {
 TEST(GatewayServerTest, RejectsBadAddresses) {
   silo::Silo silo;
   ASSERT_TRUE(silo.Start().ok());
-  for (const char* bad : {"nonsense", "127.0.0.1:notaport", "127.0.0.1:70000", ":5"}) {
+  for (const char* bad :
+       {"nonsense", "127.0.0.1:notaport", "127.0.0.1:70000", ":5"}) {
     silo::GatewayServer gateway(&silo, bad);
     EXPECT_THAT(gateway.Start(), StatusIs(absl::StatusCode::kInvalidArgument))
         << bad;

@@ -48,7 +48,8 @@ class GrpcTransportTest : public SiloFixture {
   void SetUp() override {
     SiloFixtureOptions options;
     options.silo.name = std::string("b");  // (GCC 12 warns wrongly on "b")
-    options.silo.shutdown_timeout = absl::Seconds(1);  // the hung call is abandoned
+    options.silo.shutdown_timeout =
+        absl::Seconds(1);  // the hung call is abandoned
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
     b_member_.set_address(gateway_->address());
     b_member_.set_generation(42);
@@ -58,7 +59,8 @@ class GrpcTransportTest : public SiloFixture {
     for (const GrainClassInfo* info : silo_->GrainTypes()) {
       interfaces.push_back(info->interface);
     }
-    transport_ = std::make_unique<silo::GrpcTransport>("127.0.0.1:1@1", interfaces);
+    transport_ =
+        std::make_unique<silo::GrpcTransport>("127.0.0.1:1@1", interfaces);
     ASSERT_TRUE(transport_->Start().ok());
     to_b_ = std::make_unique<ToSilo>(transport_.get(), b_id_);
   }

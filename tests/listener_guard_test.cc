@@ -97,7 +97,8 @@ Server StartServer() {
   s.service = std::make_unique<NoMethods>();
   grpc::ServerBuilder builder;
   builder.RegisterCallbackGenericService(s.service.get());
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &s.port);
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &s.port);
   s.server = builder.BuildAndStart();
   return s;
 }
@@ -107,9 +108,11 @@ Server StartServer() {
 bool Connects(int port) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
-                                           grpc::InsecureChannelCredentials(), args);
-  return channel->WaitForConnected(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  auto channel =
+      grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                grpc::InsecureChannelCredentials(), args);
+  return channel->WaitForConnected(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
 }
 
 TEST(ListenerGuardTest, TheGuardsAccept4IsTheProcesss) {
@@ -157,12 +160,14 @@ TEST(ListenerGuardTest, OnePeerPastItsCapIsClosedAndOthersAreServed) {
     flood.push_back(fd);
   }
   int closed = 0;
-  for (int fd : flood) closed += ClosedByServer(fd, absl::Milliseconds(500)) ? 1 : 0;
-  EXPECT_EQ(closed, 8);  // the first four are kept
+  for (int fd : flood)
+    closed += ClosedByServer(fd, absl::Milliseconds(500)) ? 1 : 0;
+  EXPECT_EQ(closed, 8);           // the first four are kept
   EXPECT_TRUE(Connects(s.port));  // another peer (127.0.0.1) is served
   ListenerCounts counts = GuardedListenerCounts(s.port);
   EXPECT_EQ(counts.refused_peer, 8);
-  EXPECT_GE(counts.open, 4);  // and the channel's, until the server sees it close
+  EXPECT_GE(counts.open,
+            4);  // and the channel's, until the server sees it close
   EXPECT_LE(counts.open, 5);
   // Closed connections leave the count: the peer may connect again.
   for (int fd : flood) close(fd);
@@ -193,7 +198,8 @@ TEST(ListenerGuardTest, AcceptRefusesPastThePeerCapWithoutWaiting) {
   socklen_t peer_len = sizeof(peer);
   std::vector<int> served;
   for (int i = 0; i < 2; ++i) {
-    const int c = accept(listener, reinterpret_cast<sockaddr*>(&peer), &peer_len);
+    const int c =
+        accept(listener, reinterpret_cast<sockaddr*>(&peer), &peer_len);
     ASSERT_GE(c, 0);
     served.push_back(c);
   }
@@ -221,12 +227,14 @@ TEST(ListenerGuardTest, TheListenerCapClosesWhatComesPastIt) {
   GuardListener(s.port, caps);
   std::vector<int> flood;
   for (int i = 0; i < 10; ++i) {
-    const int fd = ConnectFrom(absl::StrCat("127.0.0.", 10 + i).c_str(), s.port);
+    const int fd =
+        ConnectFrom(absl::StrCat("127.0.0.", 10 + i).c_str(), s.port);
     ASSERT_GE(fd, 0);
     flood.push_back(fd);
   }
   int closed = 0;
-  for (int fd : flood) closed += ClosedByServer(fd, absl::Milliseconds(500)) ? 1 : 0;
+  for (int fd : flood)
+    closed += ClosedByServer(fd, absl::Milliseconds(500)) ? 1 : 0;
   EXPECT_EQ(closed, 4);
   EXPECT_EQ(GuardedListenerCounts(s.port).refused_total, 4);
   for (int fd : flood) close(fd);
@@ -239,7 +247,8 @@ TEST(ListenerGuardTest, TheListenerCapClosesWhatComesPastIt) {
 TEST(ListenerGuardTest, TheProbeTellsAnAcceptingListenerFromADeadOne) {
   Server s = StartServer();
   ASSERT_NE(s.server, nullptr);
-  EXPECT_TRUE(ProbeListener(absl::StrCat("127.0.0.1:", s.port), absl::Seconds(2)).ok());
+  EXPECT_TRUE(
+      ProbeListener(absl::StrCat("127.0.0.1:", s.port), absl::Seconds(2)).ok());
   // A socket that listens but never accepts: what a listener gRPC stopped
   // looks like from outside.
   int dead_port = 0;

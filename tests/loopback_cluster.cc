@@ -60,7 +60,8 @@ LoopbackCluster::LoopbackCluster(int silos, silo::RouterOptions router)
     (void)node->silo->AddGrain<LocatedGrain>();
     (void)node->silo->AddGrain<HashedGrain>();
     node->partition.set_self_id(node->id);
-    node->transport = std::make_unique<silo::LoopbackTransport>(&net_, node->id);
+    node->transport =
+        std::make_unique<silo::LoopbackTransport>(&net_, node->id);
     node->directory = std::make_unique<directory::DirectoryClient>(
         &node->partition, node->transport.get());
     node->router = std::make_unique<silo::ClusterRouter>(

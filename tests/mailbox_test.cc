@@ -54,9 +54,8 @@ TEST_F(MailboxBoundTest, RequestsPastTheBoundFailAtOnceAndAreCounted) {
            });
   }
   absl::StatusOr<Text> refused = grain.Leaf(MakeText("one too many")).Get();
-  EXPECT_THAT(refused.status(),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("--max_mailbox")));
+  EXPECT_THAT(refused.status(), StatusIs(absl::StatusCode::kResourceExhausted,
+                                         HasSubstr("--max_mailbox")));
   // Another grain is not affected.
   EXPECT_TRUE(silo_->Get<TurnsRef>("idle").Leaf(MakeText("")).Get().ok());
   EXPECT_THAT(silo_->metrics_registry().Render(),

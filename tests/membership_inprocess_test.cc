@@ -92,7 +92,8 @@ class MembershipInProcessTest : public ::testing::Test {
       ASSERT_TRUE(WaitUntil([&] {
         return n.agent->rounds() > before[i] ||
                n.declared_dead.HasBeenNotified();
-      })) << "silo " << i << " ran no round";
+      })) << "silo "
+          << i << " ran no round";
     }
   }
 
@@ -138,7 +139,8 @@ TEST_F(MembershipInProcessTest, ASiloNobodyReachesIsVotedDeadAndLearnsIt) {
   EXPECT_EQ(Row(2).suspicions_size(), 0);
   Round();  // the second miss: both vote, two votes kill
   EXPECT_EQ(Row(2).status(), v1::MEMBER_DEAD);
-  EXPECT_EQ(nodes_[0]->agent->votes_cast() + nodes_[1]->agent->votes_cast(), 2u);
+  EXPECT_EQ(nodes_[0]->agent->votes_cast() + nodes_[1]->agent->votes_cast(),
+            2u);
   // Silo 2 reads its death from the table and stops at once.
   ASSERT_TRUE(nodes_[2]->declared_dead.WaitForNotificationWithTimeout(
       absl::Seconds(30)));
@@ -154,7 +156,8 @@ TEST_F(MembershipInProcessTest, MissesMustBeConsecutiveToVote) {
   net_.HealAll();
   for (int r = 0; r < 4; ++r) Round();
   EXPECT_GT(nodes_[0]->agent->probes_missed(), 0u);
-  EXPECT_EQ(nodes_[0]->agent->votes_cast() + nodes_[1]->agent->votes_cast(), 0u);
+  EXPECT_EQ(nodes_[0]->agent->votes_cast() + nodes_[1]->agent->votes_cast(),
+            0u);
   EXPECT_EQ(Row(2).status(), v1::MEMBER_ACTIVE);
 }
 
@@ -177,7 +180,8 @@ TEST_F(MembershipInProcessTest, TheTableHostIsNeverVotedDead) {
   net_.SetFault(nodes_[1]->id, nodes_[2]->id, Fault::kRefuse);
   for (int r = 0; r < 4; ++r) Round();
   EXPECT_GT(nodes_[0]->agent->probes_missed(), 0u);
-  EXPECT_EQ(nodes_[0]->agent->votes_cast() + nodes_[1]->agent->votes_cast(), 0u);
+  EXPECT_EQ(nodes_[0]->agent->votes_cast() + nodes_[1]->agent->votes_cast(),
+            0u);
   EXPECT_EQ(Row(2).status(), v1::MEMBER_ACTIVE);
 }
 
@@ -224,8 +228,10 @@ TEST_F(MembershipInProcessTest, ARestartedSiloRetiresItsOlderGeneration) {
   bool old_dead = false, new_live = false;
   const v1::MembershipView after = table_.Snapshot();
   for (const v1::Member& m : after.members()) {
-    if (MemberId(m) == MemberId(old_row)) old_dead = m.status() == v1::MEMBER_DEAD;
-    if (MemberId(m) == MemberId(again)) new_live = m.status() == v1::MEMBER_ACTIVE;
+    if (MemberId(m) == MemberId(old_row))
+      old_dead = m.status() == v1::MEMBER_DEAD;
+    if (MemberId(m) == MemberId(again))
+      new_live = m.status() == v1::MEMBER_ACTIVE;
   }
   EXPECT_TRUE(old_dead);
   EXPECT_TRUE(new_live);

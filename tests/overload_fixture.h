@@ -113,8 +113,9 @@ class CalmCaller {
     ASSERT_FALSE(latencies_us_.empty()) << "the calm client got no answer";
     std::sort(latencies_us_.begin(), latencies_us_.end());
     const int64_t p99 = latencies_us_[latencies_us_.size() * 99 / 100];
-    std::cout << "[" << test << "] well-behaved client: "
-              << latencies_us_.size() << " calls, 0 errors, p50 "
+    std::cout << "[" << test
+              << "] well-behaved client: " << latencies_us_.size()
+              << " calls, 0 errors, p50 "
               << latencies_us_[latencies_us_.size() / 2] << " us, p99 " << p99
               << " us\n";
   }
@@ -144,7 +145,7 @@ inline std::shared_ptr<grpc::Channel> OwnChannel(const std::string& gateway) {
 }
 
 inline v1::Request CounterCall(const std::string& method, std::string key,
-                        uint64_t id) {
+                               uint64_t id) {
   v1::Request r;
   r.set_id(id);
   r.set_method("/granary.examples.Counter/" + method);
@@ -155,7 +156,8 @@ inline v1::Request CounterCall(const std::string& method, std::string key,
   return r;
 }
 
-inline int64_t CounterValue(examples::Counter::Stub& stub, const std::string& key) {
+inline int64_t CounterValue(examples::Counter::Stub& stub,
+                            const std::string& key) {
   grpc::ClientContext context;
   context.AddMetadata("granary-key", key);
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
@@ -166,7 +168,7 @@ inline int64_t CounterValue(examples::Counter::Stub& stub, const std::string& ke
 }
 
 inline void Report(const std::string& test, const RssWatch& rss, int64_t growth,
-            int64_t bound) {
+                   int64_t bound) {
   std::cout << "[" << test << "] silo RSS " << rss.baseline_mib()
             << " MiB before, grew " << growth << " MiB (bound " << bound
             << " MiB)\n";

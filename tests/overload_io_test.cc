@@ -107,8 +107,8 @@ void CheckHostileLog(const std::string& format, SiloProcess* silo) {
         << line;
     if (format == "json") {
       google::protobuf::Struct parsed;
-      ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                      std::string(line), &parsed)
+      ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(line),
+                                                              &parsed)
                       .ok())
           << "not JSON: " << line;
       ASSERT_TRUE(parsed.fields().contains("ts")) << line;
@@ -273,7 +273,8 @@ TEST_F(OverloadTest, SlowHttpClientsDoNotStarveHealthz) {
 }
 
 // Deposit(1) into account `key`: OK, or the call's status.
-grpc::Status Deposit(examples::BankAccount::Stub& stub, const std::string& key) {
+grpc::Status Deposit(examples::BankAccount::Stub& stub,
+                     const std::string& key) {
   grpc::ClientContext context;
   context.AddMetadata("granary-key", key);
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));

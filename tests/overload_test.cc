@@ -130,7 +130,8 @@ TEST_F(OverloadTest, SixteenRequestsOfUnknownFieldsAreRefusedUnparsed) {
         other.fetch_add(1);
         MutexLock lock(&mu);
         if (first_other.empty()) {
-          first_other = absl::StrCat(status.error_code(), " ", status.error_message());
+          first_other =
+              absl::StrCat(status.error_code(), " ", status.error_message());
         }
       }
     });

@@ -16,7 +16,8 @@ namespace {
 // more than malloc's rounding.
 void ExpectNearParsed(const google::protobuf::Message& m) {
   const std::string wire = m.SerializeAsString();
-  const int64_t estimate = EstimateParsedBytes(*m.GetDescriptor(), wire, INT64_MAX);
+  const int64_t estimate =
+      EstimateParsedBytes(*m.GetDescriptor(), wire, INT64_MAX);
   std::unique_ptr<google::protobuf::Message> parsed(m.New());
   ASSERT_TRUE(parsed->ParseFromString(wire));
   const int64_t used = static_cast<int64_t>(parsed->SpaceUsedLong());
@@ -49,12 +50,14 @@ TEST(ParsedSizeTest, EstimatesOrdinaryMessagesNearTheirParsedSize) {
 TEST(ParsedSizeTest, UnknownFieldsCountWhatTheyHoldParsed) {
   std::string wire;
   for (int i = 0; i < 100'000; ++i) wire += std::string{'\xC2', '\x3E', '\x00'};
-  const int64_t full = EstimateParsedBytes(*v1::Request::descriptor(), wire, INT64_MAX);
+  const int64_t full =
+      EstimateParsedBytes(*v1::Request::descriptor(), wire, INT64_MAX);
   EXPECT_GE(full, 20 * static_cast<int64_t>(wire.size()));
   v1::Request parsed;
   ASSERT_TRUE(parsed.ParseFromString(wire));
   EXPECT_GE(full, static_cast<int64_t>(parsed.SpaceUsedLong()) / 2);
-  const int64_t capped = EstimateParsedBytes(*v1::Request::descriptor(), wire, 1 << 20);
+  const int64_t capped =
+      EstimateParsedBytes(*v1::Request::descriptor(), wire, 1 << 20);
   EXPECT_GT(capped, 1 << 20);
   EXPECT_LT(capped, 2 << 20);  // stopped soon after the limit
 }
@@ -62,7 +65,8 @@ TEST(ParsedSizeTest, UnknownFieldsCountWhatTheyHoldParsed) {
 // Repeated empty messages: two wire bytes, a heap object each.
 TEST(ParsedSizeTest, RepeatedElementsCountTheirObjects) {
   std::string wire;
-  for (int i = 0; i < 50'000; ++i) wire += std::string{'\x0A', '\x00'};  // requests: {}
+  for (int i = 0; i < 50'000; ++i)
+    wire += std::string{'\x0A', '\x00'};  // requests: {}
   const int64_t estimate =
       EstimateParsedBytes(*v1::RequestBatch::descriptor(), wire, INT64_MAX);
   v1::RequestBatch parsed;
@@ -73,16 +77,20 @@ TEST(ParsedSizeTest, RepeatedElementsCountTheirObjects) {
 
 TEST(ParsedSizeTest, MalformedOrTooDeepBytesAreMinusOne) {
   const auto* d = v1::RequestBatch::descriptor();
-  EXPECT_EQ(EstimateParsedBytes(*d, std::string("\x0A\x05\x01", 3), INT64_MAX), -1);  // short
-  EXPECT_EQ(EstimateParsedBytes(*d, std::string("\x0C", 1), INT64_MAX), -1);  // END_GROUP
-  EXPECT_EQ(EstimateParsedBytes(*d, std::string("\x00\x01", 2), INT64_MAX), -1);  // field 0
-  EXPECT_EQ(EstimateParsedBytes(*d, std::string("\x08\xFF", 2), INT64_MAX), -1);  // varint
+  EXPECT_EQ(EstimateParsedBytes(*d, std::string("\x0A\x05\x01", 3), INT64_MAX),
+            -1);  // short
+  EXPECT_EQ(EstimateParsedBytes(*d, std::string("\x0C", 1), INT64_MAX),
+            -1);  // END_GROUP
+  EXPECT_EQ(EstimateParsedBytes(*d, std::string("\x00\x01", 2), INT64_MAX),
+            -1);  // field 0
+  EXPECT_EQ(EstimateParsedBytes(*d, std::string("\x08\xFF", 2), INT64_MAX),
+            -1);  // varint
   EXPECT_GE(EstimateParsedBytes(*d, "", INT64_MAX), 0);
   // google.protobuf.Value nested 120 deep (Value -> Struct -> entry ->
   // Value: 360 messages), past protobuf's recursion limit of 100.
   auto field = [](char tag, const std::string& body) {
     std::string out(1, tag);
-    for (uint64_t n = body.size(); ; n >>= 7) {
+    for (uint64_t n = body.size();; n >>= 7) {
       if (n < 0x80) {
         out += static_cast<char>(n);
         break;

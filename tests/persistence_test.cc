@@ -182,12 +182,15 @@ TEST(PersistenceTest, StateThatDoesNotParseFailsOnlyThatGrain) {
                                   std::string("\xff\xff\xff\xff", 4), "")),
               IsOk());
   auto silo = StartSilo(&store);
-  absl::StatusOr<Balance> bad =
-      silo->Get<BankAccountRef>("garbled").GetBalance(GetBalanceRequest()).Get();
+  absl::StatusOr<Balance> bad = silo->Get<BankAccountRef>("garbled")
+                                    .GetBalance(GetBalanceRequest())
+                                    .Get();
   EXPECT_THAT(bad, StatusIs(absl::StatusCode::kDataLoss));
-  EXPECT_THAT(bad.status().message(), HasSubstr("granary.examples.AccountState"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("granary.examples.AccountState"));
   // The silo serves everyone else.
-  EXPECT_EQ(silo->Get<BankAccountRef>("fine").Deposit(Of(1)).Get()->balance(), 1);
+  EXPECT_EQ(silo->Get<BankAccountRef>("fine").Deposit(Of(1)).Get()->balance(),
+            1);
 }
 
 // A store whose writes wait until the test lets them complete; counts the
@@ -212,7 +215,8 @@ class HeldStorage final : public storage::GrainStorage {
     completed_.fetch_add(1);
     co_return r;  // to the silo, before ReleaseAll returns
   }
-  Task<absl::StatusOr<std::string>> Clear(GrainId id, std::string etag) override {
+  Task<absl::StatusOr<std::string>> Clear(GrainId id,
+                                          std::string etag) override {
     co_return co_await inner_.Clear(std::move(id), std::move(etag));
   }
   bool WaitForHeld(size_t n) {

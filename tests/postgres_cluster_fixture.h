@@ -54,7 +54,6 @@ class PostgresClusterTest : public ClusterRoutingTest {
 
   static PostgresServer* server() { return server_; }
 
-
   // A client of every live gateway that also learns the gateways of silos
   // that join later.
   std::unique_ptr<Client> ConnectAll() {

@@ -283,7 +283,8 @@ TEST_F(PostgresRollingRestartTest, ARollingRestartUnderLoadFailsNoCall) {
     const int64_t acked = bank.acknowledged();
     EXPECT_TRUE(Eventually([&] {
       return load.calls() >= calls + 300 && bank.acknowledged() >= acked + 100;
-    })) << "the load stalled after silo " << i << " restarted";
+    })) << "the load stalled after silo "
+        << i << " restarted";
   }
   load.Stop();
   bank.Stop();
@@ -381,7 +382,8 @@ TEST_F(PostgresClusterTest, APostgresRestartUnderLoadLosesNothing) {
 // /readyz answers 200 again, no write fails: the pools find the dead
 // connections before a caller's statement is sent on them (before the
 // fix, one write per pooled connection failed).
-TEST_F(PostgresClusterTest, OnceEverySiloIsReadyAfterAPostgresRestartNoWriteFails) {
+TEST_F(PostgresClusterTest,
+       OnceEverySiloIsReadyAfterAPostgresRestartNoWriteFails) {
   constexpr int kAccounts = 100;
   DepositLoad bank(LiveClients(), kAccounts);
   ASSERT_TRUE(bank.Seed(10).ok());  // every pooled connection has been used

@@ -181,17 +181,20 @@ absl::Status PostgresServer::Install(const std::string& from,
   std::error_code ec;
   std::filesystem::copy_file(
       from, to, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) return absl::InternalError(absl::StrCat("copy ", from, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat("copy ", from, ": ", ec.message()));
   if (geteuid() == 0) {
     const passwd* user = getpwnam("postgres");
     if (user == nullptr || chown(to.c_str(), user->pw_uid, user->pw_gid) != 0) {
       return absl::InternalError(absl::StrCat("chown ", to));
     }
   }
-  std::filesystem::permissions(to, std::filesystem::perms::owner_read |
-                                       std::filesystem::perms::owner_write,
-                               ec);
-  return ec ? absl::InternalError(absl::StrCat("chmod ", to)) : absl::OkStatus();
+  std::filesystem::permissions(
+      to,
+      std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+      ec);
+  return ec ? absl::InternalError(absl::StrCat("chmod ", to))
+            : absl::OkStatus();
 }
 
 absl::Status PostgresServer::EnableTls(const std::string& cert_file,
@@ -207,8 +210,8 @@ absl::Status PostgresServer::EnableTls(const std::string& cert_file,
     absl::StatusOr<std::unique_ptr<storage::PgConnection>> db =
         storage::PgConnection::Connect(Conninfo(), absl::Seconds(10));
     if (!db.ok()) return db.status();
-    absl::StatusOr<storage::PgResult> r = (*db)->Exec(absl::StrCat(
-        "CREATE ROLE \"", cert_user, "\" LOGIN SUPERUSER"));
+    absl::StatusOr<storage::PgResult> r = (*db)->Exec(
+        absl::StrCat("CREATE ROLE \"", cert_user, "\" LOGIN SUPERUSER"));
     if (!r.ok()) return r.status();
   }
   std::ofstream(dir_ + "/data/postgresql.conf", std::ios::app)

@@ -353,7 +353,8 @@ TEST_F(PostgresTest, APoolRecoversFromAServerRestartWithoutFailingACall) {
   std::atomic<int> warmed{0};
   for (int i = 0; i < 4; ++i) {
     pool->Submit([&](absl::StatusOr<PgConnection*> db) {
-      if (db.ok() && (*db)->Exec("SELECT pg_sleep(0.3)").ok()) warmed.fetch_add(1);
+      if (db.ok() && (*db)->Exec("SELECT pg_sleep(0.3)").ok())
+        warmed.fetch_add(1);
       all_in.count_down();
     });
   }
@@ -368,7 +369,8 @@ TEST_F(PostgresTest, APoolRecoversFromAServerRestartWithoutFailingACall) {
               absl::StatusOr<PgResult> one = db.Exec("SELECT 1");
               if (!one.ok()) return one.status();
               return one->Int64(0, 0);
-            }).Get();
+            })
+            .Get();
     if (!r.ok() || !r->ok()) {
       if (failed++ == 0) first = (r.ok() ? r->status() : r.status()).ToString();
     }

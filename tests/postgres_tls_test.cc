@@ -32,9 +32,8 @@ class PostgresTlsTest : public ::testing::Test {
     const Certs& c = Certs::Get();
     server_ = PostgresServer::Start().release();
     if (server_ == nullptr) return;
-    absl::Status tls = server_->EnableTls(c.a("gateway.pem"),
-                                          c.a("gateway.key"), c.a("ca.pem"),
-                                          "dev-client");
+    absl::Status tls = server_->EnableTls(
+        c.a("gateway.pem"), c.a("gateway.key"), c.a("ca.pem"), "dev-client");
     if (!tls.ok()) {
       ADD_FAILURE() << tls << "\n" << server_->Log();
       delete server_;
@@ -66,16 +65,16 @@ TEST_F(PostgresTlsTest, VerifyFullChecksTheServerCertificate) {
   const Certs& c = Certs::Get();
   absl::StatusOr<std::unique_ptr<storage::PgConnection>> db =
       storage::PgConnection::Connect(
-          WithTls(absl::StrCat("sslmode=verify-full sslrootcert=",
-                               c.a("ca.pem"))),
+          WithTls(
+              absl::StrCat("sslmode=verify-full sslrootcert=", c.a("ca.pem"))),
           absl::Seconds(10));
   ASSERT_THAT(db.status(), IsOk());
   EXPECT_TRUE(Encrypted(**db));
   // A server whose certificate is of a CA the client does not trust.
   absl::StatusOr<std::unique_ptr<storage::PgConnection>> other =
       storage::PgConnection::Connect(
-          WithTls(absl::StrCat("sslmode=verify-full sslrootcert=",
-                               c.b("ca.pem"))),
+          WithTls(
+              absl::StrCat("sslmode=verify-full sslrootcert=", c.b("ca.pem"))),
           absl::Seconds(10));
   EXPECT_FALSE(other.ok());
   EXPECT_THAT(std::string(other.status().message()),
@@ -107,8 +106,7 @@ TEST_F(PostgresTlsTest, AClientCertificateLogsInItsRole) {
   EXPECT_TRUE(Encrypted(**db));
   // Without it (and without a password) the role cannot log in; nor with a
   // certificate of another CA.
-  EXPECT_FALSE(
-      storage::PgConnection::Connect(base, absl::Seconds(10)).ok());
+  EXPECT_FALSE(storage::PgConnection::Connect(base, absl::Seconds(10)).ok());
   EXPECT_FALSE(storage::PgConnection::Connect(
                    absl::StrCat(base, " sslcert=", c.b("client.pem"),
                                 " sslkey=", c.b("client.key")),
@@ -118,9 +116,9 @@ TEST_F(PostgresTlsTest, AClientCertificateLogsInItsRole) {
 
 TEST_F(PostgresTlsTest, ASiloRunsOnAVerifiedTlsConnection) {
   const Certs& c = Certs::Get();
-  const std::string conninfo = absl::StrCat(
-      server_->CreateDatabase("tls"), " sslmode=verify-full sslrootcert=",
-      c.a("ca.pem"));
+  const std::string conninfo =
+      absl::StrCat(server_->CreateDatabase("tls"),
+                   " sslmode=verify-full sslrootcert=", c.a("ca.pem"));
   ASSERT_THAT(MigrateSchema(conninfo), IsOk());
   silo::SiloHostOptions o = AnyPorts();
   o.cluster = "postgres";

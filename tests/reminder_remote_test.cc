@@ -256,13 +256,17 @@ TEST_F(ReminderRemoteTest, TicksFromSilosRunAndBadOnesAreRefused) {
   EXPECT_EQ(OtherTicks("t/x"), 1);
 
   v1::Reply garbage = SendTick(gateway_.get(), "t", "\xff\xff\xff");
-  EXPECT_THAT(ReplyStatus(garbage), StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(ReplyStatus(garbage),
+              StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   v1::Reply no_name = SendTick(gateway_.get(), "t", Tick("", t));
-  EXPECT_THAT(ReplyStatus(no_name), StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(ReplyStatus(no_name),
+              StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   v1::Reply no_period = SendTick(gateway_.get(), "t", Tick("x", t, 0));
-  EXPECT_THAT(ReplyStatus(no_period), StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(ReplyStatus(no_period),
+              StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   v1::Reply no_key = SendTick(gateway_.get(), "", Tick("x", t));
-  EXPECT_THAT(ReplyStatus(no_key), StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(ReplyStatus(no_key),
+              StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_EQ(OtherTicks("t/x"), 1);
 
   // A client gateway knows no such method: clients cannot send ticks.

@@ -100,18 +100,22 @@ TEST_P(ReminderTest, AGrainPastItsReminderQuotaIsRefused) {
   const int quota = silo::ReminderQuotas().per_grain;
   ASSERT_EQ(quota, 64);
   for (int i = 0; i < quota; ++i) {
-    ASSERT_TRUE(grain.Register(Reminder(absl::StrCat("r", i), 60000, 60000)).Get().ok())
+    ASSERT_TRUE(
+        grain.Register(Reminder(absl::StrCat("r", i), 60000, 60000)).Get().ok())
         << i;
   }
   auto refused = grain.Register(Reminder("one-more", 60000, 60000)).Get();
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
-  EXPECT_THAT(refused.status().message(), HasSubstr("--max_reminders_per_grain"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("--max_reminders_per_grain"));
   EXPECT_EQ(silo_->reminders().size(), static_cast<size_t>(quota));
   auto rows = table_->ReadAll().Get();  // the task's outcome: the table's
   ASSERT_TRUE(rows.ok() && rows->ok());
   EXPECT_EQ((*rows)->size(), static_cast<size_t>(quota));  // nothing written
-  EXPECT_TRUE(grain.Register(Reminder("r0", 1000, 60000)).Get().ok());  // replaced
-  EXPECT_TRUE(silo_->Get<RemindRef>("modest").Register(Reminder("r", 60000, 60000))
+  EXPECT_TRUE(
+      grain.Register(Reminder("r0", 1000, 60000)).Get().ok());  // replaced
+  EXPECT_TRUE(silo_->Get<RemindRef>("modest")
+                  .Register(Reminder("r", 60000, 60000))
                   .Get()
                   .ok());
   // Room again once one is gone.

@@ -2,6 +2,8 @@
 // call enters: grain code and a hosting process, the C++ SDK (gateway
 // protocol), a stock gRPC stub (metadata), and the gateway protocol spoken
 // directly, with bad input on each.
+#include "core/request_context.h"
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -11,7 +13,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "client/client.h"
-#include "core/request_context.h"
 #include "core/testing/status_matchers.h"
 #include "examples/ping.granary.h"
 #include "examples/ping.grpc.pb.h"
@@ -85,9 +86,7 @@ TEST_F(RequestContextTest, ContextAndTraceFollowALocalChainAndGrainsAddToIt) {
   options.context = {{"tenant", "acme"}, {"user", "ann"}};
   options.traceparent = kTraceparent;
   absl::StatusOr<examples::RelayReply> reply =
-      silo_->Get<examples::PingRef>("a")
-          .Relay(Path({"b", "c"}), options)
-          .Get();
+      silo_->Get<examples::PingRef>("a").Relay(Path({"b", "c"}), options).Get();
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_THAT(reply->hops(), ElementsAre("a@context-silo", "b@context-silo",
                                          "c@context-silo"));
@@ -126,9 +125,9 @@ TEST_F(RequestContextTest, BadContextFailsTheCallWithInvalidArgument) {
   auto ping = silo_->Get<examples::PingRef>("bad");
   CallOptions upper;
   upper.context = {{"Tenant", "x"}};
-  EXPECT_THAT(ping.Relay(Path({}), upper).Get().status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("may hold only")));
+  EXPECT_THAT(
+      ping.Relay(Path({}), upper).Get().status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("may hold only")));
   CallOptions long_value;
   long_value.context = {{"k", std::string(kMaxContextValueBytes + 1, 'v')}};
   EXPECT_THAT(ping.Relay(Path({}), long_value).Get().status(),

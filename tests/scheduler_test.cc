@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/sync.h"
 #include "absl/time/clock.h"
+#include "core/sync.h"
 #include "gtest/gtest.h"
 
 namespace granary::silo {
@@ -29,7 +29,9 @@ class Probe final : public Runnable {
     ran_.Notify();
   }
 
-  bool WaitRan() { return ran_.WaitForNotificationWithTimeout(absl::Seconds(10)); }
+  bool WaitRan() {
+    return ran_.WaitForNotificationWithTimeout(absl::Seconds(10));
+  }
   std::thread::id thread() const { return thread_; }
   bool helping() const { return helping_; }
   int runs() const { return runs_.load(); }

@@ -86,16 +86,20 @@ TEST(TokenTableTest, RefusesBadFilesNamingTheLineNotTheToken) {
 TEST(ClientSecurityTest, ATokenIsNotSentInClearTextOffLoopback) {
   rpc::ClientSecurity s;
   s.token = "secret-token";
-  for (const char* local : {"127.0.0.1:1", "127.3.4.5:1", "[::1]:1", "localhost:1"}) {
+  for (const char* local :
+       {"127.0.0.1:1", "127.3.4.5:1", "[::1]:1", "localhost:1"}) {
     EXPECT_THAT(rpc::CheckTokenTransport(s, local), IsOk()) << local;
   }
-  for (const char* remote : {"10.1.2.3:443", "[fd00::1]:443", "gateway.example:443"}) {
-    EXPECT_THAT(rpc::CheckTokenTransport(s, remote),
-                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("clear text")))
+  for (const char* remote :
+       {"10.1.2.3:443", "[fd00::1]:443", "gateway.example:443"}) {
+    EXPECT_THAT(
+        rpc::CheckTokenTransport(s, remote),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("clear text")))
         << remote;
   }
-  EXPECT_THAT(rpc::CheckTokenTransport(s, "no-port"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("HOST:PORT")));
+  EXPECT_THAT(
+      rpc::CheckTokenTransport(s, "no-port"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("HOST:PORT")));
   rpc::ClientSecurity no_token;
   EXPECT_THAT(rpc::CheckTokenTransport(no_token, "10.1.2.3:443"), IsOk());
   rpc::ClientSecurity tls = s;
@@ -107,8 +111,8 @@ TEST(ClientSecurityTest, ATokenIsNotSentInClearTextOffLoopback) {
   options.security = s;
   options.connect_timeout = absl::Seconds(1);
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  EXPECT_THAT(client.status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("10.1.2.3:443")));
+  EXPECT_THAT(client.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("10.1.2.3:443")));
 }
 
 TEST(ClientSecurityTest, RefusesHalfConfigurationsAndUnreadableFiles) {
@@ -406,7 +410,8 @@ TEST(HttpTokenTest, EveryPathButHealthzNeedsTheToken) {
   EXPECT_EQ(page.substr(9, 3), "200");
   EXPECT_NE(page.find("\"Authorization\"] = \"Bearer \""), std::string::npos);
   EXPECT_EQ(get("/api/overview", ""), "401");
-  EXPECT_EQ(get("/api/overview", "Authorization: Bearer " + token + "\r\n"), "200");
+  EXPECT_EQ(get("/api/overview", "Authorization: Bearer " + token + "\r\n"),
+            "200");
   EXPECT_EQ(MetricLine(*h,
                        "granary_auth_refused_total{port=\"http\","
                        "reason=\"missing_or_wrong_token\"}"),

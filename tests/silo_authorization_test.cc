@@ -232,9 +232,9 @@ TEST(SiloAuthorizationTest, AMemberWritesItsOwnRowAndItsOwnVotesOnly) {
   rpc::PeerAuthority them;
   them.hosts = {"10.0.0.2"};
   suspected.clear_suspicions();
-  EXPECT_THAT(silo::AuthorizeMemberWrite(them, view, suspected),
-              StatusIs(absl::StatusCode::kPermissionDenied,
-                       HasSubstr("its own row")));
+  EXPECT_THAT(
+      silo::AuthorizeMemberWrite(them, view, suspected),
+      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("its own row")));
   suspected = *other;
   suspected.mutable_suspicions(0)->set_at_unix_ms(1);
   EXPECT_THAT(silo::AuthorizeMemberWrite(them, view, suspected),
@@ -438,8 +438,8 @@ TEST(ClusterTrustTest, ACompromisedMemberCannotKillFloodOrStopTheOthers) {
 
   // Its one vote does not declare the silo dead: the primary could vote
   // too, so two are needed.
-  auto vote = [&](const std::string& target, const std::string& by,
-                  int64_t at, bool dead) {
+  auto vote = [&](const std::string& target, const std::string& by, int64_t at,
+                  bool dead) {
     v1::Member row = row_of(target);
     v1::Suspicion* v = row.add_suspicions();
     v->set_by(by);
@@ -451,12 +451,12 @@ TEST(ClusterTrustTest, ACompromisedMemberCannotKillFloodOrStopTheOthers) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(), HasSubstr("with 2 votes"));
   // Nor do votes in the primary's name, or dated an hour ahead.
-  EXPECT_EQ(vote(victim->host->id(), primary->host->id(), now, true)
-                .error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(vote(victim->host->id(), my_id, now + 3'600'000, false)
-                .error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(
+      vote(victim->host->id(), primary->host->id(), now, true).error_code(),
+      grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(
+      vote(victim->host->id(), my_id, now + 3'600'000, false).error_code(),
+      grpc::StatusCode::FAILED_PRECONDITION);
   // Suspecting the primary first does not make its own vote enough.
   ASSERT_TRUE(vote(primary->host->id(), my_id, now, false).ok());
   EXPECT_EQ(vote(victim->host->id(), my_id, now, true).error_code(),

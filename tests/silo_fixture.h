@@ -23,8 +23,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "rpc/limits.h"
 #include "gtest/gtest.h"
+#include "rpc/limits.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/runtime/silo.h"
 #include "tests/test_grains.h"

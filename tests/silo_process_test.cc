@@ -127,15 +127,15 @@ TEST(SiloProcessTest, ReadsFlagsFromTheEnvironment) {
       SiloWithEnvironment(vars, {"--workers=1", "--log_level=info"});
   const std::string good_ready = good.ReadyLine();
   ASSERT_THAT(good_ready, HasSubstr("READY gateway=127.0.0.1:"));
-  EXPECT_THAT(HttpGet(Field(good_ready, "http"), "/healthz"),
-              HasSubstr("200"));
+  EXPECT_THAT(HttpGet(Field(good_ready, "http"), "/healthz"), HasSubstr("200"));
   good.Signal(SIGTERM);
   EXPECT_EQ(good.Wait(), 0);
   // The command line won: one worker thread, not three.
   EXPECT_THAT(good.Stderr(), HasSubstr(" workers=1 "));
 }
 
-TEST(SiloProcessTest, TheCommandLineWinsOverTheEnvironmentWhichWinsOverTheConfigFile) {
+TEST(SiloProcessTest,
+     TheCommandLineWinsOverTheEnvironmentWhichWinsOverTheConfigFile) {
   const std::string dir = TempDir("precedence");
   const std::string config = dir + "/silo.flags";
   {
@@ -144,28 +144,28 @@ TEST(SiloProcessTest, TheCommandLineWinsOverTheEnvironmentWhichWinsOverTheConfig
     f << "--max_mailbox=-5\n";  // bad, but overridden below
     f << "--http_threads=0\n";  // bad, and overridden by the command line
   }
-  ChildProcess silo = SiloWithEnvironment(
-      {"GRANARY_CONFIG=" + config, "GRANARY_MAX_MAILBOX=77",
-       "GRANARY_HTTP_THREADS=0"},
-      {"--http_threads=4"});
+  ChildProcess silo =
+      SiloWithEnvironment({"GRANARY_CONFIG=" + config, "GRANARY_MAX_MAILBOX=77",
+                           "GRANARY_HTTP_THREADS=0"},
+                          {"--http_threads=4"});
   ASSERT_THAT(silo.ReadyLine(), HasSubstr("READY gateway=127.0.0.1:"))
       << silo.Stderr();
   silo.Signal(SIGTERM);
   EXPECT_EQ(silo.Wait(), 0);
 
   // The file's bad value stands when nothing overrides it.
-  ChildProcess bad = SiloWithEnvironment({"GRANARY_CONFIG=" + config},
-                                         {"--http_threads=4"});
+  ChildProcess bad =
+      SiloWithEnvironment({"GRANARY_CONFIG=" + config}, {"--http_threads=4"});
   EXPECT_EQ(bad.ReadyLine(), "");
   EXPECT_NE(bad.Wait(), 0);
   EXPECT_THAT(bad.Stderr(), HasSubstr("--max_mailbox must be positive"));
 
   // Nor does an unknown GRANARY_ variable stop the silo: only flags' names
   // are read (others belong to other tools).
-  ChildProcess other = SiloWithEnvironment(
-      {"GRANARY_CONFIG=" + config, "GRANARY_MAX_MAILBOX=77",
-       "GRANARY_NOT_A_FLAG=1"},
-      {"--http_threads=4"});
+  ChildProcess other =
+      SiloWithEnvironment({"GRANARY_CONFIG=" + config, "GRANARY_MAX_MAILBOX=77",
+                           "GRANARY_NOT_A_FLAG=1"},
+                          {"--http_threads=4"});
   ASSERT_THAT(other.ReadyLine(), HasSubstr("READY gateway=127.0.0.1:"));
   other.Signal(SIGTERM);
   EXPECT_EQ(other.Wait(), 0);
@@ -196,14 +196,17 @@ TEST(SiloProcessTest, BadFlagsFailClearly) {
            {{"--max_gateway_streams=-1"}, "--max_gateway_streams"},
            {{"--http_threads=0"}, "--http_threads must be from 1 to 1024"},
            {{"--http_threads=5000"}, "--http_threads must be from 1 to 1024"},
-           {{"--http_request_timeout=10ms"}, "--http_request_timeout must be from 100ms"},
+           {{"--http_request_timeout=10ms"},
+            "--http_request_timeout must be from 100ms"},
            {{"--http_request_timeout=nonsense"}, "http_request_timeout"},
            {{"--http_connections_per_peer=-1"},
             "--http_connections_per_peer must be from 0"},
            {{"--http_connections_per_peer=x"}, "http_connections_per_peer"},
            {{"--dead_retention=10s"}, "--dead_retention must be at least 1m"},
-           {{"--http_hosts=evil/host"}, "--http_hosts: 'evil/host' is not a host name"},
-           {{"--grpc_memory_bytes=1024"}, "--grpc_memory_bytes must be at least"},
+           {{"--http_hosts=evil/host"},
+            "--http_hosts: 'evil/host' is not a host name"},
+           {{"--grpc_memory_bytes=1024"},
+            "--grpc_memory_bytes must be at least"},
            {{"--max_streams_per_connection=0"}, "--max_streams_per_connection"},
            {{"--keepalive_time=10ms"}, "--keepalive_time must be at least 1s"},
            {{"--max_connection_age=0s"}, "--max_connection_age must be from"},
@@ -211,7 +214,8 @@ TEST(SiloProcessTest, BadFlagsFailClearly) {
             "--max_connection_age_grace must be from"},
            {{"--keepalive_timeout=1ms"}, "--keepalive_timeout"},
            {{"--max_in_flight=0"}, "--max_in_flight"},
-           {{"--storage=floppy"}, "--storage must be rocksdb, memory or postgres"},
+           {{"--storage=floppy"},
+            "--storage must be rocksdb, memory or postgres"},
            {{"--durability=maybe"}, "--durability must be sync or async"},
            {{"--workers=abc"}, "workers"},
            {{"--no_such_flag=1"}, "no_such_flag"},
@@ -278,7 +282,8 @@ TEST(SiloProcessTest, CheckConfigValidatesPrintsAndBindsNothing) {
   for (const auto& [extra, message] :
        std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--workers=-3"}, "--workers"},
-           {{"--tls_cert=" + dir + "/none.pem", "--tls_key=" + dir + "/none.key"},
+           {{"--tls_cert=" + dir + "/none.pem",
+             "--tls_key=" + dir + "/none.key"},
             "none.pem"},
            {{"--auth_tokens=" + dir + "/no-tokens"}, "--auth_tokens"},
            {{"--cluster=postgres", "--postgres_file=" + dir + "/no-conninfo"},
@@ -335,8 +340,8 @@ TEST(SiloProcessTest, NotifiesSystemdWhenReadyAndWhenStopping) {
   ASSERT_THAT(ready, HasSubstr("READY"));
   const std::string first = notify.Next();
   EXPECT_THAT(first, HasSubstr("READY=1\n"));
-  EXPECT_THAT(first, HasSubstr("STATUS=serving: gateway " +
-                               Field(ready, "gateway")));
+  EXPECT_THAT(first,
+              HasSubstr("STATUS=serving: gateway " + Field(ready, "gateway")));
   silo.Signal(SIGTERM);
   EXPECT_THAT(notify.Next(), HasSubstr("STOPPING=1"));
   EXPECT_EQ(silo.Wait(), 0);

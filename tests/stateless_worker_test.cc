@@ -48,7 +48,8 @@ TEST_F(StatelessWorkerTest, SixtyFourCallersOnOneKeySpreadOverThePool) {
     callers.emplace_back([this, i, &served] {
       absl::StatusOr<Text> r =
           silo_->Get<HotspotRef>("hot").Work(MakeText("gate")).Get();
-      served[static_cast<size_t>(i)] = r.ok() ? r->text() : r.status().ToString();
+      served[static_cast<size_t>(i)] =
+          r.ok() ? r->text() : r.status().ToString();
     });
   }
   // Two workers run (the silo has two threads) and wait at the gate; the

@@ -75,7 +75,8 @@ class StorageServiceTest : public ::testing::Test {
 TEST_F(StorageServiceTest, NothingIsServedBeforeTheTypesAreKnown) {
   const GrainId id(InternTypeName(kType), "early");
   EXPECT_THAT(Read(id), StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_EQ(RawWrite(std::string(kType), "early"), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(RawWrite(std::string(kType), "early"),
+            grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST_F(StorageServiceTest, ReadsWritesAndClearsWithEtagsLikeTheStoreItServes) {
@@ -109,7 +110,8 @@ TEST_F(StorageServiceTest, BadRequestsAreInvalidArgumentAndStoreNothing) {
   EXPECT_EQ(RawWrite("", "k"), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(RawWrite(std::string(100000, 't'), "k"),
             grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RawWrite(std::string(kType), ""), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RawWrite(std::string(kType), ""),
+            grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(RawWrite(std::string(kType), std::string(5000, 'k')),
             grpc::StatusCode::INVALID_ARGUMENT);
   // The good one still works, and only it was stored.

@@ -68,10 +68,10 @@ class StreamingTest : public SiloFixture {
     std::vector<std::string> parts = absl::StrSplit(t->text(), ' ');
     int64_t written = -1;
     int64_t subscribers = -1;
-    EXPECT_TRUE(absl::SimpleAtoi(absl::StripPrefix(parts[0], "written="),
-                                 &written));
-    EXPECT_TRUE(absl::SimpleAtoi(
-        absl::StripPrefix(parts[1], "subscribers="), &subscribers));
+    EXPECT_TRUE(
+        absl::SimpleAtoi(absl::StripPrefix(parts[0], "written="), &written));
+    EXPECT_TRUE(absl::SimpleAtoi(absl::StripPrefix(parts[1], "subscribers="),
+                                 &subscribers));
     return {written, subscribers};
   }
 
@@ -116,8 +116,7 @@ TEST_F(StreamingTest, AFailingMethodEndsItsStreamWithItsError) {
   Stream<CountItem> stream =
       silo_->Get<StreamerRef>("fails").CountThenFail(Count(3));
   EXPECT_EQ(ReadAll(stream), Iota(3));
-  EXPECT_THAT(stream.status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(stream.status(), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(StreamingTest, ASlowHostedReaderHoldsTheGrainBack) {
@@ -184,8 +183,7 @@ TEST_F(StreamingTest, AnObserverSetDropsTheSlowAndTheGone) {
   // The sleeper fell a whole buffer behind: it reads what it had, then
   // RESOURCE_EXHAUSTED; the reader goes on.
   EXPECT_EQ(ReadAll(sleeper), Iota(n - 1));
-  EXPECT_THAT(sleeper.status(),
-              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(sleeper.status(), StatusIs(absl::StatusCode::kResourceExhausted));
   absl::StatusOr<Text> took = grain.Publish(Count(n)).Get();
   ASSERT_THAT(took, IsOk());
   EXPECT_EQ(took->text(), "1");
@@ -250,8 +248,7 @@ TEST_F(StreamingTest, AStreamThatFailsAheadOfItsSdkReaderEndsWithItsError) {
       client->Get<StreamerRef>("sdk-behind-fails").CountThenFail(Count(n));
   absl::SleepFor(absl::Milliseconds(300));  // the grain runs ahead
   const std::vector<int> got = ReadAll(stream);
-  EXPECT_THAT(stream.status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(stream.status(), StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_LE(got.size(), static_cast<size_t>(n));
   // At least the items its credit let through before the failure: they
   // were sent while the grain ran ahead, and an error never overtakes them.

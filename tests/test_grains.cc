@@ -54,7 +54,8 @@ class TurnsGrain final : public TurnsGrainBase {
     co_return MakeText("peer said " + t.text());
   }
   Task<Text> CallBack(const PeerRequest& r) override {
-    Text t = co_await GetGrain<TurnsRef>(r.peer()).Leaf(MakeText("from " + GetGrainId().key()));
+    Text t = co_await GetGrain<TurnsRef>(r.peer()).Leaf(
+        MakeText("from " + GetGrainId().key()));
     co_return MakeText("callback " + t.text());
   }
   Task<Text> Leaf(const Text& r) override {
@@ -90,8 +91,9 @@ class TurnsGrain final : public TurnsGrainBase {
   Task<void> Note(const Text& r) override {
     state_->Record("note:" + r.text());
     if (r.text() == "gate") {
-      state_->WaitUntil(
-          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return state_->gate_open; });
+      state_->WaitUntil([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return state_->gate_open;
+      });
     }
     co_return;
   }
@@ -285,8 +287,9 @@ class HotspotGrain final : public HotspotGrainBase {
   Task<Text> Work(const Text& r) override {
     state_->Record("work-start");
     if (r.text() == "gate") {
-      state_->WaitUntil(
-          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return state_->gate_open; });
+      state_->WaitUntil([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return state_->gate_open;
+      });
     }
     co_return MakeText(absl::StrCat(ActivationId()));
   }
@@ -367,7 +370,8 @@ class StreamerGrain final : public StreamerGrainBase {
     co_return;
   }
   Task<Text> Publish(const CountRequest& r) override {
-    co_return MakeText(absl::StrCat(subscribers_.Publish(Item(r.n(), r.pad()))));
+    co_return MakeText(
+        absl::StrCat(subscribers_.Publish(Item(r.n(), r.pad()))));
   }
   Task<Text> Stats(const Text&) override {
     co_return MakeText(absl::StrCat("written=", written_,

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/sync.h"
 #include "absl/time/time.h"
+#include "core/sync.h"
 #include "silo/runtime/silo.h"
 #include "tests/test_grains.grain.h"
 

@@ -41,27 +41,31 @@ std::string MessageOf(const absl::StatusOr<T>& s) {
 }
 // grpc::Status, without this header depending on gRPC.
 template <typename T>
-  requires requires(const T& t) { t.error_code(); t.error_message(); }
-int CodeOf(const T& s) {
-  return static_cast<int>(s.error_code());
+requires requires(const T& t) {
+  t.error_code();
+  t.error_message();
 }
+int CodeOf(const T& s) { return static_cast<int>(s.error_code()); }
 template <typename T>
-  requires requires(const T& t) { t.error_code(); t.error_message(); }
-std::string MessageOf(const T& s) {
-  return s.error_message();
+requires requires(const T& t) {
+  t.error_code();
+  t.error_message();
 }
+std::string MessageOf(const T& s) { return s.error_message(); }
 
 // A reply message carrying a status (granary.v1.Reply: code, message).
 template <typename T>
-  requires requires(const T& t) { t.code(); t.message(); }
-int CodeOf(const T& s) {
-  return static_cast<int>(s.code());
+requires requires(const T& t) {
+  t.code();
+  t.message();
 }
+int CodeOf(const T& s) { return static_cast<int>(s.code()); }
 template <typename T>
-  requires requires(const T& t) { t.code(); t.message(); }
-std::string MessageOf(const T& s) {
-  return std::string(s.message());
+requires requires(const T& t) {
+  t.code();
+  t.message();
 }
+std::string MessageOf(const T& s) { return std::string(s.message()); }
 
 inline std::string CodeName(int code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
@@ -103,16 +107,14 @@ class StatusIsMatcher {
 // The status (or the status of a StatusOr) has `code` and, optionally, a
 // message matching `message`.
 template <typename Code, typename MessageMatcher>
-  requires std::is_enum_v<Code>
+requires std::is_enum_v<Code>
 auto StatusIs(Code code, MessageMatcher message) {
   return internal::StatusIsMatcher<MessageMatcher>(static_cast<int>(code),
                                                    std::move(message));
 }
 template <typename Code>
-  requires std::is_enum_v<Code>
-auto StatusIs(Code code) {
-  return StatusIs(code, ::testing::_);
-}
+requires std::is_enum_v<Code>
+auto StatusIs(Code code) { return StatusIs(code, ::testing::_); }
 
 // The status a reply message carries (granary.v1.Reply: code, message), so
 // a failure prints the status rather than the whole message.
@@ -129,10 +131,10 @@ inline auto IsOk() { return StatusIs(absl::StatusCode::kOk); }
 template <typename ValueMatcher>
 auto IsOkAndHolds(ValueMatcher value) {
   return ::testing::AllOf(
-      IsOk(), ::testing::ResultOf(
-                  "the value",
-                  [](const auto& s) -> decltype(auto) { return *s; },
-                  std::move(value)));
+      IsOk(),
+      ::testing::ResultOf(
+          "the value", [](const auto& s) -> decltype(auto) { return *s; },
+          std::move(value)));
 }
 
 }  // namespace granary::matchers

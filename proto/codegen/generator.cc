@@ -47,11 +47,13 @@ struct Grain {
 // these names would not compile, so it is refused with a clear message.
 const std::set<std::string>& ReservedNames() {
   static const auto* names = new std::set<std::string>{
-      "OnActivate",      "OnDeactivate", "DeactivateOnIdle", "GetGrainId",
-      "GetGrain",        "RegisterTimer", "ActivationId",   "SiloName",
-      "Interface",       "ClassInfo",     "id",             "invoker",
-      "Now",             "Ref",           "state",          "PersistState",
-      "WriteState",      "ClearState",    "StateEtag"};
+      "OnActivate",   "OnDeactivate", "DeactivateOnIdle",
+      "GetGrainId",   "GetGrain",     "RegisterTimer",
+      "ActivationId", "SiloName",     "Interface",
+      "ClassInfo",    "id",           "invoker",
+      "Now",          "Ref",          "state",
+      "PersistState", "WriteState",   "ClearState",
+      "StateEtag"};
   return *names;
 }
 
@@ -95,7 +97,8 @@ bool GrainOptionsValid(const pb::FileDescriptor* file,
     *error = absl::StrCat(Where(file, service),
                           ": a stateless_worker cannot declare persistent "
                           "state (state: ",
-                          o.state(), "): its activations are many and "
+                          o.state(),
+                          "): its activations are many and "
                           "short-lived; keep state in another grain");
     return false;
   }
@@ -173,9 +176,9 @@ bool Collect(const pb::FileDescriptor* file, std::vector<Grain>* grains,
         return false;
       }
       if (ReservedNames().count(method->name()) > 0) {
-        *error = absl::StrCat(Where(file, service, method), ": the name ",
-                              method->name(),
-                              " is reserved by the grain runtime");
+        *error =
+            absl::StrCat(Where(file, service, method), ": the name ",
+                         method->name(), " is reserved by the grain runtime");
         return false;
       }
       g.methods.push_back(Method{method, o});
@@ -203,13 +206,14 @@ std::string ReplyType(const Method& m) {
              : QualifiedClassName(m.desc->output_type());
 }
 
-
 void OpenNamespace(pb::io::Printer& p, const pb::FileDescriptor* file) {
-  if (!file->package().empty()) p.Print("namespace $ns$ {\n\n", "ns", Namespace(file));
+  if (!file->package().empty())
+    p.Print("namespace $ns$ {\n\n", "ns", Namespace(file));
 }
 
 void CloseNamespace(pb::io::Printer& p, const pb::FileDescriptor* file) {
-  if (!file->package().empty()) p.Print("}  // namespace $ns$\n", "ns", Namespace(file));
+  if (!file->package().empty())
+    p.Print("}  // namespace $ns$\n", "ns", Namespace(file));
 }
 
 void WriteRefHeader(const pb::FileDescriptor* file,
@@ -227,8 +231,8 @@ void WriteRefHeader(const pb::FileDescriptor* file,
       "file", file->name(), "stem", Stem(file));
   OpenNamespace(p, file);
   for (const Grain& g : grains) {
-    std::map<std::string, std::string> vars{
-        {"name", g.desc->name()}, {"full", g.desc->full_name()}};
+    std::map<std::string, std::string> vars{{"name", g.desc->name()},
+                                            {"full", g.desc->full_name()}};
     p.Print(vars,
             "// A reference to a $full$ grain. Cheap to copy; calling it never "
             "needs the\n// grain to exist (the runtime activates it).\n"
@@ -298,53 +302,57 @@ void WriteRefSource(const pb::FileDescriptor* file,
     p.Print("namespace {\n\n");
     for (const Method& m : g.methods) {
       if (m.desc->server_streaming()) {
-        p.Print("::granary::CallBase* New$name$$m$Call(::granary::GrainId id) {\n"
-                "  return ::granary::internal::NewStreamCall<$req$, $rep$>(\n"
-                "      std::move(id), $name$Ref::k$m$);\n"
-                "}\n\n",
-                "name", g.desc->name(), "m", m.desc->name(), "req",
-                QualifiedClassName(m.desc->input_type()), "rep",
-                QualifiedClassName(m.desc->output_type()));
+        p.Print(
+            "::granary::CallBase* New$name$$m$Call(::granary::GrainId id) {\n"
+            "  return ::granary::internal::NewStreamCall<$req$, $rep$>(\n"
+            "      std::move(id), $name$Ref::k$m$);\n"
+            "}\n\n",
+            "name", g.desc->name(), "m", m.desc->name(), "req",
+            QualifiedClassName(m.desc->input_type()), "rep",
+            QualifiedClassName(m.desc->output_type()));
         continue;
       }
-      p.Print("::granary::CallBase* New$name$$m$Call(::granary::GrainId id) {\n"
-              "  return new ::granary::Call<$req$, $rep$>(std::move(id), "
-              "$name$Ref::k$m$, $ow$);\n"
-              "}\n\n",
-              "name", g.desc->name(), "m", m.desc->name(), "req",
-              QualifiedClassName(m.desc->input_type()), "rep",
-              QualifiedClassName(m.desc->output_type()), "ow",
-              m.options.one_way() ? "true" : "false");
+      p.Print(
+          "::granary::CallBase* New$name$$m$Call(::granary::GrainId id) {\n"
+          "  return new ::granary::Call<$req$, $rep$>(std::move(id), "
+          "$name$Ref::k$m$, $ow$);\n"
+          "}\n\n",
+          "name", g.desc->name(), "m", m.desc->name(), "req",
+          QualifiedClassName(m.desc->input_type()), "rep",
+          QualifiedClassName(m.desc->output_type()), "ow",
+          m.options.one_way() ? "true" : "false");
     }
     p.Print(vars, "const ::granary::MethodInfo k$name$Methods[] = {\n");
     for (size_t i = 0; i < g.methods.size(); ++i) {
       const Method& m = g.methods[i];
-      p.Print("    {$i$, \"$m$\", \"/$full$/$m$\", $ow$, $ro$, $ai$, "
-              "&New$name$$m$Call, $ss$},\n",
-              "ss", m.desc->server_streaming() ? "true" : "false",
-              "i", absl::StrCat(i), "m", m.desc->name(), "full",
-              g.desc->full_name(), "ow", m.options.one_way() ? "true" : "false",
-              "ro", m.options.read_only() ? "true" : "false", "ai",
-              m.options.always_interleave() ? "true" : "false", "name",
-              g.desc->name());
+      p.Print(
+          "    {$i$, \"$m$\", \"/$full$/$m$\", $ow$, $ro$, $ai$, "
+          "&New$name$$m$Call, $ss$},\n",
+          "ss", m.desc->server_streaming() ? "true" : "false", "i",
+          absl::StrCat(i), "m", m.desc->name(), "full", g.desc->full_name(),
+          "ow", m.options.one_way() ? "true" : "false", "ro",
+          m.options.read_only() ? "true" : "false", "ai",
+          m.options.always_interleave() ? "true" : "false", "name",
+          g.desc->name());
     }
     if (g.methods.empty()) {
       p.Print("    {0, \"\", \"\", false, false, false, nullptr, false},\n");
     }
-    p.Print(vars,
-            "};\n\n"
-            "const ::google::protobuf::ServiceDescriptor* $name$Descriptor() {\n"
-            "  return ::google::protobuf::DescriptorPool::generated_pool()"
-            "->FindServiceByName(\"$full$\");\n"
-            "}\n\n"
-            "}  // namespace\n\n"
-            "const ::granary::InterfaceInfo& $name$Ref::Interface() {\n"
-            "  static const ::granary::InterfaceInfo info{\n"
-            "      kTypeName, $reentrant$, $idle$, $placement$, k$name$Methods, "
-            "$count$,\n"
-            "      &$name$Descriptor, $stateless$, $max_workers$};\n"
-            "  return info;\n"
-            "}\n\n");
+    p.Print(
+        vars,
+        "};\n\n"
+        "const ::google::protobuf::ServiceDescriptor* $name$Descriptor() {\n"
+        "  return ::google::protobuf::DescriptorPool::generated_pool()"
+        "->FindServiceByName(\"$full$\");\n"
+        "}\n\n"
+        "}  // namespace\n\n"
+        "const ::granary::InterfaceInfo& $name$Ref::Interface() {\n"
+        "  static const ::granary::InterfaceInfo info{\n"
+        "      kTypeName, $reentrant$, $idle$, $placement$, k$name$Methods, "
+        "$count$,\n"
+        "      &$name$Descriptor, $stateless$, $max_workers$};\n"
+        "  return info;\n"
+        "}\n\n");
     for (const Method& m : g.methods) {
       std::map<std::string, std::string> mv{
           {"name", g.desc->name()},
@@ -369,7 +377,8 @@ void WriteRefSource(const pb::FileDescriptor* file,
                 "::granary::Task<$rep$> $name$Ref::$m$($req$ request,\n"
                 "    ::granary::CallOptions options) const {\n"
                 "  return ::granary::internal::Ask<$req$, $rep$>(\n"
-                "      invoker(), id(), k$m$, std::move(request), std::move(options));\n"
+                "      invoker(), id(), k$m$, std::move(request), "
+                "std::move(options));\n"
                 "}\n\n");
       }
     }
@@ -399,21 +408,23 @@ void WriteGrainHeader(const pb::FileDescriptor* file,
         "name", g.desc->name(), "full", g.desc->full_name());
     for (const Method& m : g.methods) {
       if (m.desc->server_streaming()) {
-        p.Print("  // Server streaming: write to `stream` now or keep it (an "
-                "ObserverSet)\n"
-                "  // and write from later turns; the stream ends on "
-                "Finish() or when\n"
-                "  // the last copy of the writer is dropped.\n"
-                "  virtual ::granary::Task<void> $m$(const $req$& request,\n"
-                "      ::granary::StreamWriter<$e$> stream) = 0;\n",
-                "m", m.desc->name(), "req",
-                QualifiedClassName(m.desc->input_type()), "e",
-                QualifiedClassName(m.desc->output_type()));
+        p.Print(
+            "  // Server streaming: write to `stream` now or keep it (an "
+            "ObserverSet)\n"
+            "  // and write from later turns; the stream ends on "
+            "Finish() or when\n"
+            "  // the last copy of the writer is dropped.\n"
+            "  virtual ::granary::Task<void> $m$(const $req$& request,\n"
+            "      ::granary::StreamWriter<$e$> stream) = 0;\n",
+            "m", m.desc->name(), "req",
+            QualifiedClassName(m.desc->input_type()), "e",
+            QualifiedClassName(m.desc->output_type()));
         continue;
       }
-      p.Print("  virtual ::granary::Task<$rep$> $m$(const $req$& request) = 0;\n",
-              "rep", ReplyType(m), "m", m.desc->name(), "req",
-              QualifiedClassName(m.desc->input_type()));
+      p.Print(
+          "  virtual ::granary::Task<$rep$> $m$(const $req$& request) = 0;\n",
+          "rep", ReplyType(m), "m", m.desc->name(), "req",
+          QualifiedClassName(m.desc->input_type()));
     }
     if (const pb::Descriptor* state = StateType(file, g.options)) {
       p.Print(
@@ -494,12 +505,15 @@ void WriteGrainSource(const pb::FileDescriptor* file,
     for (const Method& m : g.methods) {
       if (m.desc->server_streaming()) {
         p.Print(
-            "void Invoke$name$$m$(::granary::Grain* grain, ::granary::CallBase* "
+            "void Invoke$name$$m$(::granary::Grain* grain, "
+            "::granary::CallBase* "
             "call) {\n"
             "  auto* typed = static_cast<::granary::Call<$req$, "
             "::google::protobuf::Empty>*>(call);\n"
             "  ::granary::internal::RunStreamRequest(\n"
-            "      static_cast<$name$GrainBase*>(grain)->$m$(typed->typed_request(),\n"
+            "      "
+            "static_cast<$name$GrainBase*>(grain)->$m$(typed->typed_request(),"
+            "\n"
             "          ::granary::internal::BeginStream<$rep$>(call)),\n"
             "      call);\n"
             "}\n\n",
@@ -513,7 +527,8 @@ void WriteGrainSource(const pb::FileDescriptor* file,
           "call) {\n"
           "  auto* typed = static_cast<::granary::Call<$req$, $rep$>*>(call);\n"
           "  ::granary::internal::RunRequest(\n"
-          "      static_cast<$name$GrainBase*>(grain)->$m$(typed->typed_request()),"
+          "      "
+          "static_cast<$name$GrainBase*>(grain)->$m$(typed->typed_request()),"
           "\n      call);\n"
           "}\n\n",
           "name", g.desc->name(), "m", m.desc->name(), "req",
@@ -532,7 +547,8 @@ void WriteGrainSource(const pb::FileDescriptor* file,
         "}  // namespace\n\n"
         "const ::granary::GrainClassInfo& $name$GrainBase::ClassInfo() {\n"
         "  static const ::granary::GrainClassInfo info{\n"
-        "      &$name$Ref::Interface(), k$name$Invokers, &New$name$GrpcService};\n"
+        "      &$name$Ref::Interface(), k$name$Invokers, "
+        "&New$name$GrpcService};\n"
         "  return info;\n"
         "}\n\n",
         "name", g.desc->name());

@@ -6,14 +6,14 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "core/grain_interface.h"
 #include "core/metrics.h"
 #include "core/thread_top.h"
 #include "core/version.h"
 #include "google/protobuf/util/json_util.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "granary/v1/admin.pb.h"
 #include "granary/v1/cluster.pb.h"
 #include "silo/runtime/silo.h"
@@ -205,7 +205,8 @@ void AdminHttp::FillSilos(const v1::MembershipView* membership,
       v1::SiloRow* row = out->add_silos();
       row->set_name(absl::StrCat(m.address(), "@", m.generation()));
       row->set_address(m.gateway());
-      std::string status = absl::AsciiStrToLower(v1::MemberStatus_Name(m.status()));
+      std::string status =
+          absl::AsciiStrToLower(v1::MemberStatus_Name(m.status()));
       if (absl::StartsWith(status, "member_")) status = status.substr(7);
       row->set_status(status);
       const bool me = row->name() == silo_->name();
@@ -245,7 +246,8 @@ void AdminHttp::FillMethods(const Sample& now, const Sample& then,
   std::map<std::string, double> errors_by_code;
   for (size_t i = 0; i < keys_.size(); ++i) {
     const MethodSample& a = now.methods[i];
-    const MethodSample* b = i < then.methods.size() ? &then.methods[i] : nullptr;
+    const MethodSample* b =
+        i < then.methods.size() ? &then.methods[i] : nullptr;
     std::vector<uint64_t> delta(a.buckets.size(), 0);
     for (size_t j = 0; j < a.buckets.size(); ++j) {
       delta[j] = a.buckets[j] - (b != nullptr ? b->buckets[j] : 0);

@@ -2,8 +2,9 @@
 // -----------------------------------------------------------------------------
 // What a silo serves on its HTTP endpoint besides /healthz:
 //   GET /metrics        Prometheus text format 0.0.4 (the silo's registry)
-//   GET /api/overview   JSON of granary.v1.Overview (proto/granary/v1/admin.proto)
-//   GET /               the dashboard: one self-contained HTML page polling
+//   GET /api/overview   JSON of granary.v1.Overview
+//   (proto/granary/v1/admin.proto) GET /               the dashboard: one
+//   self-contained HTML page polling
 //                       /api/overview (no build step, no CDN)
 //
 //   AdminHttp admin(&silo, gateway.address());

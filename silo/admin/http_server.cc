@@ -11,8 +11,8 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -81,8 +81,7 @@ bool BearerMatches(const char* header, const std::string& token) {
 
 }  // namespace
 
-HttpServer::HttpServer(std::string address, int threads,
-                       int request_timeout_ms)
+HttpServer::HttpServer(std::string address, int threads, int request_timeout_ms)
     : requested_address_(std::move(address)),
       threads_(absl::StrCat(threads)),
       request_timeout_ms_(absl::StrCat(request_timeout_ms)) {
@@ -105,7 +104,8 @@ bool IsOpenPath(std::string_view path) {
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::AllowHosts(std::vector<std::string> names) {
-  for (std::string& n : names) allowed_hosts_.push_back(absl::AsciiStrToLower(n));
+  for (std::string& n : names)
+    allowed_hosts_.push_back(absl::AsciiStrToLower(n));
 }
 
 bool HttpServer::HostAllowed(const char* header) const {
@@ -146,10 +146,10 @@ int HttpServer::Dispatch(mg_connection* conn, void* self_ptr) {
   const bool head = method == "HEAD";
   HttpResponse response;
   if (info->content_length > kMaxBodyBytes) {
-    response = {413, "text/plain; charset=utf-8",
-                absl::StrCat("request body of ", info->content_length,
-                             " bytes is over the limit of ", kMaxBodyBytes,
-                             "\n")};
+    response = {
+        413, "text/plain; charset=utf-8",
+        absl::StrCat("request body of ", info->content_length,
+                     " bytes is over the limit of ", kMaxBodyBytes, "\n")};
   } else if (!self->HostAllowed(mg_get_header(conn, "Host"))) {
     response = {403, "text/plain; charset=utf-8",
                 "the Host header names no address of this silo (allow "
@@ -200,11 +200,10 @@ absl::Status HttpServer::Start() {
   mg_init_library(0);
   // Accepted connections wait for a worker in a queue of `threads`; past
   // that, in the kernel's backlog.
-  const char* options[] = {"listening_ports",    requested_address_.c_str(),
-                           "num_threads",        threads_.c_str(),
-                           "connection_queue",   threads_.c_str(),
-                           "request_timeout_ms", request_timeout_ms_.c_str(),
-                           nullptr};
+  const char* options[] = {
+      "listening_ports",    requested_address_.c_str(),  "num_threads",
+      threads_.c_str(),     "connection_queue",          threads_.c_str(),
+      "request_timeout_ms", request_timeout_ms_.c_str(), nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));
   ctx_ = mg_start(&callbacks, nullptr, options);

@@ -71,8 +71,7 @@ class InMemoryCluster final : public ClusterProvider {
 // A member of a `dev` cluster other than its primary.
 class RemoteCluster final : public ClusterProvider {
  public:
-  RemoteCluster(const std::string& primary,
-                const rpc::ClientSecurity& security)
+  RemoteCluster(const std::string& primary, const rpc::ClientSecurity& security)
       : table_(primary, absl::Seconds(2), security),
         storage_(primary, absl::Seconds(10), security),
         reminders_(primary, absl::Seconds(10), security) {}
@@ -116,9 +115,8 @@ absl::StatusOr<std::unique_ptr<ClusterProvider>> MakeDevClusterProvider(
         absl::StrCat("--primary='", primary, "' is not HOST:PORT"));
   }
   if (primary.empty()) {
-    return std::unique_ptr<ClusterProvider>(
-        std::make_unique<InMemoryCluster>(/*serve=*/kind == "dev", vote_rules,
-                                          dead_retention));
+    return std::unique_ptr<ClusterProvider>(std::make_unique<InMemoryCluster>(
+        /*serve=*/kind == "dev", vote_rules, dead_retention));
   }
   return std::unique_ptr<ClusterProvider>(
       std::make_unique<RemoteCluster>(primary, security));

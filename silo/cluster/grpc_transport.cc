@@ -10,8 +10,8 @@
 #include "rpc/async_unary.h"
 #include "rpc/callback_queue.h"
 #include "rpc/credentials.h"
-#include "rpc/limits.h"
 #include "rpc/gateway_set.h"
+#include "rpc/limits.h"
 #include "storage/membership_table.h"
 
 namespace granary::silo {
@@ -56,7 +56,8 @@ void GrpcTransport::OnView(const v1::MembershipView& view) {
   // before it goes, so its calls in flight get their answers; one that was
   // declared dead without leaving (crashed, cut off) has its calls fail now,
   // not at their deadline.
-  std::vector<std::pair<std::shared_ptr<rpc::GatewaySet>, absl::Duration>> dropped;
+  std::vector<std::pair<std::shared_ptr<rpc::GatewaySet>, absl::Duration>>
+      dropped;
   MutexLock lock(&mu_);
   if (closed_) return;
   for (const std::string& id : leaving) left_gracefully_.insert(id);
@@ -124,18 +125,21 @@ void GrpcTransport::ConnectLoop() {
       options.gateways = {address};
       options.connect_timeout = connect_timeout_;
       options.security = security_;
-      options.overflow = rpc::GatewaySetOptions::Overflow::kFail;  // never block a worker
+      options.overflow =
+          rpc::GatewaySetOptions::Overflow::kFail;  // never block a worker
       options.max_in_flight = 1 << 16;
       options.closed_code = absl::StatusCode::kUnavailable;
       options.gateway_refresh_period = absl::ZeroDuration();  // this silo only
-      absl::StatusOr<std::unique_ptr<rpc::GatewaySet>> client = rpc::GatewaySet::Connect(options);
+      absl::StatusOr<std::unique_ptr<rpc::GatewaySet>> client =
+          rpc::GatewaySet::Connect(options);
       if (!client.ok()) {
         GRANARY_LOG(kWarning) << "silo=" << self_id_ << " peer=" << id
                               << " cannot connect: " << client.status();
         ++failed;
         continue;
       }
-      for (const InterfaceInfo* iface : interfaces_) (*client)->Register(*iface);
+      for (const InterfaceInfo* iface : interfaces_)
+        (*client)->Register(*iface);
       made.emplace_back(id, *std::move(client));
     }
     mu_.Lock();

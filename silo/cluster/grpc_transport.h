@@ -86,7 +86,8 @@ class GrpcTransport final : public Transport {
   const std::vector<const InterfaceInfo*> interfaces_;
   const absl::Duration connect_timeout_;
   void ConnectLoop();
-  std::shared_ptr<v1::SiloControl::Stub> ControlStub(const std::string& address);
+  std::shared_ptr<v1::SiloControl::Stub> ControlStub(
+      const std::string& address);
 
   const rpc::ClientSecurity security_;
   directory::GrpcDirectoryTransport directory_;

@@ -257,7 +257,8 @@ void LoopbackNetwork::FailHeld(const std::string& from, const std::string& to,
   }
 }
 
-// --- LoopbackTransport --------------------------------------------------------
+// --- LoopbackTransport
+// --------------------------------------------------------
 
 namespace {
 
@@ -347,9 +348,9 @@ void LoopbackTransport::OnView(const v1::MembershipView& view) {
   // Requests a black hole holds for a silo no longer live fail now, as a
   // dropped connection fails its calls in flight.
   for (const std::string& id : dropped) {
-    network_->FailHeld(self_id_, id,
-                       absl::UnavailableError(absl::StrCat(
-                           "silo ", id, " left the cluster")));
+    network_->FailHeld(
+        self_id_, id,
+        absl::UnavailableError(absl::StrCat("silo ", id, " left the cluster")));
   }
 }
 
@@ -416,8 +417,7 @@ void LoopbackTransport::Forward(const std::string& silo_id, CallBase* call) {
 
 void LoopbackTransport::SendDirectory(const std::string& silo_id,
                                       directory::DirectoryOp op,
-                                      v1::DirectoryRequest request,
-                                      Done done) {
+                                      v1::DirectoryRequest request, Done done) {
   auto shared = std::make_shared<Done>(std::move(done));
   network_->Send(
       self_id_, silo_id,

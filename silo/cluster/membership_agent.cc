@@ -141,20 +141,20 @@ Task<absl::Status> MembershipAgent::Update(
 
 Task<absl::Status> MembershipAgent::WriteSelf(v1::MemberStatus status) {
   const int64_t now_ms = absl::ToUnixMillis(Now());
-  co_return co_await Update(id_, [&](const v1::MembershipView&,
-                                     v1::Member* row) {
-    if (row->status() == v1::MEMBER_DEAD && status != v1::MEMBER_DEAD) {
-      return false;  // declared dead meanwhile: never revived
-    }
-    if (row->status() > status) return false;
-    const auto suspicions = row->suspicions();
-    *row = self_;
-    *row->mutable_suspicions() = suspicions;
-    row->set_status(status);
-    row->set_heartbeat_unix_ms(now_ms);
-    if (activations_) row->set_activations(activations_());
-    return true;
-  });
+  co_return co_await Update(
+      id_, [&](const v1::MembershipView&, v1::Member* row) {
+        if (row->status() == v1::MEMBER_DEAD && status != v1::MEMBER_DEAD) {
+          return false;  // declared dead meanwhile: never revived
+        }
+        if (row->status() > status) return false;
+        const auto suspicions = row->suspicions();
+        *row = self_;
+        *row->mutable_suspicions() = suspicions;
+        row->set_status(status);
+        row->set_heartbeat_unix_ms(now_ms);
+        if (activations_) row->set_activations(activations_());
+        return true;
+      });
 }
 
 Task<absl::Status> MembershipAgent::JoinAsync(absl::Duration timeout) {
@@ -367,13 +367,14 @@ Task<bool> MembershipAgent::Round() {
       }
     }
     if (beat.code() == absl::StatusCode::kUnimplemented) {
-      (void)co_await Update(id_, [&](const v1::MembershipView&,
-                                     v1::Member* row) {
-        if (!IsLive(*row)) return false;
-        row->set_heartbeat_unix_ms(now_ms);
-        if (activations_) row->set_activations(activations_());
-        return true;
-      });
+      (void)co_await Update(id_,
+                            [&](const v1::MembershipView&, v1::Member* row) {
+                              if (!IsLive(*row)) return false;
+                              row->set_heartbeat_unix_ms(now_ms);
+                              if (activations_)
+                                row->set_activations(activations_());
+                              return true;
+                            });
     }
   }
   co_await ProbeRound();
@@ -427,12 +428,11 @@ Task<void> MembershipAgent::ProbeRound() {
       stale.push_back(&m);
     }
   }
-  std::sort(stale.begin(), stale.end(),
-            [](const v1::Member* a, const v1::Member* b) {
-              return std::make_pair(a->heartbeat_unix_ms(), storage::MemberId(*a)) <
-                     std::make_pair(b->heartbeat_unix_ms(),
-                                    storage::MemberId(*b));
-            });
+  std::sort(
+      stale.begin(), stale.end(), [](const v1::Member* a, const v1::Member* b) {
+        return std::make_pair(a->heartbeat_unix_ms(), storage::MemberId(*a)) <
+               std::make_pair(b->heartbeat_unix_ms(), storage::MemberId(*b));
+      });
   if (stale.size() > kMaxStaleProbes) stale.resize(kMaxStaleProbes);
   for (const v1::Member* m : stale) {
     targets.insert(storage::MemberId(*m));
@@ -484,39 +484,38 @@ Task<bool> MembershipAgent::Probe(const v1::Member& target) {
 Task<void> MembershipAgent::Vote(std::string target_id) {
   int votes = 0, needed = 0;
   bool killed = false;
-  absl::Status s = co_await Update(target_id, [&](const v1::MembershipView&
-                                                       view,
-                                                   v1::Member* row) {
-    if (row->status() == v1::MEMBER_DEAD) return false;
-    const storage::VoteRules rules = options_.vote_rules();
-    const int64_t now = absl::ToUnixMillis(Now());
-    // The votes that still count stay, one per silo address (a restarted
-    // silo's old votes do not add to its new ones); this silo's own vote
-    // is cast anew. The table checks the same rules (storage::CheckVotes).
-    google::protobuf::RepeatedPtrField<v1::Suspicion> kept;
-    absl::flat_hash_set<std::string> addresses = {self_.address()};
-    for (const v1::Suspicion& v : row->suspicions()) {
-      if (v.by() == id_ ||
-          !storage::VoteCounts(view, *row, v, rules, now)) {
-        continue;
-      }
-      std::string address;
-      for (const v1::Member& m : view.members()) {
-        if (storage::MemberId(m) == v.by()) address = m.address();
-      }
-      if (!addresses.insert(address).second) continue;
-      *kept.Add() = v;
-    }
-    v1::Suspicion* mine = kept.Add();
-    mine->set_by(id_);
-    mine->set_at_unix_ms(now);
-    *row->mutable_suspicions() = std::move(kept);
-    votes = storage::CountVotes(view, *row, rules, now);
-    needed = storage::VotesNeeded(view, *row, rules, now);
-    killed = votes >= needed;
-    if (killed) row->set_status(v1::MEMBER_DEAD);
-    return true;
-  });
+  absl::Status s = co_await Update(
+      target_id, [&](const v1::MembershipView& view, v1::Member* row) {
+        if (row->status() == v1::MEMBER_DEAD) return false;
+        const storage::VoteRules rules = options_.vote_rules();
+        const int64_t now = absl::ToUnixMillis(Now());
+        // The votes that still count stay, one per silo address (a restarted
+        // silo's old votes do not add to its new ones); this silo's own vote
+        // is cast anew. The table checks the same rules (storage::CheckVotes).
+        google::protobuf::RepeatedPtrField<v1::Suspicion> kept;
+        absl::flat_hash_set<std::string> addresses = {self_.address()};
+        for (const v1::Suspicion& v : row->suspicions()) {
+          if (v.by() == id_ ||
+              !storage::VoteCounts(view, *row, v, rules, now)) {
+            continue;
+          }
+          std::string address;
+          for (const v1::Member& m : view.members()) {
+            if (storage::MemberId(m) == v.by()) address = m.address();
+          }
+          if (!addresses.insert(address).second) continue;
+          *kept.Add() = v;
+        }
+        v1::Suspicion* mine = kept.Add();
+        mine->set_by(id_);
+        mine->set_at_unix_ms(now);
+        *row->mutable_suspicions() = std::move(kept);
+        votes = storage::CountVotes(view, *row, rules, now);
+        needed = storage::VotesNeeded(view, *row, rules, now);
+        killed = votes >= needed;
+        if (killed) row->set_status(v1::MEMBER_DEAD);
+        return true;
+      });
   if (!s.ok()) {
     GRANARY_LOG(kWarning) << "silo=" << id_ << " suspect=" << target_id
                           << " could not record a vote: " << s;

@@ -21,10 +21,10 @@
 // the `probe_fanout` live silos after it, so every live silo is probed by
 // that many others, and every live silo whose heartbeat is stale (so that
 // many silos silent at once, neighbours on the ring, still get the votes
-// that declare them dead). A round's probes run at once. A probe that fails or times out is a miss;
-// `missed_probes` consecutive misses make the prober vote. A silo is Dead
-// once `votes_to_kill` votes younger than `vote_expiry` are on its row
-// (fewer when fewer other silos are alive to vote).
+// that declare them dead). A round's probes run at once. A probe that fails or
+// times out is a miss; `missed_probes` consecutive misses make the prober vote.
+// A silo is Dead once `votes_to_kill` votes younger than `vote_expiry` are on
+// its row (fewer when fewer other silos are alive to vote).
 //
 // Rounds and the lease's re-reads are coroutines that sleep on a timer queue
 // of the agent's, on `options.clock` (a FakeClock in tests: a round runs
@@ -86,8 +86,8 @@ struct MembershipOptions {
   // The table's rules for these votes: a silo silent for three heartbeat
   // periods no longer counts as a possible voter.
   storage::VoteRules vote_rules() const {
-    return storage::VoteRules{votes_to_kill, vote_expiry,
-                              3 * heartbeat_period, clock};
+    return storage::VoteRules{votes_to_kill, vote_expiry, 3 * heartbeat_period,
+                              clock};
   }
 };
 

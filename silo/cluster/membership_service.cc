@@ -94,12 +94,11 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::MembershipView> {
 namespace {
 
 bool SameVotes(const v1::Member& a, const v1::Member& b) {
-  return std::equal(a.suspicions().begin(), a.suspicions().end(),
-                    b.suspicions().begin(), b.suspicions().end(),
-                    [](const v1::Suspicion& x, const v1::Suspicion& y) {
-                      return x.by() == y.by() &&
-                             x.at_unix_ms() == y.at_unix_ms();
-                    });
+  return std::equal(
+      a.suspicions().begin(), a.suspicions().end(), b.suspicions().begin(),
+      b.suspicions().end(), [](const v1::Suspicion& x, const v1::Suspicion& y) {
+        return x.by() == y.by() && x.at_unix_ms() == y.at_unix_ms();
+      });
 }
 
 bool HasVote(const v1::Member& m, const v1::Suspicion& vote) {
@@ -118,8 +117,7 @@ absl::Status AuthorizeMemberWrite(const rpc::PeerAuthority& peer,
                                   const v1::Member& next) {
   const v1::Member* current = nullptr;
   for (const v1::Member& m : view.members()) {
-    if (m.address() == next.address() &&
-        m.generation() == next.generation()) {
+    if (m.address() == next.address() && m.generation() == next.generation()) {
       current = &m;
     }
   }
@@ -145,8 +143,7 @@ absl::Status AuthorizeMemberWrite(const rpc::PeerAuthority& peer,
   was.clear_suspicions();
   const bool only_votes =
       google::protobuf::util::MessageDifferencer::Equals(same, was) &&
-      (next.status() == current->status() ||
-       next.status() == v1::MEMBER_DEAD);
+      (next.status() == current->status() || next.status() == v1::MEMBER_DEAD);
   int added = 0;
   for (const v1::Suspicion& v : next.suspicions()) {
     if (HasVote(*current, v)) continue;
@@ -247,8 +244,7 @@ RemoteMembershipTable::RemoteMembershipTable(
     const std::string& primary, absl::Duration timeout,
     const rpc::ClientSecurity& security)
     : timeout_((rpc::HoldGrpcCallbackQueue(), timeout)),
-      channel_(rpc::NewChannel(primary,
-                                   rpc::MakeChannelCredentials(security))),
+      channel_(rpc::NewChannel(primary, rpc::MakeChannelCredentials(security))),
       stub_(v1::Membership::NewStub(channel_)) {}
 
 RemoteMembershipTable::~RemoteMembershipTable() { StopWatch(); }

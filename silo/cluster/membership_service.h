@@ -28,9 +28,9 @@
 #include "absl/time/time.h"
 #include "core/sync.h"
 #include "core/timer_queue.h"
+#include "granary/v1/cluster.grpc.pb.h"
 #include "rpc/credentials.h"
 #include "rpc/security.h"
-#include "granary/v1/cluster.grpc.pb.h"
 #include "storage/membership_table.h"
 
 namespace granary::silo {

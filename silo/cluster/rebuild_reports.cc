@@ -2,8 +2,6 @@
 // view changes the ring, this silo reports the activations it hosts to each
 // grain's new directory owner, in parts, retrying until every owner took
 // its report or a newer ring replaces it.
-#include "silo/cluster/cluster_router.h"
-
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -19,6 +17,7 @@
 #include "directory/directory_client.h"
 #include "directory/partition.h"
 #include "granary/v1/cluster.pb.h"
+#include "silo/cluster/cluster_router.h"
 
 namespace granary::silo {
 
@@ -132,8 +131,8 @@ void ClusterRouter::SendReport(std::shared_ptr<Sweep> sweep, std::string owner,
         if (r.ok()) {
           for (const v1::DirectoryEntry& e : r->conflicts()) {
             GRANARY_LOG(kError)
-                << "silo=" << self_ << " grain="
-                << LogQuote(absl::StrCat(e.type(), "/", e.key()))
+                << "silo=" << self_
+                << " grain=" << LogQuote(absl::StrCat(e.type(), "/", e.key()))
                 << " activation=" << e.activation_id()
                 << " rebuild conflict: another activation is registered";
           }

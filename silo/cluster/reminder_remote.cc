@@ -85,19 +85,18 @@ grpc::ServerUnaryReactor* ReminderPeerService::Register(
       ToGrain(request->type(), request->key(), &silo);
   if (!grain.ok()) return Refuse(context, grain.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  Detach(
-      CheckedRegister(rpc::AuthorityOf(*context), silo, *std::move(grain),
-                      request->name(), absl::Microseconds(request->due_us()),
-                      absl::Microseconds(request->period_us())),
-      [reactor, reply](absl::StatusOr<absl::StatusOr<absl::Time>> r) {
-        absl::StatusOr<absl::Time> first_tick = Flatten(std::move(r));
-        if (!first_tick.ok()) {
-          reactor->Finish(rpc::ToGrpc(first_tick.status()));
-          return;
-        }
-        reply->set_first_tick_unix_us(absl::ToUnixMicros(*first_tick));
-        reactor->Finish(grpc::Status::OK);
-      });
+  Detach(CheckedRegister(rpc::AuthorityOf(*context), silo, *std::move(grain),
+                         request->name(), absl::Microseconds(request->due_us()),
+                         absl::Microseconds(request->period_us())),
+         [reactor, reply](absl::StatusOr<absl::StatusOr<absl::Time>> r) {
+           absl::StatusOr<absl::Time> first_tick = Flatten(std::move(r));
+           if (!first_tick.ok()) {
+             reactor->Finish(rpc::ToGrpc(first_tick.status()));
+             return;
+           }
+           reply->set_first_tick_unix_us(absl::ToUnixMicros(*first_tick));
+           reactor->Finish(grpc::Status::OK);
+         });
   return reactor;
 }
 
@@ -154,8 +153,8 @@ absl::StatusOr<ReminderKeeper*> RangeReminders::To(const GrainId& grain) {
   MutexLock lock(&mu_);
   std::unique_ptr<ReminderKeeper>& peer = peers_[owner];
   if (peer == nullptr) {
-    peer = std::make_unique<RemoteReminders>(owner, absl::Seconds(10),
-                                             security_);
+    peer =
+        std::make_unique<RemoteReminders>(owner, absl::Seconds(10), security_);
   }
   return peer.get();
 }

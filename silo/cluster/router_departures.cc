@@ -24,8 +24,6 @@
 //    router's backoff until give_up_after.
 // 3. The owner answered (or the retries gave up: the entry may remain, and
 //    a call that finds it here replaces or removes it, see OnLookup).
-#include "silo/cluster/cluster_router.h"
-
 #include <memory>
 #include <vector>
 
@@ -33,6 +31,7 @@
 #include "core/log.h"
 #include "directory/directory_client.h"
 #include "granary/v1/cluster.pb.h"
+#include "silo/cluster/cluster_router.h"
 
 namespace granary::silo {
 

@@ -64,9 +64,9 @@ absl::StatusOr<GrainId> StorageService::ToGrain(const v1::StateKey& k) const {
   if (!ready_) return absl::UnavailableError("grain storage is not ready yet");
   auto type = types_.find(k.type());
   if (type == types_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "grain state request for unknown grain type '",
-        k.type().substr(0, 256), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("grain state request for unknown grain type '",
+                     k.type().substr(0, 256), "'"));
   }
   if (absl::Status valid = ValidateGrainKey(k.key()); !valid.ok()) {
     return valid;

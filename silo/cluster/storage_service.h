@@ -25,10 +25,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/grain_id.h"
 #include "core/sync.h"
-
-#include "absl/time/time.h"
 #include "granary/v1/cluster.grpc.pb.h"
 #include "rpc/credentials.h"
 #include "rpc/security.h"
@@ -39,8 +38,7 @@ namespace granary::silo {
 
 class StorageService final : public v1::GrainState::CallbackService {
  public:
-  explicit StorageService(storage::GrainStorage* storage)
-      : storage_(storage) {}
+  explicit StorageService(storage::GrainStorage* storage) : storage_(storage) {}
   // The grain types whose state may be stored (the primary's own); requests
   // for others are refused, so names from the network are never kept.
   // Until it is called every request is answered UNAVAILABLE.

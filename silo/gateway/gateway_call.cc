@@ -52,17 +52,17 @@ size_t OpenCalls::size() const {
 }
 
 int64_t CallBytes(const v1::Request& request) {
-  return 256 + static_cast<int64_t>(request.key().size() +
-                                    request.payload().size() +
-                                    rpc::RequestContextBytes(request));
+  return 256 +
+         static_cast<int64_t>(request.key().size() + request.payload().size() +
+                              rpc::RequestContextBytes(request));
 }
 
 absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
                                bool stopping, const Silo& silo) {
   if (route == nullptr) {
-    return absl::UnimplementedError(absl::StrCat(
-        "unknown grain method '", request.method(),
-        "': this silo hosts no such grain type or method"));
+    return absl::UnimplementedError(
+        absl::StrCat("unknown grain method '", request.method(),
+                     "': this silo hosts no such grain type or method"));
   }
   if (stopping && silo.router() == nullptr) {
     return absl::UnavailableError(
@@ -129,15 +129,15 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
   CallBase* call = nullptr;
   if (route.method == nullptr) {
     GRANARY_ASSIGN_OR_RETURN(
-        call, ReminderCallFromWire(*route.iface,
-                                   std::move(*request.mutable_key()),
-                                   request.payload()));
+        call,
+        ReminderCallFromWire(*route.iface, std::move(*request.mutable_key()),
+                             request.payload()));
   } else {
     GRANARY_ASSIGN_OR_RETURN(
-        call, NewCallFromBytes(*route.iface, *route.method,
-                               std::move(*request.mutable_key()),
-                               request.payload(), timeout, max_parsed_bytes,
-                               parsed_bytes));
+        call,
+        NewCallFromBytes(*route.iface, *route.method,
+                         std::move(*request.mutable_key()), request.payload(),
+                         timeout, max_parsed_bytes, parsed_bytes));
   }
   call->set_caller_tag(request.id());
   // A new chain (the client's is not trusted), unless a silo passes its
@@ -321,7 +321,7 @@ void ServedStreams::PumpLocked(uint64_t id, Pumped* out) {
     if (!item->SerializeToString(reply.mutable_payload())) {
       items.pop_back();
       if (s.final.has_value()) continue;  // ended already: dropped
-      out->fail = s.call;  // failed once the lock is released
+      out->fail = s.call;                 // failed once the lock is released
       out->fail->AddRef();
       break;
     }
@@ -421,8 +421,7 @@ size_t MoveToBatch(std::deque<v1::Reply>* pending, int max_batch_bytes,
   return bytes;
 }
 
-v1::Reply ReplyOfCall(CallBase& call, int max_message_bytes,
-                      bool from_silos) {
+v1::Reply ReplyOfCall(CallBase& call, int max_message_bytes, bool from_silos) {
   v1::Reply reply;
   reply.set_id(call.caller_tag());
   const absl::Status& status = call.status();

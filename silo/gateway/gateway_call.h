@@ -33,10 +33,10 @@ class Silo;
 // At debug level: `call` of gRPC path `method` was accepted `from` "client",
 // "silo" or "grpc", with its trace id (how one request is followed through
 // a silo's log).
-#define GRANARY_LOG_CALL_ACCEPTED(call, method, from)                     \
-  GRANARY_LOG(kDebug) << "trace_id="                                      \
-                      << (call).request_context().trace.TraceIdHex()      \
-                      << " grain=" << LogQuote((call).target().ToString()) \
+#define GRANARY_LOG_CALL_ACCEPTED(call, method, from)                         \
+  GRANARY_LOG(kDebug) << "trace_id="                                          \
+                      << (call).request_context().trace.TraceIdHex()          \
+                      << " grain=" << LogQuote((call).target().ToString())    \
                       << " method=" << LogQuote(method) << " from=" << (from) \
                       << " call accepted"
 
@@ -184,8 +184,8 @@ class ServedStreams {
 
  private:
   struct Served {
-    CallBase* call;   // a reference
-    int64_t credit;   // items the client may still receive
+    CallBase* call;        // a reference
+    int64_t credit;        // items the client may still receive
     bool waiting = false;  // a Wake is registered with the channel
     // The call's reply, once it finished: written after its items.
     std::optional<v1::Reply> final;
@@ -208,7 +208,7 @@ class ServedStreams {
   mutable Mutex mu_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Served>> served_
       ABSL_GUARDED_BY(mu_);
-  std::atomic<int> open_{0};  // served_.size()
+  std::atomic<int> open_{0};          // served_.size()
   std::atomic<bool> stalled_{false};  // a stream waits for ItemRoom
   // Set by EndAll: no more credit comes, so a stream that ends OK with
   // items still waiting for it ends with this instead (also one whose end
@@ -231,7 +231,6 @@ size_t MoveToBatch(std::deque<v1::Reply>* pending, int max_batch_bytes,
 // or its error; RESOURCE_EXHAUSTED when the reply would not fit a message
 // of `max_message_bytes` (less 1 KiB for the batch). To a client (not
 // `from_silos`) it names the gateway of the grain's silo when known.
-v1::Reply ReplyOfCall(CallBase& call, int max_message_bytes,
-                      bool from_silos);
+v1::Reply ReplyOfCall(CallBase& call, int max_message_bytes, bool from_silos);
 
 }  // namespace granary::silo

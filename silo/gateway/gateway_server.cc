@@ -1,7 +1,5 @@
 #include "silo/gateway/gateway_server.h"
 
-#include "rpc/callback_queue.h"
-
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -9,11 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "core/address.h"
 #include "core/log.h"
-#include "rpc/credentials.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/codegen/service_type.h"
+#include "rpc/callback_queue.h"
+#include "rpc/credentials.h"
 #include "silo/gateway/gateway_service.h"
 #include "silo/runtime/silo.h"
 

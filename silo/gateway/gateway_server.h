@@ -85,8 +85,8 @@ class GatewayServer {
   // constructor's) and the bytes one gateway-protocol stream may hold
   // (GatewayServiceOptions::max_connection_bytes), and how many such
   // streams may be open (max_streams). Set before Start.
-  void set_limits(const rpc::ServerLimits& limits,
-                  int64_t max_connection_bytes, int max_streams) {
+  void set_limits(const rpc::ServerLimits& limits, int64_t max_connection_bytes,
+                  int max_streams) {
     limits_ = limits;
     max_connection_bytes_ = max_connection_bytes;
     max_streams_ = max_streams;
@@ -97,8 +97,9 @@ class GatewayServer {
   absl::Status Start();
   // Clients are told to go elsewhere (GatewayService::Drain) and have half
   // of `grace` to half-close; streams then finish once the calls they
-  // carried are answered; those still open after `grace` are cancelled. A silo of a cluster passes calls on
-  // after it stopped, so it gives them longer than a silo alone.
+  // carried are answered; those still open after `grace` are cancelled. A silo
+  // of a cluster passes calls on after it stopped, so it gives them longer than
+  // a silo alone.
   void Stop(absl::Duration grace = absl::Milliseconds(500));
 
   // The bound address, with the real port once started.

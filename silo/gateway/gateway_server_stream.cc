@@ -23,8 +23,7 @@ void GatewayStream::Begin() {
 }
 
 std::string GatewayStream::Identity() const {
-  return caller_ == nullptr ? std::string()
-                            : " identity=" + LogQuote(*caller_);
+  return caller_ == nullptr ? std::string() : " identity=" + LogQuote(*caller_);
 }
 
 void GatewayStream::Drain() {
@@ -191,8 +190,7 @@ absl::Status GatewayStream::Accept(v1::Request& request, bool stopping) {
   int64_t bytes = CallBytes(request);  // before the key moves
   const int64_t payload_bytes = static_cast<int64_t>(request.payload().size());
   const Route* route = FindRoute(request.method());
-  GRANARY_RETURN_IF_ERROR(
-      CheckGatewayRoute(route, request, stopping, *silo));
+  GRANARY_RETURN_IF_ERROR(CheckGatewayRoute(route, request, stopping, *silo));
   const bool streaming =
       route->method != nullptr && route->method->server_streaming;
   if (streaming) {
@@ -291,15 +289,14 @@ void GatewayStream::PlanLocked(Steps* steps) {
     }
   }
   const bool drained = in_flight == 0 && served_.open() == 0 &&
-                       pending_.empty() &&
-                       !write_in_flight_ && !dispatching_;
+                       pending_.empty() && !write_in_flight_ && !dispatching_;
   if (broken_ && !write_in_flight_) {
     finish = true;
     status = broken_status_;
   } else if (drained && stopping_) {
     finish = true;
-    status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "silo is shutting down");
+    status =
+        grpc::Status(grpc::StatusCode::UNAVAILABLE, "silo is shutting down");
     // Tells the client this server is going away: its connection
     // should not be used for a new stream (see GatewayLink).
     context_->AddTrailingMetadata(kStoppingKey, "1");

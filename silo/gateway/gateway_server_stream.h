@@ -82,7 +82,10 @@ class GatewayStream final
   // once it has sent what it queued here.
   void Drain();
 
-  bool Going() { MutexLock l(&mu_); return draining_ || stopping_; }
+  bool Going() {
+    MutexLock l(&mu_);
+    return draining_ || stopping_;
+  }
 
   // The gateway is stopping: read nothing more, finish once drained.
   void Stop();
@@ -221,7 +224,7 @@ class GatewayStream final
   MemoryBudget* const silo_budget_;  // null for links from other silos
   const bool from_silos_;
   std::atomic<int> refs_{1};
-  OpenCalls open_;  // awaited calls, for the client's cancels
+  OpenCalls open_;              // awaited calls, for the client's cancels
   ServedStreams served_{this};  // server-streaming calls: items and credit
 
   // Touched only by the read side (one read at a time).
@@ -241,7 +244,7 @@ class GatewayStream final
   // Bytes this stream holds (its budget, max_connection_bytes): accepted
   // calls not finished (their charge) and replies not yet written. Atomic
   // like in_flight_.
-  ConnectionBytes bytes_{silo_budget_};  // never released under mu_
+  ConnectionBytes bytes_{silo_budget_};             // never released under mu_
   int64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // in pending_
   int64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // in the write out
   int64_t to_release_ ABSL_GUARDED_BY(mu_) = 0;     // dropped by Break

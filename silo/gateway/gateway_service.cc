@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/metrics.h"
 #include "core/sync.h"
-#include "silo/gateway/gateway_service_impl.h"
 #include "silo/gateway/gateway_server_stream.h"
+#include "silo/gateway/gateway_service_impl.h"
 #include "silo/runtime/silo.h"
 
 namespace granary::silo {

@@ -129,9 +129,9 @@ class GatewayService::Impl final
   }
   bool WaitForStreamsClosed(absl::Duration timeout) {
     MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return streams_.empty();
-    }, timeout);
+    return mu_.AwaitWithTimeout(
+        [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return streams_.empty(); },
+        timeout);
   }
 
   Silo* silo() const { return silo_.load(std::memory_order_acquire); }

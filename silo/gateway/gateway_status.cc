@@ -83,7 +83,7 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Cluster(
       }
     }
     me->set_status(silo->stopping() ? v1::MEMBER_SHUTTING_DOWN
-                                     : v1::MEMBER_ACTIVE);
+                                    : v1::MEMBER_ACTIVE);
     me->set_gateway(address());
     me->set_activations(static_cast<int64_t>(silo->ActivationCount()));
     me->set_start_unix_ms(absl::ToUnixMillis(started_));

@@ -11,8 +11,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/log.h"
-#include "core/parsed_size.h"
 #include "core/memory_budget.h"
+#include "core/parsed_size.h"
 #include "core/status.h"
 #include "core/stream.h"
 #include "core/sync.h"
@@ -217,8 +217,7 @@ struct Prepared {
   int64_t bytes = 0;
 };
 
-Prepared PrepareCall(CallInvoker* invoker,
-                     grpc::CallbackServerContext* context,
+Prepared PrepareCall(CallInvoker* invoker, grpc::CallbackServerContext* context,
                      const InterfaceInfo& iface, uint32_t method,
                      const grpc::ByteBuffer* request) {
   Prepared p;
@@ -236,8 +235,8 @@ Prepared PrepareCall(CallInvoker* invoker,
   const auto& metadata = context->client_metadata();
   auto key_it = metadata.find(kGrainKeyMetadata);
   // A stream has no deadline unless its client set one.
-  absl::Duration timeout = info.server_streaming ? absl::InfiniteDuration()
-                                                 : kDefaultCallTimeout;
+  absl::Duration timeout =
+      info.server_streaming ? absl::InfiniteDuration() : kDefaultCallTimeout;
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {
     timeout = absl::FromChrono(context->deadline()) - absl::Now();
   }
@@ -252,8 +251,7 @@ Prepared PrepareCall(CallInvoker* invoker,
   CallBase* call = *made;
   RequestContext call_context;
   call_context.chain_id = call->request_context().chain_id;
-  if (absl::Status s = ContextFromMetadata(metadata, &call_context);
-      !s.ok()) {
+  if (absl::Status s = ContextFromMetadata(metadata, &call_context); !s.ok()) {
     call->Release();
     p.refusal = rpc::ToGrpc(s);
     return p;
@@ -310,8 +308,7 @@ absl::StatusOr<CallBase*> UnaryCallFromWire(const InterfaceInfo& iface,
   if (key == nullptr || key->empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("missing metadata '", kGrainKeyMetadata,
-                     "': the key of the ", iface.type_name,
-                     " grain to call"));
+                     "': the key of the ", iface.type_name, " grain to call"));
   }
   std::string grain_key(key->data(), key->size());
   GRANARY_RETURN_IF_ERROR(ValidateGrainKey(grain_key));
@@ -321,16 +318,16 @@ absl::StatusOr<CallBase*> UnaryCallFromWire(const InterfaceInfo& iface,
   }
   grpc::Slice whole;
   if (request == nullptr || !request->DumpToSingleSlice(&whole).ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request of ", iface.methods[method].full_name,
-                     " cannot be read"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request of ", iface.methods[method].full_name, " cannot be read"));
   }
   const absl::string_view payload(reinterpret_cast<const char*>(whole.begin()),
                                   whole.size());
   // As the gateway's limit at the default --max_message_bytes, or four
   // times a larger request.
-  const int64_t limit = std::max<int64_t>(
-      MaxParsedBytes(4 << 20), int64_t{4} * static_cast<int64_t>(payload.size()));
+  const int64_t limit =
+      std::max<int64_t>(MaxParsedBytes(4 << 20),
+                        int64_t{4} * static_cast<int64_t>(payload.size()));
   return NewCallFromBytes(iface, iface.methods[method], std::move(grain_key),
                           payload, timeout, limit, parsed_bytes);
 }

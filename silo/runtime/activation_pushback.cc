@@ -2,12 +2,11 @@
 // Activation::Offer and SiloOptions::max_mailbox): the sender is parked
 // after its turn, still scheduled, until the target has room again, its
 // wait's bound passes, or a shutdown or shed request comes.
-#include "silo/runtime/activation.h"
-
 #include <algorithm>
 #include <utility>
 #include <vector>
 
+#include "silo/runtime/activation.h"
 #include "silo/runtime/silo.h"
 
 namespace granary::silo {
@@ -34,7 +33,7 @@ bool Activation::Park(Activation* target) {
     if (control_requests_.load(std::memory_order_seq_cst) &
         (kShutdown | kShed)) {
       refs_.fetch_sub(2, std::memory_order_relaxed);  // this run holds one
-      target->Unref();  // the hold Offer took
+      target->Unref();                                // the hold Offer took
       return false;
     }
     pending_.fetch_sub(popped_, std::memory_order_seq_cst);
@@ -46,7 +45,7 @@ bool Activation::Park(Activation* target) {
         silo_->clock()->Now() + silo_->options().max_pushback_wait);
   }
   target->AddRoomWaiter(this);  // passes the waiter entry's reference on
-  target->Unref();  // the hold Offer took
+  target->Unref();              // the hold Offer took
   return true;
 }
 

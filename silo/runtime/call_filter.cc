@@ -16,10 +16,9 @@ namespace {
 // The status that ends a call whose filter #`index` threw `thrown`.
 absl::Status FilterThrew(size_t index, const CallFilterContext& call,
                          std::exception_ptr thrown) {
-  return absl::InternalError(
-      absl::StrCat("call filter #", index, " threw calling ",
-                   call.target.ToString(), " ", call.method.name, ": ",
-                   StatusFromException(thrown).message()));
+  return absl::InternalError(absl::StrCat(
+      "call filter #", index, " threw calling ", call.target.ToString(), " ",
+      call.method.name, ": ", StatusFromException(thrown).message()));
 }
 
 // This thread's spare run: a call through the filters takes it and gives
@@ -31,12 +30,12 @@ FilterRun* FilterRun::Start(const std::vector<CallFilter>& filters,
                             const GrainId& target, const MethodInfo& method,
                             const GrainId* caller_grain,
                             absl::string_view caller_identity,
-                            RequestContext& context, Finish finish,
-                            void* owner, CallBase* call, const void* extra) {
+                            RequestContext& context, Finish finish, void* owner,
+                            CallBase* call, const void* extra) {
   FilterRun* run = spare_run != nullptr ? spare_run.release() : new FilterRun;
   run->filters_ = &filters;
-  run->context_.emplace(
-      CallFilterContext{target, method, caller_grain, caller_identity, context});
+  run->context_.emplace(CallFilterContext{target, method, caller_grain,
+                                          caller_identity, context});
   run->finish_ = finish;
   run->owner_ = owner;
   run->call_ = call;
@@ -58,10 +57,9 @@ bool FilterRun::Drive() {
       break;
     }
     if (!task.valid()) {
-      status_ = absl::InternalError(
-          absl::StrCat("call filter #", index, " returned no task calling ",
-                       context_->target.ToString(), " ",
-                       context_->method.name));
+      status_ = absl::InternalError(absl::StrCat(
+          "call filter #", index, " returned no task calling ",
+          context_->target.ToString(), " ", context_->method.name));
       break;
     }
     // Run to its first suspension or its end. A filter that ends there

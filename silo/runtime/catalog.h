@@ -12,17 +12,17 @@
 // Threading: all methods are thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
-#include <algorithm>
 #include <cstddef>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
-#include "core/sync.h"
 #include "core/grain_id.h"
+#include "core/sync.h"
 #include "silo/runtime/activation.h"
 
 namespace granary::silo {
@@ -129,8 +129,7 @@ class Catalog {
       MutexLock lock(&s.mu);
       auto it = s.workers.find(id);
       Activation* a = it == s.workers.end() ? nullptr : LeastBusy(it->second);
-      if (a == nullptr ||
-          (a->Load() > 0 && it->second.size() < max_workers)) {
+      if (a == nullptr || (a->Load() > 0 && it->second.size() < max_workers)) {
         if (Activation* made = make()) {
           if (it == s.workers.end()) {
             it = s.workers.emplace(id, std::vector<Activation*>()).first;

@@ -198,7 +198,8 @@ void RequestDone(void* ctx) {
   if (h.promise().exception()) {
     status = StatusFromException(h.promise().exception());
   } else if constexpr (!std::is_void_v<Resp>) {
-    if (claimed) static_cast<Resp&>(call->reply()) = std::move(h.promise().value());
+    if (claimed)
+      static_cast<Resp&>(call->reply()) = std::move(h.promise().value());
   }
   h.destroy();
   call->set_callee_frame(nullptr);

@@ -49,9 +49,8 @@ void Activation::StartTick(GrainTimer* timer) {
     return;
   }
   const uint64_t chain = NewChainId();
-  running_.push_back(
-      Running{timer, /*is_timer=*/true, /*read_only=*/false, chain,
-              run_->turn_start_ns, /*filters=*/nullptr});
+  running_.push_back(Running{timer, /*is_timer=*/true, /*read_only=*/false,
+                             chain, run_->turn_start_ns, /*filters=*/nullptr});
   run_->turn.request =
       RequestContext{chain, nullptr, nullptr, TraceContext::NewRoot(), {}};
   timer->owner = this;
@@ -69,12 +68,13 @@ void Activation::StartTick(GrainTimer* timer) {
   h.promise().set_done(
       [](void* ctx) {
         auto* t = static_cast<GrainTimer*>(ctx);
-        auto h = std::coroutine_handle<internal::TaskPromise<void>>::from_address(
-            t->frame);
+        auto h =
+            std::coroutine_handle<internal::TaskPromise<void>>::from_address(
+                t->frame);
         if (h.promise().exception()) {
-          GRANARY_LOG(kWarning)
-              << "grain=" << LogQuote(t->grain.ToString()) << " timer tick failed: "
-              << StatusFromException(h.promise().exception());
+          GRANARY_LOG(kWarning) << "grain=" << LogQuote(t->grain.ToString())
+                                << " timer tick failed: "
+                                << StatusFromException(h.promise().exception());
         }
         h.destroy();
         t->frame = nullptr;
@@ -132,7 +132,8 @@ void Activation::StartReminderTick(CallBase* call) {
     return;
   }
   running_.push_back(Running{call, /*is_timer=*/false, /*read_only=*/false,
-                             call->request_context().chain_id, run_->turn_start_ns,
+                             call->request_context().chain_id,
+                             run_->turn_start_ns,
                              /*filters=*/nullptr});
   call->set_callee(this);
   run_->turn.request = call->request_context();

@@ -20,7 +20,8 @@ class PlacementTest : public ::testing::Test {
     silos_ = {{"a", 5}, {"b", 0}, {"c", 9}};
     context_.self = "a";
     context_.self_can_host = true;
-    for (const PlacementCandidate& s : silos_) context_.candidates.push_back(&s);
+    for (const PlacementCandidate& s : silos_)
+      context_.candidates.push_back(&s);
   }
   std::vector<PlacementCandidate> silos_;
   PlacementContext context_;
@@ -28,9 +29,11 @@ class PlacementTest : public ::testing::Test {
 };
 
 TEST_F(PlacementTest, EachStrategyHasItsDirector) {
-  EXPECT_NE(dynamic_cast<const RandomPlacement*>(&PlacementFor(RANDOM)), nullptr);
-  EXPECT_NE(dynamic_cast<const PreferLocalPlacement*>(&PlacementFor(PREFER_LOCAL)),
+  EXPECT_NE(dynamic_cast<const RandomPlacement*>(&PlacementFor(RANDOM)),
             nullptr);
+  EXPECT_NE(
+      dynamic_cast<const PreferLocalPlacement*>(&PlacementFor(PREFER_LOCAL)),
+      nullptr);
   EXPECT_NE(dynamic_cast<const HashPlacement*>(&PlacementFor(HASH)), nullptr);
   EXPECT_NE(dynamic_cast<const ActivationCountPlacement*>(
                 &PlacementFor(ACTIVATION_COUNT)),

@@ -245,7 +245,8 @@ void ReminderService::Install(std::unique_ptr<Local> r) {
 ReminderService::LiveMap::iterator ReminderService::EraseLive(
     LiveMap::iterator it) {
   auto count = per_grain_.find(it->first.first);
-  if (count != per_grain_.end() && --count->second <= 0) per_grain_.erase(count);
+  if (count != per_grain_.end() && --count->second <= 0)
+    per_grain_.erase(count);
   auto next = std::next(it);
   live_.erase(it);
   return next;
@@ -256,14 +257,15 @@ absl::Status ReminderService::CheckQuotas(const Key& key) const {
   auto count = per_grain_.find(key.first);
   if (count != per_grain_.end() && count->second >= quotas_.per_grain) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "grain ", absl::CHexEscape(key.first.ToString().substr(0, 256)), " has ", count->second,
+        "grain ", absl::CHexEscape(key.first.ToString().substr(0, 256)),
+        " has ", count->second,
         " reminders, its quota (--max_reminders_per_grain): unregister one "
         "first, or reuse a name"));
   }
   if (static_cast<int64_t>(live_.size()) >= quotas_.per_silo) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this silo schedules ", live_.size(),
-        " reminders, its quota (--max_reminders)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this silo schedules ", live_.size(),
+                     " reminders, its quota (--max_reminders)"));
   }
   return absl::OkStatus();
 }

@@ -108,8 +108,7 @@ void Scheduler::Schedule(Runnable* r) {
 
 bool Scheduler::Helping() { return helping; }
 
-Scheduler::HelpScope::HelpScope(Scheduler* scheduler)
-    : scheduler_(scheduler) {
+Scheduler::HelpScope::HelpScope(Scheduler* scheduler) : scheduler_(scheduler) {
   // Scopes do not nest: an inner one (a run that dispatches) keeps nothing.
   if (help_scope == nullptr && !helping) {
     help_scope = this;

@@ -1,7 +1,6 @@
 #include "silo/runtime/silo.h"
 
 #include <algorithm>
-
 #include <thread>
 #include <utility>
 
@@ -55,14 +54,12 @@ Silo::Silo(SiloOptions options)
   if (options_.min_reminder_period < absl::Milliseconds(1)) {
     options_.min_reminder_period = absl::Milliseconds(1);
   }
-  reminders_ = std::make_unique<ReminderService>(this,
-                                                 options_.reminders != nullptr
-                                                     ? options_.reminders
-                                                     : owned_reminders_.get(),
-                                                 options_.min_reminder_period,
-                                                 ReminderQuotas{
-                                                     options_.max_reminders_per_grain,
-                                                     options_.max_reminders});
+  reminders_ = std::make_unique<ReminderService>(
+      this,
+      options_.reminders != nullptr ? options_.reminders
+                                    : owned_reminders_.get(),
+      options_.min_reminder_period,
+      ReminderQuotas{options_.max_reminders_per_grain, options_.max_reminders});
   AddSiloMetrics();
 }
 

@@ -387,9 +387,8 @@ class Silo final : public CallInvoker {
   // it or fails it with the status they ended it with.
   void FilterOutgoing(CallBase* call, const GrainTypeEntry* type);
   // The end of an outgoing filter chain (a FilterRun::Finish).
-  static void OutgoingFiltersDone(void* self, CallBase* call,
-                                  const void* type, bool suspended,
-                                  absl::Status status);
+  static void OutgoingFiltersDone(void* self, CallBase* call, const void* type,
+                                  bool suspended, absl::Status status);
 
   SiloOptions options_;
   Clock* const clock_;

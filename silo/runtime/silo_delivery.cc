@@ -1,22 +1,20 @@
 // Silo: the parts of delivery that grain options and call filters add to
 // silo.cc's: outgoing call filters (silo/runtime/call_filter.h) and the
 // pools of stateless worker grains.
-#include "silo/runtime/silo.h"
-
 #include "absl/strings/str_cat.h"
+#include "silo/runtime/silo.h"
 
 namespace granary::silo {
 
 void Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
   // A change to the context is the call's own.
   RequestContext& context = call->mutable_request_context();
-  FilterRun::Start(outgoing_filters_, call->target(),
-                   type->info->interface->methods[call->method()],
-                   call->caller_grain(),
-                   context.caller != nullptr
-                       ? absl::string_view(*context.caller)
-                       : absl::string_view(),
-                   context, &Silo::OutgoingFiltersDone, this, call, type);
+  FilterRun::Start(
+      outgoing_filters_, call->target(),
+      type->info->interface->methods[call->method()], call->caller_grain(),
+      context.caller != nullptr ? absl::string_view(*context.caller)
+                                : absl::string_view(),
+      context, &Silo::OutgoingFiltersDone, this, call, type);
 }
 
 void Silo::OutgoingFiltersDone(void* self, CallBase* call, const void* type,

@@ -15,9 +15,9 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
   using metrics::DepthBuckets;
   using metrics::LatencyBuckets;
   metrics::Registry& r = *registry;
-  activations_ = &r.AddGauge("granary_activations",
-                             "Activations on this silo, by grain type.",
-                             {"type"});
+  activations_ =
+      &r.AddGauge("granary_activations",
+                  "Activations on this silo, by grain type.", {"type"});
   created_ = &r.AddCounter("granary_activations_created_total",
                            "Activations created, by grain type.", {"type"});
   deactivated_ = &r.AddCounter(
@@ -40,19 +40,20 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
       "Messages: received by activations (direction=\"in\", by kind) and "
       "calls sent by grain code (direction=\"out\").",
       {"direction", "kind"});
-  static constexpr const char* kKinds[] = {
-      "request", "one_way", "response", "timer", "reminder", "resume", "control"};
+  static constexpr const char* kKinds[] = {"request", "one_way",  "response",
+                                           "timer",   "reminder", "resume",
+                                           "control"};
   for (int i = 0; i < static_cast<int>(MessageLabel::kCount); ++i) {
     received_[i] = messages.WithLabels({"in", kKinds[i]});
   }
   sent_requests = messages.WithLabels({"out", "request"});
   sent_one_way = messages.WithLabels({"out", "one_way"});
-  mailbox_depth = r.AddHistogram(
-                       "granary_mailbox_depth",
-                       "Messages waiting in an activation's mailbox when a "
-                       "worker picks it up.",
-                       {}, DepthBuckets(), 1)
-                      .WithLabels({});
+  mailbox_depth =
+      r.AddHistogram("granary_mailbox_depth",
+                     "Messages waiting in an activation's mailbox when a "
+                     "worker picks it up.",
+                     {}, DepthBuckets(), 1)
+          .WithLabels({});
   auto& mailbox_full = r.AddCounter(
       "granary_mailbox_full_total",
       "Calls that found their activation's mailbox holding --max_mailbox "
@@ -62,12 +63,12 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
       {"kind"});
   mailbox_full_requests = mailbox_full.WithLabels({"request"});
   mailbox_full_one_way = mailbox_full.WithLabels({"one_way"});
-  mailbox_pushback = r.AddCounter(
-                          "granary_mailbox_pushback_total",
-                          "Times a grain's next turn waited because a one-way "
-                          "call it sent found the target's mailbox full.",
-                          {})
-                         .WithLabels({});
+  mailbox_pushback =
+      r.AddCounter("granary_mailbox_pushback_total",
+                   "Times a grain's next turn waited because a one-way "
+                   "call it sent found the target's mailbox full.",
+                   {})
+          .WithLabels({});
   auto& paused = r.AddCounter(
       "granary_gateway_paused_total",
       "Times a gateway stream stopped reading because its connection's "
@@ -84,13 +85,13 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
                    "memory_pressure).",
                    {})
           .WithLabels({});
-  auto& refused_activations = r.AddCounter(
-      "granary_activations_refused_total",
-      "Calls that would have created an activation, refused with "
-      "RESOURCE_EXHAUSTED: the silo held --max_activations "
-      "(reason=max_activations) or was over --memory_limit "
-      "(reason=memory_limit).",
-      {"reason"});
+  auto& refused_activations =
+      r.AddCounter("granary_activations_refused_total",
+                   "Calls that would have created an activation, refused with "
+                   "RESOURCE_EXHAUSTED: the silo held --max_activations "
+                   "(reason=max_activations) or was over --memory_limit "
+                   "(reason=memory_limit).",
+                   {"reason"});
   activations_refused_max = refused_activations.WithLabels({"max_activations"});
   activations_refused_memory = refused_activations.WithLabels({"memory_limit"});
   streams_refused =
@@ -107,8 +108,8 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
                    {})
           .WithLabels({});
   turn_duration = r.AddHistogram("granary_turn_duration_seconds",
-                                 "Time one message (a turn) held a worker.",
-                                 {}, LatencyBuckets(), kNanos)
+                                 "Time one message (a turn) held a worker.", {},
+                                 LatencyBuckets(), kNanos)
                       .WithLabels({});
   slow_turns = r.AddCounter("granary_slow_turns_total",
                             "Turns longer than the silo's slow-turn "

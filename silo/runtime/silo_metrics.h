@@ -58,8 +58,8 @@ class SiloMetrics {
   std::unique_ptr<TypeMetrics> ForType(const InterfaceInfo& iface);
   // Counts an error of `method` (slow path: the first error of a code takes
   // the family's lock).
-  void CountError(const InterfaceInfo& iface, uint32_t method,
-                  MethodMetrics& m, absl::StatusCode code);
+  void CountError(const InterfaceInfo& iface, uint32_t method, MethodMetrics& m,
+                  absl::StatusCode code);
 
   metrics::Counter* received(MessageLabel kind) {
     return received_[static_cast<int>(kind)];

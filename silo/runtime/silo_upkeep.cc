@@ -1,6 +1,8 @@
 // The silo's periodic upkeep on its timer queue: collecting idle
 // activations, and shedding them under memory pressure (--max_activations,
 // --memory_limit; docs/architecture.md, "Memory bounds under overload").
+#include "silo/runtime/silo_upkeep.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -9,7 +11,6 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "silo/runtime/silo.h"
-#include "silo/runtime/silo_upkeep.h"
 
 namespace granary::silo {
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -182,19 +182,23 @@ absl::Status CheckConninfoTransport(const std::string& conninfo,
   // libpq's defaults when the string names no host: PGHOST, PGHOSTADDR,
   // else the Unix socket.
   if (hosts.empty()) {
-    if (const char* env = std::getenv("PGHOST"); env != nullptr && *env != '\0') {
+    if (const char* env = std::getenv("PGHOST");
+        env != nullptr && *env != '\0') {
       hosts = absl::StrSplit(env, ',');
     }
   }
   if (addrs.empty()) {
-    if (const char* env = std::getenv("PGHOSTADDR"); env != nullptr && *env != '\0') {
+    if (const char* env = std::getenv("PGHOSTADDR");
+        env != nullptr && *env != '\0') {
       addrs = absl::StrSplit(env, ',');
     }
   }
   const size_t n = std::max(hosts.size(), addrs.size());
   for (size_t i = 0; i < n; ++i) {
     // hostaddr, when given, is where libpq connects; host is then a name.
-    std::string where = i < addrs.size() ? std::string(absl::StripAsciiWhitespace(addrs[i])) : "";
+    std::string where = i < addrs.size()
+                            ? std::string(absl::StripAsciiWhitespace(addrs[i]))
+                            : "";
     if (where.empty() && i < hosts.size()) {
       where = std::string(absl::StripAsciiWhitespace(hosts[i]));
     }

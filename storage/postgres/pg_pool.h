@@ -18,10 +18,11 @@
 // The awaiting coroutine resumes on the pool's thread (core/completion.h),
 // so what follows the `co_await` must not block. A connection that broke,
 // or that the server closed while it sat idle (PgConnection::Usable: a
-// server restart), is replaced before its thread's next job runs; while the server cannot be reached
-// jobs fail UNAVAILABLE at once (after one connection attempt, bounded by
-// connect_timeout), so callers see the outage instead of queueing behind it.
-// The queue is bounded: past max_queued jobs Run fails RESOURCE_EXHAUSTED.
+// server restart), is replaced before its thread's next job runs; while the
+// server cannot be reached jobs fail UNAVAILABLE at once (after one connection
+// attempt, bounded by connect_timeout), so callers see the outage instead of
+// queueing behind it. The queue is bounded: past max_queued jobs Run fails
+// RESOURCE_EXHAUSTED.
 //
 // Lifecycle: New --Start()--> Running --Stop()--> Stopped. Stop runs the
 // jobs already queued (they fail UNAVAILABLE once it began) and joins the

@@ -108,9 +108,9 @@ absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
       // The votes, by the writing silo's clock (as the agent cast them).
       Clock* clock =
           vote_rules.clock != nullptr ? vote_rules.clock : Clock::System();
-      GRANARY_RETURN_IF_ERROR(CheckVotes(
-          view, member, previous.rows() == 1 ? &before : nullptr, vote_rules,
-          absl::ToUnixMillis(clock->Now())));
+      GRANARY_RETURN_IF_ERROR(
+          CheckVotes(view, member, previous.rows() == 1 ? &before : nullptr,
+                     vote_rules, absl::ToUnixMillis(clock->Now())));
     }
     if (previous.rows() == 0) {
       GRANARY_ASSIGN_OR_RETURN(
@@ -202,8 +202,7 @@ Task<absl::StatusOr<int64_t>> PostgresMembershipTable::Write(
   std::function<absl::StatusOr<int64_t>(PgConnection&)> job =
       [cluster = cluster_id_, member = std::move(member), expected_version,
        retention = dead_retention_, rules = vote_rules_](PgConnection& db) {
-        return WriteOn(db, cluster, member, expected_version, retention,
-                       rules);
+        return WriteOn(db, cluster, member, expected_version, retention, rules);
       };
   co_return co_await pool_->Run<int64_t>(std::move(job));
 }

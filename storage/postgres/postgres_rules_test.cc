@@ -54,8 +54,8 @@ TEST(ConninfoTest, AServerElsewhereNeedsVerifyFull) {
   for (const char* local :
        {"host=127.0.0.1 dbname=g", "host=localhost port=5433", "host=::1",
         "host=/var/run/postgresql", "dbname=g", "",
-        "host=db.internal hostaddr=127.0.0.1",
-        "postgresql://u@localhost/g", "host=127.0.0.1,localhost"}) {
+        "host=db.internal hostaddr=127.0.0.1", "postgresql://u@localhost/g",
+        "host=127.0.0.1,localhost"}) {
     EXPECT_THAT(CheckConninfoTransport(local, false), IsOk()) << local;
   }
   for (const char* remote :
@@ -70,14 +70,16 @@ TEST(ConninfoTest, AServerElsewhereNeedsVerifyFull) {
     const absl::Status s = CheckConninfoTransport(insecure, false);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << insecure;
     EXPECT_THAT(s.message(), HasSubstr("sslmode=verify-full")) << insecure;
-    EXPECT_THAT(s.message(), HasSubstr("--allow_insecure_postgres")) << insecure;
+    EXPECT_THAT(s.message(), HasSubstr("--allow_insecure_postgres"))
+        << insecure;
     EXPECT_THAT(CheckConninfoTransport(insecure, true), IsOk()) << insecure;
   }
   // PGSSLMODE counts when the string sets no sslmode, as libpq reads it.
   setenv("PGSSLMODE", "verify-full", 1);
   EXPECT_THAT(CheckConninfoTransport("host=db.internal", false), IsOk());
-  EXPECT_EQ(CheckConninfoTransport("host=db.internal sslmode=disable", false).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      CheckConninfoTransport("host=db.internal sslmode=disable", false).code(),
+      absl::StatusCode::kInvalidArgument);
   unsetenv("PGSSLMODE");
   // A default host from the environment is checked too.
   setenv("PGHOST", "db.internal", 1);

@@ -63,9 +63,9 @@ absl::StatusOr<std::unique_ptr<GrpcScenarios>> GrpcScenarios::Start(
       GrpcHelper helper,
       StartGrpcHelper(absl::StrCat(kServeFlag, "127.0.0.1:0"),
                       "CompareEcho server", timeout));
-  return std::unique_ptr<GrpcScenarios>(new GrpcScenarios(
-      scale, std::move(helper.process), std::move(helper.address),
-      std::move(helper.channel)));
+  return std::unique_ptr<GrpcScenarios>(
+      new GrpcScenarios(scale, std::move(helper.process),
+                        std::move(helper.address), std::move(helper.channel)));
 }
 
 GrpcScenarios::GrpcScenarios(double scale, std::unique_ptr<ChildProcess> server,

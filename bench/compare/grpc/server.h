@@ -2,9 +2,10 @@
 // -----------------------------------------------------------------------------
 // The server side of granary-compare-grpc: CompareEcho
 // (bench/compare/grpc/compare_echo.proto) on gRPC's callback API, the API
-// Granary's gateway serves its Connect stream with (silo/gateway/gateway_service.cc).
-// It runs in a helper process, the arm's binary started again with a hidden
-// flag (bench/child_process.h), so every call crosses a real socket.
+// Granary's gateway serves its Connect stream with
+// (silo/gateway/gateway_service.cc). It runs in a helper process, the arm's
+// binary started again with a hidden flag (bench/child_process.h), so every
+// call crosses a real socket.
 //
 //   // In the helper: granary-compare-grpc --serve_compare_echo=127.0.0.1:0
 //   return ServeCompareEcho("127.0.0.1:0");  // prints READY address=HOST:PORT
