@@ -11,40 +11,30 @@ namespace golden::v1 {
 namespace {
 
 class LibraryGrpcService final
-    : public Library::WithRawCallbackMethod_Lookup<
-          Library::WithRawCallbackMethod_Shelve<
-              Library::WithRawCallbackMethod_Poke<
-                  Library::WithRawCallbackMethod_Watch<Library::Service>>>> {
+    : public Library::WithRawCallbackMethod_Lookup<Library::WithRawCallbackMethod_Shelve<Library::WithRawCallbackMethod_Poke<Library::WithRawCallbackMethod_Watch<Library::Service>>>> {
  public:
   explicit LibraryGrpcService(::granary::CallInvoker* invoker)
       : invoker_(invoker) {}
   ::grpc::ServerUnaryReactor* Lookup(::grpc::CallbackServerContext* context,
-                                     const ::grpc::ByteBuffer* request,
-                                     ::grpc::ByteBuffer* response) override {
-    return ::granary::silo::ServeUnary(invoker_, context,
-                                       LibraryRef::Interface(),
-                                       LibraryRef::kLookup, request, response);
+      const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) override {
+    return ::granary::silo::ServeUnary(invoker_, context, LibraryRef::Interface(),
+        LibraryRef::kLookup, request, response);
   }
   ::grpc::ServerUnaryReactor* Shelve(::grpc::CallbackServerContext* context,
-                                     const ::grpc::ByteBuffer* request,
-                                     ::grpc::ByteBuffer* response) override {
-    return ::granary::silo::ServeUnary(invoker_, context,
-                                       LibraryRef::Interface(),
-                                       LibraryRef::kShelve, request, response);
+      const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) override {
+    return ::granary::silo::ServeUnary(invoker_, context, LibraryRef::Interface(),
+        LibraryRef::kShelve, request, response);
   }
   ::grpc::ServerUnaryReactor* Poke(::grpc::CallbackServerContext* context,
-                                   const ::grpc::ByteBuffer* request,
-                                   ::grpc::ByteBuffer* response) override {
-    return ::granary::silo::ServeUnary(invoker_, context,
-                                       LibraryRef::Interface(),
-                                       LibraryRef::kPoke, request, response);
+      const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) override {
+    return ::granary::silo::ServeUnary(invoker_, context, LibraryRef::Interface(),
+        LibraryRef::kPoke, request, response);
   }
   ::grpc::ServerWriteReactor<::grpc::ByteBuffer>* Watch(
       ::grpc::CallbackServerContext* context,
       const ::grpc::ByteBuffer* request) override {
     return ::granary::silo::ServeServerStream(invoker_, context,
-                                              LibraryRef::Interface(),
-                                              LibraryRef::kWatch, request);
+        LibraryRef::Interface(), LibraryRef::kWatch, request);
   }
 
  private:
@@ -57,38 +47,30 @@ std::unique_ptr<::grpc::Service> NewLibraryGrpcService(
 }
 
 void InvokeLibraryLookup(::granary::Grain* grain, ::granary::CallBase* call) {
-  auto* typed =
-      static_cast<::granary::Call<::golden::v1::Query, ::golden::v1::Answer>*>(
-          call);
+  auto* typed = static_cast<::granary::Call<::golden::v1::Query, ::golden::v1::Answer>*>(call);
   ::granary::internal::RunRequest(
       static_cast<LibraryGrainBase*>(grain)->Lookup(typed->typed_request()),
       call);
 }
 
 void InvokeLibraryShelve(::granary::Grain* grain, ::granary::CallBase* call) {
-  auto* typed = static_cast<
-      ::granary::Call<::golden::v1::Query_Nested, ::google::protobuf::Empty>*>(
-      call);
+  auto* typed = static_cast<::granary::Call<::golden::v1::Query_Nested, ::google::protobuf::Empty>*>(call);
   ::granary::internal::RunRequest(
       static_cast<LibraryGrainBase*>(grain)->Shelve(typed->typed_request()),
       call);
 }
 
 void InvokeLibraryPoke(::granary::Grain* grain, ::granary::CallBase* call) {
-  auto* typed =
-      static_cast<::granary::Call<::golden::v1::Query, ::golden::v1::Answer>*>(
-          call);
+  auto* typed = static_cast<::granary::Call<::golden::v1::Query, ::golden::v1::Answer>*>(call);
   ::granary::internal::RunRequest(
       static_cast<LibraryGrainBase*>(grain)->Poke(typed->typed_request()),
       call);
 }
 
 void InvokeLibraryWatch(::granary::Grain* grain, ::granary::CallBase* call) {
-  auto* typed = static_cast<
-      ::granary::Call<::golden::v1::Query, ::google::protobuf::Empty>*>(call);
+  auto* typed = static_cast<::granary::Call<::golden::v1::Query, ::google::protobuf::Empty>*>(call);
   ::granary::internal::RunStreamRequest(
-      static_cast<LibraryGrainBase*>(grain)->Watch(
-          typed->typed_request(),
+      static_cast<LibraryGrainBase*>(grain)->Watch(typed->typed_request(),
           ::granary::internal::BeginStream<::golden::v1::Answer>(call)),
       call);
 }
@@ -116,10 +98,9 @@ class IndexGrpcService final
   explicit IndexGrpcService(::granary::CallInvoker* invoker)
       : invoker_(invoker) {}
   ::grpc::ServerUnaryReactor* Lookup(::grpc::CallbackServerContext* context,
-                                     const ::grpc::ByteBuffer* request,
-                                     ::grpc::ByteBuffer* response) override {
+      const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) override {
     return ::granary::silo::ServeUnary(invoker_, context, IndexRef::Interface(),
-                                       IndexRef::kLookup, request, response);
+        IndexRef::kLookup, request, response);
   }
 
  private:
@@ -132,9 +113,7 @@ std::unique_ptr<::grpc::Service> NewIndexGrpcService(
 }
 
 void InvokeIndexLookup(::granary::Grain* grain, ::granary::CallBase* call) {
-  auto* typed =
-      static_cast<::granary::Call<::golden::v1::Query, ::golden::v1::Answer>*>(
-          call);
+  auto* typed = static_cast<::granary::Call<::golden::v1::Query, ::golden::v1::Answer>*>(call);
   ::granary::internal::RunRequest(
       static_cast<IndexGrainBase*>(grain)->Lookup(typed->typed_request()),
       call);
@@ -160,11 +139,9 @@ class LedgerGrpcService final
   explicit LedgerGrpcService(::granary::CallInvoker* invoker)
       : invoker_(invoker) {}
   ::grpc::ServerUnaryReactor* Lookup(::grpc::CallbackServerContext* context,
-                                     const ::grpc::ByteBuffer* request,
-                                     ::grpc::ByteBuffer* response) override {
-    return ::granary::silo::ServeUnary(invoker_, context,
-                                       LedgerRef::Interface(),
-                                       LedgerRef::kLookup, request, response);
+      const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) override {
+    return ::granary::silo::ServeUnary(invoker_, context, LedgerRef::Interface(),
+        LedgerRef::kLookup, request, response);
   }
 
  private:
@@ -177,9 +154,7 @@ std::unique_ptr<::grpc::Service> NewLedgerGrpcService(
 }
 
 void InvokeLedgerLookup(::granary::Grain* grain, ::granary::CallBase* call) {
-  auto* typed =
-      static_cast<::granary::Call<::golden::v1::Query, ::golden::v1::Answer>*>(
-          call);
+  auto* typed = static_cast<::granary::Call<::golden::v1::Query, ::golden::v1::Answer>*>(call);
   ::granary::internal::RunRequest(
       static_cast<LedgerGrainBase*>(grain)->Lookup(typed->typed_request()),
       call);

@@ -14,17 +14,13 @@ class LibraryGrainBase : public ::granary::Grain {
   using Ref = LibraryRef;
   static const ::granary::GrainClassInfo& ClassInfo();
 
-  virtual ::granary::Task<::golden::v1::Answer> Lookup(
-      const ::golden::v1::Query& request) = 0;
-  virtual ::granary::Task<void> Shelve(
-      const ::golden::v1::Query_Nested& request) = 0;
-  virtual ::granary::Task<::golden::v1::Answer> Poke(
-      const ::golden::v1::Query& request) = 0;
+  virtual ::granary::Task<::golden::v1::Answer> Lookup(const ::golden::v1::Query& request) = 0;
+  virtual ::granary::Task<void> Shelve(const ::golden::v1::Query_Nested& request) = 0;
+  virtual ::granary::Task<::golden::v1::Answer> Poke(const ::golden::v1::Query& request) = 0;
   // Server streaming: write to `stream` now or keep it (an ObserverSet)
   // and write from later turns; the stream ends on Finish() or when
   // the last copy of the writer is dropped.
-  virtual ::granary::Task<void> Watch(
-      const ::golden::v1::Query& request,
+  virtual ::granary::Task<void> Watch(const ::golden::v1::Query& request,
       ::granary::StreamWriter<::golden::v1::Answer> stream) = 0;
 };
 
@@ -35,8 +31,7 @@ class IndexGrainBase : public ::granary::Grain {
   using Ref = IndexRef;
   static const ::granary::GrainClassInfo& ClassInfo();
 
-  virtual ::granary::Task<::golden::v1::Answer> Lookup(
-      const ::golden::v1::Query& request) = 0;
+  virtual ::granary::Task<::golden::v1::Answer> Lookup(const ::golden::v1::Query& request) = 0;
 };
 
 // Implements golden.v1.Ledger. Methods run as turns on one worker at a time;
@@ -46,8 +41,7 @@ class LedgerGrainBase : public ::granary::Grain {
   using Ref = LedgerRef;
   static const ::granary::GrainClassInfo& ClassInfo();
 
-  virtual ::granary::Task<::golden::v1::Answer> Lookup(
-      const ::golden::v1::Query& request) = 0;
+  virtual ::granary::Task<::golden::v1::Answer> Lookup(const ::golden::v1::Query& request) = 0;
 
  protected:
   // The persistent state (GrainOptions.state): read before OnActivate,

@@ -8,53 +8,44 @@ namespace golden::v1 {
 namespace {
 
 ::granary::CallBase* NewLibraryLookupCall(::granary::GrainId id) {
-  return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(
-      std::move(id), LibraryRef::kLookup, false);
+  return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(std::move(id), LibraryRef::kLookup, false);
 }
 
 ::granary::CallBase* NewLibraryShelveCall(::granary::GrainId id) {
-  return new ::granary::Call<::golden::v1::Query_Nested,
-                             ::google::protobuf::Empty>(
-      std::move(id), LibraryRef::kShelve, true);
+  return new ::granary::Call<::golden::v1::Query_Nested, ::google::protobuf::Empty>(std::move(id), LibraryRef::kShelve, true);
 }
 
 ::granary::CallBase* NewLibraryPokeCall(::granary::GrainId id) {
-  return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(
-      std::move(id), LibraryRef::kPoke, false);
+  return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(std::move(id), LibraryRef::kPoke, false);
 }
 
 ::granary::CallBase* NewLibraryWatchCall(::granary::GrainId id) {
-  return ::granary::internal::NewStreamCall<::golden::v1::Query,
-                                            ::golden::v1::Answer>(
+  return ::granary::internal::NewStreamCall<::golden::v1::Query, ::golden::v1::Answer>(
       std::move(id), LibraryRef::kWatch);
 }
 
 const ::granary::MethodInfo kLibraryMethods[] = {
-    {0, "Lookup", "/golden.v1.Library/Lookup", false, true, false,
-     &NewLibraryLookupCall, false},
-    {1, "Shelve", "/golden.v1.Library/Shelve", true, false, false,
-     &NewLibraryShelveCall, false},
-    {2, "Poke", "/golden.v1.Library/Poke", false, false, true,
-     &NewLibraryPokeCall, false},
-    {3, "Watch", "/golden.v1.Library/Watch", false, false, false,
-     &NewLibraryWatchCall, true},
+    {0, "Lookup", "/golden.v1.Library/Lookup", false, true, false, &NewLibraryLookupCall, false},
+    {1, "Shelve", "/golden.v1.Library/Shelve", true, false, false, &NewLibraryShelveCall, false},
+    {2, "Poke", "/golden.v1.Library/Poke", false, false, true, &NewLibraryPokeCall, false},
+    {3, "Watch", "/golden.v1.Library/Watch", false, false, false, &NewLibraryWatchCall, true},
 };
 
 const ::google::protobuf::ServiceDescriptor* LibraryDescriptor() {
-  return ::google::protobuf::DescriptorPool::generated_pool()
-      ->FindServiceByName("golden.v1.Library");
+  return ::google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("golden.v1.Library");
 }
 
 }  // namespace
 
 const ::granary::InterfaceInfo& LibraryRef::Interface() {
   static const ::granary::InterfaceInfo info{
-      kTypeName, true, 30, 2, kLibraryMethods, 4, &LibraryDescriptor, false, 0};
+      kTypeName, true, 30, 2, kLibraryMethods, 4,
+      &LibraryDescriptor, false, 0};
   return info;
 }
 
-::granary::Task<::golden::v1::Answer> LibraryRef::Lookup(
-    ::golden::v1::Query request, ::granary::CallOptions options) const {
+::granary::Task<::golden::v1::Answer> LibraryRef::Lookup(::golden::v1::Query request,
+    ::granary::CallOptions options) const {
   return ::granary::internal::Ask<::golden::v1::Query, ::golden::v1::Answer>(
       invoker(), id(), kLookup, std::move(request), std::move(options));
 }
@@ -63,46 +54,43 @@ void LibraryRef::Shelve(::golden::v1::Query_Nested request) const {
   ::granary::internal::Tell(invoker(), id(), kShelve, std::move(request));
 }
 
-::granary::Task<::golden::v1::Answer> LibraryRef::Poke(
-    ::golden::v1::Query request, ::granary::CallOptions options) const {
+::granary::Task<::golden::v1::Answer> LibraryRef::Poke(::golden::v1::Query request,
+    ::granary::CallOptions options) const {
   return ::granary::internal::Ask<::golden::v1::Query, ::golden::v1::Answer>(
       invoker(), id(), kPoke, std::move(request), std::move(options));
 }
 
-::granary::Stream<::golden::v1::Answer> LibraryRef::Watch(
-    ::golden::v1::Query request, ::granary::CallOptions options) const {
-  return ::granary::internal::OpenStream<::golden::v1::Query,
-                                         ::golden::v1::Answer>(
+::granary::Stream<::golden::v1::Answer> LibraryRef::Watch(::golden::v1::Query request,
+    ::granary::CallOptions options) const {
+  return ::granary::internal::OpenStream<::golden::v1::Query, ::golden::v1::Answer>(
       invoker(), id(), kWatch, std::move(request), options);
 }
 
 namespace {
 
 ::granary::CallBase* NewIndexLookupCall(::granary::GrainId id) {
-  return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(
-      std::move(id), IndexRef::kLookup, false);
+  return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(std::move(id), IndexRef::kLookup, false);
 }
 
 const ::granary::MethodInfo kIndexMethods[] = {
-    {0, "Lookup", "/golden.v1.Index/Lookup", false, false, false,
-     &NewIndexLookupCall, false},
+    {0, "Lookup", "/golden.v1.Index/Lookup", false, false, false, &NewIndexLookupCall, false},
 };
 
 const ::google::protobuf::ServiceDescriptor* IndexDescriptor() {
-  return ::google::protobuf::DescriptorPool::generated_pool()
-      ->FindServiceByName("golden.v1.Index");
+  return ::google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("golden.v1.Index");
 }
 
 }  // namespace
 
 const ::granary::InterfaceInfo& IndexRef::Interface() {
   static const ::granary::InterfaceInfo info{
-      kTypeName, false, 0, 0, kIndexMethods, 1, &IndexDescriptor, true, 4};
+      kTypeName, false, 0, 0, kIndexMethods, 1,
+      &IndexDescriptor, true, 4};
   return info;
 }
 
-::granary::Task<::golden::v1::Answer> IndexRef::Lookup(
-    ::golden::v1::Query request, ::granary::CallOptions options) const {
+::granary::Task<::golden::v1::Answer> IndexRef::Lookup(::golden::v1::Query request,
+    ::granary::CallOptions options) const {
   return ::granary::internal::Ask<::golden::v1::Query, ::golden::v1::Answer>(
       invoker(), id(), kLookup, std::move(request), std::move(options));
 }
@@ -110,30 +98,28 @@ const ::granary::InterfaceInfo& IndexRef::Interface() {
 namespace {
 
 ::granary::CallBase* NewLedgerLookupCall(::granary::GrainId id) {
-  return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(
-      std::move(id), LedgerRef::kLookup, false);
+  return new ::granary::Call<::golden::v1::Query, ::golden::v1::Answer>(std::move(id), LedgerRef::kLookup, false);
 }
 
 const ::granary::MethodInfo kLedgerMethods[] = {
-    {0, "Lookup", "/golden.v1.Ledger/Lookup", false, false, false,
-     &NewLedgerLookupCall, false},
+    {0, "Lookup", "/golden.v1.Ledger/Lookup", false, false, false, &NewLedgerLookupCall, false},
 };
 
 const ::google::protobuf::ServiceDescriptor* LedgerDescriptor() {
-  return ::google::protobuf::DescriptorPool::generated_pool()
-      ->FindServiceByName("golden.v1.Ledger");
+  return ::google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("golden.v1.Ledger");
 }
 
 }  // namespace
 
 const ::granary::InterfaceInfo& LedgerRef::Interface() {
   static const ::granary::InterfaceInfo info{
-      kTypeName, false, 0, 0, kLedgerMethods, 1, &LedgerDescriptor, false, 0};
+      kTypeName, false, 0, 0, kLedgerMethods, 1,
+      &LedgerDescriptor, false, 0};
   return info;
 }
 
-::granary::Task<::golden::v1::Answer> LedgerRef::Lookup(
-    ::golden::v1::Query request, ::granary::CallOptions options) const {
+::granary::Task<::golden::v1::Answer> LedgerRef::Lookup(::golden::v1::Query request,
+    ::granary::CallOptions options) const {
   return ::granary::internal::Ask<::golden::v1::Query, ::golden::v1::Answer>(
       invoker(), id(), kLookup, std::move(request), std::move(options));
 }

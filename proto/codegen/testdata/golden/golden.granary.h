@@ -11,8 +11,8 @@
 
 namespace golden::v1 {
 
-// A reference to a golden.v1.Library grain. Cheap to copy; calling it never
-// needs the grain to exist (the runtime activates it).
+// A reference to a golden.v1.Library grain. Cheap to copy; calling it never needs the
+// grain to exist (the runtime activates it).
 class LibraryRef : public ::granary::GrainRef {
  public:
   static constexpr ::absl::string_view kTypeName = "golden.v1.Library";
@@ -31,20 +31,20 @@ class LibraryRef : public ::granary::GrainRef {
   LibraryRef(::granary::CallInvoker* invoker, std::string key)
       : GrainRef(invoker, ::granary::GrainId(kTypeName, std::move(key))) {}
 
-  ::granary::Task<::golden::v1::Answer> Lookup(
-      ::golden::v1::Query request, ::granary::CallOptions options = {}) const;
+  ::granary::Task<::golden::v1::Answer> Lookup(::golden::v1::Query request,
+      ::granary::CallOptions options = {}) const;
   // One-way: returns once sent; nothing comes back.
   void Shelve(::golden::v1::Query_Nested request) const;
-  ::granary::Task<::golden::v1::Answer> Poke(
-      ::golden::v1::Query request, ::granary::CallOptions options = {}) const;
+  ::granary::Task<::golden::v1::Answer> Poke(::golden::v1::Query request,
+      ::granary::CallOptions options = {}) const;
   // Server streaming: read the grain's messages from the stream (no
   // deadline unless options.timeout is set).
-  ::granary::Stream<::golden::v1::Answer> Watch(
-      ::golden::v1::Query request, ::granary::CallOptions options = {}) const;
+  ::granary::Stream<::golden::v1::Answer> Watch(::golden::v1::Query request,
+      ::granary::CallOptions options = {}) const;
 };
 
-// A reference to a golden.v1.Index grain. Cheap to copy; calling it never needs
-// the grain to exist (the runtime activates it).
+// A reference to a golden.v1.Index grain. Cheap to copy; calling it never needs the
+// grain to exist (the runtime activates it).
 class IndexRef : public ::granary::GrainRef {
  public:
   static constexpr ::absl::string_view kTypeName = "golden.v1.Index";
@@ -60,12 +60,12 @@ class IndexRef : public ::granary::GrainRef {
   IndexRef(::granary::CallInvoker* invoker, std::string key)
       : GrainRef(invoker, ::granary::GrainId(kTypeName, std::move(key))) {}
 
-  ::granary::Task<::golden::v1::Answer> Lookup(
-      ::golden::v1::Query request, ::granary::CallOptions options = {}) const;
+  ::granary::Task<::golden::v1::Answer> Lookup(::golden::v1::Query request,
+      ::granary::CallOptions options = {}) const;
 };
 
-// A reference to a golden.v1.Ledger grain. Cheap to copy; calling it never
-// needs the grain to exist (the runtime activates it).
+// A reference to a golden.v1.Ledger grain. Cheap to copy; calling it never needs the
+// grain to exist (the runtime activates it).
 class LedgerRef : public ::granary::GrainRef {
  public:
   static constexpr ::absl::string_view kTypeName = "golden.v1.Ledger";
@@ -81,8 +81,8 @@ class LedgerRef : public ::granary::GrainRef {
   LedgerRef(::granary::CallInvoker* invoker, std::string key)
       : GrainRef(invoker, ::granary::GrainId(kTypeName, std::move(key))) {}
 
-  ::granary::Task<::golden::v1::Answer> Lookup(
-      ::golden::v1::Query request, ::granary::CallOptions options = {}) const;
+  ::granary::Task<::golden::v1::Answer> Lookup(::golden::v1::Query request,
+      ::granary::CallOptions options = {}) const;
 };
 
 }  // namespace golden::v1
