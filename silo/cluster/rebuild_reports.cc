@@ -109,6 +109,8 @@ void ClusterRouter::RunSweep(uint64_t ring, std::vector<std::string> owners) {
     if (closed_) return;
     sweep_ = sweep;
     failed_reports_.clear();
+    // No owner to tell (every other silo gone): reported as it stands.
+    if (sweep->remaining == 0) reported_ring_ = ring;
   }
   for (const auto& [o, parts] : sweep->parts) SendReport(sweep, o, 0);
 }
