@@ -12,6 +12,10 @@ int64_t MonoNanos() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
+int64_t ClockNanos(const Clock& clock) {
+  return clock.IsReal() ? MonoNanos() : absl::ToUnixNanos(clock.Now());
+}
+
 Clock* Clock::System() {
   static SystemClock* const clock = new SystemClock;  // never destroyed
   return clock;

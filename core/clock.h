@@ -24,6 +24,12 @@ namespace granary {
 // A monotonic clock in nanoseconds, for durations (never a fake clock's).
 int64_t MonoNanos();
 
+class Clock;
+// `clock`'s time in nanoseconds for deadlines that must not jump with the
+// wall clock: MonoNanos() for the system clock (immune to wall-clock
+// steps), the clock's own time otherwise (a FakeClock in tests).
+int64_t ClockNanos(const Clock& clock);
+
 class Clock {
  public:
   virtual ~Clock() = default;

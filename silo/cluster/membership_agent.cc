@@ -242,7 +242,7 @@ void MembershipAgent::Stop() {
 Task<void> MembershipAgent::LeaseRounds() {
   const absl::Duration period = options_.lease / 3;
   while (!declared_dead()) {
-    const int64_t sent = MonoNanos();
+    const int64_t sent = ClockNanos(*clock_);
     absl::StatusOr<v1::MembershipView> view = co_await table_->Read();
     if (view.ok()) {
       bool alive = false;
@@ -382,7 +382,7 @@ Task<bool> MembershipAgent::Round() {
 }
 
 Task<void> MembershipAgent::ProbeRound() {
-  if (MonoNanos() > lease_until_ns_.load()) {
+  if (ClockNanos(*clock_) > lease_until_ns_.load()) {
     // Without a lease this silo cannot tell a dead peer from its own lost
     // table (every peer looks unhealthy while the table is unreachable):
     // it neither probes nor votes, and starts counting afresh.

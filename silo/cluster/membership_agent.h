@@ -112,10 +112,11 @@ class MembershipAgent {
 
   // Runs once this silo is declared Dead (on one of the agent's threads).
   void SetDeclaredDeadHandler(std::function<void()> fn);
-  // With a lease (MembershipOptions::lease), called with the monotonic time
-  // (MonoNanos) until which this silo is confirmed a member, each time the
-  // lease is renewed; set before Start.
-  void SetLeaseListener(std::function<void(int64_t until_mono_ns)> fn);
+  // With a lease (MembershipOptions::lease), called with the time on the
+  // agent's clock (ClockNanos: MonoNanos with the system clock) until which
+  // this silo is confirmed a member, each time the lease is renewed; set
+  // before Start.
+  void SetLeaseListener(std::function<void(int64_t until_ns)> fn);
   // Called with every newer view this agent adopts, in version order (never
   // concurrently); it must not block.
   void SetViewListener(std::function<void(const v1::MembershipView&)> fn);
@@ -194,7 +195,7 @@ class MembershipAgent {
   // answers UNIMPLEMENTED).
   bool heartbeat_write_ = true;
 
-  // Until when (MonoNanos) the lease holds; no lease: forever.
+  // Until when (ClockNanos) the lease holds; no lease: forever.
   std::atomic<int64_t> lease_until_ns_{INT64_MAX};
   std::atomic<uint64_t> probes_missed_{0};
   std::atomic<uint64_t> votes_cast_{0};

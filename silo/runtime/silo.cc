@@ -272,6 +272,12 @@ void Silo::Stop() {
   }
   // 2. Stop timers and workers.
   timers_.Cancel(collector_.get());
+  {
+    MutexLock lock(&lease_mu_);
+    if (lease_timer_armed_) timers_.Cancel(&lease_timer_);
+    lease_timer_armed_ = false;
+    lease_timers_stopped_ = true;
+  }
   timers_.Stop();
   scheduler_.Stop();
   // 3. Whatever did not deactivate in time is abandoned.
@@ -459,40 +465,6 @@ void Silo::OnActivationRemoved(Activation* a) {
 
 size_t Silo::DirectoryEntries() const {
   return router_ != nullptr ? router_->DirectoryEntries() : catalog_.grains();
-}
-
-void Silo::RenewLease(int64_t until_mono_ns) {
-  MutexLock lock(&lease_mu_);
-  lease_until_ns_.store(until_mono_ns, std::memory_order_relaxed);
-  lease_cv_.SignalAll();
-}
-
-void Silo::Fence() {
-  MutexLock lock(&lease_mu_);
-  fenced_.store(true);
-  lease_until_ns_.store(INT64_MIN, std::memory_order_relaxed);
-  lease_cv_.SignalAll();
-}
-
-bool Silo::WaitForLease() {
-  lease_waits_.fetch_add(1, std::memory_order_relaxed);
-  MutexLock lock(&lease_mu_);
-  bool logged = false;
-  while (true) {
-    if (fenced_.load()) return false;
-    if (MonoNanos() <= lease_until_ns_.load(std::memory_order_relaxed)) {
-      return true;
-    }
-    if (stopping()) return false;
-    if (!logged) {
-      GRANARY_LOG(kWarning) << "silo=" << options_.name
-                            << " membership lease expired: grain code waits "
-                               "until the cluster confirms this silo";
-      logged = true;
-    }
-    (void)lease_cv_.WaitWithDeadline(&lease_mu_,
-                                     absl::Now() + absl::Milliseconds(50));
-  }
 }
 
 void Silo::Reroute(CallBase* call) {

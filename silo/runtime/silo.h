@@ -274,9 +274,7 @@ class Silo final : public CallInvoker {
   // The clock idle timeouts are measured on, in ns: the monotonic clock
   // with the system clock (immune to wall-clock steps), the silo clock's
   // time otherwise (a FakeClock in tests).
-  int64_t IdleClockNs() const {
-    return clock_->IsReal() ? MonoNanos() : absl::ToUnixNanos(clock_->Now());
-  }
+  int64_t IdleClockNs() const { return ClockNanos(*clock_); }
   // Per-type figures for dashboards.
   struct TypeView {
     const InterfaceInfo* interface;
@@ -336,12 +334,15 @@ class Silo final : public CallInvoker {
   // Activation `a` left the catalog (its directory entry goes next).
   void OnActivationRemoved(Activation* a);
 
-  // --- fencing (a cluster's membership lease) -------------------------------
+  // --- fencing (a cluster's membership lease: lease.cc) ----------------------
   // Grain code runs only while the lease holds: a silo that could not
   // confirm its membership lately may have been declared dead, and its
   // grains activated elsewhere. Without a lease (a silo alone) it always
   // holds.
-  void RenewLease(int64_t until_mono_ns);
+  // `until_ns` is on the silo's clock (ClockNanos): with the system clock,
+  // a MonoNanos time that the hot path compares with; on another clock (a
+  // FakeClock) the lease lapses when a timer on that clock finds it passed.
+  void RenewLease(int64_t until_ns);
   // For good: this silo was declared dead. No grain code runs here again.
   void Fence();
   int64_t lease_until_ns() const {
@@ -426,11 +427,25 @@ class Silo final : public CallInvoker {
   Mutex gone_mu_;
   CondVar gone_cv_;
 
+  // MonoNanos until which the lease holds (INT64_MAX: it holds, INT64_MIN:
+  // it lapsed, on a clock that is not the system's).
   std::atomic<int64_t> lease_until_ns_{INT64_MAX};
   std::atomic<bool> fenced_{false};
   std::atomic<uint64_t> lease_waits_{0};
   Mutex lease_mu_;
   CondVar lease_cv_;
+  // On a clock that is not the system's: the lease's end on that clock,
+  // and the timer that lapses it there.
+  struct LeaseTimer final : TimerEntry {
+    explicit LeaseTimer(Silo* s) : silo(s) {}
+    void OnTimer() override;
+    Silo* const silo;
+  };
+  void OnLeaseTimer();
+  int64_t lease_deadline_ns_ ABSL_GUARDED_BY(lease_mu_) = INT64_MAX;
+  bool lease_timer_armed_ ABSL_GUARDED_BY(lease_mu_) = false;
+  bool lease_timers_stopped_ ABSL_GUARDED_BY(lease_mu_) = false;
+  LeaseTimer lease_timer_{this};
 };
 
 }  // namespace granary::silo
