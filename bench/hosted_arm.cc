@@ -16,8 +16,8 @@
 #include "examples/bench_grain.h"
 #include "examples/chat_grain.h"
 #include "silo/runtime/silo.h"
+#include "silo/silo_host.h"
 #include "storage/memory_storage.h"
-#include "storage/rocksdb_storage.h"
 
 namespace granary::bench {
 namespace {
@@ -29,7 +29,7 @@ class HostedArm final : public Arm {
   // After a Start that failed half-way: the silo stops before its storage.
   ~HostedArm() override {
     StopTwins();
-    if (silo_ != nullptr) silo_->Stop();
+    if (host_ != nullptr) host_->Stop();
   }
 
   absl::Status Start(ScenarioContext* ctx) override {
@@ -42,26 +42,30 @@ class HostedArm final : public Arm {
       floor_ = *std::move(floor);
       ctx->postgres_floor = floor_.get();
     }
-    options_.name = "bench-silo";
     options_.workers = config_.workers;
     options_.turn_budget = config_.turn_budget;
     options_.idle_spin = config_.idle_spin;
+    options_.gateway = "";  // the benchmark calls the runtime in process
+    options_.http = "";
     GRANARY_RETURN_IF_ERROR(OpenStorage());
-    if (storage_ != nullptr) options_.storage = storage_.get();
-    silo_ = std::make_unique<silo::Silo>(options_);
-    GRANARY_RETURN_IF_ERROR(AddBenchGrains(*silo_, &stats_, &state_stats_));
-    GRANARY_RETURN_IF_ERROR(silo_->AddGrain<examples::ChatGrain>());  // push
-    GRANARY_RETURN_IF_ERROR(silo_->Start());
+    host_ =
+        std::make_unique<silo::SiloHost>(options_, Environment("bench-silo"));
+    host_->AddGrains([this](silo::Silo& silo) -> absl::Status {
+      GRANARY_RETURN_IF_ERROR(AddBenchGrains(silo, &stats_, &state_stats_));
+      return silo.AddGrain<examples::ChatGrain>();  // push
+    });
+    GRANARY_RETURN_IF_ERROR(host_->Start());
+    silo_ = host_->silo();
     lifecycle_ = std::make_unique<HostedLifecycle>(&stats_);
     state_lifecycle_ = std::make_unique<HostedLifecycle>(&state_stats_);
-    ctx->invoker = silo_.get();
+    ctx->invoker = silo_;
     if (config_.wants_filtered) {
       GRANARY_RETURN_IF_ERROR(StartTwin("bench-silo-unfiltered",
                                         /*with_filters=*/false, unfiltered_));
       GRANARY_RETURN_IF_ERROR(StartTwin("bench-silo-filtered",
                                         /*with_filters=*/true, filtered_));
-      ctx->unfiltered_invoker = unfiltered_.silo.get();
-      ctx->filtered_invoker = filtered_.silo.get();
+      ctx->unfiltered_invoker = unfiltered_.host->silo();
+      ctx->filtered_invoker = filtered_.host->silo();
     }
     ctx->lifecycle = lifecycle_.get();
     ctx->state_lifecycle = state_lifecycle_.get();
@@ -91,13 +95,10 @@ class HostedArm final : public Arm {
       report.SetEnv("synchronous_commit", floor_->synchronous_commit());
     }
     StopTwins();
-    for (Twin* twin : {&filtered_, &unfiltered_}) {
-      twin->silo.reset();
-      twin->storage.reset();
-    }
-    silo_->Stop();
-    silo_.reset();
-    storage_.reset();
+    for (Twin* twin : {&filtered_, &unfiltered_}) twin->host.reset();
+    host_->Stop();
+    host_.reset();
+    silo_ = nullptr;
     if (pg_storage_ != nullptr) pg_storage_->Close();
     floor_.reset();
     if (!storage_dir_.empty()) std::filesystem::remove_all(storage_dir_);
@@ -111,38 +112,59 @@ class HostedArm final : public Arm {
   // goal's baseline, so that the goal compares two silos that differ only in
   // their filters.
   struct Twin {
-    std::unique_ptr<storage::GrainStorage> storage;
-    std::unique_ptr<silo::Silo> silo;
+    std::unique_ptr<silo::SiloHost> host;
     BenchStats stats, state_stats;
   };
 
   absl::Status StartTwin(const char* name, bool with_filters, Twin& twin) {
-    silo::SiloOptions options = options_;
-    options.name = name;
-    twin.storage = std::make_unique<storage::MemoryStorage>();
-    options.storage = twin.storage.get();
-    twin.silo = std::make_unique<silo::Silo>(options);
-    GRANARY_RETURN_IF_ERROR(
-        AddBenchGrains(*twin.silo, &twin.stats, &twin.state_stats));
+    silo::SiloHostOptions options = options_;
+    options.storage = "memory";
+    twin.host = std::make_unique<silo::SiloHost>(options, Environment(name));
+    twin.host->AddGrains([&twin](silo::Silo& silo) {
+      return AddBenchGrains(silo, &twin.stats, &twin.state_stats);
+    });
     if (with_filters) {
       auto pass = [](silo::CallFilterContext&) -> Task<absl::Status> {
         co_return absl::OkStatus();
       };
-      twin.silo->AddIncomingFilter(pass);
-      twin.silo->AddOutgoingFilter(pass);
+      twin.host->AddIncomingFilter(pass);
+      twin.host->AddOutgoingFilter(pass);
     }
-    return twin.silo->Start();
+    return twin.host->Start();
   }
 
   void StopTwins() {
-    if (filtered_.silo != nullptr) filtered_.silo->Stop();
-    if (unfiltered_.silo != nullptr) unfiltered_.silo->Stop();
+    if (filtered_.host != nullptr) filtered_.host->Stop();
+    if (unfiltered_.host != nullptr) unfiltered_.host->Stop();
   }
 
+  // A silo of this process named `id`, with the run's PostgreSQL store as
+  // the provider "bench-postgres".
+  silo::SiloEnvironment Environment(const std::string& id) {
+    silo::SiloEnvironment env;
+    env.in_process = silo::InProcessNetwork::Alone(id);
+    if (pg_storage_ != nullptr) {
+      storage::GrainStorage* store = pg_storage_->storage();
+      env.providers.storage["bench-postgres"] =
+          [store](const silo::SiloHostOptions&)
+          -> absl::StatusOr<silo::StorageStores> {
+        silo::StorageStores stores;
+        stores.grain_state = std::shared_ptr<storage::GrainStorage>(
+            store, [](storage::GrainStorage*) {});  // the arm's
+        stores.reminders = std::make_shared<storage::MemoryReminderTable>();
+        return stores;
+      };
+    }
+    return env;
+  }
+
+  // The main silo's grain storage: the `memory` provider, the run's
+  // PostgreSQL database, or (the default) the `rocksdb` provider with sync
+  // writes in a fresh temporary directory.
   absl::Status OpenStorage() {
     const std::string& kind = config_.storage;
     if (kind == "memory") {
-      storage_ = std::make_unique<storage::MemoryStorage>();
+      options_.storage = "memory";
       return absl::OkStatus();
     }
     if (kind == "postgres") {
@@ -154,28 +176,26 @@ class HostedArm final : public Arm {
               config_.conninfo,
               absl::StrCat("bench-", getpid(), "-",
                            absl::Hex(absl::GetCurrentTimeNanos()))));
-      options_.storage = pg_storage_->storage();
+      options_.storage = "bench-postgres";
       return absl::OkStatus();
     }
     storage_dir_ = (std::filesystem::temp_directory_path() /
                     absl::StrCat("granary-bench-", getpid()))
                        .string();
     std::filesystem::remove_all(storage_dir_);
-    storage::RocksDbOptions storage_options;
-    storage_options.data_dir = storage_dir_;
-    auto opened = storage::RocksDbStorage::Open(storage_options);
-    if (!opened.ok()) return opened.status();
-    storage_ = *std::move(opened);
+    options_.storage = "rocksdb";
+    options_.data_dir = storage_dir_;
+    options_.durability = "sync";
     return absl::OkStatus();
   }
 
   const RunConfig& config_;
-  silo::SiloOptions options_;
-  std::unique_ptr<silo::Silo> silo_;
+  silo::SiloHostOptions options_;
+  std::unique_ptr<silo::SiloHost> host_;
+  silo::Silo* silo_ = nullptr;  // host_'s runtime
   BenchStats stats_, state_stats_;
   Twin unfiltered_, filtered_;
   std::string storage_dir_;
-  std::unique_ptr<storage::GrainStorage> storage_;
   std::unique_ptr<BenchPostgresStorage> pg_storage_;
   std::unique_ptr<PostgresFloor> floor_;
   std::unique_ptr<HostedLifecycle> lifecycle_, state_lifecycle_;

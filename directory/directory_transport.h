@@ -2,7 +2,7 @@
 // -----------------------------------------------------------------------------
 // How directory requests reach other silos' partitions: over gRPC between
 // silo processes (GrpcDirectoryTransport, below), or in one process for
-// tests (silo/cluster/loopback_transport.h). DirectoryClient sends through
+// tests (testing/loopback_transport.h). DirectoryClient sends through
 // one; a silo's Transport (silo/cluster/transport.h) is one.
 //
 //   GrpcDirectoryTransport transport;

@@ -4,28 +4,35 @@
 #include "examples/counter_grain.h"
 #include "fuzz/fuzz_support.h"
 #include "silo/runtime/silo.h"
+#include "silo/silo_host.h"
 
 namespace granary::fuzz {
 
+// A SiloHost in process (nothing listens), with the example grains and
+// memory storage; the fuzzers drive its runtime directly.
 silo::Silo& ExampleSilo() {
   static silo::Silo* const silo = [] {
-    silo::SiloOptions options;
-    options.name = "fuzz-silo";
+    silo::SiloHostOptions options;
+    options.gateway = "";
+    options.http = "";
+    options.storage = "memory";
     options.workers = 2;
     options.idle_spin = 0;  // the fuzzer's own thread needs the cores
-    options.default_idle_timeout = absl::Seconds(5);
+    options.idle_timeout = absl::Seconds(5);
     options.collection_period = absl::Seconds(1);
     options.min_reminder_period = absl::Hours(1);
     options.max_activations = 20000;
-    auto* s = new silo::Silo(options);
-    absl::Status added = examples::AddExampleGrains(*s);
-    absl::Status started = added.ok() ? s->Start() : added;
-    if (!started.ok()) {
+    silo::SiloEnvironment env;
+    env.in_process = silo::InProcessNetwork::Alone("fuzz-silo");
+    // Lives as long as the process: the fuzzers never stop it.
+    auto* host = new silo::SiloHost(options, std::move(env));
+    host->AddGrains(examples::AddExampleGrains);
+    if (absl::Status started = host->Start(); !started.ok()) {
       std::fprintf(stderr, "fuzz: the example silo did not start: %s\n",
                    started.ToString().c_str());
       std::abort();
     }
-    return s;
+    return host->silo();
   }();
   return *silo;
 }

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "core/flags_usage.h"
 #include "core/log.h"
+#include "silo/silo_environment.h"
 #include "storage/postgres/pg_connection.h"
 
 ABSL_FLAG(
@@ -60,6 +61,15 @@ ABSL_FLAG(bool, network_turns, true,
           "When every worker sleeps, the gateway thread that read a request "
           "runs its turn itself (a few turns at most), saving a worker "
           "wake-up; false: workers run every turn.");
+ABSL_FLAG(int32_t, idle_spin, 200,
+          "Empty polls a worker makes before it sleeps (0 to 1000000): "
+          "lower leaves the cores to other work on the machine, higher wakes "
+          "faster.");
+ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
+          "An activation with no call for this long is deactivated, unless "
+          "its grain type sets its own idle timeout.");
+ABSL_FLAG(absl::Duration, collection_period, absl::Seconds(1),
+          "How often idle activations are looked for.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
 ABSL_FLAG(std::string, log_format, "text",
           "text (one line per event: time, level, key=value fields, message) "
@@ -131,6 +141,16 @@ ABSL_FLAG(int32_t, max_mailbox, 16384,
           "Calls queued at one activation past which new requests fail "
           "RESOURCE_EXHAUSTED; one-way calls are queued and push back on "
           "their sender's budget instead.");
+ABSL_FLAG(absl::Duration, route_retry_delay, absl::Milliseconds(20),
+          "A call whose grain's silo the directory cannot name yet (its "
+          "owner unreachable, the ring changing) is retried after this, "
+          "doubling up to 500ms (1ms to 10s).");
+ABSL_FLAG(absl::Duration, route_timeout, absl::Seconds(30),
+          "How long such a call keeps being retried before it fails "
+          "UNAVAILABLE (100ms to 10m).");
+ABSL_FLAG(absl::Duration, max_pushback_wait, absl::Seconds(1),
+          "How long a one-way sender is held back at most while the target "
+          "activation's mailbox is full (0 to 10m).");
 ABSL_FLAG(int64_t, max_activations, 1'000'000,
           "Activations this silo holds at most: past 90% the least recently "
           "used idle ones are deactivated down to 80%, and at the limit a "
@@ -380,12 +400,18 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.workers = absl::GetFlag(FLAGS_workers);
   o.turn_budget = absl::GetFlag(FLAGS_turn_budget);
   o.network_turns = absl::GetFlag(FLAGS_network_turns);
+  o.idle_spin = absl::GetFlag(FLAGS_idle_spin);
+  o.idle_timeout = absl::GetFlag(FLAGS_idle_timeout);
+  o.collection_period = absl::GetFlag(FLAGS_collection_period);
   o.slow_turn_threshold = absl::GetFlag(FLAGS_slow_turn_threshold);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   o.connection_memory_budget = absl::GetFlag(FLAGS_connection_memory_budget);
   o.silo_memory_budget = absl::GetFlag(FLAGS_silo_memory_budget);
   o.max_mailbox = absl::GetFlag(FLAGS_max_mailbox);
+  o.max_pushback_wait = absl::GetFlag(FLAGS_max_pushback_wait);
+  o.route_retry_delay = absl::GetFlag(FLAGS_route_retry_delay);
+  o.route_timeout = absl::GetFlag(FLAGS_route_timeout);
   o.max_activations = absl::GetFlag(FLAGS_max_activations);
   o.memory_limit = absl::GetFlag(FLAGS_memory_limit);
   o.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
@@ -421,6 +447,9 @@ absl::StatusOr<SiloHostOptions> SiloHostOptionsFromFlags() {
   o.unsafe_disable_lease_for_testing =
       absl::GetFlag(FLAGS_unsafe_disable_lease_for_testing);
   if (absl::Status s = ValidateSiloHostOptions(o); !s.ok()) return s;
+  if (absl::Status s = CheckProviderNames(o, DefaultProviders()); !s.ok()) {
+    return s;
+  }
   return o;
 }
 

@@ -18,18 +18,18 @@
 // directory client, the silo transport and the router of a cluster, the
 // client gateway, the membership agent and the admin HTTP endpoint.
 //
-// Start (each step waits for the one before; a failure undoes what ran):
-//   (1) options checked, stores opened      (2) silo endpoint bound: the
-//   silo's id is its address and start time  (3) runtime started with the
-//   grain types added  (4) gateway and HTTP bound  (5) joined the membership
-//   table: Joining, then Active.
-// Stop (graceful):
-//   (1) ShuttingDown in the table  (2) the owners of this silo's grains under
-//   the ring without it have its rebuild report  (3) grains deactivate; in
-//   a cluster their queued calls go on to their new homes  (4) the gateway
-//   drains: clients send the rest elsewhere  (5) a grace for calls already
-//   on their way here  (6) Dead in the table  (7) calls other silos passed
-//   on finish, the silo endpoint stops  (8) router, transport, HTTP stop.
+// What the silo runs in, its environment (silo/silo_environment.h), is the
+// system clock and gRPC over TCP unless the caller gives another: a
+// FakeClock, an in-process network (granary::testing's InProcessCluster),
+// providers of its own.
+//
+// Each part subscribes to the stages of the host's lifecycle
+// (silo/lifecycle.h gives them, and what each part does in each): Start
+// runs them in order (a failure returns, and Stop undoes what ran); Stop,
+// the graceful stop, runs them backwards: ShuttingDown in the table, the
+// handoff of the silo's grains to their new owners, grains deactivated, the
+// gateway drained, Dead in the table, HTTP, the calls other silos passed on,
+// the router and transport, the listeners' guards.
 //
 // Threading: AddGrain before Start; Start and Stop from one thread; the
 // accessors are thread-safe once Start returned.
@@ -42,17 +42,26 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "granary/v1/cluster.pb.h"
 #include "silo/runtime/call_filter.h"
 #include "silo/runtime/grain.h"
+#include "silo/silo_environment.h"
 #include "silo/silo_host_options.h"
+
+namespace granary::directory {
+class DirectoryPartition;
+}  // namespace granary::directory
 
 namespace granary::silo {
 
+class ClusterRouter;
+class GatewayServer;
 class Silo;
 
 class SiloHost {
  public:
-  explicit SiloHost(SiloHostOptions options);
+  explicit SiloHost(SiloHostOptions options,
+                    SiloEnvironment environment = SiloEnvironment());
   ~SiloHost();  // Stop()
   SiloHost(const SiloHost&) = delete;
   SiloHost& operator=(const SiloHost&) = delete;
@@ -86,6 +95,11 @@ class SiloHost {
   absl::Status Start();
   // Leaves the cluster gracefully and stops everything. Idempotent.
   void Stop();
+  // Stops at once, as a crash looks to the rest of the cluster: the row
+  // stays as it is (the others declare the silo dead), nothing is handed
+  // off or drained, calls in flight fail. For tests of failures in
+  // process; then Stop does nothing more.
+  void Halt();
 
   // After Start: the bound addresses, and the silo's id in the cluster
   // ("HOST:PORT@generation").
@@ -95,14 +109,39 @@ class SiloHost {
   const std::string& id() const;
   // The runtime, once Start created it (nullptr before).
   Silo* silo();
+  // The client gateway, once Start made it (nullptr before, or with no
+  // `gateway`).
+  GatewayServer* gateway();
+  // The cluster's latest view as this silo knows it (empty before it
+  // joined or after it left).
+  v1::MembershipView membership_view() const;
+  // In a cluster, once Start made them (nullptr otherwise): the router and
+  // this silo's part of the directory, for tests and diagnostics.
+  ClusterRouter* router();
+  directory::DirectoryPartition* partition();
+  // The environment's clock (the system clock unless it gave another).
+  Clock* clock() const;
 
   struct Parts;
 
  private:
+  // silo_host.cc
   absl::Status StartStores();
-  absl::Status StartSiloEndpoint();
+  absl::Status MakeRuntime();
   absl::Status StartRuntime();
-  absl::Status StartListeners();
+  // silo_host_listeners.cc
+  void SubscribeListeners();
+  void GuardListeners();
+  absl::Status StartSiloEndpoint();
+  absl::Status JoinInProcessNetwork();
+  void AttachPeers();
+  void StopPeerCalls();
+  absl::Status StartGateway();
+  absl::Status StartHttp();
+  // silo_host_cluster.cc
+  void SubscribeCluster();
+  absl::Status StartCluster();
+  void SubscribeMembership();
   absl::Status JoinCluster();
   void WireCluster();
 

@@ -1,64 +1,36 @@
 // File: silo/silo_host_options.h
 // -----------------------------------------------------------------------------
 // Everything a silo host (silo/silo_host.h) is configured with: one field per
-// `granary-silo` flag (the flag of the same name documents it too), and the
-// registry of providers the `storage` and `cluster` fields name.
+// `granary-silo` flag (the flag of the same name documents it too). What
+// the silo runs in (its clock, its network, the providers `storage` and
+// `cluster` name) is its environment (silo/silo_environment.h).
 //
 //   SiloHostOptions options;
 //   options.gateway = "127.0.0.1:0";
 //   options.storage = "memory";
-//   options.providers.storage["mine"] = [](const SiloHostOptions& o) {...};
-//
-// Adding a provider is one file (its factory) plus one entry in
-// DefaultProviders() (silo/providers.cc), or in a user's own options.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rpc/limits.h"
 #include "rpc/security.h"
-#include "storage/grain_storage.h"
-#include "storage/reminder_table.h"
 
 namespace granary::silo {
 
-class ClusterProvider;
-struct SiloHostOptions;
-
-// Grain state and reminders, as a storage provider makes them.
-struct StorageStores {
-  std::shared_ptr<storage::GrainStorage> grain_state;
-  std::shared_ptr<storage::ReminderTable> reminders;
-};
-
-using StorageFactory =
-    std::function<absl::StatusOr<StorageStores>(const SiloHostOptions&)>;
-using ClusterFactory =
-    std::function<absl::StatusOr<std::unique_ptr<ClusterProvider>>(
-        const SiloHostOptions&)>;
-
-// Providers by the name `storage` and `cluster` give.
-struct Providers {
-  absl::flat_hash_map<std::string, StorageFactory> storage;
-  absl::flat_hash_map<std::string, ClusterFactory> cluster;
-};
-
-// storage: rocksdb, memory, postgres; cluster: local, dev, postgres.
-Providers DefaultProviders();
-
 // The storage provider `options` names: `storage`, or its default for the
 // cluster provider.
+struct SiloHostOptions;
 std::string EffectiveStorage(const SiloHostOptions& options);
 
 struct SiloHostOptions {
-  // Listeners, HOST:PORT (port 0: any free port).
+  // Listeners, HOST:PORT (port 0: any free port). An empty `gateway` or
+  // `http`: no client gateway, or no HTTP endpoint (a silo reached in
+  // process only, or only by other silos).
   std::string gateway = "127.0.0.1:30000";
   std::string silo = "127.0.0.1:11111";
   // Where the other silos reach the silo endpoint, when not `silo` (behind a
@@ -112,6 +84,14 @@ struct SiloHostOptions {
   int turn_budget = 64;
   // SiloOptions::network_turns.
   bool network_turns = true;
+  // Empty polls a worker makes before it sleeps (SiloOptions::idle_spin; 0
+  // when the cores are wanted by other work on the machine).
+  int idle_spin = 200;
+  // An activation with no call for idle_timeout (unless its type says
+  // otherwise) is deactivated; idle activations are looked for every
+  // collection_period.
+  absl::Duration idle_timeout = absl::Minutes(10);
+  absl::Duration collection_period = absl::Seconds(1);
   // Turns longer than this are logged and counted.
   absl::Duration slow_turn_threshold = absl::Milliseconds(100);
   // Largest message the gateway accepts or sends.
@@ -128,6 +108,9 @@ struct SiloHostOptions {
   // Requests queued at one activation past which new ones fail
   // RESOURCE_EXHAUSTED (one-way calls push back on their sender instead).
   int max_mailbox = 16384;
+  // How long a one-way sender is held back (pushback) at most while the
+  // target's mailbox is full.
+  absl::Duration max_pushback_wait = absl::Seconds(1);
   // Memory pressure (SiloOptions): activations held at most, and resident
   // memory past which idle activations are shed and new ones refused (0:
   // no limit).
@@ -188,6 +171,11 @@ struct SiloHostOptions {
   absl::Duration probe_timeout = absl::Milliseconds(500);
   int missed_probes = 2;
   int votes_to_kill = 2;
+  // Calls for grains whose silo the directory cannot name yet (its owner
+  // unreachable, a ring changing) are retried after route_retry_delay,
+  // doubling up to 500 ms, and fail UNAVAILABLE after route_timeout.
+  absl::Duration route_retry_delay = absl::Milliseconds(20);
+  absl::Duration route_timeout = absl::Seconds(30);
   // How long to keep trying to join the cluster.
   absl::Duration join_timeout = absl::Seconds(30);
   // How long a graceful stop takes (SiloHost::Stop): leaving the
@@ -204,8 +192,6 @@ struct SiloHostOptions {
   // Runs when the cluster declares this silo dead (its grains live
   // elsewhere now). Default: log and exit the process with status 3 at once.
   std::function<void()> on_declared_dead;
-
-  Providers providers = DefaultProviders();
 };
 
 // What the gateway serves and the silo port serves and dials with, from

@@ -1,8 +1,10 @@
 // File: silo/silo_host_parts.h
 // -----------------------------------------------------------------------------
-// SiloHost's parts (silo/silo_host.h), shared by the files that make them
-// (silo_host.cc: the start) and end them (silo_host_stop.cc: joining,
-// wiring and the graceful stop). Not for other users.
+// SiloHost's parts (silo/silo_host.h), shared by the files that subscribe
+// them to the host's lifecycle (silo/lifecycle.h): silo_host.cc (the stores
+// and the runtime), silo_host_listeners.cc (the silo endpoint, the client
+// gateway, HTTP) and silo_host_cluster.cc (the cluster's parts and
+// membership). Not for other users.
 #pragma once
 
 #include <algorithm>
@@ -35,15 +37,17 @@
 #include "silo/admin/http_server.h"
 #include "silo/cluster/cluster_provider.h"
 #include "silo/cluster/cluster_router.h"
-#include "silo/cluster/grpc_transport.h"
 #include "silo/cluster/membership_agent.h"
 #include "silo/cluster/membership_service.h"
 #include "silo/cluster/reminder_remote.h"
+#include "silo/cluster/transport.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/gateway/gateway_service.h"
+#include "silo/lifecycle.h"
 #include "silo/listener_watch.h"
 #include "silo/runtime/reminder_service.h"
 #include "silo/runtime/silo.h"
+#include "silo/silo_environment.h"
 #include "silo/silo_host.h"
 #include "silo/systemd_notify.h"
 
@@ -73,6 +77,22 @@ class HostedTypes {
 
 // Declared in the order they are made; each outlives what uses it.
 struct SiloHost::Parts {
+  explicit Parts(SiloEnvironment e)
+      : env(std::move(e)),
+        clock(env.clock != nullptr ? env.clock : Clock::System()) {}
+
+  SiloEnvironment env;
+  Clock* const clock;
+  Lifecycle lifecycle;
+  // When the graceful stop must be done by (set as Stop begins), and the
+  // part of it left for a step: at most `limit`, at least `floor` even once
+  // the budget is spent.
+  absl::Time stop_deadline = absl::InfiniteFuture();
+  absl::Duration Left(absl::Duration limit,
+                      absl::Duration floor = absl::ZeroDuration()) const {
+    return std::clamp(stop_deadline - absl::Now(), std::min(floor, limit),
+                      limit);
+  }
   // Calls the gateway and HTTP requests refused for their bearer token.
   rpc::AuthCounters gateway_refused;
   std::atomic<int64_t> http_refused{0};
@@ -93,7 +113,7 @@ struct SiloHost::Parts {
   std::unique_ptr<Silo> silo;
   std::atomic<Silo*> silo_ptr{nullptr};  // once its grain types are added
   HostedTypes hosted_types;              // by the live members of the view
-  std::unique_ptr<GrpcTransport> transport;
+  std::unique_ptr<Transport> transport;
   std::unique_ptr<directory::DirectoryClient> directory;
   std::unique_ptr<ClusterRouter> router;
   // Where a grain's reminder requests go when its range is another silo's
@@ -108,6 +128,8 @@ struct SiloHost::Parts {
   std::atomic<MembershipAgent*> agent_ptr{nullptr};
   std::atomic<bool> leaving{false};  // Stop began: /readyz says 503
   bool watching = false;
+  bool attached = false;  // to the environment's in-process network
+  bool halting = false;   // SiloHost::Halt: no leave, no handoff
   // The gRPC listeners' caps (rpc/listener_guard.h) and their probes.
   rpc::ListenerCaps listener_caps;
   std::vector<int> guarded_ports;

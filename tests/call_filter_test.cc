@@ -76,7 +76,7 @@ class CallFilterTest : public SiloFixture {
   void StartWith(std::vector<CallFilter> incoming,
                  std::vector<CallFilter> outgoing = {}) {
     SiloFixtureOptions options;
-    options.silo.name = "filter-silo";
+    options.name = "filter-silo";
     options.before_start = [&](silo::Silo& s) {
       for (auto& f : incoming) s.AddIncomingFilter(f);
       for (auto& f : outgoing) s.AddOutgoingFilter(f);
@@ -206,7 +206,7 @@ TEST_F(CallFilterTest, FiltersSeeCallsFromTheGatewayAndAFilterMayAwait) {
 // A filter that, on calls to a Ping grain, first awaits an Add to Counter
 // `counter` (a grain call of its own), then records the call.
 CallFilter Awaiting(std::string name, std::string counter, Trail* trail,
-                    std::unique_ptr<silo::Silo>* silo) {
+                    silo::Silo** silo) {
   return
       [name, counter, trail, silo](CallFilterContext& c) -> Task<absl::Status> {
         if (c.target.type() == "granary.examples.Ping") {

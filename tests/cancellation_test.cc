@@ -24,7 +24,7 @@ class CancellationTest : public CancellationFixture {
  protected:
   void SetUp() override {
     SiloFixtureOptions options;
-    options.gateway = false;
+    options.host.gateway = "";
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
   }
 };

@@ -71,9 +71,9 @@ class ClientTest : public SiloFixture {
   // connection at `max_in_flight` unfinished calls.
   void StartSiloAt(const std::string& address, int max_in_flight = 16384) {
     SiloFixtureOptions options;
-    options.silo.name = "client-test-silo";
-    options.gateway_address = address;
-    options.max_in_flight = max_in_flight;
+    options.name = "client-test-silo";
+    options.host.gateway = address;
+    options.host.max_in_flight = max_in_flight;
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
     address_ = gateway_->address();
   }
@@ -418,7 +418,7 @@ TEST_F(ClientTest, UnreachableGatewayIsUnavailable) {
 
 TEST_F(ClientTest, SpreadsOverGatewaysAndSurvivesLosingOne) {
   // Two gateways in front of the same silo.
-  silo::GatewayServer second(silo_.get(), "127.0.0.1:0");
+  silo::GatewayServer second(silo_, "127.0.0.1:0");
   ASSERT_TRUE(second.Start().ok());
   ClientOptions options;
   options.gateways = {address_, second.address()};

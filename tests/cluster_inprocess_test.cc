@@ -1,8 +1,9 @@
-// The cluster's routing, directory and rebuild in one process
-// (tests/loopback_cluster.h): real runtimes, partitions, routers and
-// directory clients over a LoopbackNetwork whose links the tests break, and
-// one FakeClock that only the tests move, so retries and delays happen
-// exactly when a test says.
+// The cluster's routing, directory and rebuild in one process: an
+// InProcessCluster (testing/in_process_cluster.h) of whole SiloHosts
+// (membership agents, leases, partitions, routers and directory clients)
+// over a LoopbackNetwork whose links the tests break, and one FakeClock
+// that only the tests move, so retries and delays happen exactly when a
+// test says.
 #include <functional>
 #include <map>
 #include <memory>
@@ -16,7 +17,8 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/loopback_cluster.h"
+#include "testing/in_process_cluster.h"
+#include "tests/cluster_grains.h"
 
 namespace granary::testing {
 namespace {
@@ -27,7 +29,21 @@ using clustertest::Location;
 using clustertest::WhereRequest;
 using ::granary::matchers::IsOk;
 using ::granary::matchers::StatusIs;
-using Fault = LoopbackCluster::Fault;
+using Fault = InProcessCluster::Fault;
+
+// A cluster of `silos` hosting the Located and Hashed grains; `tune`
+// changes the silos' options.
+InProcessClusterOptions Silos(
+    int silos, std::function<void(silo::SiloHostOptions&)> tune = nullptr) {
+  InProcessClusterOptions o;
+  o.silos = silos;
+  o.grains = [](silo::SiloHost& host) {
+    (void)host.AddGrain<LocatedGrain>();
+    (void)host.AddGrain<HashedGrain>();
+  };
+  if (tune) tune(o.host);
+  return o;
+}
 
 // A call in flight: done() once it finished.
 struct Pending {
@@ -61,7 +77,7 @@ absl::StatusOr<Location> Where(silo::Silo& via, const std::string& key) {
 // A Located grain whose activation lives on silo `host`, placed there by a
 // first call through it (random placement: some first calls place it
 // elsewhere, so keys are tried until one lands).
-std::string KeyLivingOn(LoopbackCluster& c, int host, const std::string& tag) {
+std::string KeyLivingOn(InProcessCluster& c, int host, const std::string& tag) {
   for (int k = 0;; ++k) {
     const std::string key = absl::StrCat(tag, k);
     absl::StatusOr<Location> l = Where(c.silo(host), key);
@@ -70,7 +86,7 @@ std::string KeyLivingOn(LoopbackCluster& c, int host, const std::string& tag) {
 }
 
 // A Located grain whose directory owner is silo `owner`.
-std::string KeyOwnedBy(LoopbackCluster& c, int owner, const std::string& tag) {
+std::string KeyOwnedBy(InProcessCluster& c, int owner, const std::string& tag) {
   for (int k = 0;; ++k) {
     const std::string key = absl::StrCat(tag, k);
     const GrainId id(LocatedRef::Interface().type_name, key);
@@ -80,7 +96,7 @@ std::string KeyOwnedBy(LoopbackCluster& c, int owner, const std::string& tag) {
 
 TEST(ClusterInProcessTest,
      RandomlyPlacedGrainsHaveOneActivationWhileSilosRace) {
-  LoopbackCluster c(3);
+  InProcessCluster c(Silos(3));
   ASSERT_THAT(c.Start(), IsOk());
   constexpr int kGrains = 300;
   // Every silo makes the first call of every grain at once; each silo's
@@ -112,7 +128,7 @@ TEST(ClusterInProcessTest,
 }
 
 TEST(ClusterInProcessTest, CallsFromGrainsCrossSilosToTheOneActivation) {
-  LoopbackCluster c(3);
+  InProcessCluster c(Silos(3));
   ASSERT_THAT(c.Start(), IsOk());
   const std::string far = KeyLivingOn(c, 2, "far");
   const uint64_t before = c.router(0).forwarded() + c.router(1).forwarded();
@@ -128,9 +144,9 @@ TEST(ClusterInProcessTest, CallsFromGrainsCrossSilosToTheOneActivation) {
 }
 
 TEST(ClusterInProcessTest, DirectoryRetriesRunWhenTheClockSaysSo) {
-  silo::RouterOptions options;
-  options.retry_delay = absl::Milliseconds(20);
-  LoopbackCluster c(3, options);
+  InProcessCluster c(Silos(3, [](silo::SiloHostOptions& o) {
+    o.route_retry_delay = absl::Milliseconds(20);
+  }));
   ASSERT_THAT(c.Start(), IsOk());
   // A grain whose directory owner is silo 1, called through silo 0 while
   // silo 0 cannot reach silo 1.
@@ -152,9 +168,12 @@ TEST(ClusterInProcessTest, DirectoryRetriesRunWhenTheClockSaysSo) {
 }
 
 TEST(ClusterInProcessTest, CallsGiveUpUnavailableWhenTheOwnerStaysUnreachable) {
-  silo::RouterOptions options;
-  options.give_up_after = absl::Seconds(2);
-  LoopbackCluster c(2, options);
+  // The routing gives up after 2 s; failure detection, which would declare
+  // the unreachable silo dead first, waits longer than the test.
+  InProcessCluster c(Silos(2, [](silo::SiloHostOptions& o) {
+    o.route_timeout = absl::Seconds(2);
+    o.probe_interval = absl::Seconds(10);
+  }));
   ASSERT_THAT(c.Start(), IsOk());
   const std::string key = KeyOwnedBy(c, 1, "lost");
   c.net().SetFault(c.id(0), c.id(1), Fault::kRefuse);
@@ -168,7 +187,7 @@ TEST(ClusterInProcessTest, CallsGiveUpUnavailableWhenTheOwnerStaysUnreachable) {
 
 TEST(ClusterInProcessTest,
      RebuildKeepsEveryActivationOfTheSurvivorsWhenAnOwnerDies) {
-  LoopbackCluster c(3);
+  InProcessCluster c(Silos(3));
   ASSERT_THAT(c.Start(), IsOk());
   constexpr int kGrains = 300;
   std::vector<Location> before(kGrains);
@@ -189,8 +208,10 @@ TEST(ClusterInProcessTest,
   }
   ASSERT_GT(owned_by_dead, 0);
   c.Kill(2);
+  // The survivors learn of it one after the other: a report that reaches
+  // an owner still on the old view is sent again on the clock.
   for (int s = 0; s < 2; ++s) {
-    ASSERT_TRUE(WaitUntil([&] {
+    ASSERT_TRUE(c.AdvanceUntil([&] {
       return c.router(s).reported_ring() == c.partition(s).ring_fingerprint();
     })) << "silo "
         << s << " did not deliver its rebuild report";
@@ -213,9 +234,15 @@ TEST(ClusterInProcessTest,
         << "keep" << g << " is unknown to its new owner";
     EXPECT_EQ(entry->entry().silo(), before[g].silo()) << "keep" << g;
   }
+  // A grain of the dead silo is activated again once that silo's lease has
+  // run out on the clock (until then it might still run there).
   for (int g = 0; g < kGrains; ++g) {
-    absl::StatusOr<Location> now =
-        Where(c.silo(1 - g % 2), absl::StrCat("keep", g));
+    std::shared_ptr<Pending> call =
+        Start(c.silo(1 - g % 2)
+                  .Get<LocatedRef>(absl::StrCat("keep", g))
+                  .Where(WhereRequest()));
+    ASSERT_TRUE(c.AdvanceUntil([&] { return call->done(); }));
+    absl::StatusOr<Location> now = call->result;
     ASSERT_THAT(now, IsOk());
     if (before[g].silo() == c.id(2)) {
       EXPECT_NE(now->silo(), c.id(2));  // a new activation on a survivor
@@ -228,7 +255,7 @@ TEST(ClusterInProcessTest,
 
 TEST(ClusterInProcessTest,
      CallsHeldByACutLinkFailUnavailableWhenThePeerIsDeclaredDead) {
-  LoopbackCluster c(3);
+  InProcessCluster c(Silos(3));
   ASSERT_THAT(c.Start(), IsOk());
   const std::string key = KeyLivingOn(c, 1, "cut");
   ASSERT_THAT(Where(c.silo(0), key), IsOk());  // silo 0 caches where it lives
@@ -244,7 +271,7 @@ TEST(ClusterInProcessTest,
 }
 
 TEST(ClusterInProcessTest, ADelayedLinkAnswersWhenTheDelayHasPassed) {
-  LoopbackCluster c(2);
+  InProcessCluster c(Silos(2));
   ASSERT_THAT(c.Start(), IsOk());
   const std::string key = KeyLivingOn(c, 1, "slow");
   ASSERT_THAT(Where(c.silo(0), key), IsOk());
@@ -264,7 +291,7 @@ TEST(ClusterInProcessTest, ADelayedLinkAnswersWhenTheDelayHasPassed) {
 }
 
 TEST(ClusterInProcessTest, HashPlacedGrainsLiveOnTheirDirectoryOwner) {
-  LoopbackCluster c(3);
+  InProcessCluster c(Silos(3));
   ASSERT_THAT(c.Start(), IsOk());
   for (int g = 0; g < 50; ++g) {
     const std::string key = absl::StrCat("h", g);
@@ -276,18 +303,6 @@ TEST(ClusterInProcessTest, HashPlacedGrainsLiveOnTheirDirectoryOwner) {
   }
 }
 
-// Moves the fake clock in steps until `done()` (retries and delays become
-// due step by step; the deliveries they start run on other threads), or
-// false after `steps`.
-bool AdvanceUntil(LoopbackCluster& c, const std::function<bool()>& done,
-                  int steps = 200) {
-  for (int i = 0; i < steps && !done(); ++i) {
-    c.clock().Advance(absl::Milliseconds(10));
-    (void)WaitUntil(done, absl::Milliseconds(10));
-  }
-  return done();
-}
-
 // A silo leaving gracefully deactivates its grains while the grains' new
 // directory owner is unreachable from it for a moment: the owner still
 // names the gone activation. Calls for the grain must not be passed back
@@ -295,7 +310,7 @@ bool AdvanceUntil(LoopbackCluster& c, const std::function<bool()>& done,
 // leaving silo (which sends them to the owner): both calls below are
 // answered, by one new activation on the owner.
 TEST(ClusterInProcessTest, ALeavingSilosGrainIsNotBouncedBetweenItAndTheOwner) {
-  LoopbackCluster c(3);
+  InProcessCluster c(Silos(3));
   ASSERT_THAT(c.Start(), IsOk());
   std::string key;
   for (int k = 0; key.empty(); ++k) {
@@ -309,7 +324,7 @@ TEST(ClusterInProcessTest, ALeavingSilosGrainIsNotBouncedBetweenItAndTheOwner) {
   ASSERT_THAT(first, IsOk());
   ASSERT_EQ(first->silo(), c.id(2));
   c.BeginLeave(2);
-  ASSERT_TRUE(WaitUntil([&] {
+  ASSERT_TRUE(c.AdvanceUntil([&] {
     return c.router(2).reported_ring() == c.partition(2).ring_fingerprint();
   })) << "the leaving silo did not report its grains to their new owners";
   const int owner = c.IndexOf(c.partition(0).OwnerOf(id));
@@ -332,8 +347,8 @@ TEST(ClusterInProcessTest, ALeavingSilosGrainIsNotBouncedBetweenItAndTheOwner) {
   ASSERT_TRUE(
       WaitUntil([&] { return c.router(owner).forwarded() > sent_back; }));
   c.net().HealAll();
-  ASSERT_TRUE(AdvanceUntil(
-      c, [&] { return via_leaving->done() && via_other->done(); }));
+  ASSERT_TRUE(
+      c.AdvanceUntil([&] { return via_leaving->done() && via_other->done(); }));
   ASSERT_THAT(via_leaving->result, IsOk());
   ASSERT_THAT(via_other->result, IsOk());
   EXPECT_EQ(via_leaving->result->silo(), c.id(owner));

@@ -147,7 +147,7 @@ TEST(ClusterProcessTest, BadClusterFlagsAreRefusedAtStart) {
     std::string err;
   };
   for (const Case& c : std::vector<Case>{
-           {{"--cluster=galaxy"}, "--cluster must be local, dev or postgres"},
+           {{"--cluster=galaxy"}, "--cluster must be dev, local or postgres"},
            {{"--primary=127.0.0.1:1"}, "--primary needs --cluster=dev"},
            {{"--cluster=dev", "--primary=nohost"}, "is not HOST:PORT"},
            {{"--missed_probes=0"}, "missed probes"},

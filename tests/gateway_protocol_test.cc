@@ -35,7 +35,7 @@ class GatewayProtocolTest : public SiloFixture {
  protected:
   void SetUp() override {
     SiloFixtureOptions options;
-    options.silo.name = "protocol-silo";
+    options.name = "protocol-silo";
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
     channel_ = grpc::CreateChannel(gateway_->address(),
                                    grpc::InsecureChannelCredentials());
@@ -429,7 +429,9 @@ class GatewayProtocolBudgetTest : public SiloFixture {};
 
 TEST_F(GatewayProtocolBudgetTest, StreamItemsWaitWhileTheConnectionIsFull) {
   SiloFixtureOptions options;
-  options.max_connection_bytes = int64_t{1} << 20;
+  // A message may be at most the budget (the silo's options check it).
+  options.host.connection_memory_budget = int64_t{1} << 20;
+  options.host.max_message_bytes = 1 << 20;
   ASSERT_NO_FATAL_FAILURE(StartSilo(options));
   auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
       gateway_->address(), grpc::InsecureChannelCredentials()));

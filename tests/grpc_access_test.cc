@@ -37,7 +37,7 @@ class GrpcAccessTest : public SiloFixture {
  protected:
   void SetUp() override {
     SiloFixtureOptions options;
-    options.silo.name = "grpc-silo";
+    options.name = "grpc-silo";
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
     channel_ = grpc::CreateChannel(gateway_->address(),
                                    grpc::InsecureChannelCredentials());
@@ -170,7 +170,7 @@ TEST_F(GrpcAccessTest, EmptyAndOversizedKeysAreInvalidArgument) {
 }
 
 TEST_F(GrpcAccessTest, OversizedMessageIsRejectedAndTheSiloKeepsServing) {
-  silo::GatewayServer small(silo_.get(), "127.0.0.1:0",
+  silo::GatewayServer small(silo_, "127.0.0.1:0",
                             /*max_message_bytes=*/1024);
   ASSERT_TRUE(small.Start().ok());
   auto probe = Probe::NewStub(
@@ -190,7 +190,7 @@ TEST_F(GrpcAccessTest, OversizedMessageIsRejectedAndTheSiloKeepsServing) {
   ASSERT_TRUE(probe->Echo(&ctx, small_text, &reply).ok());
   EXPECT_EQ(reply.text(), "fits");
   small.Stop();
-  EXPECT_THAT(silo::GatewayServer(silo_.get(), "127.0.0.1:0", 0).Start(),
+  EXPECT_THAT(silo::GatewayServer(silo_, "127.0.0.1:0", 0).Start(),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

@@ -6,7 +6,7 @@ set -euo pipefail
 root=$1
 failed=0
 # The project's folders (includes of libraries are not checked here).
-project='core|rpc|directory|storage|silo|client|examples|bench|tests|deploy'
+project='core|rpc|directory|storage|silo|client|examples|bench|tests|deploy|testing'
 # The stock granary-silo binary hosts the example grains; the `granary`
 # tool manages the PostgreSQL schema (`granary db migrate`), so it, not the
 # client SDK, may include storage/postgres.
@@ -37,4 +37,8 @@ check silo/gateway 'core|rpc|directory|storage|silo/runtime|silo/gateway|granary
 check silo/cluster 'core|rpc|directory|storage|silo/runtime|silo/cluster|granary'
 check silo/admin 'core|rpc|directory|storage|silo/runtime|silo/admin|granary'
 check client 'core|rpc|client|granary'
+# granary::testing builds on the silo; production code never includes it
+# (the rules above: no folder but tests and bench may).
+check testing 'core|rpc|directory|storage|silo|testing|examples|granary'
+check examples 'core|rpc|directory|storage|silo|client|examples|granary'
 exit $failed

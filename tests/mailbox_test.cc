@@ -31,8 +31,8 @@ class MailboxBoundTest : public SiloFixture {
  protected:
   void SetUp() override {
     SiloFixtureOptions options;
-    options.silo.max_mailbox = 3;
-    options.gateway = false;
+    options.host.max_mailbox = 3;
+    options.host.gateway = "";
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
   }
 };
@@ -88,10 +88,10 @@ class MailboxPushbackTest : public SiloFixture {
 
   void Start(int max_mailbox, absl::Duration max_wait) {
     SiloFixtureOptions options;
-    options.silo.max_mailbox = max_mailbox;
-    options.silo.workers = 4;  // one is held by the gate
-    options.silo.max_pushback_wait = max_wait;
-    options.gateway = false;
+    options.host.max_mailbox = max_mailbox;
+    options.host.workers = 4;  // one is held by the gate
+    options.host.max_pushback_wait = max_wait;
+    options.host.gateway = "";
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
     silo_->Get<TurnsRef>("target").Note(MakeText("gate"));
     ASSERT_TRUE(state_.WaitForLog("note:gate"));

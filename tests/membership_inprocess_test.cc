@@ -13,16 +13,15 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/cluster/loopback_transport.h"
 #include "silo/cluster/membership_agent.h"
 #include "storage/membership_table.h"
-#include "tests/loopback_cluster.h"  // WaitUntil
+#include "testing/loopback_transport.h"
+#include "testing/wait.h"
 
 namespace granary::testing {
 namespace {
 
 using ::granary::matchers::IsOk;
-using silo::LoopbackNetwork;
 using silo::MembershipAgent;
 using silo::MembershipOptions;
 using Fault = LoopbackNetwork::Fault;
@@ -32,7 +31,7 @@ class MembershipInProcessTest : public ::testing::Test {
   struct Node {
     v1::Member self;
     std::string id;
-    std::unique_ptr<silo::LoopbackTransport> transport;
+    std::unique_ptr<LoopbackTransport> transport;
     std::unique_ptr<MembershipAgent> agent;
     Notification declared_dead;
     int subscription = 0;
@@ -57,7 +56,7 @@ class MembershipInProcessTest : public ::testing::Test {
       n->self.set_generation(1);
       n->id = MemberId(n->self);
       net_.Attach(n->id, n->self.address(), nullptr, nullptr);
-      n->transport = std::make_unique<silo::LoopbackTransport>(&net_, n->id);
+      n->transport = std::make_unique<LoopbackTransport>(&net_, n->id);
       n->agent = std::make_unique<MembershipAgent>(&table_, n->transport.get(),
                                                    n->self, options);
       Node* raw = n.get();
@@ -222,7 +221,7 @@ TEST_F(MembershipInProcessTest, ARestartedSiloRetiresItsOlderGeneration) {
   v1::Member again = old_row;
   again.set_generation(old_row.generation() + 1);
   again.clear_suspicions();
-  silo::LoopbackTransport transport(&net_, MemberId(again));
+  LoopbackTransport transport(&net_, MemberId(again));
   MembershipAgent agent(&table_, &transport, again, options_);
   ASSERT_THAT(agent.Join(absl::Seconds(1)), IsOk());
   bool old_dead = false, new_live = false;

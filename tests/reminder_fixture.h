@@ -41,11 +41,11 @@ class ReminderFixture : public SiloFixture {
   void StartSiloOn(storage::ReminderTable* table,
                    std::function<void(silo::Silo&)> before_start = nullptr) {
     SiloFixtureOptions options;
-    options.silo.name = "reminder-silo";
-    options.silo.clock = &clock_;
-    options.silo.reminders = table;
-    options.silo.shutdown_timeout = absl::Seconds(5);
-    options.gateway = false;
+    options.name = "reminder-silo";
+    options.clock = &clock_;
+    options.reminders = table;
+    options.host.shutdown_timeout = absl::Seconds(15);  // 5 s to deactivate
+    options.host.gateway = "";
     options.before_start = std::move(before_start);
     ASSERT_NO_FATAL_FAILURE(SiloFixture::StartSilo(options));
   }

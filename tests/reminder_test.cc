@@ -132,8 +132,7 @@ TEST_P(ReminderTest, RemindersFireAfterASiloRestart) {
                   .Register(Reminder("slow", 2000, 5000))
                   .Get()
                   .ok());
-  silo_->Stop();
-  silo_.reset();
+  StopSilo();
   EXPECT_EQ(Ticks("durable/beat"), 0);
   StartSilo();  // same table; nothing calls the grain
   EXPECT_EQ(silo_->reminders().size(), 2u);
@@ -167,8 +166,7 @@ TEST_P(ReminderTest, UnregisterStopsTheTicksForGood) {
   }
   EXPECT_EQ(Ticks("quitter/r"), 1);
   // Gone from the table too: a restart brings back only the sentinel.
-  silo_->Stop();
-  silo_.reset();
+  StopSilo();
   StartSilo();
   EXPECT_EQ(silo_->reminders().size(), 1u);
 }
@@ -221,8 +219,7 @@ TEST_P(ReminderTest, TicksMissedWhileTheGrainWasBusyOrTheSiloDownAreSkipped) {
   EXPECT_EQ(Ticks("skipper/r"), 2);
   // Down for 10 periods: after the restart the next tick is the next one
   // due on the reminder's grid, not a burst of the missed ones.
-  silo_->Stop();
-  silo_.reset();
+  StopSilo();
   clock_.Advance(absl::Seconds(10) + absl::Milliseconds(500));
   StartSilo();
   std::vector<ReminderTick> r =

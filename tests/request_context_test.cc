@@ -44,7 +44,7 @@ class RequestContextTest : public SiloFixture {
  protected:
   void SetUp() override {
     SiloFixtureOptions options;
-    options.silo.name = "context-silo";
+    options.name = "context-silo";
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
     channel_ = grpc::CreateChannel(gateway_->address(),
                                    grpc::InsecureChannelCredentials());

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/runtime/silo.h"
+#include "testing/wait.h"
 #include "tests/process_util.h"
 #include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
@@ -43,9 +44,9 @@ class RuntimeTest : public SiloFixture {
  protected:
   void SetUp() override {
     SiloFixtureOptions options;
-    options.silo.clock = &clock_;
-    options.silo.shutdown_timeout = absl::Seconds(2);
-    options.gateway = false;
+    options.clock = &clock_;
+    options.host.shutdown_timeout = absl::Seconds(6);  // 2 s to deactivate
+    options.host.gateway = "";
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
   }
 
@@ -60,6 +61,29 @@ TEST_F(RuntimeTest, CounterAddGetAndOneWayBump) {
   // Bump and Get come from one sender, so the mailbox keeps their order.
   EXPECT_EQ(counter.Get(GetRequest()).Get()->value(), 17);
   EXPECT_EQ(silo_->ActivationCount(), 1u);
+}
+
+// On a clock of the test's the membership lease lapses exactly when that
+// clock passes it; grain code then waits until the lease is renewed.
+TEST_F(RuntimeTest, OnAFakeClockTheLeaseLapsesWhenTheClockPassesIt) {
+  auto counter = silo_->Get<CounterRef>("leased");
+  ASSERT_TRUE(counter.Add(Amount(1)).Get().ok());
+  silo_->RenewLease(ClockNanos(clock_) +
+                    absl::ToInt64Nanoseconds(absl::Seconds(1)));
+  EXPECT_EQ(silo_->lease_until_ns(), INT64_MAX);  // holds
+  clock_.Advance(absl::Milliseconds(900));
+  EXPECT_EQ(silo_->lease_until_ns(), INT64_MAX);
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(WaitUntil([&] { return silo_->lease_until_ns() == INT64_MIN; }));
+  // Lapsed: a call is taken but its turn waits for the lease.
+  Notification done;
+  Detach(counter.Add(Amount(1)),
+         [&done](absl::StatusOr<CounterValue>) { done.Notify(); });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  silo_->RenewLease(ClockNanos(clock_) +
+                    absl::ToInt64Nanoseconds(absl::Seconds(1)));
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(counter.Get(GetRequest()).Get()->value(), 2);
 }
 
 // An Add past the largest int64 overflowed (undefined behaviour, reported
@@ -376,28 +400,26 @@ absl::StatusOr<std::string> CallSerialized(silo::Silo* silo, std::string type,
 
 TEST_F(RuntimeTest, UnknownMethodTypeAndMalformedPayload) {
   std::string payload = MakeText("x").SerializeAsString();
-  auto r = CallSerialized(silo_.get(), "granary.testing.Probe", "k",
-                          "NoSuchMethod", payload);
+  auto r = CallSerialized(silo_, "granary.testing.Probe", "k", "NoSuchMethod",
+                          payload);
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(r.status().message(), HasSubstr("NoSuchMethod"));
 
-  r = CallSerialized(silo_.get(), "granary.testing.NoSuchType", "k", "Echo",
-                     payload);
+  r = CallSerialized(silo_, "granary.testing.NoSuchType", "k", "Echo", payload);
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(r.status().message(), HasSubstr("granary.testing.NoSuchType"));
 
-  r = CallSerialized(silo_.get(), "granary.testing.Probe", "k", "Echo",
+  r = CallSerialized(silo_, "granary.testing.Probe", "k", "Echo",
                      "\xff\xff\xff");
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
 
-  r = CallSerialized(silo_.get(), "granary.testing.Probe", "", "Echo", payload);
+  r = CallSerialized(silo_, "granary.testing.Probe", "", "Echo", payload);
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
-  r = CallSerialized(silo_.get(), "granary.testing.Probe",
+  r = CallSerialized(silo_, "granary.testing.Probe",
                      std::string(kMaxGrainKeyBytes + 1, 'k'), "Echo", payload);
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
 
-  r = CallSerialized(silo_.get(), "granary.testing.Probe", "k", "Echo",
-                     payload);
+  r = CallSerialized(silo_, "granary.testing.Probe", "k", "Echo", payload);
   ASSERT_TRUE(r.ok()) << r.status();
   Text reply;
   ASSERT_TRUE(reply.ParseFromString(*r));
@@ -433,9 +455,9 @@ class MemoryPressureTest : public SiloFixture {
  protected:
   void SetUp() override {
     SiloFixtureOptions options;
-    options.silo.clock = &clock_;
-    options.silo.max_activations = 10;
-    options.gateway = false;
+    options.clock = &clock_;
+    options.host.max_activations = 10;
+    options.host.gateway = "";
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
   }
 

@@ -261,27 +261,45 @@ TEST(SiloHostTest, BadOptionsAreRefusedNamingTheFlag) {
   }
 }
 
-TEST(SiloHostTest, AProviderOfYourOwnIsOneEntryInTheOptions) {
+TEST(SiloHostTest, AProviderOfYourOwnIsOneEntryInTheEnvironment) {
   silo::SiloHostOptions o = AnyPorts();
+  silo::SiloEnvironment env;
   int opened = 0;
-  o.providers.storage["counted"] = [&](const silo::SiloHostOptions& opts) {
-    ++opened;
-    return o.providers.storage.at("memory")(opts);
-  };
+  env.providers.storage["counted"] =
+      [&, memory = env.providers.storage.at("memory")](
+          const silo::SiloHostOptions& opts) {
+        ++opened;
+        return memory(opts);
+      };
   o.storage = "counted";
-  silo::SiloHost host(o);
+  silo::SiloHost host(o, env);
   ASSERT_THAT(host.AddGrain<examples::CounterGrain>(), IsOk());
   ASSERT_THAT(host.Start(), IsOk());
   EXPECT_EQ(opened, 1);
   // A provider that fails stops the start with its error.
-  silo::SiloHostOptions broken = AnyPorts();
+  silo::SiloEnvironment broken;
   broken.providers.storage["broken"] =
       [](const silo::SiloHostOptions&) -> absl::StatusOr<silo::StorageStores> {
     return absl::DataLossError("disk on fire");
   };
-  broken.storage = "broken";
-  silo::SiloHost refused(broken);
+  silo::SiloHostOptions b = AnyPorts();
+  b.storage = "broken";
+  silo::SiloHost refused(b, broken);
   EXPECT_THAT(refused.Start(), StatusIs(absl::StatusCode::kDataLoss));
+  // A name no provider has is a bad option, not a crash.
+  silo::SiloHostOptions unknown = AnyPorts();
+  unknown.storage = "nonesuch";
+  silo::SiloHost nothing(unknown);
+  EXPECT_THAT(
+      nothing.Start(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("--storage must be memory, postgres or rocksdb")));
+  unknown = AnyPorts();
+  unknown.cluster = "nonesuch";
+  silo::SiloHost no_cluster(unknown);
+  EXPECT_THAT(no_cluster.Start(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--cluster must be dev, local or postgres")));
 }
 
 }  // namespace

@@ -26,8 +26,8 @@ class StatelessWorkerTest : public SiloFixture {
  protected:
   void SetUp() override {
     SiloFixtureOptions options;
-    options.silo.name = "worker-silo";
-    options.gateway = false;
+    options.name = "worker-silo";
+    options.host.gateway = "";
     ASSERT_NO_FATAL_FAILURE(StartSilo(options));
   }
   // Workers of Hotspot grains, and the calls queued at them.

@@ -4,7 +4,7 @@
 // grain, directory requests and rebuild reports to a grain's owner
 // (directory/directory_transport.h), and liveness probes. Two
 // implementations: GrpcTransport (silo/cluster/grpc_transport.h) between
-// silo processes, and LoopbackTransport (silo/cluster/loopback_transport.h)
+// silo processes, and LoopbackTransport (testing/loopback_transport.h)
 // between silos of one process, whose links a test can drop, delay and
 // partition.
 //

@@ -1,4 +1,4 @@
-#include "silo/cluster/loopback_transport.h"
+#include "testing/loopback_transport.h"
 
 #include <atomic>
 #include <string>
@@ -12,7 +12,7 @@
 #include "silo/runtime/reminder_service.h"
 #include "silo/runtime/silo.h"
 
-namespace granary::silo {
+namespace granary::testing {
 
 // One request on its way. Exactly one of deliver and fail runs.
 struct LoopbackNetwork::Packet {
@@ -291,8 +291,8 @@ absl::StatusOr<CallBase*> WireCopy(Silo* to, CallBase* call, absl::Time now) {
   }
   CallBase* copy = nullptr;
   if (call->method() == kReminderMethod) {
-    GRANARY_ASSIGN_OR_RETURN(
-        copy, ReminderCallFromWire(*iface, call->target().key(), payload));
+    GRANARY_ASSIGN_OR_RETURN(copy, silo::ReminderCallFromWire(
+                                       *iface, call->target().key(), payload));
   } else {
     if (call->method() >= iface->method_count) {
       return absl::UnimplementedError("unknown method");
@@ -487,4 +487,4 @@ void LoopbackTransport::Stop() {
   }
 }
 
-}  // namespace granary::silo
+}  // namespace granary::testing

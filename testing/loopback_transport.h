@@ -1,4 +1,4 @@
-// File: silo/cluster/loopback_transport.h
+// File: testing/loopback_transport.h
 // -----------------------------------------------------------------------------
 // The Transport (silo/cluster/transport.h) between silos of one process, for
 // deterministic tests of the cluster: a LoopbackNetwork joins the silos, and
@@ -50,8 +50,13 @@ class DirectoryPartition;
 }  // namespace granary::directory
 
 namespace granary::silo {
-
 class Silo;
+}  // namespace granary::silo
+
+namespace granary::testing {
+
+using silo::Silo;
+using silo::Transport;
 
 class LoopbackNetwork {
  public:
@@ -165,4 +170,4 @@ class LoopbackTransport final : public Transport {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace granary::silo
+}  // namespace granary::testing

@@ -1,0 +1,178 @@
+// SiloHost's cluster (silo/silo_host.h): the transport, the directory
+// client and the router a clustered provider adds, joining and leaving the
+// membership table, and the wiring of its views to the cluster's parts, as
+// parts of the host's lifecycle (silo/lifecycle.h).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "core/log.h"
+#include "silo/cluster/grpc_transport.h"
+#include "silo/silo_host.h"
+#include "silo/silo_host_parts.h"
+
+namespace granary::silo {
+
+// Added by the stores' start when the cluster provider is clustered.
+void SiloHost::SubscribeCluster() {
+  Parts& p = *parts_;
+  p.lifecycle.Subscribe(
+      Stage::kCluster, "cluster", [this] { return StartCluster(); },
+      [&p] {
+        if (p.router != nullptr) p.router->Stop();
+        if (p.transport != nullptr) p.transport->Stop();
+      });
+  // Before the silo endpoint closes: the other silos send what they queued
+  // here and half-close, and the calls they passed on finish.
+  p.lifecycle.Subscribe(Stage::kPeerCalls, "cluster", nullptr, [&p] {
+    if (p.peer_gateway == nullptr || p.halting) return;
+    p.peer_gateway->Drain();
+    (void)p.peer_gateway->WaitForStreamsClosed(
+        p.Left(absl::Seconds(5), absl::Milliseconds(500)));
+    p.peer_gateway->Stop();
+    (void)p.peer_gateway->WaitForStreamsClosed(
+        p.Left(absl::Seconds(10), absl::Seconds(1)));
+  });
+  // Once this silo is ShuttingDown, the owners of its grains under the ring
+  // without it learn where they live before they go (rebuild reports).
+  p.lifecycle.Subscribe(Stage::kHandoff, "cluster", nullptr, [this, &p] {
+    if (p.router == nullptr || p.agent_ptr.load() == nullptr || p.halting) {
+      return;
+    }
+    p.router->WaitUntilReported(
+        [&p] { return p.partition.ring_fingerprint(); },
+        p.Left(std::min(absl::Seconds(5), options_.shutdown_timeout / 6)));
+  });
+}
+
+// kCluster: calls for grains not active here go where the directory says
+// (silo/cluster/cluster_router.h); reminders follow the ring when the
+// provider schedules them by range.
+absl::Status SiloHost::StartCluster() {
+  Parts& p = *parts_;
+  // A silo declared dead may run grain code until its lease ends: its
+  // grains are not activated elsewhere before that. (The other silos'
+  // leases are as long as this one's would be, whether or not this silo
+  // runs without one.)
+  p.partition.set_dead_grace(SafeLease(p.membership));
+  if (p.env.in_process.has_value()) {
+    p.transport = p.env.in_process->transport(p.id);
+  } else {
+    std::vector<const InterfaceInfo*> interfaces;
+    for (const GrainClassInfo* t : p.silo->GrainTypes()) {
+      interfaces.push_back(t->interface);
+    }
+    p.transport = std::make_unique<GrpcTransport>(
+        p.id, std::move(interfaces), absl::Seconds(2),
+        ClusterClientSecurity(options_));
+  }
+  GRANARY_RETURN_IF_ERROR(p.transport->Start());
+  p.directory = std::make_unique<directory::DirectoryClient>(&p.partition,
+                                                             p.transport.get());
+  RouterOptions router;
+  router.clock = p.env.clock;
+  router.retry_delay = options_.route_retry_delay;
+  router.give_up_after = options_.route_timeout;
+  p.router = std::make_unique<ClusterRouter>(
+      p.silo.get(), &p.partition, p.directory.get(), p.transport.get(), router);
+  GRANARY_RETURN_IF_ERROR(p.router->Start());
+  p.silo->SetRouter(p.router.get());
+  if (p.cluster->reminders_by_range()) {
+    // Each silo schedules the reminders of its range of the ring.
+    p.range_reminders = std::make_unique<RangeReminders>(
+        [&p](const GrainId& grain) {
+          const std::string owner = p.partition.OwnerOf(grain);
+          return owner.substr(0, owner.rfind('@'));  // its silo endpoint
+        },
+        ClusterClientSecurity(options_));
+    p.silo->reminders().SetKeeper(p.range_reminders.get());
+    p.silo->reminders().SetRanges([&p](const GrainId& grain) {
+      return p.partition.OwnerOf(grain) == p.id;
+    });
+  }
+  return absl::OkStatus();
+}
+
+void SiloHost::SubscribeMembership() {
+  Parts& p = *parts_;
+  p.lifecycle.Subscribe(
+      Stage::kMembership, "membership", [this] { return JoinCluster(); },
+      [&p] {
+        const bool joined = p.agent_ptr.load() != nullptr;
+        p.agent_ptr = nullptr;
+        if (p.watching) p.cluster->StopWatch();
+        p.watching = false;
+        if (joined && p.halting) p.agent->Stop();    // the row stays
+        if (joined && !p.halting) p.agent->Leave();  // Dead: a graceful exit
+        if (p.silo != nullptr) p.silo->SetMembershipView(nullptr);
+      });
+  // ShuttingDown: the others stop counting on this silo.
+  p.lifecycle.Subscribe(Stage::kActive, "membership", nullptr, [&p] {
+    if (p.agent_ptr.load() != nullptr && !p.halting) p.agent->BeginLeave();
+  });
+}
+
+// kMembership: joins the membership table (a table of one with the local
+// provider): Joining, then Active.
+absl::Status SiloHost::JoinCluster() {
+  Parts& p = *parts_;
+  v1::Member self;
+  self.set_address(p.silo_address);
+  self.set_generation(p.generation);
+  if (p.gateway != nullptr) {
+    self.set_gateway(AdvertisedGateway(options_, p.gateway->address()));
+  }
+  if (p.http != nullptr) self.set_http(p.http->address());
+  Silo* silo = p.silo.get();
+  for (const GrainClassInfo* t : silo->GrainTypes()) {
+    self.add_grain_types(std::string(t->interface->type_name));
+  }
+  p.agent = std::make_unique<MembershipAgent>(
+      p.cluster->table(), p.transport.get(), self, p.membership,
+      [silo] { return static_cast<int64_t>(silo->ActivationCount()); });
+  std::function<void()> on_dead = options_.on_declared_dead;
+  if (!on_dead) {
+    on_dead = [id = p.id] {
+      // The cluster has given this silo's grains up: stop serving at once,
+      // without deactivating anything (their new homes own them now).
+      GRANARY_LOG(kError) << "silo=" << id
+                          << " declared dead by the cluster; exiting";
+      std::fflush(stderr);
+      std::_Exit(3);
+    };
+  }
+  p.agent->SetDeclaredDeadHandler(std::move(on_dead));
+  p.agent->SetLeaseListener(
+      [silo](int64_t until_ns) { silo->RenewLease(until_ns); });
+  if (p.router != nullptr) WireCluster();
+  MembershipAgent* agent = p.agent.get();
+  p.cluster->Watch(&silo->timers(),
+                   [agent](const v1::MembershipView& v) { agent->OnView(v); });
+  p.watching = true;
+  GRANARY_RETURN_IF_ERROR(p.agent->Join(options_.join_timeout));
+  GRANARY_RETURN_IF_ERROR(p.agent->Start());
+  p.agent_ptr = agent;
+  if (p.admin != nullptr)
+    p.admin->SetMembership([agent] { return agent->view(); });
+  silo->SetMembershipView([agent] { return agent->view(); });
+  return absl::OkStatus();
+}
+
+// Every membership view reaches the directory, the transport and the router.
+void SiloHost::WireCluster() {
+  Parts& p = *parts_;
+  const bool by_range = p.cluster->reminders_by_range();
+  p.agent->SetViewListener([&p, by_range](const v1::MembershipView& v) {
+    p.hosted_types.OnView(v);
+    p.partition.OnView(v);
+    p.transport->OnView(v);
+    p.router->OnView(v);
+    // Reminders follow the ranges.
+    if (by_range) p.silo->reminders().Rebalance();
+  });
+}
+
+}  // namespace granary::silo
