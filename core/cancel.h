@@ -52,7 +52,7 @@ class MessageSink;
 struct ResumeMessage;
 
 // Receives the cancellation of a call that went to another process: the
-// network stream that carries it (rpc/gateway_stream.h) sends a cancel.
+// network stream that carries it (rpc/gateway_client_stream.h) sends a cancel.
 class CancelForwarder {
  public:
   // Called with the call's state locked: must not block or re-enter it.

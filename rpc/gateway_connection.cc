@@ -16,7 +16,8 @@ GatewayConnection::GatewayConnection(GatewaySet* set, std::string address,
     : set_(set), address_(std::move(address)), options_(options) {
   grpc::ChannelArguments args;
   ApplyChannelLimits(options.channel, &args);
-  args.SetMaxSendMessageSize(-1);  // GatewayStream checks max_message_bytes
+  args.SetMaxSendMessageSize(
+      -1);  // GatewayClientStream checks max_message_bytes
   // Reconnect promptly: the client retries lost gateways on its own period.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
@@ -30,12 +31,12 @@ GatewayConnection::GatewayConnection(GatewaySet* set, std::string address,
 
 GatewayConnection::~GatewayConnection() = default;
 
-GatewayStream* GatewayConnection::Acquire() {
+GatewayClientStream* GatewayConnection::Acquire() {
   MutexLock lock(&mu_);
   if (!up_ || set_->closed()) return nullptr;
   if (stream_ == nullptr) {
     set_->StreamStarted();
-    stream_ = new GatewayStream(this, options_);
+    stream_ = new GatewayClientStream(this, options_);
     stream_->Start(stub_.get());
   }
   stream_->Ref();
@@ -90,22 +91,22 @@ void GatewayConnection::TryConnect(absl::Time until) {
 }
 
 void GatewayConnection::CancelStream(const std::string& why) {
-  std::vector<GatewayStream*> streams;
+  std::vector<GatewayClientStream*> streams;
   {
     MutexLock lock(&mu_);
     up_.store(false);
     // The current stream and those still draining after a rotation.
     if (stream_ != nullptr) streams.push_back(stream_);
     streams.insert(streams.end(), rotated_.begin(), rotated_.end());
-    for (GatewayStream* s : streams) s->Ref();
+    for (GatewayClientStream* s : streams) s->Ref();
   }
-  for (GatewayStream* s : streams) {
+  for (GatewayClientStream* s : streams) {
     s->Cancel(why);
     s->Unref();
   }
 }
 
-void GatewayConnection::OnStreamDraining(GatewayStream* stream) {
+void GatewayConnection::OnStreamDraining(GatewayClientStream* stream) {
   {
     MutexLock lock(&mu_);
     if (stream_ != stream) return;
@@ -122,7 +123,7 @@ void GatewayConnection::OnStreamDraining(GatewayStream* stream) {
 void GatewayConnection::CheckConnection() {
   const bool ready =
       channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
-  GatewayStream* stream;
+  GatewayClientStream* stream;
   {
     MutexLock lock(&mu_);
     if (!up_ || stream_ == nullptr || set_->closed()) return;
@@ -143,7 +144,7 @@ void GatewayConnection::CheckConnection() {
   stream->Unref();
 }
 
-void GatewayConnection::OnStreamRotated(GatewayStream* stream) {
+void GatewayConnection::OnStreamRotated(GatewayClientStream* stream) {
   MutexLock lock(&mu_);
   // The link's reference stays with the stream until its OnStreamDone;
   // until then CancelStream reaches it too.
@@ -154,7 +155,7 @@ void GatewayConnection::OnStreamRotated(GatewayStream* stream) {
   }
 }
 
-void GatewayConnection::OnStreamDone(GatewayStream* stream,
+void GatewayConnection::OnStreamDone(GatewayClientStream* stream,
                                      const grpc::Status& status,
                                      bool server_stopping) {
   {

@@ -1,10 +1,10 @@
 // File: rpc/gateway_connection.h
 // -----------------------------------------------------------------------------
 // One gateway as its callers see it: the gRPC channel to it and the current
-// Connect stream on that channel (rpc/gateway_stream.h). The set it belongs
-// to (rpc/gateway_set.h) brings it up and picks it for calls.
+// Connect stream on that channel (rpc/gateway_client_stream.h). The set it
+// belongs to (rpc/gateway_set.h) brings it up and picks it for calls.
 //
-//   GatewayStream* stream = connection.Acquire();  // nullptr while down
+//   GatewayClientStream* stream = connection.Acquire();  // nullptr while down
 //
 // Threading: thread-safe.
 #pragma once
@@ -19,8 +19,8 @@
 #include "core/sync.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/gateway_client_stream.h"
 #include "rpc/gateway_options.h"
-#include "rpc/gateway_stream.h"
 
 namespace granary::rpc {
 
@@ -38,7 +38,7 @@ class GatewayConnection {
 
   // The live stream with a reference for the caller, opening one when the
   // gateway is up and none is open; nullptr when the gateway is down.
-  GatewayStream* Acquire();
+  GatewayClientStream* Acquire();
   bool up() const { return up_.load(std::memory_order_acquire); }
   // The cluster says this gateway's silo is dead: calls avoid it.
   bool retired() const { return retired_.load(std::memory_order_relaxed); }
@@ -59,7 +59,7 @@ class GatewayConnection {
   // The gateway said it is shutting down (ReplyBatch.draining): calls go
   // to other gateways, and the channel's current connection must not carry
   // a new stream.
-  void OnStreamDraining(GatewayStream* stream);
+  void OnStreamDraining(GatewayClientStream* stream);
   // Called by the reconnector for a link that is up: when the channel has
   // left READY under a live stream, the gateway told the connection to go
   // (GOAWAY, its maximum connection age): the stream drains and the next
@@ -68,11 +68,11 @@ class GatewayConnection {
   // `stream` drains (DrainFromClient): the link lets go of it, and the
   // next call opens a new stream (the channel connects anew for it), while
   // the old one's calls are still answered. The link stays up.
-  void OnStreamRotated(GatewayStream* stream);
+  void OnStreamRotated(GatewayClientStream* stream);
   // The stream ended with `status`.
   // `server_stopping`: the gateway said it is going away, so the channel's
   // current connection must not carry a new stream.
-  void OnStreamDone(GatewayStream* stream, const grpc::Status& status,
+  void OnStreamDone(GatewayClientStream* stream, const grpc::Status& status,
                     bool server_stopping);
   // Sends `call` (with the caller's reference) again, through whichever
   // gateway the client picks now.
@@ -90,7 +90,7 @@ class GatewayConnection {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Gateway::Stub> stub_;
   mutable Mutex mu_;
-  GatewayStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  GatewayClientStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::atomic<bool> up_{false};  // written under mu_
   std::atomic<bool> retired_{false};
   // The gateway said it stops: wait for its connection to go before using
@@ -99,7 +99,7 @@ class GatewayConnection {
   // The channel was READY under stream_ (CheckConnection).
   bool stream_connected_ ABSL_GUARDED_BY(mu_) = false;
   // Streams rotated away (OnStreamRotated) that have not ended yet.
-  absl::flat_hash_set<GatewayStream*> rotated_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<GatewayClientStream*> rotated_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace granary::rpc

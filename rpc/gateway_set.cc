@@ -125,7 +125,7 @@ void GatewaySet::Invoke(CallBase* call) {
   GatewayConnection* failed = nullptr;
   for (int attempt = 0;; ++attempt) {
     GatewayConnection* link = Pick(call->target(), failed);
-    GatewayStream* stream = link == nullptr ? nullptr : link->Acquire();
+    GatewayClientStream* stream = link == nullptr ? nullptr : link->Acquire();
     if (stream == nullptr) {
       return fail(absl::UnavailableError(absl::StrCat(
           "no gateway is reachable (", absl::StrJoin(gateways(), ", "), ")")));

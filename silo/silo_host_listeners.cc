@@ -18,6 +18,7 @@
 #include "rpc/credentials.h"
 #include "rpc/listener_guard.h"
 #include "rpc/security.h"
+#include "silo/readiness.h"
 #include "silo/silo_host_parts.h"
 
 namespace granary::silo {
@@ -51,24 +52,6 @@ void AddAuthMetrics(metrics::Registry* registry,
         return metrics::Samples{
             {{}, static_cast<double>(rpc::TlsHandshakeFailures())}};
       });
-}
-
-// Why the silo should get no new work (a supervisor's readiness probe), or
-// "" when it is ready.
-std::string NotReadyBecause(const std::atomic<bool>& leaving,
-                            const std::atomic<MembershipAgent*>& agent,
-                            const Silo* silo, storage::GrainStorage* storage) {
-  if (leaving.load()) return "shutting down";
-  if (agent.load() == nullptr) return "not yet in the cluster";
-  if (silo != nullptr && MonoNanos() > silo->lease_until_ns()) {
-    // The membership table (PostgreSQL, or the dev primary) has not
-    // confirmed this silo lately: it runs no grain code until it does.
-    return "the membership table has not confirmed this silo lately";
-  }
-  if (storage != nullptr && !storage->Health().ok()) {
-    return "storage cannot write";
-  }
-  return "";
 }
 
 void WarnOfPlaintext(const SiloHostOptions& o) {
@@ -328,21 +311,11 @@ absl::Status SiloHost::StartHttp() {
   WarnOfPlaintext(options_);
   p.admin = std::make_unique<AdminHttp>(p.silo.get(), gateway_address());
   p.admin->Register(p.http.get());  // /metrics, /api/overview, the dashboard
-  // /readyz: 200 while the silo takes work; 503 (and why) while it joins,
-  // leaves, has not been confirmed by the membership table within its lease
-  // (the table's database is down), or its storage cannot write (the reason
-  // is in its log).
   storage::GrainStorage* store = p.stores.grain_state.get();
-  p.http->Handle("/readyz", [&p, store](const HttpRequest&) {
-    std::string why = p.listener_watch->NotReadyBecause();
-    if (why.empty()) {
-      why = NotReadyBecause(p.leaving, p.agent_ptr, p.silo.get(), store);
-    }
-    if (why.empty())
-      return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
-    return HttpResponse{503, "text/plain; charset=utf-8",
-                        absl::StrCat("not ready: ", why, "\n")};
-  });
+  // /readyz and /healthz (silo/readiness.h).
+  ServeProbes(p.http.get(),
+              ReadinessSources{&p.leaving, &p.agent_ptr, p.silo.get(), store,
+                               p.listener_watch.get()});
   p.silo->metrics_registry().AddCallback(
       "granary_storage_healthy",
       "1 while grain storage takes writes; 0 while it cannot (a full disk): "
@@ -361,16 +334,7 @@ absl::Status SiloHost::StartHttp() {
              store == nullptr ? 0.0
                               : static_cast<double>(store->WriteErrors())}};
       });
-  // /healthz: 200 unless a gRPC listener has stopped accepting (a
-  // supervisor then restarts the silo).
   ListenerWatch* watch = p.listener_watch.get();
-  p.http->Handle("/healthz", [watch](const HttpRequest&) {
-    const std::string why = watch->UnhealthyBecause();
-    if (why.empty())
-      return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
-    return HttpResponse{503, "text/plain; charset=utf-8",
-                        absl::StrCat("unhealthy: ", why, "\n")};
-  });
   watch->RegisterMetrics(&p.silo->metrics_registry());
   GRANARY_RETURN_IF_ERROR(p.http->Start());
   // Slow clients (slowloris) from one address hold at most a share of the

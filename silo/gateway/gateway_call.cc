@@ -14,7 +14,7 @@
 #include "core/stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "rpc/credentials.h"
-#include "rpc/gateway_stream.h"
+#include "rpc/gateway_client_stream.h"
 #include "silo/runtime/reminder_service.h"
 
 namespace granary::silo {

@@ -14,7 +14,7 @@
 
 namespace granary::silo {
 
-void GatewayStream::Begin() {
+void GatewayServerStream::Begin() {
   if (caller_ != nullptr) {
     GRANARY_LOG(kDebug) << "peer=" << LogQuote(peer_) << Identity()
                         << " gateway: client stream accepted";
@@ -22,11 +22,11 @@ void GatewayStream::Begin() {
   Advance();
 }
 
-std::string GatewayStream::Identity() const {
+std::string GatewayServerStream::Identity() const {
   return caller_ == nullptr ? std::string() : " identity=" + LogQuote(*caller_);
 }
 
-void GatewayStream::Drain() {
+void GatewayServerStream::Drain() {
   {
     MutexLock lock(&mu_);
     if (draining_) return;
@@ -39,7 +39,7 @@ void GatewayStream::Drain() {
   Advance();
 }
 
-void GatewayStream::Stop() {
+void GatewayServerStream::Stop() {
   {
     MutexLock lock(&mu_);
     stopping_ = true;
@@ -48,7 +48,7 @@ void GatewayStream::Stop() {
   Advance();
 }
 
-void GatewayStream::OnReadDone(bool ok) {
+void GatewayServerStream::OnReadDone(bool ok) {
   if (!ok) {
     {
       MutexLock lock(&mu_);
@@ -101,7 +101,7 @@ void GatewayStream::OnReadDone(bool ok) {
   help.RunKept();
 }
 
-void GatewayStream::OnDone() {
+void GatewayServerStream::OnDone() {
   // gRPC orders this after the constructor, but inside its uninstrumented
   // core; taking mu_ (as Begin did) shows ThreadSanitizer that order.
   { MutexLock lock(&mu_); }
@@ -109,7 +109,7 @@ void GatewayStream::OnDone() {
   Unref();
 }
 
-GatewayStream::~GatewayStream() {
+GatewayServerStream::~GatewayServerStream() {
   int64_t held;
   {
     MutexLock lock(&mu_);
@@ -118,7 +118,7 @@ GatewayStream::~GatewayStream() {
   bytes_.Release(held);
 }
 
-void GatewayStream::Finished(CallBase* call) {
+void GatewayServerStream::Finished(CallBase* call) {
   if (call->one_way()) {
     // No reply: only a change that matters to Advance takes the lock
     // (reading resumes below the limits; a draining stream finishes at 0).
@@ -147,7 +147,7 @@ void GatewayStream::Finished(CallBase* call) {
   Advance();
 }
 
-void GatewayStream::Dispatch() {
+void GatewayServerStream::Dispatch() {
   const int n = batch_.requests_size();
   in_flight_.fetch_add(n, std::memory_order_relaxed);  // refusals give back
   bool stopping;
@@ -185,7 +185,7 @@ void GatewayStream::Dispatch() {
   batch_.Clear();
 }
 
-absl::Status GatewayStream::Accept(v1::Request& request, bool stopping) {
+absl::Status GatewayServerStream::Accept(v1::Request& request, bool stopping) {
   Silo* silo = silo_;
   int64_t bytes = CallBytes(request);  // before the key moves
   const int64_t payload_bytes = static_cast<int64_t>(request.payload().size());
@@ -209,7 +209,7 @@ absl::Status GatewayStream::Accept(v1::Request& request, bool stopping) {
   Ref();  // the call's
   call->set_charge(static_cast<uint32_t>(bytes));
   bytes_.Charge(bytes);
-  call->SetDoneCallback(&GatewayStream::CallDone, this);
+  call->SetDoneCallback(&GatewayServerStream::CallDone, this);
   if (!call->one_way() && request.id() != 0) open_.Add(request.id(), call);
   if (streaming) {
     // Not in flight (that would stall its credit): bounded apart.
@@ -230,7 +230,7 @@ absl::Status GatewayStream::Accept(v1::Request& request, bool stopping) {
   return absl::OkStatus();
 }
 
-void GatewayStream::Advance() {
+void GatewayServerStream::Advance() {
   Steps steps;
   {
     MutexLock lock(&mu_);
@@ -248,7 +248,7 @@ void GatewayStream::Advance() {
   if (ItemRoom() > 0) served_.Unstall();
 }
 
-void GatewayStream::PlanLocked(Steps* steps) {
+void GatewayServerStream::PlanLocked(Steps* steps) {
   steps->release = to_release_;
   to_release_ = 0;
   if (broken_ && !streams_cancelled_) {
@@ -317,7 +317,7 @@ void GatewayStream::PlanLocked(Steps* steps) {
   if (finish) Finish(status);
 }
 
-void GatewayStream::FillWriteLocked() {
+void GatewayServerStream::FillWriteLocked() {
   if (notice_due_) {
     writing_.set_draining(true);
     notice_due_ = false;

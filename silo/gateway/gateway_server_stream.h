@@ -1,11 +1,11 @@
 // File: silo/gateway/gateway_server_stream.h
 // -----------------------------------------------------------------------------
-// Private to silo/gateway: GatewayStream, the reactor of one client's (or
+// Private to silo/gateway: GatewayServerStream, the reactor of one client's (or
 // another silo's) Gateway.Connect stream. GatewayService::Impl::Connect
 // makes one per stream (gateway_service.cc); the methods that read, route,
 // write and finish are in gateway_server_stream.cc.
 //
-//   auto* stream = new GatewayStream(impl, context, stopping, draining);
+//   auto* stream = new GatewayServerStream(impl, context, stopping, draining);
 //   stream->Begin();   // starts the first read
 //   return stream;     // gRPC holds a reference until OnDone
 #pragma once
@@ -39,14 +39,14 @@ namespace granary::silo {
 // A draining gateway (shutting down) tells the client once, in a batch of
 // its own or with replies, and goes on reading until the client
 // half-closes; Stop then ends what is left (see gateway.proto, "Shutdown").
-class GatewayStream final
+class GatewayServerStream final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
       public MemoryBudget::Waiter,
       public ServedStreams::Owner {
  public:
-  GatewayStream(GatewayService::Impl* service,
-                grpc::CallbackServerContext* context, bool stopping,
-                bool draining)
+  GatewayServerStream(GatewayService::Impl* service,
+                      grpc::CallbackServerContext* context, bool stopping,
+                      bool draining)
       : service_(service),
         silo_(service->silo()),
         context_(context),
@@ -141,13 +141,13 @@ class GatewayStream final
 
   // A call accepted from this stream finished (any worker thread).
   static void CallDone(void* ctx, CallBase* call) {
-    auto* self = static_cast<GatewayStream*>(ctx);
+    auto* self = static_cast<GatewayServerStream*>(ctx);
     self->Finished(call);
     self->Unref();
   }
 
  private:
-  ~GatewayStream() override;
+  ~GatewayServerStream() override;
 
   // Requires mu_: queues `reply` to write (dropped once broken).
   void QueueLocked(v1::Reply reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

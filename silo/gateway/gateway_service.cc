@@ -18,7 +18,7 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
     return new RefusedStream(
         grpc::Status(grpc::StatusCode::UNAVAILABLE, "silo starting"));
   }
-  GatewayStream* stream;
+  GatewayServerStream* stream;
   {
     MutexLock lock(&mu_);
     if (options_.max_streams > 0 &&
@@ -30,7 +30,7 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
                        " streams open (--max_gateway_streams): retry later "
                        "or on another gateway")));
     }
-    stream = new GatewayStream(this, context, stopping_, draining_);
+    stream = new GatewayServerStream(this, context, stopping_, draining_);
     streams_.insert(stream);
     silo->metrics().gateway_connections->Add(1);
   }
@@ -39,25 +39,25 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
 }
 
 void GatewayService::Impl::Drain() {
-  SetAndTellStreams(&draining_, &GatewayStream::Drain);
+  SetAndTellStreams(&draining_, &GatewayServerStream::Drain);
 }
 
 void GatewayService::Impl::Stop() {
-  SetAndTellStreams(&stopping_, &GatewayStream::Stop);
+  SetAndTellStreams(&stopping_, &GatewayServerStream::Stop);
 }
 
-void GatewayService::Impl::SetAndTellStreams(bool* flag,
-                                             void (GatewayStream::*tell)()) {
-  std::vector<GatewayStream*> streams;
+void GatewayService::Impl::SetAndTellStreams(
+    bool* flag, void (GatewayServerStream::*tell)()) {
+  std::vector<GatewayServerStream*> streams;
   {
     MutexLock lock(&mu_);
     *flag = true;  // streams that connect from now on start that way
-    for (GatewayStream* s : streams_) {
+    for (GatewayServerStream* s : streams_) {
       s->Ref();
       streams.push_back(s);
     }
   }
-  for (GatewayStream* s : streams) {
+  for (GatewayServerStream* s : streams) {
     (s->*tell)();
     s->Unref();
   }

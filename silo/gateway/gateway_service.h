@@ -11,7 +11,7 @@
 //   service.WaitForStreamsClosed(grace);
 //   service.Stop();   // finishes every stream once its replies are written
 //
-// Per stream (see GatewayStream in the .cc):
+// Per stream (see GatewayServerStream in the .cc):
 //   - requests are routed by gRPC path ("/granary.examples.Counter/Add") to
 //     the silo; bad ones (unknown method, bad key, payload that does not
 //     parse) get an error reply and cost the stream nothing;

@@ -61,7 +61,7 @@ using gateway_internal::RefusedStream;
 using gateway_internal::ReplyBytes;
 using gateway_internal::Route;
 
-class GatewayStream;
+class GatewayServerStream;
 
 // Connect is served raw (bytes in, bytes out) so that a batch which does not
 // decode ends its stream with INVALID_ARGUMENT rather than looking like the
@@ -116,8 +116,8 @@ class GatewayService::Impl final
   void Stop();
   // Sets `flag` (draining_ or stopping_, guarded by mu_) and calls `tell`
   // on every open stream, outside mu_.
-  void SetAndTellStreams(bool* flag, void (GatewayStream::*tell)());
-  void Forget(GatewayStream* stream) {
+  void SetAndTellStreams(bool* flag, void (GatewayServerStream::*tell)());
+  void Forget(GatewayServerStream* stream) {
     MutexLock lock(&mu_);
     if (streams_.erase(stream) > 0) {
       silo()->metrics().gateway_connections->Add(-1);
@@ -151,7 +151,7 @@ class GatewayService::Impl final
   const absl::Time started_;
   absl::flat_hash_map<std::string, Route> routes_;
   mutable Mutex mu_;
-  absl::flat_hash_set<GatewayStream*> streams_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<GatewayServerStream*> streams_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::string address_ ABSL_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "silo/runtime/grain_timer.h"
+#include "silo/runtime/reentrancy.h"
 #include "silo/runtime/reminder_service.h"
 #include "silo/runtime/silo.h"
 
@@ -125,31 +126,6 @@ void Activation::DrainMailbox() {
       held().waiting.push_back(m);
     }
   }
-}
-
-bool Activation::Eligible(Message* m) const {
-  if (m->kind == MessageKind::kControl) return running_.empty();
-  if (state_ != State::kActive) return false;
-  if (running_.empty()) return true;
-  const InterfaceInfo& iface = *type_->info->interface;
-  if (m->kind == MessageKind::kTimer) return iface.reentrant;
-  if (iface.reentrant) return true;
-  auto* call = static_cast<CallBase*>(m);
-  if (call->method() == kReminderMethod) return false;  // like a timer tick
-  const MethodInfo& method = iface.methods[call->method()];
-  if (method.always_interleave) return true;
-  const uint64_t chain = call->request_context().chain_id;
-  bool all_read_only = true;
-  for (const Running& r : running_) {
-    if (r.chain_id == chain) return true;
-    all_read_only = all_read_only && r.read_only;
-  }
-  return method.read_only && all_read_only;
-}
-
-bool Activation::LeaseLapsed() const {
-  const int64_t until = silo_->lease_until_ns();
-  return until != INT64_MAX && MonoNanos() > until;  // MAX: no lease
 }
 
 void Activation::HoldBack(Message* m) {

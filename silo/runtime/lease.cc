@@ -4,11 +4,17 @@
 // good.
 #include "absl/time/clock.h"
 #include "core/log.h"
+#include "silo/runtime/activation.h"
 #include "silo/runtime/silo.h"
 
 namespace granary::silo {
 
 void Silo::LeaseTimer::OnTimer() { silo->OnLeaseTimer(); }
+
+bool Activation::LeaseLapsed() const {
+  const int64_t until = silo_->lease_until_ns();
+  return until != INT64_MAX && MonoNanos() > until;  // MAX: no lease
+}
 
 void Silo::RenewLease(int64_t until_ns) {
   MutexLock lock(&lease_mu_);

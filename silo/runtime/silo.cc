@@ -13,8 +13,8 @@
 #include "core/version.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "granary/v1/cluster.pb.h"
+#include "silo/runtime/idle_collection.h"
 #include "silo/runtime/reminder_service.h"
-#include "silo/runtime/silo_upkeep.h"
 #include "storage/memory_storage.h"
 
 namespace granary::silo {

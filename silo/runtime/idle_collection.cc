@@ -1,7 +1,7 @@
 // The silo's periodic upkeep on its timer queue: collecting idle
 // activations, and shedding them under memory pressure (--max_activations,
 // --memory_limit; docs/architecture.md, "Memory bounds under overload").
-#include "silo/runtime/silo_upkeep.h"
+#include "silo/runtime/idle_collection.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,11 +1,11 @@
-// File: rpc/gateway_stream.h
+// File: rpc/gateway_client_stream.h
 // -----------------------------------------------------------------------------
 // One `granary.v1.Gateway/Connect` stream from a caller (a client, or a silo
 // calling its peers) to a gateway: calls go out in batches, replies come back
 // in batches and finish the calls they answer. Owned by its
 // GatewayConnection (rpc/gateway_connection.h).
 //
-//   GatewayStream* stream = connection->Acquire();   // a reference
+//   GatewayClientStream* stream = connection->Acquire();   // a reference
 //   absl::Status sent = stream->Send(request, call); // UNAVAILABLE: lost
 //                                                    // or draining
 //   stream->Unref();
@@ -75,11 +75,11 @@ inline constexpr size_t kMaxBatchBytes = 1 << 20;
 // Writes come from any thread: a hold taken before StartCall keeps the stream
 // alive while writes may still start; it is removed once the stream is dead
 // and no write is out. Reads run back to back inside the reactions.
-class GatewayStream final
+class GatewayClientStream final
     : public grpc::ClientBidiReactor<v1::RequestBatch, v1::ReplyBatch>,
       public CancelForwarder {
  public:
-  GatewayStream(GatewayConnection* link, const GatewaySetOptions& options)
+  GatewayClientStream(GatewayConnection* link, const GatewaySetOptions& options)
       : link_(link),
         max_in_flight_(options.max_in_flight),
         overflow_(options.overflow),
@@ -142,7 +142,7 @@ class GatewayStream final
   void OnDone(const grpc::Status& status) override;
 
  private:
-  ~GatewayStream() override = default;
+  ~GatewayClientStream() override = default;
 
   // What Advance decided, to be done outside mu_.
   struct Actions {

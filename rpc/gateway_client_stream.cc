@@ -1,4 +1,4 @@
-#include "rpc/gateway_stream.h"
+#include "rpc/gateway_client_stream.h"
 
 #include <algorithm>
 #include <memory>
@@ -21,7 +21,7 @@ thread_local bool on_network_thread = false;
 // half a window at a time.
 class CreditHook final : public StreamChannel::ReadHook {
  public:
-  CreditHook(GatewayStream* stream, uint64_t id, uint32_t window)
+  CreditHook(GatewayClientStream* stream, uint64_t id, uint32_t window)
       : stream_(stream), id_(id), batch_(std::max<uint32_t>(1, window / 2)) {
     stream_->Ref();
   }
@@ -32,7 +32,7 @@ class CreditHook final : public StreamChannel::ReadHook {
   }
 
  private:
-  GatewayStream* const stream_;
+  GatewayClientStream* const stream_;
   const uint64_t id_;
   const uint32_t batch_;
   uint32_t unacked_ = 0;  // under the channel's lock
@@ -47,7 +47,7 @@ NetworkThreadScope::NetworkThreadScope()
     : saved_(std::exchange(on_network_thread, true)) {}
 NetworkThreadScope::~NetworkThreadScope() { on_network_thread = saved_; }
 
-absl::Status GatewayStream::Send(v1::Request& request, CallBase* call) {
+absl::Status GatewayClientStream::Send(v1::Request& request, CallBase* call) {
   uint64_t id = 0;
   if (call != nullptr) {
     // Set before the call can be answered (once in waiting_), and never
@@ -70,7 +70,7 @@ absl::Status GatewayStream::Send(v1::Request& request, CallBase* call) {
   return refused;
 }
 
-void GatewayStream::ForwardCancel(uint64_t id) {
+void GatewayClientStream::ForwardCancel(uint64_t id) {
   Actions actions;
   {
     MutexLock lock(&mu_);
@@ -82,7 +82,7 @@ void GatewayStream::ForwardCancel(uint64_t id) {
   Act(actions);
 }
 
-void GatewayStream::GrantCredit(uint64_t id, uint32_t n) {
+void GatewayClientStream::GrantCredit(uint64_t id, uint32_t n) {
   Actions actions;
   {
     MutexLock lock(&mu_);
@@ -93,7 +93,7 @@ void GatewayStream::GrantCredit(uint64_t id, uint32_t n) {
   Act(actions);
 }
 
-bool GatewayStream::DrainFromClient() {
+bool GatewayClientStream::DrainFromClient() {
   Actions actions;
   {
     MutexLock lock(&mu_);
@@ -109,8 +109,8 @@ bool GatewayStream::DrainFromClient() {
   return true;
 }
 
-absl::Status GatewayStream::Enqueue(v1::Request& request, CallBase* call,
-                                    uint64_t id) {
+absl::Status GatewayClientStream::Enqueue(v1::Request& request, CallBase* call,
+                                          uint64_t id) {
   Actions actions;
   {
     MutexLock lock(&mu_);
@@ -151,7 +151,7 @@ absl::Status GatewayStream::Enqueue(v1::Request& request, CallBase* call,
   return absl::OkStatus();
 }
 
-GatewayStream::Actions GatewayStream::AdvanceLocked() {
+GatewayClientStream::Actions GatewayClientStream::AdvanceLocked() {
   Actions actions;
   if (write_out_ || !write_hold_) return actions;
   if (dead_) {
@@ -202,13 +202,13 @@ GatewayStream::Actions GatewayStream::AdvanceLocked() {
   return actions;
 }
 
-void GatewayStream::Act(Actions actions) {
+void GatewayClientStream::Act(Actions actions) {
   if (actions.write) StartWrite(&writing_);
   if (actions.writes_done) StartWritesDone();
   if (actions.remove_hold) RemoveHold();
 }
 
-void GatewayStream::Advance() {
+void GatewayClientStream::Advance() {
   Actions actions;
   {
     MutexLock lock(&mu_);
@@ -217,7 +217,7 @@ void GatewayStream::Advance() {
   Act(actions);
 }
 
-void GatewayStream::OnWriteDone(bool ok) {
+void GatewayClientStream::OnWriteDone(bool ok) {
   {
     MutexLock lock(&mu_);
     write_out_ = false;
@@ -232,7 +232,7 @@ void GatewayStream::OnWriteDone(bool ok) {
   link_->Notify();
 }
 
-void GatewayStream::Finish(CallBase* call, const v1::Reply& reply) {
+void GatewayClientStream::Finish(CallBase* call, const v1::Reply& reply) {
   Forget(call);
   if (!reply.host_gateway().empty()) {
     link_->set()->RememberLocation(call->target(), reply.host_gateway());
@@ -252,7 +252,7 @@ void GatewayStream::Finish(CallBase* call, const v1::Reply& reply) {
   call->Release();
 }
 
-void GatewayStream::PushItem(CallBase* call, const v1::Reply& reply) {
+void GatewayClientStream::PushItem(CallBase* call, const v1::Reply& reply) {
   StreamChannel* ch = call->stream();
   if (ch == nullptr) return;  // not a stream: ignored
   std::unique_ptr<google::protobuf::Message> item(ch->prototype().New());
@@ -273,7 +273,7 @@ void GatewayStream::PushItem(CallBase* call, const v1::Reply& reply) {
   // Otherwise queued, or the stream ended here already: dropped.
 }
 
-void GatewayStream::OnReadDone(bool ok) {
+void GatewayClientStream::OnReadDone(bool ok) {
   if (!ok) {
     {
       MutexLock lock(&mu_);
@@ -331,7 +331,7 @@ void GatewayStream::OnReadDone(bool ok) {
   link_->Notify();
 }
 
-void GatewayStream::OnDone(const grpc::Status& status) {
+void GatewayClientStream::OnDone(const grpc::Status& status) {
   NetworkThreadScope network;
   absl::flat_hash_map<uint64_t, CallBase*> waiting;
   std::string why;

@@ -1,6 +1,6 @@
-// File: silo/runtime/silo_upkeep.h
+// File: silo/runtime/idle_collection.h
 // -----------------------------------------------------------------------------
-// The timer entries of the silo's periodic upkeep (silo_upkeep.cc): idle
+// The timer entries of the silo's periodic upkeep (idle_collection.cc): idle
 // collection and the memory-pressure check. Internal to silo/runtime.
 #pragma once
 

@@ -1,7 +1,7 @@
-// Silo: the parts of delivery that grain options and call filters add to
-// silo.cc's: outgoing call filters (silo/runtime/call_filter.h) and the
-// pools of stateless worker grains.
-#include "absl/strings/str_cat.h"
+// The runtime's side of grain call filters (silo/runtime/call_filter.h):
+// the chains it keeps, and the outgoing chain a call passes before
+// delivery (the incoming chain runs in the activation's turn).
+#include "silo/runtime/call_filter.h"
 #include "silo/runtime/silo.h"
 
 namespace granary::silo {
@@ -34,29 +34,6 @@ void Silo::AddIncomingFilter(CallFilter filter) {
 
 void Silo::AddOutgoingFilter(CallFilter filter) {
   outgoing_filters_.push_back(std::move(filter));
-}
-
-void Silo::DeliverToWorker(CallBase* call, const GrainTypeEntry* type) {
-  const uint32_t max = type->info->interface->max_local_workers;
-  absl::Status refused;
-  const bool delivered = catalog_.PostToWorker(
-      call->target(), call,
-      max != 0 ? max : static_cast<size_t>(scheduler_.workers()),
-      [&]() -> Activation* {
-        if (stopping()) return nullptr;
-        refused = MayActivate();
-        if (!refused.ok()) return nullptr;
-        return new Activation(
-            this, type, call->target(),
-            next_activation_id_.fetch_add(1, std::memory_order_relaxed));
-      });
-  if (delivered) return;
-  call->Fail(!refused.ok()
-                 ? std::move(refused)
-                 : absl::UnavailableError(absl::StrCat(
-                       "silo ", options_.name, " is shutting down; ",
-                       call->target().ToString(), " cannot be activated")));
-  call->Release();
 }
 
 }  // namespace granary::silo
