@@ -79,7 +79,8 @@ class HostedTypes {
 struct SiloHost::Parts {
   explicit Parts(SiloEnvironment e)
       : env(std::move(e)),
-        clock(env.clock != nullptr ? env.clock : Clock::System()) {}
+        clock(env.clock != nullptr ? env.clock : Clock::System()),
+        partition("", env.clock) {}
 
   SiloEnvironment env;
   Clock* const clock;
@@ -102,6 +103,7 @@ struct SiloHost::Parts {
   // The silo endpoint and what it serves.
   SiloControlService control;
   std::unique_ptr<GatewayService> peer_gateway;
+  // Dead silos' grace on the environment's clock (MonoNanos without one).
   directory::DirectoryPartition partition;
   std::unique_ptr<directory::DirectoryService> directory_service;
   std::unique_ptr<grpc::Server> silo_server;

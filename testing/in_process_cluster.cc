@@ -58,16 +58,18 @@ silo::SiloHostOptions InProcessClusterOptions::DefaultHostOptions() {
 }
 
 InProcessCluster::InProcessCluster(InProcessClusterOptions options)
-    : options_(std::move(options)), table_([this] {
-        // The table judges votes by the silos' clock and rules.
+    : options_(std::move(options)),
+      membership_([this] {
         silo::MembershipOptions m;
         m.probe_interval = options_.host.probe_interval;
         m.probe_timeout = options_.host.probe_timeout;
         m.missed_probes = options_.host.missed_probes;
         m.votes_to_kill = options_.host.votes_to_kill;
         m.clock = &clock_;
-        return m.vote_rules();
-      }()) {
+        return m;
+      }()),
+      // The table judges votes by the silos' clock and rules.
+      table_(membership_.vote_rules()) {
   // One grain store and reminder table for the whole cluster, as a shared
   // database would be: a grain that moves keeps its state.
   auto state = std::make_shared<storage::MemoryStorage>();
@@ -167,6 +169,12 @@ void InProcessCluster::Kill(int i) {
   node.host->Halt();
   WriteStatus(i, v1::MEMBER_DEAD);
   (void)WaitForViews();
+  // The others keep its grains' directory entries while it might still run
+  // them (its lease): by the time votes declare a silo dead, that is over.
+  const absl::Time past_lease =
+      clock_.Now() + silo::SafeLease(membership_) + absl::Milliseconds(1);
+  (void)AdvanceUntil([&] { return clock_.Now() >= past_lease; },
+                     absl::Milliseconds(50));
 }
 
 void InProcessCluster::BeginLeave(int i) {

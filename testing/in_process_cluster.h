@@ -39,6 +39,7 @@
 #include "core/clock.h"
 #include "directory/partition.h"
 #include "silo/cluster/cluster_router.h"
+#include "silo/cluster/membership_agent.h"
 #include "silo/runtime/silo.h"
 #include "silo/silo_host.h"
 #include "storage/membership_table.h"
@@ -99,7 +100,9 @@ class InProcessCluster {
 
   // Silo i crashes: its links refuse, it stops at once (SiloHost::Halt),
   // and its row is written Dead, as the others' votes would once they
-  // missed its probes. Returns once every running silo has seen it Dead.
+  // missed its probes. Returns once every running silo has seen it Dead and
+  // the clock has moved past its lease (as it would have by the time the
+  // votes were in): its grains may be activated elsewhere.
   void Kill(int i);
   // Silo i begins a graceful leave: its row is ShuttingDown (it still
   // answers). Returns once every running silo has seen it.
@@ -136,6 +139,7 @@ class InProcessCluster {
   void WithClockMoving(const std::function<void()>& fn);
 
   const InProcessClusterOptions options_;
+  silo::MembershipOptions membership_;  // as the silos derive it
   FakeClock clock_;
   LoopbackNetwork net_{&clock_};
   storage::InMemoryMembershipTable table_;
