@@ -91,6 +91,12 @@ absl::Status SiloHost::Start() {
   l.Subscribe(Stage::kPeerCalls, "runtime", [this] { return StartRuntime(); });
   SubscribeMembership();
   l.Subscribe(Stage::kGrains, "grains", nullptr, [&p] {
+    if (p.halting) {
+      // A crash: nothing the grains do on the way out (directory entries
+      // removed, queued calls passed on) reaches the other silos.
+      if (p.router != nullptr) p.router->Stop();
+      if (p.transport != nullptr) p.transport->Stop();
+    }
     if (p.silo != nullptr) p.silo->Stop();
   });
   l.Subscribe(
@@ -130,7 +136,8 @@ void SiloHost::Stop() {
   parts_->stop_deadline =
       parts_->halting ? absl::Now() : absl::Now() + options_.shutdown_timeout;
   parts_->lifecycle.Stop();
-  parts_->agent.reset();
+  // The agent lives as long as the host: a thread that read the view just
+  // as the host left still finds it.
 }
 
 // kStores: the options of failure detection, the stores and the cluster

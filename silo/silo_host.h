@@ -97,8 +97,10 @@ class SiloHost {
   void Stop();
   // Stops at once, as a crash looks to the rest of the cluster: the row
   // stays as it is (the others declare the silo dead), nothing is handed
-  // off or drained, calls in flight fail. For tests of failures in
-  // process; then Stop does nothing more.
+  // off or drained, the router and transport stop before the grains (so
+  // nothing they do on the way out reaches the other silos), calls in
+  // flight fail. For tests of failures in process; then Stop does nothing
+  // more.
   void Halt();
 
   // After Start: the bound addresses, and the silo's id in the cluster

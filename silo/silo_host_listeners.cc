@@ -94,6 +94,7 @@ void SiloHost::SubscribeListeners() {
     p.lifecycle.Subscribe(Stage::kClientCalls, "gateway", nullptr, [&p] {
       // Clients send what this gateway did not take elsewhere.
       if (p.gateway == nullptr) return;
+      if (p.halting) return p.gateway->Stop(absl::ZeroDuration());
       p.gateway->Stop(
           p.router != nullptr
               ? p.Left(absl::Seconds(10), absl::Seconds(1))
@@ -101,12 +102,13 @@ void SiloHost::SubscribeListeners() {
     });
   }
   if (!options_.http.empty()) {
-    p.lifecycle.Subscribe(
-        Stage::kListeners, "http", [this] { return StartHttp(); },
-        [&p] {
-          if (p.http != nullptr) p.http->Stop();
-          if (p.admin != nullptr) p.admin->Stop();
-        });
+    p.lifecycle.Subscribe(Stage::kListeners, "http",
+                          [this] { return StartHttp(); });
+    // The probes answer (503: leaving) until everything else has stopped.
+    p.lifecycle.Subscribe(Stage::kSiloEndpoint, "http", nullptr, [&p] {
+      if (p.http != nullptr) p.http->Stop();
+      if (p.admin != nullptr) p.admin->Stop();
+    });
   }
   // The gRPC listeners are probed over their real ports once all listen.
   p.lifecycle.Subscribe(Stage::kActive, "listener watch", [&p] {
@@ -236,6 +238,12 @@ absl::Status SiloHost::JoinInProcessNetwork() {
   }
   p.id = id;
   p.control.set_id(p.id);
+  if (options_.cluster == "dev" || options_.cluster == "postgres") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an in-process silo cannot use --cluster=", options_.cluster,
+        ": its silos serve each other over the silo endpoint (use local, or "
+        "a provider of the environment's own)"));
+  }
   if (p.cluster->clustered() && !p.env.in_process->transport) {
     return absl::InvalidArgumentError(
         "an in-process silo of a cluster needs a transport");
@@ -266,7 +274,9 @@ void SiloHost::StopPeerCalls() {
     if (p.env.in_process->detach) p.env.in_process->detach(p.id);
   }
   if (p.peer_gateway != nullptr) p.peer_gateway->Stop();
-  p.StopSiloEndpoint(p.Left(absl::Milliseconds(500), absl::Milliseconds(500)));
+  p.StopSiloEndpoint(
+      p.halting ? absl::ZeroDuration()
+                : p.Left(absl::Milliseconds(500), absl::Milliseconds(500)));
 }
 
 // kListeners: the client gateway.

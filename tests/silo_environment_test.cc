@@ -10,8 +10,10 @@
 #include "examples/counter_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "silo/cluster/cluster_provider.h"
 #include "silo/runtime/silo.h"
 #include "silo/silo_host.h"
+#include "storage/membership_table.h"
 #include "testing/wait.h"
 
 namespace granary::testing {
@@ -41,6 +43,20 @@ silo::SiloEnvironment InProcess(const std::string& id, Clock* clock = nullptr) {
   env.in_process->id = id;
   return env;
 }
+
+// A cluster provider whose silos share `table` (clustered).
+class SharedTable final : public silo::ClusterProvider {
+ public:
+  explicit SharedTable(storage::InMemoryMembershipTable* t) : table_(t) {}
+  bool clustered() const override { return true; }
+  storage::MembershipTable* table() override { return table_; }
+  void Watch(TimerQueue*,
+             std::function<void(const v1::MembershipView&)>) override {}
+  void StopWatch() override {}
+
+ private:
+  storage::InMemoryMembershipTable* const table_;
+};
 
 TEST(SiloEnvironmentTest, AnInProcessSiloListensOnNothingAndTakesCalls) {
   silo::SiloHost host(InProcessOnly(), InProcess("10.9.8.7:11111@7"));
@@ -95,12 +111,23 @@ TEST(SiloEnvironmentTest, ABadInProcessNetworkIsRefused) {
   EXPECT_EQ(named.silo()->name(), "named");
   EXPECT_EQ(named.id(), "192.0.2.1:11111@1");
   named.Stop();
-  // A clustered provider (a dev cluster's primary) needs a way to the others.
+  // The dev and postgres clusters serve each other over the silo endpoint.
   silo::SiloHostOptions o = InProcessOnly();
   o.cluster = "dev";
-  silo::SiloHost alone(o, InProcess("10.0.0.1:11111@1"));
-  EXPECT_THAT(alone.Start(), StatusIs(absl::StatusCode::kInvalidArgument,
-                                      HasSubstr("needs a transport")));
+  silo::SiloHost dev(o, InProcess("10.0.0.1:11111@1"));
+  EXPECT_THAT(dev.Start(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("cannot use --cluster=dev")));
+  // A clustered provider of the environment's own needs a way to the others.
+  silo::SiloEnvironment env = InProcess("10.0.0.1:11111@1");
+  storage::InMemoryMembershipTable table;
+  env.providers.cluster["shared"] = [&table](const silo::SiloHostOptions&)
+      -> absl::StatusOr<std::unique_ptr<silo::ClusterProvider>> {
+    return std::make_unique<SharedTable>(&table);
+  };
+  o.cluster = "shared";
+  silo::SiloHost no_transport(o, std::move(env));
+  EXPECT_THAT(no_transport.Start(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("needs a transport")));
 }
 
 TEST(SiloEnvironmentTest, EmptyListenerAddressesAreTheOnlyEmptyOnesAllowed) {

@@ -27,7 +27,7 @@ void Silo::RenewLease(int64_t until_ns) {
       lease_timer_armed_ = true;
       timers_.Schedule(&lease_timer_, absl::FromUnixNanos(until_ns));
     }
-    if (ClockNanos(*clock_) <= until_ns) {
+    if (ClockNanos(*clock_) < until_ns) {
       lease_until_ns_.store(INT64_MAX, std::memory_order_relaxed);
     }
   }
@@ -38,7 +38,7 @@ void Silo::OnLeaseTimer() {
   MutexLock lock(&lease_mu_);
   lease_timer_armed_ = false;
   if (fenced_.load()) return;
-  if (ClockNanos(*clock_) > lease_deadline_ns_) {
+  if (ClockNanos(*clock_) >= lease_deadline_ns_) {
     lease_until_ns_.store(INT64_MIN, std::memory_order_relaxed);
     return;
   }
