@@ -238,7 +238,7 @@ absl::Status SiloHost::JoinInProcessNetwork() {
   }
   p.id = id;
   p.control.set_id(p.id);
-  if (options_.cluster == "dev" || options_.cluster == "postgres") {
+  if (p.cluster->needs_silo_endpoint()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "an in-process silo cannot use --cluster=", options_.cluster,
         ": its silos serve each other over the silo endpoint (use local, or "

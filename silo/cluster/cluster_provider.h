@@ -45,6 +45,10 @@ class ClusterProvider {
   virtual bool clustered() const = 0;
   // The membership table (owned by the provider).
   virtual storage::MembershipTable* table() = 0;
+  // True when its silos reach each other through gRPC services of the silo
+  // endpoint (those of AddServices, or other silos' endpoints dialled): a
+  // silo of an in-process network, where no endpoint listens, cannot use it.
+  virtual bool needs_silo_endpoint() const { return false; }
   // The grain storage the silo uses: `local` (from the storage provider)
   // unless the cluster shares another.
   virtual storage::GrainStorage* grain_storage(storage::GrainStorage* local) {

@@ -23,6 +23,7 @@ class InMemoryCluster final : public ClusterProvider {
   ~InMemoryCluster() override { StopWatch(); }
 
   bool clustered() const override { return serve_; }
+  bool needs_silo_endpoint() const override { return serve_; }
   storage::MembershipTable* table() override { return &table_; }
 
   void AddServices(grpc::ServerBuilder* builder,
@@ -78,6 +79,7 @@ class RemoteCluster final : public ClusterProvider {
   ~RemoteCluster() override { StopWatch(); }
 
   bool clustered() const override { return true; }
+  bool needs_silo_endpoint() const override { return true; }
   storage::MembershipTable* table() override { return &table_; }
   storage::GrainStorage* grain_storage(storage::GrainStorage*) override {
     return &storage_;

@@ -36,6 +36,8 @@ class PostgresCluster final : public ClusterProvider {
   }
 
   bool clustered() const override { return true; }
+  // Each silo schedules its range's reminders, reached at its endpoint.
+  bool needs_silo_endpoint() const override { return true; }
   bool reminders_by_range() const override { return true; }
   storage::MembershipTable* table() override { return &table_; }
 
