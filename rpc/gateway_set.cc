@@ -127,6 +127,9 @@ void GatewaySet::Invoke(CallBase* call) {
     GatewayConnection* link = Pick(call->target(), failed);
     GatewayClientStream* stream = link == nullptr ? nullptr : link->Acquire();
     if (stream == nullptr) {
+      if (closed()) {  // Close began since the check above
+        return fail(absl::Status(options_.closed_code, "the client is closed"));
+      }
       return fail(absl::UnavailableError(absl::StrCat(
           "no gateway is reachable (", absl::StrJoin(gateways(), ", "), ")")));
     }
