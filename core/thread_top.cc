@@ -1,5 +1,7 @@
 #include "core/thread_top.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -62,6 +64,9 @@ std::string TypeName(const std::type_info* type) {
 
 void RunThreadTop(absl::string_view thread_name,
                   absl::FunctionRef<void()> body) {
+  // Named in /proc/PID/task/*/comm, top and debuggers (15 bytes at most).
+  const std::string comm(thread_name.substr(0, 15));
+  pthread_setname_np(pthread_self(), comm.c_str());
   try {
     body();
   } catch (const std::exception& e) {

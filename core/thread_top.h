@@ -31,8 +31,10 @@ namespace granary {
 // The exit code of a process ended by RunThreadTop (EX_SOFTWARE).
 inline constexpr int kThreadTopExitCode = 70;
 
-// Runs `body`; if it throws, logs `thread_name` and the exception and ends the
-// process with kThreadTopExitCode. Returns when `body` returns.
+// Names the calling thread `thread_name` (its first 15 bytes: what
+// /proc/PID/task/*/comm shows) and runs `body`; if it throws, logs
+// `thread_name` and the exception and ends the process with kThreadTopExitCode.
+// Returns when `body` returns.
 void RunThreadTop(absl::string_view thread_name,
                   absl::FunctionRef<void()> body);
 

@@ -6,6 +6,7 @@
 // its peers set (a closed code of UNAVAILABLE).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,9 +17,12 @@
 
 namespace granary {
 class Clock;
+class TimerThread;
 }  // namespace granary
 
 namespace granary::rpc {
+
+class Reconnector;
 
 struct GatewayOptions {
   // Gateway addresses (HOST:PORT); at least one.
@@ -65,6 +69,12 @@ struct GatewaySetOptions : GatewayOptions {
   // the set. A silo passes its own, so a forwarded call's remaining time is
   // measured on the clock its deadline runs on.
   Clock* clock = nullptr;
+  // A silo's peers share its timer thread and reconnector (null: the set
+  // starts threads of its own), so its threads do not grow with the
+  // cluster. Their owner starts them and stops them after the set closed;
+  // a shared timer thread's clock is the deadlines' clock.
+  std::shared_ptr<TimerThread> timer_thread;
+  std::shared_ptr<Reconnector> reconnector;
 };
 
 }  // namespace granary::rpc

@@ -1,9 +1,9 @@
 // File: rpc/gateway_set.h
 // -----------------------------------------------------------------------------
 // The gateways a caller sends grain calls through: a connection to each
-// (rpc/gateway_connection.h), a reconnector thread that brings lost ones
-// back, discovery of the cluster's other gateways, and the cache of where
-// grains live. The client SDK (client/client.h) is a façade over one; a
+// (rpc/gateway_connection.h), a reconnector (rpc/reconnector.h) that brings
+// lost ones back, discovery of the cluster's other gateways, and the cache of
+// where grains live. The client SDK (client/client.h) is a façade over one; a
 // silo holds one per peer silo (silo/cluster/grpc_transport.h).
 //
 //   GatewaySet set(options);
@@ -26,7 +26,6 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -48,6 +47,7 @@
 #include "core/timer_queue.h"
 #include "rpc/gateway_connection.h"
 #include "rpc/gateway_options.h"
+#include "rpc/reconnector.h"
 
 namespace granary::rpc {
 
@@ -64,18 +64,24 @@ class GatewaySet {
 
   explicit GatewaySet(GatewaySetOptions options)
       : options_(std::move(options)),
-        timers_(options_.clock != nullptr ? options_.clock : Clock::System()) {}
+        timers_(options_.clock != nullptr ? options_.clock : Clock::System(),
+                options_.timer_thread),
+        reconnector_(options_.reconnector != nullptr
+                         ? options_.reconnector
+                         : std::make_shared<Reconnector>()) {}
 
-  // Starts the timer and reconnector threads and the connection attempts.
+  // Starts the timers and the connection attempts (and the timer and
+  // reconnector threads, unless the options share a silo's).
   absl::Status Start() {
     GRANARY_RETURN_IF_ERROR(timers_.Start());
     // Deadlines resume awaiting coroutines on the timer thread; a call made
     // there must not wait for room either (no other deadline could fire).
     timers_.Schedule(&mark_timer_thread_, absl::InfinitePast());
     for (const std::string& address : options_.gateways) AddGateway(address);
-    reconnector_ = std::thread([this] {
-      RunThreadTop("gateway_reconnector", [this] { Reconnect(); });
-    });
+    if (options_.reconnector == nullptr) {
+      GRANARY_RETURN_IF_ERROR(reconnector_->Start());
+    }
+    reconnector_->Add(this);
     return absl::OkStatus();
   }
 
@@ -133,11 +139,7 @@ class GatewaySet {
   }
 
   // A gateway was lost (or the client closes): wake the reconnector.
-  void LinkDown() {
-    MutexLock lock(&reconnect_mu_);
-    link_down_ = true;
-    reconnect_.SignalAll();
-  }
+  void LinkDown() { reconnector_->Wake(); }
 
   // A stream made progress that Close or WaitForConnected may wait for.
   // Free when nobody waits (every reply and write calls it).
@@ -197,8 +199,8 @@ class GatewaySet {
         events_.Wait(&events_mu_);
       }
     }
-    LinkDown();  // the reconnector sees closed_
-    if (reconnector_.joinable()) reconnector_.join();
+    reconnector_->Remove(this);
+    if (options_.reconnector == nullptr) reconnector_->Stop();
     timers_.Stop();
   }
 
@@ -206,40 +208,26 @@ class GatewaySet {
   const GatewaySetOptions& options() const { return options_; }
 
  private:
-  // The reconnector thread: brings down gateways back up. It waits on the
-  // channels themselves, which is what makes gRPC progress their connection
-  // attempts (with no call on a channel, nothing else polls it).
-  void Reconnect() {
-    while (!closed()) {
-      std::vector<GatewayConnection*> down;
-      ForEachLink([&down](GatewayConnection* link) {
-        if (!link->up()) down.push_back(link);
-      });
-      if (options_.gateway_refresh_period > absl::ZeroDuration() &&
-          absl::Now() >= next_refresh_) {
-        if (RefreshGateways()) {
-          next_refresh_ = absl::Now() + options_.gateway_refresh_period;
-        }
-      }
-      // Connections their gateway told to go (GOAWAY) hand their calls on.
-      ForEachLink([](GatewayConnection* link) {
-        if (link->up()) link->CheckConnection();
-      });
-      if (down.empty()) {
-        MutexLock lock(&reconnect_mu_);
-        if (!closed() && !link_down_) {
-          reconnect_.WaitWithDeadline(&reconnect_mu_,
-                                      absl::Now() + options_.reconnect_period);
-        }
-        link_down_ = false;
-        continue;
-      }
-      const absl::Duration slice = options_.reconnect_period / down.size();
-      for (GatewayConnection* link : down) {
-        if (closed()) return;
-        link->TryConnect(absl::Now() + slice);
+  friend class Reconnector;
+  // A round of the reconnector (rpc/reconnector.h): refreshes the list of
+  // gateways when due, hands on the calls of connections their gateway
+  // told to go (GOAWAY), and returns the links that are down.
+  std::vector<GatewayConnection*> Tend() {
+    std::vector<GatewayConnection*> down;
+    if (closed()) return down;
+    ForEachLink([&down](GatewayConnection* link) {
+      if (!link->up()) down.push_back(link);
+    });
+    if (options_.gateway_refresh_period > absl::ZeroDuration() &&
+        absl::Now() >= next_refresh_) {
+      if (RefreshGateways()) {
+        next_refresh_ = absl::Now() + options_.gateway_refresh_period;
       }
     }
+    ForEachLink([](GatewayConnection* link) {
+      if (link->up()) link->CheckConnection();
+    });
+    return down;
   }
 
   template <typename Fn>
@@ -372,12 +360,8 @@ class GatewaySet {
     void OnTimer() override { MarkNetworkThread(); }
   };
   MarkNetworkThread mark_timer_thread_;
-  std::thread reconnector_;
-  // Wakes the reconnector: a gateway was lost, or the client closes. (Not
-  // events_, which every reply signals.)
-  Mutex reconnect_mu_;
-  CondVar reconnect_;
-  bool link_down_ ABSL_GUARDED_BY(reconnect_mu_) = false;
+  // This set's own, or the silo's (GatewaySetOptions::reconnector).
+  const std::shared_ptr<Reconnector> reconnector_;
   std::atomic<bool> closed_{false};
   Mutex close_mu_;
 

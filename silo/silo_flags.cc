@@ -39,7 +39,7 @@ ABSL_FLAG(std::string, gateway_advertise, "",
           "--silo_advertise.");
 ABSL_FLAG(std::string, http, "127.0.0.1:8080",
           "HOST:PORT of the HTTP endpoint (port 0: any free port).");
-ABSL_FLAG(int32_t, http_threads, 32,
+ABSL_FLAG(int32_t, http_threads, 4,
           "Worker threads of the HTTP endpoint (1 to 1024): each client holds "
           "one while it sends its request, so this many slow clients at once "
           "can hold up /healthz for up to --http_request_timeout.");

@@ -85,6 +85,10 @@ absl::Status SiloHost::Start() {
   Lifecycle& l = p.lifecycle;
   // In the order of silo/lifecycle.h's stages; the stores' start adds the
   // cluster's parts when the cluster provider is clustered.
+  // First to start, last to stop.
+  l.Subscribe(
+      Stage::kStores, "timers", [&p] { return p.timers->Start(); },
+      [&p] { p.timers->Stop(); });
   l.Subscribe(Stage::kStores, "stores", [this] { return StartStores(); });
   SubscribeListeners();
   l.Subscribe(Stage::kRuntime, "runtime", [this] { return MakeRuntime(); });
@@ -152,6 +156,7 @@ absl::Status SiloHost::StartStores() {
   p.membership.votes_to_kill = options_.votes_to_kill;
   p.membership.table_host = options_.primary;
   p.membership.clock = p.env.clock;
+  p.membership.timer_thread = p.timers;
   GRANARY_RETURN_IF_ERROR(CheckProviderNames(options_, p.env.providers));
   absl::StatusOr<std::unique_ptr<ClusterProvider>> cluster =
       p.env.providers.cluster.at(options_.cluster)(options_);
@@ -190,6 +195,7 @@ absl::Status SiloHost::MakeRuntime() {
   options.idle_spin = options_.idle_spin;
   options.network_turns = options_.network_turns;
   options.clock = p.env.clock;
+  options.timer_thread = p.timers;
   options.default_idle_timeout = options_.idle_timeout;
   options.collection_period = options_.collection_period;
   options.storage = p.cluster->grain_storage(p.stores.grain_state.get());

@@ -67,13 +67,14 @@ absl::Status SiloHost::StartCluster() {
     }
     p.transport = std::make_unique<GrpcTransport>(
         p.id, std::move(interfaces), absl::Seconds(2),
-        ClusterClientSecurity(options_));
+        ClusterClientSecurity(options_), p.timers);
   }
   GRANARY_RETURN_IF_ERROR(p.transport->Start());
   p.directory = std::make_unique<directory::DirectoryClient>(&p.partition,
                                                              p.transport.get());
   RouterOptions router;
   router.clock = p.env.clock;
+  router.timer_thread = p.timers;
   router.retry_delay = options_.route_retry_delay;
   router.give_up_after = options_.route_timeout;
   p.router = std::make_unique<ClusterRouter>(

@@ -319,7 +319,8 @@ absl::Status SiloHost::StartHttp() {
   AddAuthMetrics(&p.silo->metrics_registry(), &p.gateway_refused,
                  &p.http_refused);
   WarnOfPlaintext(options_);
-  p.admin = std::make_unique<AdminHttp>(p.silo.get(), gateway_address());
+  p.admin = std::make_unique<AdminHttp>(p.silo.get(), gateway_address(),
+                                        absl::Seconds(1), p.timers);
   p.admin->Register(p.http.get());  // /metrics, /api/overview, the dashboard
   storage::GrainStorage* store = p.stores.grain_state.get();
   // /readyz and /healthz (silo/readiness.h).

@@ -46,7 +46,7 @@ struct SiloHostOptions {
   std::string http_token_file;
   // The HTTP endpoint's worker threads, and how long a client may take to
   // send a whole request (silo/admin/http_server.h).
-  int http_threads = 32;
+  int http_threads = 4;
   absl::Duration http_request_timeout = absl::Seconds(2);
   // Connections one peer address may hold open on the HTTP endpoint at
   // once (0: a quarter of http_threads, at least 2), so that slow clients

@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "core/member.h"
 #include "core/sync.h"
+#include "core/timer_queue.h"
 #include "directory/directory_client.h"
 #include "directory/directory_service.h"
 #include "directory/partition.h"
@@ -80,10 +81,14 @@ struct SiloHost::Parts {
   explicit Parts(SiloEnvironment e)
       : env(std::move(e)),
         clock(env.clock != nullptr ? env.clock : Clock::System()),
+        timers(std::make_shared<TimerThread>(clock)),
         partition("", env.clock) {}
 
   SiloEnvironment env;
   Clock* const clock;
+  // The one timer thread of the silo: the runtime's, the router's, the
+  // membership agent's and the peer connections' timers all fire on it.
+  const std::shared_ptr<TimerThread> timers;
   Lifecycle lifecycle;
   // When the graceful stop must be done by (set as Stop begins), and the
   // part of it left for a step: at most `limit`, at least `floor` even once

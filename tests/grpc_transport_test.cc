@@ -13,6 +13,7 @@
 #include "client/client.h"
 #include "core/detach.h"
 #include "core/testing/status_matchers.h"
+#include "core/timer_queue.h"
 #include "examples/counter_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -59,13 +60,18 @@ class GrpcTransportTest : public SiloFixture {
     for (const GrainClassInfo* info : silo_->GrainTypes()) {
       interfaces.push_back(info->interface);
     }
-    transport_ =
-        std::make_unique<silo::GrpcTransport>("127.0.0.1:1@1", interfaces);
+    // The peers' deadlines on one timer thread, as in a silo.
+    timers_ = std::make_shared<TimerThread>(Clock::System());
+    ASSERT_TRUE(timers_->Start().ok());
+    transport_ = std::make_unique<silo::GrpcTransport>(
+        "127.0.0.1:1@1", interfaces, absl::Seconds(2), rpc::ClientSecurity{},
+        timers_);
     ASSERT_TRUE(transport_->Start().ok());
     to_b_ = std::make_unique<ToSilo>(transport_.get(), b_id_);
   }
   void TearDown() override {
     transport_.reset();
+    timers_->Stop();
     StopSilo();
   }
   v1::MembershipView View(v1::MemberStatus b_status) {
@@ -83,6 +89,7 @@ class GrpcTransportTest : public SiloFixture {
 
   v1::Member b_member_;
   std::string b_id_;
+  std::shared_ptr<TimerThread> timers_;
   std::unique_ptr<silo::GrpcTransport> transport_;
   std::unique_ptr<ToSilo> to_b_;
   int64_t version_ = 0;

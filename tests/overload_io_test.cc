@@ -201,8 +201,9 @@ bool ProbeHealthz(const std::string& http, absl::Duration limit) {
 // connect and send nothing. /healthz, asked from another address (as a
 // kubelet asks from its node's), keeps answering: every probe during the
 // first phase within 5 s, and one probe behind the 200 idle connections.
-// (One address holds at most --http_connections_per_peer connections, 8 by
-// default; a probe from the slow clients' own address past that is refused.)
+// (One address holds at most --http_connections_per_peer connections, 2 of
+// the 4 workers by default; a probe from the slow clients' own address past
+// that is refused.)
 TEST_F(OverloadTest, SlowHttpClientsDoNotStarveHealthz) {
   ASSERT_NO_FATAL_FAILURE(Start("slow-http"));
   RssWatch rss(silo_->pid());

@@ -86,6 +86,54 @@ TEST_F(RuntimeTest, OnAFakeClockTheLeaseLapsesWhenTheClockPassesIt) {
   EXPECT_EQ(counter.Get(GetRequest()).Get()->value(), 2);
 }
 
+// While the lease is lapsed, activations with calls wait off the workers
+// (parked): the workers still run other work, and every parked activation
+// runs once the lease is renewed.
+TEST_F(RuntimeTest, WhileTheLeaseIsLapsedGrainsWaitOffTheWorkers) {
+  constexpr int kGrains = 8;  // more than the workers
+  for (int i = 0; i < kGrains; ++i) {
+    ASSERT_TRUE(
+        silo_->Get<CounterRef>(absl::StrCat("p", i)).Add(Amount(1)).Get().ok());
+  }
+  silo_->RenewLease(ClockNanos(clock_) +
+                    absl::ToInt64Nanoseconds(absl::Seconds(1)));
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(WaitUntil([&] { return silo_->lease_until_ns() == INT64_MIN; }));
+  const uint64_t waits = silo_->lease_waits();
+  // (Shared: a failed test's calls end in TearDown, after this frame.)
+  auto answered_count = std::make_shared<std::atomic<int>>(0);
+  std::atomic<int>& answered = *answered_count;
+  for (int i = 0; i < kGrains; ++i) {
+    Detach(silo_->Get<CounterRef>(absl::StrCat("p", i)).Add(Amount(1)),
+           [answered_count](absl::StatusOr<CounterValue> r) {
+             if (r.ok()) answered_count->fetch_add(1);
+           });
+  }
+  ASSERT_TRUE(
+      WaitUntil([&] { return silo_->lease_waits() >= waits + kGrains; }));
+  // No worker is held by a grain waiting for the lease.
+  struct Probe final : silo::Runnable {
+    Notification ran;
+    void Run() override { ran.Notify(); }
+  };
+  Probe probes[4];
+  for (Probe& p : probes) silo_->scheduler().Schedule(&p);
+  for (Probe& p : probes) {
+    EXPECT_TRUE(p.ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  }
+  EXPECT_EQ(answered.load(), 0);
+  silo_->RenewLease(ClockNanos(clock_) +
+                    absl::ToInt64Nanoseconds(absl::Seconds(10)));
+  EXPECT_TRUE(WaitUntil([&] { return answered.load() == kGrains; }));
+  for (int i = 0; i < kGrains; ++i) {
+    EXPECT_EQ(silo_->Get<CounterRef>(absl::StrCat("p", i))
+                  .Get(GetRequest())
+                  .Get()
+                  ->value(),
+              2);
+  }
+}
+
 // An Add past the largest int64 overflowed (undefined behaviour, reported
 // by UBSan under fuzz/gateway_batch; in practice the counter wrapped to a
 // negative value). Seed: fuzz/corpus/gateway_batch/regression-counter-overflow.

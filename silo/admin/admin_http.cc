@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/grain_interface.h"
 #include "core/metrics.h"
-#include "core/thread_top.h"
 #include "core/version.h"
 #include "google/protobuf/util/json_util.h"
 #include "granary/v1/admin.pb.h"
@@ -51,11 +50,14 @@ double Quantile(double q, const std::vector<double>& bounds,
 }  // namespace
 
 AdminHttp::AdminHttp(Silo* silo, std::string gateway_address,
-                     absl::Duration sample_period)
+                     absl::Duration sample_period,
+                     std::shared_ptr<TimerThread> timers)
     : silo_(silo),
       gateway_address_(std::move(gateway_address)),
       period_(sample_period),
-      bounds_(metrics::LatencyBuckets()) {
+      bounds_(metrics::LatencyBuckets()),
+      timers_(Clock::System(), std::move(timers)) {
+  sampler_.admin = this;
   for (const Silo::TypeView& t : silo_->TypeViews()) {
     for (uint32_t m = 0; m < t.interface->method_count; ++m) {
       keys_.push_back(MethodKey{std::string(t.interface->type_name),
@@ -85,44 +87,23 @@ void AdminHttp::Register(HttpServer* http) {
 }
 
 absl::Status AdminHttp::Start() {
-  if (sampler_.joinable()) {
+  if (started_)
     return absl::FailedPreconditionError("the sampler runs already");
-  }
+  started_ = true;
   SampleNow();
-  sampler_ = std::thread(
-      [this] { RunThreadTop("admin_sampler", [this] { Loop(); }); });
+  GRANARY_RETURN_IF_ERROR(timers_.Start());
+  timers_.Schedule(&sampler_, timers_.clock()->Now() + period_);
   return absl::OkStatus();
 }
 
 void AdminHttp::Stop() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-    cv_.SignalAll();
-  }
-  if (sampler_.joinable()) sampler_.join();
+  timers_.Stop();  // waits out a sample being taken
+  timers_.Cancel(&sampler_);
 }
 
-void AdminHttp::Loop() {
-  // Paced on the monotonic clock: wall-clock steps neither stall nor
-  // bunch the samples.
-  const int64_t period_ns = absl::ToInt64Nanoseconds(period_);
-  MutexLock lock(&mu_);
-  int64_t next = MonoNanos() + period_ns;
-  while (!stopping_) {
-    const int64_t wait = next - MonoNanos();
-    if (wait > 0) {
-      (void)cv_.WaitWithDeadline(&mu_, absl::Now() + absl::Nanoseconds(wait));
-      continue;  // woken early, or time to re-check
-    }
-    next += period_ns;
-    if (next < MonoNanos()) next = MonoNanos() + period_ns;  // fell behind
-    mu_.Unlock();
-    Sample s = Take();
-    mu_.Lock();
-    samples_.push_back(std::move(s));
-    while (samples_.size() > kMaxSamples) samples_.pop_front();
-  }
+void AdminHttp::OnSample() {
+  SampleNow();
+  timers_.Schedule(&sampler_, timers_.clock()->Now() + period_);
 }
 
 void AdminHttp::SampleNow() {

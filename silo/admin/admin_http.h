@@ -12,7 +12,8 @@
 //   admin.Start();           // samples the silo every second
 //
 // "Last minute" figures and the 5-minute calls/s series come from samples
-// of the silo's metrics taken every `sample_period`.
+// of the silo's metrics taken every `sample_period`, by a timer on the
+// silo's timer thread (or a thread of the sampler's own).
 //
 // Threading: Register/Start/Stop from the owner's thread; handlers and the
 // sampler run concurrently and share the samples under a lock.
@@ -21,13 +22,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/sync.h"
+#include "core/timer_queue.h"
 #include "silo/admin/http_server.h"
 
 namespace granary::v1 {
@@ -41,14 +43,17 @@ class Silo;
 
 class AdminHttp {
  public:
+  // `timers`: the silo's timer thread, started and stopped by its owner
+  // (null: a thread of the sampler's own).
   AdminHttp(Silo* silo, std::string gateway_address,
-            absl::Duration sample_period = absl::Seconds(1));
+            absl::Duration sample_period = absl::Seconds(1),
+            std::shared_ptr<TimerThread> timers = nullptr);
   ~AdminHttp();
   AdminHttp(const AdminHttp&) = delete;
   AdminHttp& operator=(const AdminHttp&) = delete;
 
   void Register(HttpServer* http);
-  // Takes a first sample and starts the sampler thread.
+  // Takes a first sample and starts the sampler.
   absl::Status Start();
   void Stop();
 
@@ -89,7 +94,12 @@ class AdminHttp {
   void FillTypes(v1::Overview* out);
   void FillMethods(const Sample& now, const Sample& then, double elapsed_s,
                    v1::Overview* out);
-  void Loop();
+  // Takes a sample and schedules the next one.
+  void OnSample();
+  struct Sampler final : TimerEntry {
+    AdminHttp* admin;
+    void OnTimer() override { admin->OnSample(); }
+  };
 
   Silo* const silo_;
   const std::string gateway_address_;
@@ -98,11 +108,11 @@ class AdminHttp {
   std::vector<double> bounds_;
 
   Mutex mu_;
-  CondVar cv_;
   std::deque<Sample> samples_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::function<v1::MembershipView()> membership_ ABSL_GUARDED_BY(mu_);
-  std::thread sampler_;
+  TimerQueue timers_;
+  Sampler sampler_;
+  bool started_ = false;
 };
 
 // The page served at `/`.

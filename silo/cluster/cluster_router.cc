@@ -47,7 +47,8 @@ ClusterRouter::ClusterRouter(Silo* silo, directory::DirectoryPartition* owner,
       transport_(transport),
       options_(options),
       self_(silo->name()),
-      timers_(options.clock != nullptr ? options.clock : Clock::System()),
+      timers_(options.clock != nullptr ? options.clock : Clock::System(),
+              options.timer_thread),
       cache_(options.cache_capacity) {
   report_retry_.router = this;
 }

@@ -92,6 +92,8 @@ struct RouterOptions {
   // The clock of retries and give-ups; nullptr: the system clock. Tests
   // pass a FakeClock and move time themselves.
   Clock* clock = nullptr;
+  // The silo's timer thread (on `clock`); null: one of the router's own.
+  std::shared_ptr<TimerThread> timer_thread;
 };
 
 class ClusterRouter final : public CallRouter {

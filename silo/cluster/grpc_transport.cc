@@ -12,6 +12,7 @@
 #include "rpc/credentials.h"
 #include "rpc/gateway_set.h"
 #include "rpc/limits.h"
+#include "rpc/reconnector.h"
 #include "storage/membership_table.h"
 
 namespace granary::silo {
@@ -19,17 +20,21 @@ namespace granary::silo {
 GrpcTransport::GrpcTransport(std::string self_id,
                              std::vector<const InterfaceInfo*> interfaces,
                              absl::Duration connect_timeout,
-                             rpc::ClientSecurity security)
+                             rpc::ClientSecurity security,
+                             std::shared_ptr<TimerThread> timers)
     : self_id_(std::move(self_id)),
       interfaces_(std::move(interfaces)),
       connect_timeout_(connect_timeout),
       security_(std::move(security)),
+      timers_(std::move(timers)),
+      reconnector_(std::make_shared<rpc::Reconnector>()),
       directory_(absl::Seconds(5), security_) {}
 
 absl::Status GrpcTransport::Start() {
   MutexLock lock(&mu_);
   if (closed_) return absl::FailedPreconditionError("the transport is closed");
   if (!connector_.joinable()) {
+    GRANARY_RETURN_IF_ERROR(reconnector_->Start());
     connector_ = std::thread([this] {
       RunThreadTop("transport_connector", [this] { ConnectLoop(); });
     });
@@ -130,6 +135,8 @@ void GrpcTransport::ConnectLoop() {
       options.max_in_flight = 1 << 16;
       options.closed_code = absl::StatusCode::kUnavailable;
       options.gateway_refresh_period = absl::ZeroDuration();  // this silo only
+      options.timer_thread = timers_;
+      options.reconnector = reconnector_;
       absl::StatusOr<std::unique_ptr<rpc::GatewaySet>> client =
           rpc::GatewaySet::Connect(options);
       if (!client.ok()) {
@@ -259,6 +266,7 @@ void GrpcTransport::Stop() {
     closers.swap(closers_);
   }
   for (std::thread& t : closers) t.join();
+  reconnector_->Stop();  // every set is closed
 }
 
 }  // namespace granary::silo

@@ -40,8 +40,13 @@
 #include "granary/v1/cluster.grpc.pb.h"
 #include "silo/cluster/transport.h"
 
+namespace granary {
+class TimerThread;
+}  // namespace granary
+
 namespace granary::rpc {
 class GatewaySet;
+class Reconnector;
 }  // namespace granary::rpc
 
 namespace granary::silo {
@@ -51,16 +56,20 @@ class GrpcTransport final : public Transport {
   // `interfaces`: every grain type calls may be sent for. No thread runs
   // before Start.
   // `security`: what this silo presents to the others and trusts in them.
+  // `timers`: the silo's timer thread, which the peers' call deadlines
+  // share (null: a thread per peer); started and stopped by its owner.
   GrpcTransport(std::string self_id,
                 std::vector<const InterfaceInfo*> interfaces,
                 absl::Duration connect_timeout = absl::Seconds(2),
-                rpc::ClientSecurity security = {});
+                rpc::ClientSecurity security = {},
+                std::shared_ptr<TimerThread> timers = nullptr);
   ~GrpcTransport() override;
   GrpcTransport(const GrpcTransport&) = delete;
   GrpcTransport& operator=(const GrpcTransport&) = delete;
 
   // Starts the connector thread, which makes the connections OnView asks
-  // for and retries failed ones.
+  // for and retries failed ones, and the reconnector, which brings every
+  // peer's lost connection back (one each, however many peers).
   absl::Status Start() override;
   void OnView(const v1::MembershipView& view) override;
   // Waits until every live member of the last view is connected; false
@@ -90,6 +99,8 @@ class GrpcTransport final : public Transport {
       const std::string& address);
 
   const rpc::ClientSecurity security_;
+  const std::shared_ptr<TimerThread> timers_;
+  const std::shared_ptr<rpc::Reconnector> reconnector_;
   directory::GrpcDirectoryTransport directory_;
   mutable Mutex mu_;
   CondVar cv_;

@@ -66,7 +66,7 @@ MembershipAgent::MembershipAgent(storage::MembershipTable* table,
       activations_(std::move(activations)),
       self_(std::move(self)),
       id_(storage::MemberId(self_)),
-      timers_(clock_),
+      timers_(clock_, options.timer_thread),
       sleeper_(&timers_),
       lease_sleeper_(&timers_) {
   if (self_.start_unix_ms() == 0) {

@@ -75,6 +75,8 @@ struct MembershipOptions {
   // Time of rounds, heartbeats, votes and the lease's re-reads; nullptr:
   // the system clock.
   Clock* clock = nullptr;
+  // The silo's timer thread (on `clock`); null: one of the agent's own.
+  std::shared_ptr<TimerThread> timer_thread;
   // The membership lease (zero: none). The agent reads the table every
   // lease / 3; a read sent at time S that shows this silo alive (and not
   // Dead) holds it until S + lease. Shorter than the quickest the others

@@ -228,13 +228,14 @@ void Activation::Run() {
     // The cluster has not confirmed this silo lately and may have moved
     // its grains: no grain code runs until it does. Fenced for good, this
     // activation is left as it is (the silo is done).
+    // It waits off the workers: parked until the lease is renewed.
     run_ = nullptr;
-    if (helper) {  // a worker waits for the lease instead
+    if (helper) {  // a worker parks it instead
       silo_->scheduler().Schedule(this);
       return;
     }
-    if (!silo_->WaitForLease()) return;
-    run_ = &run;
+    if (!silo_->ParkUntilLease(this)) return;  // parked, or never again
+    run_ = &run;                               // renewed meanwhile
     run.turn_start_ns = MonoNanos();
   }
   if (state_ == State::kCreating) BeginActivation();
@@ -253,17 +254,10 @@ void Activation::Run() {
       // This run began inside the lease and outlasted it (the process
       // stalled or was frozen): a message taken now, perhaps one that came
       // while the cluster was moving this grain, waits like the rest.
+      // The next run parks it, as at the start of a run.
       HoldBack(m);
-      if (helper) {  // a worker waits for the lease instead
-        budget = 0;
-        break;
-      }
-      if (!silo_->WaitForLease()) {  // as at the start of a run
-        run_ = nullptr;
-        return;
-      }
-      run.turn_start_ns = MonoNanos();
-      continue;
+      budget = 0;
+      break;
     }
     --budget;
     if (m->kind == MessageKind::kRequest) {

@@ -31,7 +31,14 @@ void Silo::RenewLease(int64_t until_ns) {
       lease_until_ns_.store(INT64_MAX, std::memory_order_relaxed);
     }
   }
-  lease_cv_.SignalAll();
+  WakeParked();
+}
+
+void Silo::WakeParked() {
+  if (lease_parked_.empty() || fenced_.load()) return;
+  if (MonoNanos() > lease_until_ns_.load(std::memory_order_relaxed)) return;
+  for (Activation* a : lease_parked_) scheduler_.Schedule(a);
+  lease_parked_.clear();
 }
 
 void Silo::OnLeaseTimer() {
@@ -52,28 +59,23 @@ void Silo::Fence() {
   MutexLock lock(&lease_mu_);
   fenced_.store(true);
   lease_until_ns_.store(INT64_MIN, std::memory_order_relaxed);
-  lease_cv_.SignalAll();
+  lease_parked_.clear();  // they never run again
 }
 
-bool Silo::WaitForLease() {
+bool Silo::ParkUntilLease(Activation* a) {
   lease_waits_.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(&lease_mu_);
-  bool logged = false;
-  while (true) {
-    if (fenced_.load()) return false;
-    if (MonoNanos() <= lease_until_ns_.load(std::memory_order_relaxed)) {
-      return true;
-    }
-    if (stopping()) return false;
-    if (!logged) {
-      GRANARY_LOG(kWarning) << "silo=" << options_.name
-                            << " membership lease expired: grain code waits "
-                               "until the cluster confirms this silo";
-      logged = true;
-    }
-    (void)lease_cv_.WaitWithDeadline(&lease_mu_,
-                                     absl::Now() + absl::Milliseconds(50));
+  if (fenced_.load() || lease_timers_stopped_ || stopping()) return false;
+  if (MonoNanos() <= lease_until_ns_.load(std::memory_order_relaxed)) {
+    return true;
   }
+  if (lease_parked_.empty()) {
+    GRANARY_LOG(kWarning) << "silo=" << options_.name
+                          << " membership lease expired: grain code waits "
+                             "until the cluster confirms this silo";
+  }
+  lease_parked_.push_back(a);
+  return false;
 }
 
 }  // namespace granary::silo

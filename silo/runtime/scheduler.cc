@@ -56,8 +56,7 @@ absl::Status Scheduler::Start() {
   stop_flag_.store(false, std::memory_order_relaxed);
   for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
     threads_.emplace_back([this, i] {
-      RunThreadTop(absl::StrCat("scheduler_worker_", i),
-                   [this, i] { WorkerLoop(i); });
+      RunThreadTop(absl::StrCat("worker_", i), [this, i] { WorkerLoop(i); });
     });
   }
   return absl::OkStatus();

@@ -42,7 +42,7 @@ Silo::Silo(SiloOptions options)
       owned_reminders_(options_.reminders == nullptr
                            ? std::make_unique<storage::MemoryReminderTable>()
                            : nullptr),
-      timers_(clock_),
+      timers_(clock_, options_.timer_thread),
       scheduler_(DefaultWorkers(options_.workers), options_.idle_spin,
                  options_.network_turns),
       collector_(std::make_unique<IdleCollector>(this)),
@@ -277,6 +277,7 @@ void Silo::Stop() {
     if (lease_timer_armed_) timers_.Cancel(&lease_timer_);
     lease_timer_armed_ = false;
     lease_timers_stopped_ = true;
+    lease_parked_.clear();  // abandoned below with the rest
   }
   timers_.Stop();
   scheduler_.Stop();

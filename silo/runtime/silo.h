@@ -94,6 +94,9 @@ struct SiloOptions {
   bool network_turns = true;
   // Time source; nullptr means the system clock. Tests pass a FakeClock.
   Clock* clock = nullptr;
+  // The timer thread (on `clock`) the runtime's timers share with the rest
+  // of the silo (silo/silo_host.h); null: one of the runtime's own.
+  std::shared_ptr<TimerThread> timer_thread;
   // Idle timeout of grain types that do not set idle_timeout_s.
   absl::Duration default_idle_timeout = absl::Minutes(10);
   // How often the idle collector looks for idle activations.
@@ -348,9 +351,11 @@ class Silo final : public CallInvoker {
   int64_t lease_until_ns() const {
     return lease_until_ns_.load(std::memory_order_relaxed);
   }
-  // Blocks a worker whose lease ran out until it is renewed (true), or the
-  // silo is fenced or stopping (false: run nothing).
-  bool WaitForLease();
+  // A run of `a` (still scheduled) found the lease lapsed: true when it
+  // holds again already (run on); else false, and `a` is parked off the
+  // workers until the lease is renewed, then scheduled again (never, once
+  // the silo is fenced or stopping).
+  bool ParkUntilLease(Activation* a);
   uint64_t lease_waits() const {
     return lease_waits_.load(std::memory_order_relaxed);
   }
@@ -433,7 +438,10 @@ class Silo final : public CallInvoker {
   std::atomic<bool> fenced_{false};
   std::atomic<uint64_t> lease_waits_{0};
   Mutex lease_mu_;
-  CondVar lease_cv_;
+  // Activations waiting for the lease (ParkUntilLease).
+  std::vector<Activation*> lease_parked_ ABSL_GUARDED_BY(lease_mu_);
+  // Schedules the parked activations once the lease holds.
+  void WakeParked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(lease_mu_);
   // On a clock that is not the system's: the lease's end on that clock,
   // and the timer that lapses it there.
   struct LeaseTimer final : TimerEntry {
