@@ -187,27 +187,18 @@ absl::Status SiloHost::StartStores() {
 absl::Status SiloHost::MakeRuntime() {
   Parts& p = *parts_;
   SiloOptions options;
+  // The runtime's rows of the option table, field by field.
+#define GRANARY_RUNTIME_COPY(type, name, default_value, help) \
+  options.name = options_.name;
+  GRANARY_RUNTIME_OPTIONS(GRANARY_RUNTIME_COPY)
+#undef GRANARY_RUNTIME_COPY
   options.name = p.env.in_process.has_value() && !p.env.in_process->name.empty()
                      ? p.env.in_process->name
                      : p.id;
-  options.workers = options_.workers;
-  options.turn_budget = options_.turn_budget;
-  options.idle_spin = options_.idle_spin;
-  options.network_turns = options_.network_turns;
   options.clock = p.env.clock;
   options.timer_thread = p.timers;
-  options.default_idle_timeout = options_.idle_timeout;
-  options.collection_period = options_.collection_period;
   options.storage = p.cluster->grain_storage(p.stores.grain_state.get());
   options.reminders = p.stores.reminders.get();
-  options.min_reminder_period = options_.min_reminder_period;
-  options.max_reminders_per_grain = options_.max_reminders_per_grain;
-  options.max_reminders = options_.max_reminders;
-  options.slow_turn_threshold = options_.slow_turn_threshold;
-  options.max_mailbox = options_.max_mailbox;
-  options.max_pushback_wait = options_.max_pushback_wait;
-  options.max_activations = options_.max_activations;
-  options.memory_limit = options_.memory_limit;
   options.remote_memory_limit = options_.silo_memory_budget;
   options.shutdown_timeout = options_.shutdown_timeout / 3;
   p.silo = std::make_unique<Silo>(options);

@@ -213,7 +213,7 @@ absl::Status Silo::AddGrainType(
   entry->metrics = metrics_.ForType(*info.interface);
   entry->idle_timeout = info.interface->idle_timeout_s > 0
                             ? absl::Seconds(info.interface->idle_timeout_s)
-                            : options_.default_idle_timeout;
+                            : options_.idle_timeout;
   types_by_pointer_.emplace_back(info.interface->type_name.data(), entry.get());
   types_.emplace(std::move(name), std::move(entry));
   return absl::OkStatus();

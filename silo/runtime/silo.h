@@ -45,6 +45,7 @@
 #include "silo/runtime/call_filter.h"
 #include "silo/runtime/catalog.h"
 #include "silo/runtime/grain.h"
+#include "silo/runtime/runtime_option_table.h"
 #include "silo/runtime/scheduler.h"
 #include "silo/runtime/silo_metrics.h"
 #include "storage/grain_storage.h"
@@ -79,28 +80,32 @@ class CallRouter {
 struct SiloOptions {
   // The silo's identity, reported to grains (SiloName()) and in logs.
   std::string name = "silo";
-  // Worker threads; 0 means the number of hardware threads.
-  int workers = 0;
-  // Messages one activation may process per scheduling before the worker
-  // moves on to another activation.
-  int turn_budget = 64;
-  // Pause instructions an idle worker spins before it sleeps. Spinning
-  // saves a wake-up when work follows within microseconds; on a machine with
-  // few cores it takes CPU from the threads that produce that work.
-  int idle_spin = 200;
-  // Lets the gateway's network thread that read a request run its turn
-  // itself when every worker sleeps (Scheduler::HelpScope): no worker
-  // wake-up per request on a quiet silo.
-  bool network_turns = true;
+  // One field per row of silo/runtime/runtime_option_table.h, documented
+  // by the granary-silo flag of the same name: workers (0: hardware
+  // threads), turn_budget, network_turns (a network thread that read a
+  // request runs its turn when every worker sleeps: Scheduler::HelpScope),
+  // idle_spin, idle_timeout (of grain types that set none) and
+  // collection_period, slow_turn_threshold, max_mailbox (requests queued at
+  // one activation past which new ones fail RESOURCE_EXHAUSTED, 0: no
+  // bound; one-way calls past it are queued and push back on their sender,
+  // whose next turn waits up to max_pushback_wait for the mailbox to be
+  // down to half), max_activations and memory_limit (memory pressure,
+  // checked every pressure_period: past 90% of max_activations the least
+  // recently used idle activations are deactivated down to 80%, over
+  // memory_limit bytes of resident memory a tenth of them per check; at
+  // either, a call that would create an activation fails
+  // RESOURCE_EXHAUSTED; 0: no bound), min_reminder_period,
+  // max_reminders_per_grain and max_reminders (RESOURCE_EXHAUSTED past
+  // them: ReminderQuotas).
+#define GRANARY_RUNTIME_FIELD(type, name, default_value, help) \
+  type name = default_value;
+  GRANARY_RUNTIME_OPTIONS(GRANARY_RUNTIME_FIELD)
+#undef GRANARY_RUNTIME_FIELD
   // Time source; nullptr means the system clock. Tests pass a FakeClock.
   Clock* clock = nullptr;
   // The timer thread (on `clock`) the runtime's timers share with the rest
   // of the silo (silo/silo_host.h); null: one of the runtime's own.
   std::shared_ptr<TimerThread> timer_thread;
-  // Idle timeout of grain types that do not set idle_timeout_s.
-  absl::Duration default_idle_timeout = absl::Minutes(10);
-  // How often the idle collector looks for idle activations.
-  absl::Duration collection_period = absl::Seconds(1);
   // Where grains' persistent state lives (storage/grain_storage.h); it must
   // outlive the silo. nullptr: an in-memory store owned by the silo, so
   // state survives deactivation but not the process.
@@ -108,42 +113,14 @@ struct SiloOptions {
   // Where durable reminders live (storage/reminder_table.h); it must outlive
   // the silo. nullptr: an in-memory table owned by the silo.
   storage::ReminderTable* reminders = nullptr;
-  // The shortest period a reminder may have (at least 1 ms).
-  absl::Duration min_reminder_period = absl::Seconds(1);
-  // Reminders scheduled at most per grain and in all (RESOURCE_EXHAUSTED
-  // past them; ReminderQuotas).
-  int max_reminders_per_grain = 64;
-  int64_t max_reminders = 100'000;
   // How long Stop() waits for activations to deactivate.
   absl::Duration shutdown_timeout = absl::Seconds(10);
-  // A turn that holds a worker longer than this is counted
-  // (granary_slow_turns_total) and logged with its grain and method.
-  absl::Duration slow_turn_threshold = absl::Milliseconds(100);
-  // Requests (not one-way calls) queued at one activation past which new
-  // ones fail RESOURCE_EXHAUSTED at once; 0: no bound. One-way calls past
-  // it are still queued: their senders hold them against their own budget
-  // until they ran (a gateway stops reading), so they push back instead.
-  // A grain that sends one is the sender: its next turn waits until the
-  // target's mailbox is down to half the bound, or max_pushback_wait.
-  int max_mailbox = 16384;
-  // The longest a grain's next turn waits on a full mailbox it sent a
-  // one-way call to (two grains filling each other's mailboxes wait this
-  // long, then go on).
-  absl::Duration max_pushback_wait = absl::Seconds(1);
   // Bytes of remote calls the silo holds for all its client connections
   // together: unfinished requests, replies not yet written and one-way
   // messages not yet run (remote_memory()). Past it the client gateways
   // stop reading and the standard gRPC services refuse new calls with
   // RESOURCE_EXHAUSTED. 0: no bound.
   int64_t remote_memory_limit = int64_t{512} << 20;
-  // Memory pressure, checked every pressure_period. Past 90% of
-  // max_activations the least recently used idle activations are
-  // deactivated (their OnDeactivate runs, as for idle collection) down to
-  // 80%; with resident memory over memory_limit (bytes), a tenth of them
-  // per check. At max_activations, or while over memory_limit, a call that
-  // would create an activation fails RESOURCE_EXHAUSTED. 0: no bound.
-  int64_t max_activations = 0;
-  int64_t memory_limit = 0;
   absl::Duration pressure_period = absl::Milliseconds(200);
 };
 
