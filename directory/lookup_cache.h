@@ -3,7 +3,8 @@
 // A silo's cache of where grains live (grain -> silo id), filled from
 // directory answers and placement, so a grain's next calls skip the
 // directory. Entries are hints: a silo that no longer hosts the grain
-// registers itself or passes the call on (silo/cluster/cluster_router.h).
+// registers itself or passes the call on
+// (silo/cluster/routing/cluster_router.h).
 //
 //   LookupCache cache(/*capacity=*/1 << 20);
 //   cache.Remember(id, "10.0.0.2:11111@1700000000000");

@@ -49,7 +49,7 @@ void SiloHost::SubscribeCluster() {
 }
 
 // kCluster: calls for grains not active here go where the directory says
-// (silo/cluster/cluster_router.h); reminders follow the ring when the
+// (silo/cluster/routing/cluster_router.h); reminders follow the ring when the
 // provider schedules them by range.
 absl::Status SiloHost::StartCluster() {
   Parts& p = *parts_;

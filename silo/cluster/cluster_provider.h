@@ -20,7 +20,7 @@
 
 #include <functional>
 
-#include "silo/cluster/grain_host_check.h"
+#include "silo/cluster/routing/grain_host_check.h"
 #include "storage/grain_storage.h"
 #include "storage/membership_table.h"
 
@@ -70,7 +70,7 @@ class ClusterProvider {
   // it may start.
   virtual void OnSiloStarted(Silo* silo) {}
   // Who may change a grain's state and reminders through the services of
-  // AddServices (silo/cluster/grain_host_check.h). Set before
+  // AddServices (silo/cluster/routing/grain_host_check.h). Set before
   // OnSiloStarted.
   virtual void SetGrainHostCheck(GrainHostCheck check) {}
   // Pushes every new version of the table to `fn` until StopWatch; pauses

@@ -35,7 +35,7 @@
 #include "granary/v1/reminders.grpc.pb.h"
 #include "rpc/credentials.h"
 #include "rpc/security.h"
-#include "silo/cluster/grain_host_check.h"
+#include "silo/cluster/routing/grain_host_check.h"
 #include "silo/runtime/reminder_service.h"
 
 namespace granary::silo {
@@ -49,8 +49,8 @@ class ReminderPeerService final : public v1::Reminders::CallbackService {
   // answered UNAVAILABLE. Grain types are those the silo hosts.
   void Attach(Silo* silo) { silo_.store(silo, std::memory_order_release); }
   // Registrations and removals from a peer with an identity (mutual TLS)
-  // pass `check` first (silo/cluster/grain_host_check.h); until it is set
-  // they are answered UNAVAILABLE.
+  // pass `check` first (silo/cluster/routing/grain_host_check.h); until it is
+  // set they are answered UNAVAILABLE.
   void SetHostCheck(GrainHostCheck check);
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,

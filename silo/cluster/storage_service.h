@@ -31,7 +31,7 @@
 #include "granary/v1/cluster.grpc.pb.h"
 #include "rpc/credentials.h"
 #include "rpc/security.h"
-#include "silo/cluster/grain_host_check.h"
+#include "silo/cluster/routing/grain_host_check.h"
 #include "storage/grain_storage.h"
 
 namespace granary::silo {
@@ -44,8 +44,8 @@ class StorageService final : public v1::GrainState::CallbackService {
   // Until it is called every request is answered UNAVAILABLE.
   void AllowTypes(const std::vector<std::string>& types);
   // Writes and clears from a peer with an identity (mutual TLS) pass
-  // `check` first (silo/cluster/grain_host_check.h); until it is set they
-  // are answered UNAVAILABLE.
+  // `check` first (silo/cluster/routing/grain_host_check.h); until it is set
+  // they are answered UNAVAILABLE.
   void SetHostCheck(GrainHostCheck check);
   grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context,
                                  const v1::StateKey* request,

@@ -60,9 +60,9 @@ namespace granary::silo {
 class ReminderService;
 
 // Where calls go whose grain has no activation on this silo, in a cluster
-// (silo/cluster/cluster_router.h): the directory decides which silo hosts it.
-// The router either activates the grain here (Silo::ActivateHere) or forwards
-// the call to the silo that hosts it.
+// (silo/cluster/routing/cluster_router.h): the directory decides which silo
+// hosts it. The router either activates the grain here (Silo::ActivateHere) or
+// forwards the call to the silo that hosts it.
 class CallRouter {
  public:
   virtual ~CallRouter() = default;

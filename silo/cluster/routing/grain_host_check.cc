@@ -1,4 +1,4 @@
-#include "silo/cluster/grain_host_check.h"
+#include "silo/cluster/routing/grain_host_check.h"
 
 #include <utility>
 

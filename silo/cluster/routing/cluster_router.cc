@@ -1,4 +1,4 @@
-#include "silo/cluster/cluster_router.h"
+#include "silo/cluster/routing/cluster_router.h"
 
 #include <algorithm>
 #include <optional>
@@ -11,8 +11,8 @@
 #include "directory/partition.h"
 #include "granary/options.pb.h"
 #include "granary/v1/cluster.pb.h"
+#include "silo/cluster/routing/placement.h"
 #include "silo/cluster/transport.h"
-#include "silo/runtime/placement.h"
 #include "storage/membership_table.h"
 
 namespace granary::silo {

@@ -1,10 +1,10 @@
-// File: silo/runtime/placement.h
+// File: silo/cluster/routing/placement.h
 // -----------------------------------------------------------------------------
 // Placement: which silo hosts a new activation. The strategy is a property of
 // the grain type (`placement` in the grain options, granary/options.proto);
 // each strategy is one PlacementDirector. A silo alone places everything on
-// itself; in a cluster the router (silo/cluster/cluster_router.h) asks the
-// director of the grain's strategy to choose among the Active silos.
+// itself; in a cluster the router (silo/cluster/routing/cluster_router.h) asks
+// the director of the grain's strategy to choose among the Active silos.
 //
 //   PlacementContext context{.self = me, .self_can_host = true,
 //                            .candidates = active, .hash_owner = owner};

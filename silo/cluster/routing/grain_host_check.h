@@ -1,4 +1,4 @@
-// File: silo/cluster/grain_host_check.h
+// File: silo/cluster/routing/grain_host_check.h
 // -----------------------------------------------------------------------------
 // Least authority between silos for grain state and reminders: a peer on the
 // silo port may write the state (a dev cluster's primary keeps it) or the

@@ -1,4 +1,4 @@
-// ClusterRouter's departures (silo/cluster/cluster_router.h): when an
+// ClusterRouter's departures (silo/cluster/routing/cluster_router.h): when an
 // activation leaves this silo, the grain's directory owner drops its entry
 // before any call for the grain is routed from here again.
 //
@@ -31,7 +31,7 @@
 #include "core/log.h"
 #include "directory/directory_client.h"
 #include "granary/v1/cluster.pb.h"
-#include "silo/cluster/cluster_router.h"
+#include "silo/cluster/routing/cluster_router.h"
 
 namespace granary::silo {
 

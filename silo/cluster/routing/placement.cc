@@ -1,4 +1,4 @@
-#include "silo/runtime/placement.h"
+#include "silo/cluster/routing/placement.h"
 
 #include "absl/random/random.h"
 #include "directory/hash_ring.h"

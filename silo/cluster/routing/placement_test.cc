@@ -1,4 +1,4 @@
-#include "silo/runtime/placement.h"
+#include "silo/cluster/routing/placement.h"
 
 #include <map>
 #include <string>

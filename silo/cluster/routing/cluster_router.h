@@ -1,4 +1,4 @@
-// File: silo/cluster/cluster_router.h
+// File: silo/cluster/routing/cluster_router.h
 // -----------------------------------------------------------------------------
 // Call routing in a cluster (DESIGN.md, "How a call flows"): a call for a
 // grain with no activation on this silo is sent where the distributed
@@ -58,7 +58,7 @@
 #include "core/sync.h"
 #include "core/timer_queue.h"
 #include "directory/lookup_cache.h"
-#include "silo/runtime/placement.h"
+#include "silo/cluster/routing/placement.h"
 #include "silo/runtime/silo.h"
 
 namespace granary::v1 {

@@ -1,5 +1,5 @@
-// ClusterRouter's rebuild reports (silo/cluster/cluster_router.h): when a
-// view changes the ring, this silo reports the activations it hosts to each
+// ClusterRouter's rebuild reports (silo/cluster/routing/cluster_router.h): when
+// a view changes the ring, this silo reports the activations it hosts to each
 // grain's new directory owner, in parts, retrying until every owner took
 // its report or a newer ring replaces it.
 #include <algorithm>
@@ -17,7 +17,7 @@
 #include "directory/directory_client.h"
 #include "directory/partition.h"
 #include "granary/v1/cluster.pb.h"
-#include "silo/cluster/cluster_router.h"
+#include "silo/cluster/routing/cluster_router.h"
 
 namespace granary::silo {
 
