@@ -355,7 +355,7 @@ void ClusterRouter::OnLookup(const GrainId& id,
   } else if (target == self_) {
     SendRegister(id, nullptr);
   } else {
-    ForwardAll(id, target);
+    ForwardAll(id, target, /*placed=*/true);
   }
 }
 
@@ -423,13 +423,16 @@ void ClusterRouter::ActivateAll(const GrainId& id, uint64_t activation_id) {
   }
 }
 
-void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo) {
+void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo,
+                               bool placed) {
   // Calls that cannot be sent wait again with the backoff and deadline of
   // those resolving them so far.
   int attempts = 0;
   absl::Time give_up = absl::InfinitePast();
+  bool can_host = false;
   {
     MutexLock lock(&mu_);
+    can_host = CanHost();
     auto it = pending_.find(id);
     if (it != pending_.end()) {
       attempts = it->second->attempts;
@@ -437,13 +440,26 @@ void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo) {
     }
   }
   std::vector<CallBase*> unsent;
+  std::vector<CallBase*> host_here;
+  bool bounced = false;
   for (;;) {
     std::vector<CallBase*> calls = TakeCalls(id);
     if (calls.empty()) break;
     for (CallBase* c : calls) {
-      if (!Forward(c, silo)) unsent.push_back(c);
+      // `silo` is only where this silo would place the grain, and another
+      // silo sent `c` here to be hosted here (it placed the grain here, or
+      // the directory named this silo): registering here settles where it
+      // lives. Passing it on instead lets two silos that placed the grain
+      // on each other send their calls back and forth, and none registers.
+      // (A silo that can no longer host passes them on.)
+      if (placed && can_host && c->hops() > 0) {
+        host_here.push_back(c);
+      } else if (!Forward(c, silo, &bounced)) {
+        unsent.push_back(c);
+      }
     }
   }
+  if (!host_here.empty()) RegisterHere(id, std::move(host_here));
   if (unsent.empty()) return;
   // No connection to `silo` yet (it joined a moment ago) or any more (it
   // died): these calls ask the directory again shortly.
@@ -473,16 +489,52 @@ void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo) {
     c->Release();
   }
   if (p != nullptr) {
-    RetryOrFail(id, absl::UnavailableError(
-                        absl::StrCat("silo ", silo, " is not connected")));
+    RetryOrFail(
+        id, absl::UnavailableError(
+                bounced ? absl::StrCat("the silos disagree where ",
+                                       id.ToString(), " lives (forwarded ",
+                                       options_.max_hops, " times)")
+                        : absl::StrCat("silo ", silo, " is not connected")));
   }
 }
 
-bool ClusterRouter::Forward(CallBase* call, const std::string& silo) {
+void ClusterRouter::RegisterHere(const GrainId& id,
+                                 std::vector<CallBase*> calls) {
+  Pending* resolve = nullptr;
+  {
+    MutexLock lock(&mu_);
+    if (!closed_) {
+      auto& slot = pending_[id];
+      if (slot == nullptr) {  // else they join the resolution under way
+        slot = std::make_unique<Pending>();
+        slot->router = this;
+        slot->id = id;
+        slot->give_up = timers_.clock()->Now() + options_.give_up_after;
+        resolve = slot.get();
+      }
+      slot->calls.insert(slot->calls.begin(), calls.begin(), calls.end());
+      calls.clear();
+    }
+  }
+  for (CallBase* c : calls) {  // closed
+    c->Fail(absl::UnavailableError(absl::StrCat("silo ", self_, " stopped")));
+    c->Release();
+  }
+  // Resolve registers here (the first call was sent here), or asks the
+  // directory when this silo can no longer host.
+  if (resolve != nullptr) Resolve(resolve);
+}
+
+bool ClusterRouter::Forward(CallBase* call, const std::string& silo,
+                            bool* bounced) {
   if (call->hops() >= options_.max_hops) {
-    call->Fail(TooManyHops(*call));
-    call->Release();
-    return true;
+    // Forwarded this often, the silos' directory owners disagree where the
+    // grain lives (a ring is changing under it): the call waits with the
+    // directory's backoff and is then resolved afresh from here, as a call
+    // made here would be (ForwardAll), until its give-up time.
+    call->set_hops(0);
+    if (bounced != nullptr) *bounced = true;
+    return false;
   }
   call->set_hops(call->hops() + 1);
   {

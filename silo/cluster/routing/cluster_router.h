@@ -21,8 +21,10 @@
 //      prefer-local, hash or activation count, per grain type).
 //   2. hops > 0 (another silo sent it here, because the directory, its cache
 //      or its placement named this silo): register here; if another
-//      activation won, forward once more. A call is forwarded at most
-//      `max_hops` times.
+//      activation won, forward once more. A call forwarded `max_hops`
+//      times (the silos' directory owners disagree while a ring changes)
+//      waits with the backoff below and is then routed afresh from the
+//      silo holding it, as in 1.
 // Directory answers that may change once views agree (UNAVAILABLE,
 // FAILED_PRECONDITION: a membership change in progress) are retried with
 // backoff; the calls wait, bounded by their deadlines.
@@ -77,7 +79,7 @@ namespace granary::silo {
 class Transport;
 
 struct RouterOptions {
-  // Forwards a call may take before it fails UNAVAILABLE.
+  // Forwards a call may take before it waits and is routed afresh.
   uint32_t max_hops = 4;
   // First retry after a directory answer that may change; doubles up to
   // max_retry_delay.
@@ -152,11 +154,20 @@ class ClusterRouter final : public CallRouter {
   // The calls waiting for `id`; forgets `id` when there are none.
   std::vector<CallBase*> TakeCalls(const GrainId& id);
   void ActivateAll(const GrainId& id, uint64_t activation_id);
-  void ForwardAll(const GrainId& id, const std::string& silo);
+  // Forwards `id`'s waiting calls to `silo`: where the directory says it
+  // lives, or (`placed`) where this silo would place it, in which case the
+  // calls other silos sent here are registered here instead.
+  void ForwardAll(const GrainId& id, const std::string& silo,
+                  bool placed = false);
+  // Queues `calls` (sent here to be hosted here) and registers `id` here
+  // unless a resolution is under way, which they join.
+  void RegisterHere(const GrainId& id, std::vector<CallBase*> calls);
   // Caches `silo` as where `id` lives (if it is Active).
   void Remember(const GrainId& id, const std::string& silo);
-  // Sends `call` on to `silo`; false (call untouched) when not connected.
-  bool Forward(CallBase* call, const std::string& silo);
+  // Sends `call` on to `silo`; false (call untouched) when not connected,
+  // or (hops reset, *bounced set) when it was forwarded max_hops times.
+  bool Forward(CallBase* call, const std::string& silo,
+               bool* bounced = nullptr);
   // Retries `id` later when `why` may pass, else fails its calls.
   void RetryOrFail(const GrainId& id, const absl::Status& why);
   // The silo a new activation of `id` goes to ("" when none can take it
