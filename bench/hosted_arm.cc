@@ -15,7 +15,7 @@
 #include "core/status.h"
 #include "examples/bench_grain.h"
 #include "examples/chat_grain.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "silo/silo_host.h"
 #include "storage/memory_storage.h"
 
@@ -50,7 +50,7 @@ class HostedArm final : public Arm {
     GRANARY_RETURN_IF_ERROR(OpenStorage());
     host_ =
         std::make_unique<silo::SiloHost>(options_, Environment("bench-silo"));
-    host_->AddGrains([this](silo::Silo& silo) -> absl::Status {
+    host_->AddGrains([this](silo::Runtime& silo) -> absl::Status {
       GRANARY_RETURN_IF_ERROR(AddBenchGrains(silo, &stats_, &state_stats_));
       return silo.AddGrain<examples::ChatGrain>();  // push
     });
@@ -120,7 +120,7 @@ class HostedArm final : public Arm {
     silo::SiloHostOptions options = options_;
     options.storage = "memory";
     twin.host = std::make_unique<silo::SiloHost>(options, Environment(name));
-    twin.host->AddGrains([&twin](silo::Silo& silo) {
+    twin.host->AddGrains([&twin](silo::Runtime& silo) {
       return AddBenchGrains(silo, &twin.stats, &twin.state_stats);
     });
     if (with_filters) {
@@ -192,7 +192,7 @@ class HostedArm final : public Arm {
   const RunConfig& config_;
   silo::SiloHostOptions options_;
   std::unique_ptr<silo::SiloHost> host_;
-  silo::Silo* silo_ = nullptr;  // host_'s runtime
+  silo::Runtime* silo_ = nullptr;  // host_'s runtime
   BenchStats stats_, state_stats_;
   Twin unfiltered_, filtered_;
   std::string storage_dir_;

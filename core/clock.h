@@ -4,7 +4,7 @@
 // tests, where time moves only when the test calls Advance().
 //
 //   FakeClock clock;
-//   SiloOptions opts; opts.clock = &clock;
+//   RuntimeOptions opts; opts.clock = &clock;
 //   ...
 //   clock.Advance(absl::Minutes(11));  // due timers fire now
 //

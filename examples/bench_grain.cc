@@ -8,7 +8,7 @@
 #include "core/clock.h"
 #include "core/percentile.h"
 #include "core/when_all.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::bench {
 
@@ -284,7 +284,7 @@ Task<TouchReply> TinyGrainImpl::Touch(const TouchRequest&) {
   co_return reply;
 }
 
-absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats,
+absl::Status AddBenchGrains(silo::Runtime& silo, BenchStats* stats,
                             BenchStats* state_stats) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<WorkGrainImpl>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<TinyGrainImpl>());

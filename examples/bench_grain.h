@@ -18,7 +18,7 @@
 #include "examples/bench.grain.h"
 
 namespace granary::silo {
-class Silo;
+class Runtime;
 }  // namespace granary::silo
 
 namespace granary::bench {
@@ -128,7 +128,7 @@ class SiloStatsImpl final : public SiloStatsGrainBase {
   BenchStats* const state_;
 };
 
-absl::Status AddBenchGrains(silo::Silo& silo, BenchStats* stats,
+absl::Status AddBenchGrains(silo::Runtime& silo, BenchStats* stats,
                             BenchStats* state_stats);
 
 }  // namespace granary::bench

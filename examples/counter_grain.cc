@@ -9,7 +9,7 @@
 #include "examples/alarm_grain.h"
 #include "examples/bank_grain.h"
 #include "examples/chat_grain.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::examples {
 namespace {
@@ -85,7 +85,7 @@ Task<RelayReply> PingGrain::Relay(const RelayRequest& request) {
   co_return reply;
 }
 
-absl::Status AddExampleGrains(silo::Silo& silo) {
+absl::Status AddExampleGrains(silo::Runtime& silo) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<CounterGrain>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<PingGrain>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<BankAccountGrain>());

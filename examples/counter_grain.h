@@ -16,7 +16,7 @@
 #include "examples/ping.grain.h"
 
 namespace granary::silo {
-class Silo;
+class Runtime;
 }  // namespace granary::silo
 
 namespace granary::examples {
@@ -40,6 +40,6 @@ class PingGrain final : public PingGrainBase {
   Task<RelayReply> Relay(const RelayRequest& request) override;
 };
 
-absl::Status AddExampleGrains(silo::Silo& silo);
+absl::Status AddExampleGrains(silo::Runtime& silo);
 
 }  // namespace granary::examples

@@ -31,7 +31,7 @@
 #include "fuzz/fuzz_support.h"
 #include "silo/admin/admin_http.h"
 #include "silo/admin/http_server.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::fuzz {
 namespace {

@@ -3,14 +3,14 @@
 
 #include "examples/counter_grain.h"
 #include "fuzz/fuzz_support.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "silo/silo_host.h"
 
 namespace granary::fuzz {
 
 // A SiloHost in process (nothing listens), with the example grains and
 // memory storage; the fuzzers drive its runtime directly.
-silo::Silo& ExampleSilo() {
+silo::Runtime& ExampleSilo() {
   // Reachable from here for as long as the process runs (so the leak
   // checker does not count it).
   static silo::SiloHost* const host = [] {

@@ -10,7 +10,7 @@
 //   }
 //   extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 //     if (size > granary::fuzz::kMaxInputBytes) return -1;
-//     granary::silo::Silo& silo = granary::fuzz::ExampleSilo();
+//     granary::silo::Runtime& silo = granary::fuzz::ExampleSilo();
 //     ...
 //   }
 //
@@ -29,7 +29,7 @@
 #include "core/call.h"
 
 namespace granary::silo {
-class Silo;
+class Runtime;
 }  // namespace granary::silo
 
 namespace granary::fuzz {
@@ -47,7 +47,7 @@ void QuietLogs();
 // never stopped or freed: it serves every input of the process, and its
 // threads run until exit. Its options keep a long run bounded: short idle
 // timeouts, a cap on activations, and reminders that tick at most hourly.
-silo::Silo& ExampleSilo();
+silo::Runtime& ExampleSilo();
 
 // The completion of one call handed to a silo, shared between the waiting
 // fuzzer and the call's done callback: whichever lets go last frees it, so

@@ -55,7 +55,7 @@
 #include "rpc/callback_queue.h"
 #include "silo/gateway/gateway_service.h"
 #include "silo/runtime/grain.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::fuzz {
 namespace {
@@ -87,7 +87,7 @@ struct Gateway {
   const char* name;
 };
 
-Gateway* StartGateway(silo::Silo* silo, bool from_silos) {
+Gateway* StartGateway(silo::Runtime* silo, bool from_silos) {
   auto* g = new Gateway;  // lives for the process
   g->name = from_silos ? "silo endpoint" : "client gateway";
   silo::GatewayServiceOptions options;
@@ -254,7 +254,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   using namespace granary::fuzz;
   QuietLogs();
   granary::rpc::HoldGrpcCallbackQueue();
-  granary::silo::Silo* silo = &ExampleSilo();
+  granary::silo::Runtime* silo = &ExampleSilo();
   client_gateway = StartGateway(silo, /*from_silos=*/false);
   silo_gateway = StartGateway(silo, /*from_silos=*/true);
   one_way_methods = new absl::flat_hash_set<std::string>;

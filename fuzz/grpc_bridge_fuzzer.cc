@@ -30,7 +30,7 @@
 #include "grpcpp/support/string_ref.h"
 #include "silo/gateway/grpc_bridge.h"
 #include "silo/runtime/grain.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::fuzz {
 namespace {

@@ -67,7 +67,7 @@ int Main() {
   if (examples) host.AddGrains(granary::examples::AddExampleGrains);
   granary::bench::BenchStats bench_stats, state_stats;
   if (bench_grains) {
-    host.AddGrains([&](granary::silo::Silo& silo) {
+    host.AddGrains([&](granary::silo::Runtime& silo) {
       return granary::bench::AddBenchGrains(silo, &bench_stats, &state_stats);
     });
   }

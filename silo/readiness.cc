@@ -4,7 +4,7 @@
 #include "core/clock.h"
 #include "silo/admin/http_server.h"
 #include "silo/listener_watch.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 

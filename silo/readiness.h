@@ -26,12 +26,12 @@ namespace granary::silo {
 class HttpServer;
 class ListenerWatch;
 class MembershipAgent;
-class Silo;
+class Runtime;
 
 struct ReadinessSources {
   const std::atomic<bool>* leaving;            // the graceful stop began
   const std::atomic<MembershipAgent*>* agent;  // set once joined
-  const Silo* silo;
+  const Runtime* silo;
   storage::GrainStorage* storage;  // nullptr: none to check
   ListenerWatch* watch;
 };

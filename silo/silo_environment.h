@@ -43,7 +43,7 @@ class DirectoryPartition;
 namespace granary::silo {
 
 class ClusterProvider;
-class Silo;
+class Runtime;
 class Transport;
 struct SiloHostOptions;
 
@@ -97,7 +97,7 @@ struct InProcessNetwork {
   // From the start of stage kPeerCalls to its stop: the network delivers
   // calls and directory requests for silo `id` to `silo` and `partition`.
   std::function<void(const std::string& id, const std::string& address,
-                     Silo* silo, directory::DirectoryPartition* partition)>
+                     Runtime* silo, directory::DirectoryPartition* partition)>
       attach;
   std::function<void(const std::string& id)> detach;
   // The silo's transport to the others (a cluster provider that is

@@ -26,24 +26,24 @@ absl::Status SiloHost::AddGrainType(
   if (started_) {
     return absl::FailedPreconditionError("grain types are added before Start");
   }
-  grain_adders_.push_back([&info, factory = std::move(factory)](Silo& silo) {
+  grain_adders_.push_back([&info, factory = std::move(factory)](Runtime& silo) {
     return silo.AddGrainType(info, factory);
   });
   return absl::OkStatus();
 }
 
-void SiloHost::AddGrains(std::function<absl::Status(Silo&)> add) {
+void SiloHost::AddGrains(std::function<absl::Status(Runtime&)> add) {
   grain_adders_.push_back(std::move(add));
 }
 
 void SiloHost::AddIncomingFilter(CallFilter f) {
-  AddGrains([f](Silo& s) {
+  AddGrains([f](Runtime& s) {
     s.AddIncomingFilter(f);
     return absl::OkStatus();
   });
 }
 void SiloHost::AddOutgoingFilter(CallFilter f) {
-  AddGrains([f](Silo& s) {
+  AddGrains([f](Runtime& s) {
     s.AddOutgoingFilter(f);
     return absl::OkStatus();
   });
@@ -65,7 +65,7 @@ const std::string& SiloHost::http_address() const {
   return parts_->http != nullptr ? parts_->http->address() : kNone;
 }
 const std::string& SiloHost::id() const { return parts_->id; }
-Silo* SiloHost::silo() { return parts_->silo.get(); }
+Runtime* SiloHost::silo() { return parts_->silo.get(); }
 GatewayServer* SiloHost::gateway() { return parts_->gateway.get(); }
 ClusterRouter* SiloHost::router() { return parts_->router.get(); }
 directory::DirectoryPartition* SiloHost::partition() {
@@ -186,7 +186,7 @@ absl::Status SiloHost::StartStores() {
 // kRuntime: the runtime, with its grain types and call filters.
 absl::Status SiloHost::MakeRuntime() {
   Parts& p = *parts_;
-  SiloOptions options;
+  RuntimeOptions options;
   // The runtime's rows of the option table, field by field.
 #define GRANARY_RUNTIME_COPY(type, name, default_value, help) \
   options.name = options_.name;
@@ -201,7 +201,7 @@ absl::Status SiloHost::MakeRuntime() {
   options.reminders = p.stores.reminders.get();
   options.remote_memory_limit = options_.silo_memory_budget;
   options.shutdown_timeout = options_.shutdown_timeout / 3;
-  p.silo = std::make_unique<Silo>(options);
+  p.silo = std::make_unique<Runtime>(options);
   // A silo whose lease lapsed runs no grain code: probes see it unhealthy,
   // so a silo cut off from the membership table alone is declared dead.
   p.control.set_health([silo = p.silo.get()]() -> absl::Status {

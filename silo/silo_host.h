@@ -14,7 +14,7 @@
 // It owns the grain storage and reminder table (from the storage provider),
 // the cluster provider (membership table, and what a dev cluster shares),
 // the silo endpoint (probes, the peer gateway, the directory partition and
-// the provider's services), the runtime (silo/runtime/silo.h), the
+// the provider's services), the runtime (silo/runtime/runtime.h), the
 // directory client, the silo transport and the router of a cluster, the
 // client gateway, the membership agent and the admin HTTP endpoint.
 //
@@ -56,7 +56,7 @@ namespace granary::silo {
 
 class ClusterRouter;
 class GatewayServer;
-class Silo;
+class Runtime;
 
 class SiloHost {
  public:
@@ -83,7 +83,7 @@ class SiloHost {
                             std::function<std::unique_ptr<Grain>()> factory);
   // Registers grain types on the runtime when Start creates it (for helpers
   // taking a Silo&, such as examples::AddExampleGrains). Before Start.
-  void AddGrains(std::function<absl::Status(Silo&)> add);
+  void AddGrains(std::function<absl::Status(Runtime&)> add);
   // Grain call filters (silo/runtime/call_filter.h), in the order added.
   // Before Start.
   void AddIncomingFilter(CallFilter filter);
@@ -110,7 +110,7 @@ class SiloHost {
   const std::string& http_address() const;
   const std::string& id() const;
   // The runtime, once Start created it (nullptr before).
-  Silo* silo();
+  Runtime* silo();
   // The client gateway, once Start made it (nullptr before, or with no
   // `gateway`).
   GatewayServer* gateway();
@@ -148,7 +148,7 @@ class SiloHost {
   void WireCluster();
 
   SiloHostOptions options_;
-  std::vector<std::function<absl::Status(Silo&)>> grain_adders_;
+  std::vector<std::function<absl::Status(Runtime&)>> grain_adders_;
   std::unique_ptr<Parts> parts_;
   bool started_ = false;
   bool stopped_ = false;

@@ -127,7 +127,7 @@ absl::Status SiloHost::JoinCluster() {
     self.set_gateway(AdvertisedGateway(options_, p.gateway->address()));
   }
   if (p.http != nullptr) self.set_http(p.http->address());
-  Silo* silo = p.silo.get();
+  Runtime* silo = p.silo.get();
   for (const GrainClassInfo* t : silo->GrainTypes()) {
     self.add_grain_types(std::string(t->interface->type_name));
   }

@@ -184,7 +184,7 @@ absl::Status SiloHost::StartSiloEndpoint() {
     // Types this silo or a live member of its view hosts.
     p.directory_service = std::make_unique<directory::DirectoryService>(
         &p.partition, [&p](absl::string_view type) -> absl::Status {
-          Silo* silo = p.silo_ptr.load();
+          Runtime* silo = p.silo_ptr.load();
           if (silo == nullptr) {
             return absl::UnavailableError("this silo is starting");
           }

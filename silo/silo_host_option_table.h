@@ -9,7 +9,7 @@
 //     --check_config prints;
 //   - the copy of the flag into the field (SiloHostOptionsFromFlags).
 // The runtime's rows are its own table's (silo/runtime/runtime_option_table.h:
-// SiloOptions has the same fields and defaults).
+// RuntimeOptions has the same fields and defaults).
 // What each option may be is checked by ValidateSiloHostOptions, which
 // names the flag; silo_process_test gives every check a bad value.
 //

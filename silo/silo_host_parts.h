@@ -47,7 +47,7 @@
 #include "silo/lifecycle.h"
 #include "silo/listener_watch.h"
 #include "silo/runtime/reminder_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "silo/silo_environment.h"
 #include "silo/silo_host.h"
 #include "silo/systemd_notify.h"
@@ -117,9 +117,9 @@ struct SiloHost::Parts {
   int64_t generation = 0;
   std::string id;
   // The runtime, and the cluster's parts of it.
-  std::unique_ptr<Silo> silo;
-  std::atomic<Silo*> silo_ptr{nullptr};  // once its grain types are added
-  HostedTypes hosted_types;              // by the live members of the view
+  std::unique_ptr<Runtime> silo;
+  std::atomic<Runtime*> silo_ptr{nullptr};  // once its grain types are added
+  HostedTypes hosted_types;                 // by the live members of the view
   std::unique_ptr<Transport> transport;
   std::unique_ptr<directory::DirectoryClient> directory;
   std::unique_ptr<ClusterRouter> router;

@@ -85,7 +85,7 @@ InProcessCluster::InProcessCluster(InProcessClusterOptions options)
     env.in_process->id = node->id;
     env.in_process->attach =
         [this](const std::string& id, const std::string& address,
-               silo::Silo* silo, directory::DirectoryPartition* partition) {
+               silo::Runtime* silo, directory::DirectoryPartition* partition) {
           net_.Attach(id, address, silo, partition);
         };
     env.in_process->detach = [this](const std::string& id) { net_.Detach(id); };

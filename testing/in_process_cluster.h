@@ -21,7 +21,7 @@
 //   cluster.Kill(2);                            // a crash: Dead in the table
 //   cluster.AdvanceUntil([&] { return ...; });  // moves the clock in steps
 //
-// Nothing listens on a socket: calls go in process (Silo::Get) or through
+// Nothing listens on a socket: calls go in process (Runtime::Get) or through
 // the loopback network, with the same wire encoding as between processes.
 //
 // Threading: Start, Stop, Kill, BeginLeave and AdvanceUntil from the
@@ -40,7 +40,7 @@
 #include "directory/partition.h"
 #include "silo/cluster/membership_agent.h"
 #include "silo/cluster/routing/cluster_router.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "silo/silo_host.h"
 #include "storage/membership_table.h"
 #include "testing/loopback_transport.h"
@@ -82,7 +82,7 @@ class InProcessCluster {
   // Silo i's id ("10.0.0.<i+1>:11111@1"), host and runtime.
   const std::string& id(int i) const { return nodes_[i]->id; }
   silo::SiloHost& host(int i) { return *nodes_[i]->host; }
-  silo::Silo& silo(int i) { return *nodes_[i]->host->silo(); }
+  silo::Runtime& silo(int i) { return *nodes_[i]->host->silo(); }
   silo::ClusterRouter& router(int i) { return *nodes_[i]->host->router(); }
   directory::DirectoryPartition& partition(int i) {
     return *nodes_[i]->host->partition();

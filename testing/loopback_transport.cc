@@ -10,7 +10,7 @@
 #include "directory/partition.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "silo/runtime/reminder_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::testing {
 
@@ -65,7 +65,7 @@ void LoopbackNetwork::Stop() {
 }
 
 void LoopbackNetwork::Attach(const std::string& id, const std::string& address,
-                             Silo* silo,
+                             Runtime* silo,
                              directory::DirectoryPartition* partition) {
   MutexLock lock(&mu_);
   endpoints_[id] = Endpoint{address, silo, partition};
@@ -279,7 +279,8 @@ void FinishOriginal(void* ctx, CallBase* copy) {
 }
 
 // `call` as the receiving silo decodes it from the wire.
-absl::StatusOr<CallBase*> WireCopy(Silo* to, CallBase* call, absl::Time now) {
+absl::StatusOr<CallBase*> WireCopy(Runtime* to, CallBase* call,
+                                   absl::Time now) {
   const InterfaceInfo* iface = to->FindInterface(call->target().type());
   if (iface == nullptr) {
     return absl::UnimplementedError(absl::StrCat(

@@ -50,12 +50,12 @@ class DirectoryPartition;
 }  // namespace granary::directory
 
 namespace granary::silo {
-class Silo;
+class Runtime;
 }  // namespace granary::silo
 
 namespace granary::testing {
 
-using silo::Silo;
+using silo::Runtime;
 using silo::Transport;
 
 class LoopbackNetwork {
@@ -76,7 +76,7 @@ class LoopbackNetwork {
 
   // Silo `id` is reachable at `address`: its runtime takes grain calls, its
   // partition directory requests. Both must stay alive until Detach.
-  void Attach(const std::string& id, const std::string& address, Silo* silo,
+  void Attach(const std::string& id, const std::string& address, Runtime* silo,
               directory::DirectoryPartition* partition);
   // Silo `id` is gone (crashed): every link to it refuses.
   void Detach(const std::string& id);
@@ -99,7 +99,7 @@ class LoopbackNetwork {
   friend class LoopbackTransport;
   struct Endpoint {
     std::string address;
-    Silo* silo = nullptr;
+    Runtime* silo = nullptr;
     directory::DirectoryPartition* partition = nullptr;
   };
   struct Packet;

@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/admin/http_server.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "tests/process_util.h"
 #include "tests/test_grains.h"
 
@@ -27,10 +27,10 @@ using ::granary::examples::CounterRef;
 using ::testing::HasSubstr;
 
 TEST(AdminHttpTest, ScrapesDuringCallsAddUp) {
-  silo::SiloOptions options;
+  silo::RuntimeOptions options;
   options.workers = 2;
   options.name = "admin-silo";
-  silo::Silo silo(options);
+  silo::Runtime silo(options);
   TestState state;
   ASSERT_TRUE(AddTestGrains(silo, &state).ok());
   ASSERT_TRUE(silo.Start().ok());

@@ -77,7 +77,7 @@ class CallFilterTest : public SiloFixture {
                  std::vector<CallFilter> outgoing = {}) {
     SiloFixtureOptions options;
     options.name = "filter-silo";
-    options.before_start = [&](silo::Silo& s) {
+    options.before_start = [&](silo::Runtime& s) {
       for (auto& f : incoming) s.AddIncomingFilter(f);
       for (auto& f : outgoing) s.AddOutgoingFilter(f);
     };
@@ -206,7 +206,7 @@ TEST_F(CallFilterTest, FiltersSeeCallsFromTheGatewayAndAFilterMayAwait) {
 // A filter that, on calls to a Ping grain, first awaits an Add to Counter
 // `counter` (a grain call of its own), then records the call.
 CallFilter Awaiting(std::string name, std::string counter, Trail* trail,
-                    silo::Silo** silo) {
+                    silo::Runtime** silo) {
   return
       [name, counter, trail, silo](CallFilterContext& c) -> Task<absl::Status> {
         if (c.target.type() == "granary.examples.Ping") {

@@ -166,7 +166,7 @@ TEST_F(CancellationRemoteTest,
 // deadline) reaches the second.
 TEST(CancellationClusterTest, TheCancelReachesACallOnAnotherSilo) {
   TestState state;
-  auto add = [&state](silo::Silo& s) { return AddTestGrains(s, &state); };
+  auto add = [&state](silo::Runtime& s) { return AddTestGrains(s, &state); };
   silo::SiloHost primary(DevHostOptions());
   primary.AddGrains(add);
   ASSERT_THAT(primary.Start(), IsOk());

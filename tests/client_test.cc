@@ -22,7 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/gateway/gateway_server.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "tests/silo_fixture.h"
 #include "tests/test_grains.granary.h"
 #include "tests/test_grains.h"

@@ -70,7 +70,7 @@ absl::StatusOr<Location> Await(const std::shared_ptr<Pending>& p) {
   return p->result;
 }
 
-absl::StatusOr<Location> Where(silo::Silo& via, const std::string& key) {
+absl::StatusOr<Location> Where(silo::Runtime& via, const std::string& key) {
   return Await(Start(via.Get<LocatedRef>(key).Where(WhereRequest())));
 }
 

@@ -19,7 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "silo/gateway/gateway_server.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 #include "tests/test_grains.pb.h"

@@ -17,7 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "silo/gateway/gateway_server.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "tests/silo_fixture.h"
 #include "tests/test_grains.grpc.pb.h"
 #include "tests/test_grains.h"
@@ -295,7 +295,7 @@ TEST_F(GrpcAccessTest, ReflectionListsGrainServices) {
 }
 
 TEST(GatewayServerTest, RejectsBadAddresses) {
-  silo::Silo silo;
+  silo::Runtime silo;
   ASSERT_TRUE(silo.Start().ok());
   for (const char* bad :
        {"nonsense", "127.0.0.1:notaport", "127.0.0.1:70000", ":5"}) {

@@ -14,7 +14,7 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 

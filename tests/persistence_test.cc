@@ -20,7 +20,7 @@
 #include "examples/bank_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
 
@@ -38,19 +38,19 @@ Amount Of(int64_t v) {
   return a;
 }
 
-std::unique_ptr<silo::Silo> StartSilo(storage::GrainStorage* store,
-                                      const std::string& name = "bank-silo") {
-  silo::SiloOptions options;
+std::unique_ptr<silo::Runtime> StartSilo(
+    storage::GrainStorage* store, const std::string& name = "bank-silo") {
+  silo::RuntimeOptions options;
   options.name = name;
   options.workers = 2;
   options.storage = store;
-  auto silo = std::make_unique<silo::Silo>(options);
+  auto silo = std::make_unique<silo::Runtime>(options);
   EXPECT_TRUE(silo->AddGrain<BankAccountGrain>().ok());
   EXPECT_TRUE(silo->Start().ok());
   return silo;
 }
 
-int64_t BalanceOf(silo::Silo& silo, const std::string& key) {
+int64_t BalanceOf(silo::Runtime& silo, const std::string& key) {
   absl::StatusOr<Balance> b =
       silo.Get<BankAccountRef>(key).GetBalance(GetBalanceRequest()).Get();
   EXPECT_TRUE(b.ok()) << b.status();
@@ -246,7 +246,7 @@ class HeldStorage final : public storage::GrainStorage {
 // Starts a deposit whose write `store` holds, then stops the silo: the
 // deposit's activation is abandoned after 100 ms and its caller gets
 // UNAVAILABLE. `replies` counts the caller's replies.
-void AbandonAHeldWrite(silo::Silo& silo, HeldStorage& store,
+void AbandonAHeldWrite(silo::Runtime& silo, HeldStorage& store,
                        std::atomic<int>* replies) {
   ASSERT_TRUE(silo.AddGrain<BankAccountGrain>().ok());
   ASSERT_TRUE(silo.Start().ok());
@@ -264,8 +264,8 @@ void AbandonAHeldWrite(silo::Silo& silo, HeldStorage& store,
   EXPECT_THAT(reply, StatusIs(absl::StatusCode::kUnavailable));
 }
 
-silo::SiloOptions HeldOptions(HeldStorage* store) {
-  silo::SiloOptions options;
+silo::RuntimeOptions HeldOptions(HeldStorage* store) {
+  silo::RuntimeOptions options;
   options.workers = 2;
   options.storage = store;
   options.shutdown_timeout = absl::Milliseconds(100);
@@ -278,7 +278,7 @@ silo::SiloOptions HeldOptions(HeldStorage* store) {
 TEST(PersistenceTest, AWriteCompletingAfterItsSiloGaveUpOnItTouchesNothing) {
   HeldStorage store;
   std::atomic<int> replies{0};
-  silo::Silo silo(HeldOptions(&store));
+  silo::Runtime silo(HeldOptions(&store));
   AbandonAHeldWrite(silo, store, &replies);
   const uint64_t writes_seen = silo.metrics().storage_write->Take().count;
   store.ReleaseAll();
@@ -294,7 +294,7 @@ TEST(PersistenceTest, AWriteCompletingAfterItsSiloIsGoneTouchesNothing) {
   HeldStorage store;
   std::atomic<int> replies{0};
   {
-    silo::Silo silo(HeldOptions(&store));
+    silo::Runtime silo(HeldOptions(&store));
     AbandonAHeldWrite(silo, store, &replies);
   }
   store.ReleaseAll();

@@ -26,7 +26,7 @@
 #include "core/clock.h"
 #include "core/sync.h"
 #include "gtest/gtest.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "storage/reminder_table.h"
 #include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
@@ -39,7 +39,7 @@ class ReminderFixture : public SiloFixture {
  protected:
   // A silo on `table` and clock_; `before_start` as in SiloFixtureOptions.
   void StartSiloOn(storage::ReminderTable* table,
-                   std::function<void(silo::Silo&)> before_start = nullptr) {
+                   std::function<void(silo::Runtime&)> before_start = nullptr) {
     SiloFixtureOptions options;
     options.name = "reminder-silo";
     options.clock = &clock_;

@@ -22,7 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/runtime/reminder_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "storage/memory_storage.h"
 #include "tests/reminder_fixture.h"
 #include "tests/test_grains.h"
@@ -160,7 +160,7 @@ class ReminderRangeTest : public ReminderFixture {
   void StartRangeSilo(bool keeper = false,
                       absl::Duration refresh = absl::Hours(24)) {
     ASSERT_NO_FATAL_FAILURE(
-        StartSiloOn(&table_, [this, keeper, refresh](silo::Silo& silo) {
+        StartSiloOn(&table_, [this, keeper, refresh](silo::Runtime& silo) {
           if (keeper) silo.reminders().SetKeeper(&keeper_);
           silo.reminders().SetRanges(
               [this](const GrainId& grain) {

@@ -23,7 +23,7 @@
 #include "silo/gateway/gateway_server.h"
 #include "silo/gateway/gateway_service.h"
 #include "silo/runtime/reminder_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "storage/memory_storage.h"
 #include "tests/test_grains.h"
 
@@ -36,17 +36,17 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::unique_ptr<silo::Silo> NewSilo(const std::string& name,
-                                    storage::ReminderTable* table,
-                                    TestState* state,
-                                    silo::ReminderKeeper* keeper) {
-  silo::SiloOptions options;
+std::unique_ptr<silo::Runtime> NewSilo(const std::string& name,
+                                       storage::ReminderTable* table,
+                                       TestState* state,
+                                       silo::ReminderKeeper* keeper) {
+  silo::RuntimeOptions options;
   options.name = name;
   options.workers = 2;
   options.reminders = table;
   options.min_reminder_period = absl::Milliseconds(20);
   options.shutdown_timeout = absl::Seconds(5);
-  auto silo = std::make_unique<silo::Silo>(options);
+  auto silo = std::make_unique<silo::Runtime>(options);
   EXPECT_TRUE(AddTestGrains(*silo, state).ok());
   if (keeper != nullptr) silo->reminders().SetKeeper(keeper);
   EXPECT_TRUE(silo->Start().ok());
@@ -132,13 +132,13 @@ class ReminderRemoteTest : public ::testing::Test {
 
   storage::MemoryReminderTable table_, other_table_;
   TestState keeper_state_, other_state_;
-  std::unique_ptr<silo::Silo> keeper_;
+  std::unique_ptr<silo::Runtime> keeper_;
   silo::ReminderPeerService service_;
   std::unique_ptr<silo::GatewayService> endpoint_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::unique_ptr<silo::RemoteReminders> remote_;
-  std::unique_ptr<silo::Silo> other_;
+  std::unique_ptr<silo::Runtime> other_;
   std::unique_ptr<v1::Reminders::Stub> reminders_;
   std::unique_ptr<v1::Gateway::Stub> gateway_;
 };

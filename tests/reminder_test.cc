@@ -20,7 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/runtime/reminder_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "storage/memory_storage.h"
 #include "storage/rocksdb_storage.h"
 #include "tests/reminder_fixture.h"
@@ -289,11 +289,11 @@ class BrokenTable final : public storage::ReminderTable {
 TEST(ReminderQuotaTest, ASiloPastItsReminderQuotaRefusesNewOnes) {
   storage::MemoryReminderTable table;
   TestState state;
-  silo::SiloOptions options;
+  silo::RuntimeOptions options;
   options.reminders = &table;
   options.workers = 2;
   options.max_reminders = 5;
-  silo::Silo silo(options);
+  silo::Runtime silo(options);
   ASSERT_TRUE(AddTestGrains(silo, &state).ok());
   ASSERT_TRUE(silo.Start().ok());
   for (int i = 0; i < 5; ++i) {
@@ -312,9 +312,9 @@ TEST(ReminderQuotaTest, ASiloPastItsReminderQuotaRefusesNewOnes) {
 
 TEST(ReminderTableFailureTest, AnUnreadableTableKeepsTheSiloFromStarting) {
   BrokenTable table;
-  silo::SiloOptions options;
+  silo::RuntimeOptions options;
   options.reminders = &table;
-  silo::Silo silo(options);
+  silo::Runtime silo(options);
   absl::Status started = silo.Start();
   EXPECT_THAT(started, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(started.message(), HasSubstr("cannot load reminders"));
@@ -337,10 +337,10 @@ TEST(ReminderTableFailureTest, AFailedWriteReachesTheGrainAndSchedulesNothing) {
     BrokenTable table_;
   } writes_fail;
   TestState state;
-  silo::SiloOptions options;
+  silo::RuntimeOptions options;
   options.reminders = &writes_fail;
   options.workers = 2;
-  silo::Silo silo(options);
+  silo::Runtime silo(options);
   ASSERT_TRUE(AddTestGrains(silo, &state).ok());
   ASSERT_TRUE(silo.Start().ok());
   auto r = silo.Get<RemindRef>("x").Register(Reminder("r", 0, 1000)).Get();

@@ -1,6 +1,8 @@
 // Runtime behaviour in one process: turns, single activation, reentrancy,
 // deadlines, idle collection, timers and errors. Time is a FakeClock; tests
 // wait for events, never for wall-clock time.
+#include "silo/runtime/runtime.h"
+
 #include <atomic>
 #include <limits>
 #include <memory>
@@ -16,7 +18,6 @@
 #include "examples/counter_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/runtime/silo.h"
 #include "testing/wait.h"
 #include "tests/process_util.h"
 #include "tests/silo_fixture.h"
@@ -437,9 +438,10 @@ TEST_F(RuntimeTest, ThrowingMethodYieldsInternalWithMessage) {
             "still here");
 }
 
-// Silo::CallSerialized from this (plain) thread.
-absl::StatusOr<std::string> CallSerialized(silo::Silo* silo, std::string type,
-                                           std::string key, std::string method,
+// Runtime::CallSerialized from this (plain) thread.
+absl::StatusOr<std::string> CallSerialized(silo::Runtime* silo,
+                                           std::string type, std::string key,
+                                           std::string method,
                                            std::string payload) {
   return Flatten(silo->CallSerialized(std::move(type), std::move(key),
                                       std::move(method), std::move(payload))
@@ -554,7 +556,7 @@ TEST_F(MemoryPressureTest, TheLeastRecentlyUsedIdleActivationsAreShed) {
 }
 
 TEST(SiloTest, RejectsDuplicateTypesAndLateRegistration) {
-  silo::Silo silo;
+  silo::Runtime silo;
   EXPECT_TRUE(silo.AddGrain<examples::CounterGrain>().ok());
   EXPECT_THAT(silo.AddGrain<examples::CounterGrain>(),
               StatusIs(absl::StatusCode::kAlreadyExists));
@@ -566,10 +568,10 @@ TEST(SiloTest, RejectsDuplicateTypesAndLateRegistration) {
 }
 
 TEST(SiloTest, SingleWorkerWithTurnBudgetOneStillCompletesChains) {
-  silo::SiloOptions options;
+  silo::RuntimeOptions options;
   options.workers = 1;
   options.turn_budget = 1;
-  silo::Silo silo(options);
+  silo::Runtime silo(options);
   TestState state;
   ASSERT_TRUE(AddTestGrains(silo, &state).ok());
   ASSERT_TRUE(silo.Start().ok());

@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "silo/cluster/cluster_provider.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "silo/silo_host.h"
 #include "storage/membership_table.h"
 #include "testing/wait.h"

@@ -28,7 +28,7 @@
 #include "core/clock.h"
 #include "gtest/gtest.h"
 #include "silo/gateway/gateway_server.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "silo/silo_host.h"
 #include "storage/memory_storage.h"
 #include "tests/test_grains.h"
@@ -55,8 +55,9 @@ struct SiloFixtureOptions {
   Clock* clock = nullptr;
   storage::ReminderTable* reminders = nullptr;
   // Runs once the test grains are added, before the silo starts: for what
-  // must be set before Silo::Start (e.g. reminders().SetRanges). Unset: none.
-  std::function<void(silo::Silo&)> before_start;
+  // must be set before Runtime::Start (e.g. reminders().SetRanges). Unset:
+  // none.
+  std::function<void(silo::Runtime&)> before_start;
 };
 
 class SiloFixture : public ::testing::Test {
@@ -85,7 +86,7 @@ class SiloFixture : public ::testing::Test {
     options.host.storage = "test";
     host_ = std::make_unique<silo::SiloHost>(options.host, std::move(env));
     host_->AddGrains([this, before = std::move(options.before_start)](
-                         silo::Silo& silo) -> absl::Status {
+                         silo::Runtime& silo) -> absl::Status {
       GRANARY_RETURN_IF_ERROR(AddTestGrains(silo, &state_));
       if (before) before(silo);
       return absl::OkStatus();
@@ -111,7 +112,7 @@ class SiloFixture : public ::testing::Test {
   TestState state_;
   std::unique_ptr<silo::SiloHost> host_;
   // The host's runtime and gateway (nullptr when stopped, or without one).
-  silo::Silo* silo_ = nullptr;
+  silo::Runtime* silo_ = nullptr;
   silo::GatewayServer* gateway_ = nullptr;
 };
 

@@ -14,7 +14,7 @@
 #include "examples/counter_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "storage/postgres/pg_connection.h"
 #include "storage/postgres/schema.h"
 #include "tests/postgres_server.h"

@@ -406,7 +406,7 @@ ReminderRequest Reminder(std::string name, int64_t due_ms, int64_t period_ms) {
   return r;
 }
 
-absl::Status AddTestGrains(silo::Silo& silo, TestState* state) {
+absl::Status AddTestGrains(silo::Runtime& silo, TestState* state) {
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<ProbeGrain>(
       [state] { return std::make_unique<ProbeGrain>(state); }));
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<TurnsGrain>(

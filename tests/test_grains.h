@@ -9,7 +9,7 @@
 
 #include "absl/time/time.h"
 #include "core/sync.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "tests/test_grains.grain.h"
 
 namespace granary::testing {
@@ -68,7 +68,7 @@ struct TestState {
 Text MakeText(std::string s);
 
 // Registers every test grain (and the example Counter) with `silo`.
-absl::Status AddTestGrains(silo::Silo& silo, TestState* state);
+absl::Status AddTestGrains(silo::Runtime& silo, TestState* state);
 
 // A RemindGrain.Register request.
 ReminderRequest Reminder(std::string name, int64_t due_ms, int64_t period_ms);

@@ -116,7 +116,7 @@ inline std::unique_ptr<Host> StartHost(silo::SiloHostOptions options) {
   h->host = std::make_unique<silo::SiloHost>(std::move(options));
   TestState* state = &h->state;
   h->host->AddGrains(
-      [state](silo::Silo& silo) { return AddTestGrains(silo, state); });
+      [state](silo::Runtime& silo) { return AddTestGrains(silo, state); });
   absl::Status started = h->host->Start();
   EXPECT_TRUE(started.ok()) << started;
   if (!started.ok()) return nullptr;

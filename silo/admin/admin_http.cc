@@ -15,7 +15,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "granary/v1/admin.pb.h"
 #include "granary/v1/cluster.pb.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 namespace {
@@ -49,7 +49,7 @@ double Quantile(double q, const std::vector<double>& bounds,
 
 }  // namespace
 
-AdminHttp::AdminHttp(Silo* silo, std::string gateway_address,
+AdminHttp::AdminHttp(Runtime* silo, std::string gateway_address,
                      absl::Duration sample_period,
                      std::shared_ptr<TimerThread> timers)
     : silo_(silo),
@@ -58,7 +58,7 @@ AdminHttp::AdminHttp(Silo* silo, std::string gateway_address,
       bounds_(metrics::LatencyBuckets()),
       timers_(Clock::System(), std::move(timers)) {
   sampler_.admin = this;
-  for (const Silo::TypeView& t : silo_->TypeViews()) {
+  for (const Runtime::TypeView& t : silo_->TypeViews()) {
     for (uint32_t m = 0; m < t.interface->method_count; ++m) {
       keys_.push_back(MethodKey{std::string(t.interface->type_name),
                                 std::string(t.interface->methods[m].name),
@@ -204,12 +204,12 @@ void AdminHttp::FillSilos(const v1::MembershipView* membership,
 }
 
 void AdminHttp::FillTypes(v1::Overview* out) {
-  std::vector<Silo::TypeView> types = silo_->TypeViews();
+  std::vector<Runtime::TypeView> types = silo_->TypeViews();
   std::sort(types.begin(), types.end(),
-            [](const Silo::TypeView& a, const Silo::TypeView& b) {
+            [](const Runtime::TypeView& a, const Runtime::TypeView& b) {
               return a.interface->type_name < b.interface->type_name;
             });
-  for (const Silo::TypeView& t : types) {
+  for (const Runtime::TypeView& t : types) {
     v1::TypeRow* tr = out->add_types();
     tr->set_type(std::string(t.interface->type_name));
     tr->set_activations(t.metrics->activations->Value());

@@ -39,13 +39,13 @@ class Overview;
 
 namespace granary::silo {
 
-class Silo;
+class Runtime;
 
 class AdminHttp {
  public:
   // `timers`: the silo's timer thread, started and stopped by its owner
   // (null: a thread of the sampler's own).
-  AdminHttp(Silo* silo, std::string gateway_address,
+  AdminHttp(Runtime* silo, std::string gateway_address,
             absl::Duration sample_period = absl::Seconds(1),
             std::shared_ptr<TimerThread> timers = nullptr);
   ~AdminHttp();
@@ -101,7 +101,7 @@ class AdminHttp {
     void OnTimer() override { admin->OnSample(); }
   };
 
-  Silo* const silo_;
+  Runtime* const silo_;
   const std::string gateway_address_;
   const absl::Duration period_;
   std::vector<MethodKey> keys_;

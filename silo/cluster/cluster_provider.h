@@ -35,7 +35,7 @@ class TimerQueue;
 namespace granary::silo {
 
 class ReminderKeeper;
-class Silo;
+class Runtime;
 
 class ClusterProvider {
  public:
@@ -68,7 +68,7 @@ class ClusterProvider {
                            storage::GrainStorage* local) {}
   // The silo runs (its grain types are known): services that answer for
   // it may start.
-  virtual void OnSiloStarted(Silo* silo) {}
+  virtual void OnSiloStarted(Runtime* silo) {}
   // Who may change a grain's state and reminders through the services of
   // AddServices (silo/cluster/routing/grain_host_check.h). Set before
   // OnSiloStarted.

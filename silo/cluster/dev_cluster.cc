@@ -9,7 +9,7 @@
 #include "silo/cluster/membership_service.h"
 #include "silo/cluster/reminder_remote.h"
 #include "silo/cluster/storage_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 namespace {
@@ -36,7 +36,7 @@ class InMemoryCluster final : public ClusterProvider {
     builder->RegisterService(&reminders_);
   }
 
-  void OnSiloStarted(Silo* silo) override {
+  void OnSiloStarted(Runtime* silo) override {
     if (!serve_) return;
     // Only the grain types this silo hosts may be stored or reminded.
     std::vector<std::string> types;

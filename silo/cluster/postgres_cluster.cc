@@ -14,7 +14,7 @@
 #include "core/sync.h"
 #include "grpcpp/grpcpp.h"
 #include "silo/cluster/reminder_remote.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "storage/postgres/pg_connection.h"
 #include "storage/postgres/pg_pool.h"
 #include "storage/postgres/postgres_membership_table.h"
@@ -45,7 +45,7 @@ class PostgresCluster final : public ClusterProvider {
                    storage::GrainStorage*) override {
     builder->RegisterService(&reminders_);
   }
-  void OnSiloStarted(Silo* silo) override { reminders_.Attach(silo); }
+  void OnSiloStarted(Runtime* silo) override { reminders_.Attach(silo); }
   void SetGrainHostCheck(GrainHostCheck check) override {
     reminders_.SetHostCheck(std::move(check));
   }

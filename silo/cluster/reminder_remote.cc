@@ -11,7 +11,7 @@
 #include "rpc/credentials.h"
 #include "rpc/limits.h"
 #include "rpc/status.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 namespace {
@@ -42,7 +42,7 @@ Task<absl::Status> ReminderPeerService::MayChange(rpc::PeerAuthority peer,
 }
 
 Task<absl::StatusOr<absl::Time>> ReminderPeerService::CheckedRegister(
-    rpc::PeerAuthority peer, Silo* silo, GrainId grain, std::string name,
+    rpc::PeerAuthority peer, Runtime* silo, GrainId grain, std::string name,
     absl::Duration due, absl::Duration period) {
   Task<absl::Status> may_task = MayChange(std::move(peer), grain);
   absl::Status may = co_await std::move(may_task);
@@ -52,7 +52,7 @@ Task<absl::StatusOr<absl::Time>> ReminderPeerService::CheckedRegister(
 }
 
 Task<absl::StatusOr<bool>> ReminderPeerService::CheckedUnregister(
-    rpc::PeerAuthority peer, Silo* silo, GrainId grain, std::string name) {
+    rpc::PeerAuthority peer, Runtime* silo, GrainId grain, std::string name) {
   Task<absl::Status> may_task = MayChange(std::move(peer), grain);
   absl::Status may = co_await std::move(may_task);
   if (!may.ok()) co_return may;
@@ -62,7 +62,7 @@ Task<absl::StatusOr<bool>> ReminderPeerService::CheckedUnregister(
 
 absl::StatusOr<GrainId> ReminderPeerService::ToGrain(const std::string& type,
                                                      const std::string& key,
-                                                     Silo** silo) const {
+                                                     Runtime** silo) const {
   *silo = silo_.load(std::memory_order_acquire);
   if (*silo == nullptr) {
     return absl::UnavailableError("the reminder service is not ready yet");
@@ -80,7 +80,7 @@ grpc::ServerUnaryReactor* ReminderPeerService::Register(
     grpc::CallbackServerContext* context,
     const v1::RegisterReminderRequest* request,
     v1::RegisterReminderReply* reply) {
-  Silo* silo = nullptr;
+  Runtime* silo = nullptr;
   absl::StatusOr<GrainId> grain =
       ToGrain(request->type(), request->key(), &silo);
   if (!grain.ok()) return Refuse(context, grain.status());
@@ -104,7 +104,7 @@ grpc::ServerUnaryReactor* ReminderPeerService::Unregister(
     grpc::CallbackServerContext* context,
     const v1::UnregisterReminderRequest* request,
     v1::UnregisterReminderReply* reply) {
-  Silo* silo = nullptr;
+  Runtime* silo = nullptr;
   absl::StatusOr<GrainId> grain =
       ToGrain(request->type(), request->key(), &silo);
   if (!grain.ok()) return Refuse(context, grain.status());
@@ -132,7 +132,7 @@ grpc::ServerUnaryReactor* ReminderPeerService::Unregister(
 grpc::ServerUnaryReactor* ReminderPeerService::List(
     grpc::CallbackServerContext* context,
     const v1::ListRemindersRequest* request, v1::ListRemindersReply* reply) {
-  Silo* silo = nullptr;
+  Runtime* silo = nullptr;
   absl::StatusOr<GrainId> grain =
       ToGrain(request->type(), request->key(), &silo);
   if (!grain.ok()) return Refuse(context, grain.status());

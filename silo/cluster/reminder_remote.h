@@ -40,14 +40,14 @@
 
 namespace granary::silo {
 
-class Silo;
+class Runtime;
 
 class ReminderPeerService final : public v1::Reminders::CallbackService {
  public:
   ReminderPeerService() = default;
   // The silo whose reminder service answers; until then every request is
   // answered UNAVAILABLE. Grain types are those the silo hosts.
-  void Attach(Silo* silo) { silo_.store(silo, std::memory_order_release); }
+  void Attach(Runtime* silo) { silo_.store(silo, std::memory_order_release); }
   // Registrations and removals from a peer with an identity (mutual TLS)
   // pass `check` first (silo/cluster/routing/grain_host_check.h); until it is
   // set they are answered UNAVAILABLE.
@@ -68,19 +68,19 @@ class ReminderPeerService final : public v1::Reminders::CallbackService {
   // The silo, and the grain a request names: UNAVAILABLE before Attach,
   // INVALID_ARGUMENT for an unknown type or a bad key.
   absl::StatusOr<GrainId> ToGrain(const std::string& type,
-                                  const std::string& key, Silo** silo) const;
+                                  const std::string& key, Runtime** silo) const;
   // OK when `peer` may change `grain`'s reminders (see SetHostCheck).
   Task<absl::Status> MayChange(rpc::PeerAuthority peer, GrainId grain) const;
   Task<absl::StatusOr<absl::Time>> CheckedRegister(rpc::PeerAuthority peer,
-                                                   Silo* silo, GrainId grain,
+                                                   Runtime* silo, GrainId grain,
                                                    std::string name,
                                                    absl::Duration due,
                                                    absl::Duration period);
   Task<absl::StatusOr<bool>> CheckedUnregister(rpc::PeerAuthority peer,
-                                               Silo* silo, GrainId grain,
+                                               Runtime* silo, GrainId grain,
                                                std::string name);
 
-  std::atomic<Silo*> silo_{nullptr};
+  std::atomic<Runtime*> silo_{nullptr};
   GrainHostCheckSlot check_;
 };
 

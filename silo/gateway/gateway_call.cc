@@ -58,7 +58,7 @@ int64_t CallBytes(const v1::Request& request) {
 }
 
 absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
-                               bool stopping, const Silo& silo) {
+                               bool stopping, const Runtime& silo) {
   if (route == nullptr) {
     return absl::UnimplementedError(
         absl::StrCat("unknown grain method '", request.method(),
@@ -105,7 +105,7 @@ std::shared_ptr<const std::string> CallerOf(
 
 absl::StatusOr<CallBase*> CallFromGatewayRequest(
     const Route& route, v1::Request& request, bool from_silos,
-    const std::shared_ptr<const std::string>& caller, const Silo* silo,
+    const std::shared_ptr<const std::string>& caller, const Runtime* silo,
     int64_t max_parsed_bytes, int64_t* parsed_bytes) {
   GRANARY_RETURN_IF_ERROR(ValidateGrainKey(request.key()));
   std::shared_ptr<const ContextMap> values;

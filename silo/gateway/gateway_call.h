@@ -28,7 +28,7 @@
 
 namespace granary::silo {
 
-class Silo;
+class Runtime;
 
 // At debug level: `call` of gRPC path `method` was accepted `from` "client",
 // "silo" or "grpc", with its trace id (how one request is followed through
@@ -51,7 +51,7 @@ int64_t CallBytes(const v1::Request& request);
 // to the grains' new homes); INVALID_ARGUMENT for a server-streaming request
 // without an id (its items are replies to that id).
 absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
-                               bool stopping, const Silo& silo);
+                               bool stopping, const Runtime& silo);
 
 // The error reply to request `id`.
 v1::Reply ErrorReply(uint64_t id, const absl::Status& error);
@@ -107,7 +107,7 @@ inline int64_t MaxParsedBytes(int max_message_bytes) {
 
 absl::StatusOr<CallBase*> CallFromGatewayRequest(
     const Route& route, v1::Request& request, bool from_silos,
-    const std::shared_ptr<const std::string>& caller, const Silo* silo,
+    const std::shared_ptr<const std::string>& caller, const Runtime* silo,
     int64_t max_parsed_bytes, int64_t* parsed_bytes);
 
 // The awaited calls a stream accepted and has not answered, by request id,

@@ -14,11 +14,11 @@
 #include "rpc/callback_queue.h"
 #include "rpc/credentials.h"
 #include "silo/gateway/gateway_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
-GatewayServer::GatewayServer(Silo* silo, std::string address,
+GatewayServer::GatewayServer(Runtime* silo, std::string address,
                              int max_message_bytes, int max_in_flight)
     : silo_(silo),
       requested_address_(std::move(address)),

@@ -46,7 +46,7 @@ class MembershipView;
 
 namespace granary::silo {
 
-class Silo;
+class Runtime;
 class GatewayService;
 
 class GatewayServer {
@@ -58,7 +58,7 @@ class GatewayServer {
   static constexpr int kDefaultMaxInFlight = 16384;
 
   // `address` is HOST:PORT; port 0 picks a free port.
-  GatewayServer(Silo* silo, std::string address,
+  GatewayServer(Runtime* silo, std::string address,
                 int max_message_bytes = kDefaultMaxMessageBytes,
                 int max_in_flight = kDefaultMaxInFlight);
   ~GatewayServer();
@@ -107,7 +107,7 @@ class GatewayServer {
   int port() const { return port_; }
 
  private:
-  Silo* const silo_;
+  Runtime* const silo_;
   const std::string requested_address_;
   const int max_message_bytes_;
   const int max_in_flight_;

@@ -10,7 +10,7 @@
 #include "core/status.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/proto_buffer_reader.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
@@ -186,7 +186,7 @@ void GatewayServerStream::Dispatch() {
 }
 
 absl::Status GatewayServerStream::Accept(v1::Request& request, bool stopping) {
-  Silo* silo = silo_;
+  Runtime* silo = silo_;
   int64_t bytes = CallBytes(request);  // before the key moves
   const int64_t payload_bytes = static_cast<int64_t>(request.payload().size());
   const Route* route = FindRoute(request.method());

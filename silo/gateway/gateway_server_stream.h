@@ -212,7 +212,7 @@ class GatewayServerStream final
   // The service is only used until OnDone (the server outlives its
   // streams' reactions); calls that finish later touch only the stream.
   GatewayService::Impl* const service_;
-  Silo* const silo_;
+  Runtime* const silo_;
   grpc::CallbackServerContext* const context_;  // valid until OnDone
   const std::string peer_;
   // The identity the client was accepted with (null: anonymous).

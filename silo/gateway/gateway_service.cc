@@ -7,13 +7,13 @@
 #include "core/sync.h"
 #include "silo/gateway/gateway_server_stream.h"
 #include "silo/gateway/gateway_service_impl.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
-  Silo* silo = this->silo();
+  Runtime* silo = this->silo();
   if (silo == nullptr) {
     return new RefusedStream(
         grpc::Status(grpc::StatusCode::UNAVAILABLE, "silo starting"));

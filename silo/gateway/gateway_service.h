@@ -44,7 +44,7 @@ class MembershipView;
 
 namespace granary::silo {
 
-class Silo;
+class Runtime;
 
 struct GatewayServiceOptions {
   // Unfinished calls per stream at which the silo stops reading it.
@@ -57,7 +57,7 @@ struct GatewayServiceOptions {
   // Bytes one stream may hold (its unfinished calls, by key and payload
   // size plus a fixed cost, and its replies not yet written) past which
   // it is not read. 0: no bound. A client gateway's streams also stop
-  // while the silo's budget (Silo::remote_memory()) is used up; streams
+  // while the silo's budget (Runtime::remote_memory()) is used up; streams
   // from other silos only on their own.
   int64_t max_connection_bytes = int64_t{64} << 20;
   // Streams open at once (over all connections); more are refused with
@@ -79,8 +79,8 @@ class GatewayService {
   // `silo` may be nullptr and attached later (before or while serving:
   // calls until then are answered UNAVAILABLE), for servers built before
   // the silo exists.
-  GatewayService(Silo* silo, GatewayServiceOptions options);
-  void Attach(Silo* silo);
+  GatewayService(Runtime* silo, GatewayServiceOptions options);
+  void Attach(Runtime* silo);
   ~GatewayService();
   GatewayService(const GatewayService&) = delete;
   GatewayService& operator=(const GatewayService&) = delete;

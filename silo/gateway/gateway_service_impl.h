@@ -19,7 +19,7 @@
 #include "core/sync.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "silo/gateway/gateway_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 namespace gateway_internal {
@@ -71,7 +71,7 @@ class GatewayService::Impl final
           v1::Gateway::WithCallbackMethod_Status<
               v1::Gateway::WithCallbackMethod_Cluster<v1::Gateway::Service>>> {
  public:
-  Impl(Silo* silo, GatewayServiceOptions options)
+  Impl(Runtime* silo, GatewayServiceOptions options)
       : options_(std::move(options)),
         started_(absl::Now()),
         address_(options_.address) {
@@ -80,7 +80,7 @@ class GatewayService::Impl final
 
   // Once: the silo whose grains this service serves. Calls before it are
   // answered UNAVAILABLE.
-  void Attach(Silo* silo) {
+  void Attach(Runtime* silo) {
     for (const GrainClassInfo* info : silo->GrainTypes()) {
       const InterfaceInfo* iface = info->interface;
       for (size_t i = 0; i < iface->method_count; ++i) {
@@ -134,7 +134,7 @@ class GatewayService::Impl final
         timeout);
   }
 
-  Silo* silo() const { return silo_.load(std::memory_order_acquire); }
+  Runtime* silo() const { return silo_.load(std::memory_order_acquire); }
   const GatewayServiceOptions& options() const { return options_; }
   void set_address(std::string a) {
     MutexLock lock(&mu_);
@@ -146,7 +146,7 @@ class GatewayService::Impl final
   }
 
  private:
-  std::atomic<Silo*> silo_{nullptr};
+  std::atomic<Runtime*> silo_{nullptr};
   GatewayServiceOptions options_;
   const absl::Time started_;
   absl::flat_hash_map<std::string, Route> routes_;

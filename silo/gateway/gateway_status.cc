@@ -7,7 +7,7 @@
 #include "core/version.h"
 #include "google/protobuf/descriptor.h"
 #include "silo/gateway/gateway_service_impl.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 namespace {
@@ -23,7 +23,7 @@ grpc::ServerUnaryReactor* Starting(grpc::CallbackServerContext* context) {
 grpc::ServerUnaryReactor* GatewayService::Impl::Status(
     grpc::CallbackServerContext* context, const v1::StatusRequest*,
     v1::SiloStatus* reply) {
-  Silo* const silo = this->silo();
+  Runtime* const silo = this->silo();
   if (silo == nullptr) return Starting(context);
   const absl::Time now = absl::Now();
   reply->set_name(silo->name());
@@ -66,7 +66,7 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Status(
 grpc::ServerUnaryReactor* GatewayService::Impl::Cluster(
     grpc::CallbackServerContext* context, const v1::ClusterRequest*,
     v1::MembershipView* reply) {
-  Silo* const silo = this->silo();
+  Runtime* const silo = this->silo();
   if (silo == nullptr) return Starting(context);
   if (options_.cluster_view) {
     options_.cluster_view(reply);
@@ -100,10 +100,10 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Cluster(
   return reactor;
 }
 
-GatewayService::GatewayService(Silo* silo, GatewayServiceOptions options)
+GatewayService::GatewayService(Runtime* silo, GatewayServiceOptions options)
     : impl_(std::make_unique<Impl>(silo, std::move(options))) {}
 
-void GatewayService::Attach(Silo* silo) { impl_->Attach(silo); }
+void GatewayService::Attach(Runtime* silo) { impl_->Attach(silo); }
 
 GatewayService::~GatewayService() = default;
 

@@ -20,7 +20,7 @@
 #include "rpc/credentials.h"
 #include "rpc/status.h"
 #include "silo/gateway/gateway_call.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 namespace {
@@ -222,7 +222,7 @@ Prepared PrepareCall(CallInvoker* invoker, grpc::CallbackServerContext* context,
                      const grpc::ByteBuffer* request) {
   Prepared p;
   const MethodInfo& info = iface.methods[method];
-  auto* silo = dynamic_cast<Silo*>(invoker);
+  auto* silo = dynamic_cast<Runtime*>(invoker);
   p.budget = silo != nullptr ? &silo->remote_memory() : nullptr;
   if (p.budget != nullptr && p.budget->Over()) {
     silo->metrics().refused_over_budget->Inc();

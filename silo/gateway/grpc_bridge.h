@@ -48,7 +48,7 @@ absl::Status ContextFromMetadata(
 // Serves one unary call of `method` of grain type `iface` through `invoker`.
 // Errors: missing or empty key -> INVALID_ARGUMENT; request bytes that do
 // not parse -> INVALID_ARGUMENT; the silo's budget for remote calls used up
-// (Silo::remote_memory(), charged while the call runs) ->
+// (Runtime::remote_memory(), charged while the call runs) ->
 // RESOURCE_EXHAUSTED; the grain's own status otherwise. A one-way method
 // answers Empty once its turn ran (or the status that kept it from
 // running), so a caller that awaits its answers is paced by the grain. The

@@ -9,7 +9,7 @@
 #include "silo/runtime/grain_timer.h"
 #include "silo/runtime/reentrancy.h"
 #include "silo/runtime/reminder_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
@@ -31,7 +31,7 @@ class RunningHere {
 
 }  // namespace
 
-Activation::Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
+Activation::Activation(Runtime* silo, const GrainTypeEntry* type, GrainId id,
                        uint64_t activation_id)
     : silo_(silo),
       type_(type),
@@ -262,7 +262,7 @@ void Activation::Run() {
     --budget;
     if (m->kind == MessageKind::kRequest) {
       // Used from the moment each request is taken, before its reply can
-      // reach the caller: shedding (Silo::Shed) must never see a grain
+      // reach the caller: shedding (Runtime::Shed) must never see a grain
       // that just answered as the least recently used one, even when one
       // long run serves requests that came far apart.
       MarkActive(real_clock);

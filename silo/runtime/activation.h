@@ -58,7 +58,7 @@
 
 namespace granary::silo {
 
-class Silo;
+class Runtime;
 struct GrainTimer;
 class FilterRun;
 
@@ -93,7 +93,7 @@ class Activation final : public Runnable, public MessageSink {
     kGone
   };
 
-  Activation(Silo* silo, const GrainTypeEntry* type, GrainId id,
+  Activation(Runtime* silo, const GrainTypeEntry* type, GrainId id,
              uint64_t activation_id);
   ~Activation();
   Activation(const Activation&) = delete;
@@ -102,7 +102,7 @@ class Activation final : public Runnable, public MessageSink {
   void Post(Message* m) override;
   void Run() override;
   // Posts a call (the catalog's way in), unless it is a request and
-  // SiloOptions::max_mailbox requests are already queued: then false, and
+  // RuntimeOptions::max_mailbox requests are already queued: then false, and
   // the caller fails it with RefuseMailboxFull outside the catalog lock.
   // One-way calls are always queued (their senders pay for them).
   bool Offer(CallBase* call);
@@ -121,18 +121,18 @@ class Activation final : public Runnable, public MessageSink {
   }
   int Queued() const { return queued_calls_.load(std::memory_order_relaxed); }
   const GrainTypeEntry* type() const { return type_; }
-  Silo* silo() const { return silo_; }
+  Runtime* silo() const { return silo_; }
 
   // For the idle collector, under the catalog shard lock: posts a collection
   // check when the activation looks idle at `now`.
-  // `now_ns` is the silo's idle clock (Silo::IdleClockNs).
+  // `now_ns` is the silo's idle clock (Runtime::IdleClockNs).
   void MaybeCollect(int64_t now_ns);
   // Under the catalog shard lock: deactivate as soon as no request runs.
   void RequestShutdown();
   // Under the catalog shard lock: the silo is short of memory; deactivate
   // now if idle (nothing running or queued), whatever the idle timeout.
   void RequestShed();
-  // When the activation last finished a request (Silo::IdleClockNs).
+  // When the activation last finished a request (Runtime::IdleClockNs).
   int64_t last_active_ns() const {
     return last_active_ns_.load(std::memory_order_relaxed);
   }
@@ -168,7 +168,7 @@ class Activation final : public Runnable, public MessageSink {
   // Fails every message still held (silo teardown after the workers
   // stopped) and destroys suspended grain frames.
   void Abandon(const absl::Status& status);
-  // Silo::Stop, before it deletes the activations that did not deactivate
+  // Runtime::Stop, before it deletes the activations that did not deactivate
   // (`deleted`), at once: lets go of the senders waiting for room here,
   // without touching those it deletes.
   void ForgetRoomWaiters(const absl::flat_hash_set<Activation*>& deleted);
@@ -204,7 +204,7 @@ class Activation final : public Runnable, public MessageSink {
   static void FiltersDone(void* self, CallBase* call, const void* unused,
                           bool suspended, absl::Status status);
   void StartReminderTick(CallBase* call);
-  // The silo's membership lease (Silo::RenewLease) has run out: a fresh
+  // The silo's membership lease (Runtime::RenewLease) has run out: a fresh
   // clock read, only when there is a lease.
   bool LeaseLapsed() const;
   // Puts a message NextMessage returned back in front of its queue.
@@ -229,7 +229,7 @@ class Activation final : public Runnable, public MessageSink {
   void StartLifecycle(Task<void> task, void (*done)(void*));
   absl::Status TakeLifecycleResult();
 
-  Silo* const silo_;
+  Runtime* const silo_;
   const GrainTypeEntry* const type_;
   const GrainId id_;
   const uint64_t activation_id_;

@@ -11,7 +11,7 @@
 #include "silo/runtime/call_filter.h"
 #include "silo/runtime/grain_timer.h"
 #include "silo/runtime/reminder_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 

@@ -1,5 +1,5 @@
 // Push-back on grains that send one-way calls into a full mailbox (see
-// Activation::Offer and SiloOptions::max_mailbox): the sender is parked
+// Activation::Offer and RuntimeOptions::max_mailbox): the sender is parked
 // after its turn, still scheduled, until the target has room again, its
 // wait's bound passes, or a shutdown or shed request comes.
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "silo/runtime/activation.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 

@@ -37,7 +37,7 @@
 // calls a grain every time it runs calls itself without end. Guard such
 // calls (by target type, or with a context entry the filter sets).
 //
-// Threading: filters are added before Silo::Start and never change after;
+// Threading: filters are added before Runtime::Start and never change after;
 // one filter object may run on many workers at once.
 #pragma once
 

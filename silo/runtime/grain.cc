@@ -7,7 +7,7 @@
 #include "core/status.h"
 #include "silo/runtime/activation.h"
 #include "silo/runtime/reminder_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 #include "storage/grain_storage.h"
 
 namespace granary {

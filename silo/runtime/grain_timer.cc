@@ -11,7 +11,7 @@
 #include "core/log.h"
 #include "silo/runtime/activation.h"
 #include "silo/runtime/reminder_service.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 

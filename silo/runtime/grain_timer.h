@@ -19,14 +19,14 @@
 
 namespace granary::silo {
 
-class Silo;
+class Runtime;
 class Activation;
 
 struct GrainTimer final : Message, TimerEntry {
   GrainTimer() : Message(MessageKind::kTimer) {}
   void OnTimer() override;
 
-  Silo* silo = nullptr;
+  Runtime* silo = nullptr;
   Activation* owner = nullptr;  // valid while delivered to its activation
   GrainId grain;
   uint64_t activation_id = 0;

@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "core/metrics.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
-void Silo::CheckPressure() {
+void Runtime::CheckPressure() {
   const size_t n = catalog_.size();
   size_t shed = 0;
   if (options_.max_activations > 0) {
@@ -42,7 +42,7 @@ void Silo::CheckPressure() {
   }
 }
 
-void Silo::Shed(size_t count) {
+void Runtime::Shed(size_t count) {
   std::vector<int64_t> last_active;
   last_active.reserve(catalog_.size());
   catalog_.ForEach(
@@ -63,7 +63,7 @@ void Silo::Shed(size_t count) {
   metrics_.shed_requests->Inc(asked);
 }
 
-absl::Status Silo::MayActivate() {
+absl::Status Runtime::MayActivate() {
   if (options_.max_activations > 0 &&
       catalog_.size() >= static_cast<size_t>(options_.max_activations)) {
     metrics_.activations_refused_max->Inc();
@@ -82,7 +82,7 @@ absl::Status Silo::MayActivate() {
   return absl::OkStatus();
 }
 
-void Silo::CollectIdle() {
+void Runtime::CollectIdle() {
   const absl::Time now = clock_->Now();
   const int64_t idle_now = IdleClockNs();
   catalog_.ForEach([idle_now](Activation* a) { a->MaybeCollect(idle_now); });

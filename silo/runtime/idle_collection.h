@@ -5,26 +5,26 @@
 #pragma once
 
 #include "core/timer_queue.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
-class Silo::IdleCollector final : public TimerEntry {
+class Runtime::IdleCollector final : public TimerEntry {
  public:
-  explicit IdleCollector(Silo* silo) : silo_(silo) {}
+  explicit IdleCollector(Runtime* silo) : silo_(silo) {}
   void OnTimer() override { silo_->CollectIdle(); }
 
  private:
-  Silo* silo_;
+  Runtime* silo_;
 };
 
-class Silo::PressureCheck final : public TimerEntry {
+class Runtime::PressureCheck final : public TimerEntry {
  public:
-  explicit PressureCheck(Silo* silo) : silo_(silo) {}
+  explicit PressureCheck(Runtime* silo) : silo_(silo) {}
   void OnTimer() override { silo_->CheckPressure(); }
 
  private:
-  Silo* silo_;
+  Runtime* silo_;
 };
 
 }  // namespace granary::silo

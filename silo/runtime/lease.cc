@@ -1,22 +1,22 @@
-// The runtime's membership lease and fencing (silo/runtime/silo.h): grain
+// The runtime's membership lease and fencing (silo/runtime/runtime.h): grain
 // code runs only while the cluster's membership table confirms this silo
 // (MembershipAgent renews the lease); a silo declared dead is fenced for
 // good.
 #include "absl/time/clock.h"
 #include "core/log.h"
 #include "silo/runtime/activation.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
-void Silo::LeaseTimer::OnTimer() { silo->OnLeaseTimer(); }
+void Runtime::LeaseTimer::OnTimer() { silo->OnLeaseTimer(); }
 
 bool Activation::LeaseLapsed() const {
   const int64_t until = silo_->lease_until_ns();
   return until != INT64_MAX && MonoNanos() > until;  // MAX: no lease
 }
 
-void Silo::RenewLease(int64_t until_ns) {
+void Runtime::RenewLease(int64_t until_ns) {
   MutexLock lock(&lease_mu_);
   if (clock_->IsReal()) {
     lease_until_ns_.store(until_ns, std::memory_order_relaxed);
@@ -34,14 +34,14 @@ void Silo::RenewLease(int64_t until_ns) {
   WakeParked();
 }
 
-void Silo::WakeParked() {
+void Runtime::WakeParked() {
   if (lease_parked_.empty() || fenced_.load()) return;
   if (MonoNanos() > lease_until_ns_.load(std::memory_order_relaxed)) return;
   for (Activation* a : lease_parked_) scheduler_.Schedule(a);
   lease_parked_.clear();
 }
 
-void Silo::OnLeaseTimer() {
+void Runtime::OnLeaseTimer() {
   MutexLock lock(&lease_mu_);
   lease_timer_armed_ = false;
   if (fenced_.load()) return;
@@ -55,14 +55,14 @@ void Silo::OnLeaseTimer() {
   timers_.Schedule(&lease_timer_, absl::FromUnixNanos(lease_deadline_ns_));
 }
 
-void Silo::Fence() {
+void Runtime::Fence() {
   MutexLock lock(&lease_mu_);
   fenced_.store(true);
   lease_until_ns_.store(INT64_MIN, std::memory_order_relaxed);
   lease_parked_.clear();  // they never run again
 }
 
-bool Silo::ParkUntilLease(Activation* a) {
+bool Runtime::ParkUntilLease(Activation* a) {
   lease_waits_.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(&lease_mu_);
   if (fenced_.load() || lease_timers_stopped_ || stopping()) return false;

@@ -15,7 +15,7 @@
 #pragma once
 
 #include "silo/runtime/activation.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 

@@ -8,7 +8,7 @@
 #include "core/detach.h"
 #include "core/log.h"
 #include "core/status.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
@@ -92,7 +92,7 @@ absl::StatusOr<CallBase*> ReminderCallFromWire(const InterfaceInfo& iface,
   return call;
 }
 
-ReminderService::ReminderService(Silo* silo, storage::ReminderTable* table,
+ReminderService::ReminderService(Runtime* silo, storage::ReminderTable* table,
                                  absl::Duration min_period,
                                  ReminderQuotas quotas)
     : silo_(silo), table_(table), min_period_(min_period), quotas_(quotas) {}
@@ -160,7 +160,7 @@ absl::Status ReminderService::Start() {
                        << " reminders are kept by the cluster's primary";
     return absl::OkStatus();
   }
-  // Silo::Start is synchronous (its caller's thread, never a worker's):
+  // Runtime::Start is synchronous (its caller's thread, never a worker's):
   // the edge where the load is awaited.
   absl::StatusOr<absl::Status> loaded = Load().Get();
   if (loaded.ok() && loaded->ok() && refresh_timer_ != nullptr) {

@@ -66,7 +66,7 @@
 
 namespace granary::silo {
 
-class Silo;
+class Runtime;
 
 // The longest name a reminder may have, in bytes.
 inline constexpr size_t kMaxReminderNameBytes = 256;
@@ -132,7 +132,7 @@ class ReminderService {
  public:
   // `table` must outlive the service; periods shorter than `min_period` are
   // refused.
-  ReminderService(Silo* silo, storage::ReminderTable* table,
+  ReminderService(Runtime* silo, storage::ReminderTable* table,
                   absl::Duration min_period, ReminderQuotas quotas = {});
   ~ReminderService();
   ReminderService(const ReminderService&) = delete;
@@ -228,7 +228,7 @@ class ReminderService {
   // The first due time strictly after `after` (and not before now).
   absl::Time NextDue(const Local& r, absl::Time after) const;
 
-  Silo* const silo_;
+  Runtime* const silo_;
   storage::ReminderTable* const table_;
   const absl::Duration min_period_;
   const ReminderQuotas quotas_;

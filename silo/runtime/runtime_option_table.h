@@ -1,9 +1,10 @@
 // File: silo/runtime/runtime_option_table.h
 // -----------------------------------------------------------------------------
 // The runtime's options, declared once as X(type, name, default, help) rows:
-// they are fields of SiloOptions (silo/runtime/silo.h) and, through the host's
-// table (silo/silo_host_option_table.h), of SiloHostOptions and granary-silo
-// flags of the same names and defaults. SiloHost copies them row by row.
+// they are fields of RuntimeOptions (silo/runtime/runtime.h) and, through the
+// host's table (silo/silo_host_option_table.h), of SiloHostOptions and
+// granary-silo flags of the same names and defaults. SiloHost copies them row
+// by row.
 #pragma once
 
 #include <cstdint>

@@ -2,11 +2,11 @@
 // the chains it keeps, and the outgoing chain a call passes before
 // delivery (the incoming chain runs in the activation's turn).
 #include "silo/runtime/call_filter.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
-void Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
+void Runtime::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
   // A change to the context is the call's own.
   RequestContext& context = call->mutable_request_context();
   FilterRun::Start(
@@ -14,25 +14,25 @@ void Silo::FilterOutgoing(CallBase* call, const GrainTypeEntry* type) {
       type->info->interface->methods[call->method()], call->caller_grain(),
       context.caller != nullptr ? absl::string_view(*context.caller)
                                 : absl::string_view(),
-      context, &Silo::OutgoingFiltersDone, this, call, type);
+      context, &Runtime::OutgoingFiltersDone, this, call, type);
 }
 
-void Silo::OutgoingFiltersDone(void* self, CallBase* call, const void* type,
-                               bool, absl::Status status) {
+void Runtime::OutgoingFiltersDone(void* self, CallBase* call, const void* type,
+                                  bool, absl::Status status) {
   if (!status.ok()) {
     call->Fail(std::move(status));
     call->Release();
     return;
   }
-  static_cast<Silo*>(self)->Deliver(call,
-                                    static_cast<const GrainTypeEntry*>(type));
+  static_cast<Runtime*>(self)->Deliver(
+      call, static_cast<const GrainTypeEntry*>(type));
 }
 
-void Silo::AddIncomingFilter(CallFilter filter) {
+void Runtime::AddIncomingFilter(CallFilter filter) {
   incoming_filters_.push_back(std::move(filter));
 }
 
-void Silo::AddOutgoingFilter(CallFilter filter) {
+void Runtime::AddOutgoingFilter(CallFilter filter) {
   outgoing_filters_.push_back(std::move(filter));
 }
 

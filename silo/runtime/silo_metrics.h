@@ -87,7 +87,7 @@ class SiloMetrics {
   // silo's, was used up.
   metrics::Counter* paused_connection = nullptr;
   metrics::Counter* paused_silo = nullptr;
-  // Memory pressure (SiloOptions::max_activations, memory_limit): idle
+  // Memory pressure (RuntimeOptions::max_activations, memory_limit): idle
   // activations asked to deactivate, and activations refused.
   metrics::Counter* shed_requests = nullptr;
   metrics::Counter* activations_refused_max = nullptr;

@@ -4,11 +4,11 @@
 // worker thread) and hands a call to an idle one, activating another while
 // the pool has room (Catalog::PostToWorker).
 #include "absl/strings/str_cat.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
-void Silo::DeliverToWorker(CallBase* call, const GrainTypeEntry* type) {
+void Runtime::DeliverToWorker(CallBase* call, const GrainTypeEntry* type) {
   const uint32_t max = type->info->interface->max_local_workers;
   absl::Status refused;
   const bool delivered = catalog_.PostToWorker(

@@ -38,7 +38,8 @@ struct ClusterRouter::Pending final : TimerEntry {
   void OnTimer() override { router->Resolve(this); }
 };
 
-ClusterRouter::ClusterRouter(Silo* silo, directory::DirectoryPartition* owner,
+ClusterRouter::ClusterRouter(Runtime* silo,
+                             directory::DirectoryPartition* owner,
                              directory::DirectoryClient* directory,
                              Transport* transport, RouterOptions options)
     : silo_(silo),
@@ -525,33 +526,6 @@ void ClusterRouter::RegisterHere(const GrainId& id,
   if (resolve != nullptr) Resolve(resolve);
 }
 
-bool ClusterRouter::Forward(CallBase* call, const std::string& silo,
-                            bool* bounced) {
-  if (call->hops() >= options_.max_hops) {
-    // Forwarded this often, the silos' directory owners disagree where the
-    // grain lives (a ring is changing under it): the call waits with the
-    // directory's backoff and is then resolved afresh from here, as a call
-    // made here would be (ForwardAll), until its give-up time.
-    call->set_hops(0);
-    if (bounced != nullptr) *bounced = true;
-    return false;
-  }
-  call->set_hops(call->hops() + 1);
-  {
-    ReaderMutexLock lock(&gateways_mu_);
-    auto gateway = gateways_.find(silo);
-    call->set_host_gateway(gateway != gateways_.end() ? gateway->second
-                                                      : nullptr);
-  }
-  if (!transport_->TrySend(silo, call)) {
-    call->set_hops(call->hops() - 1);
-    call->set_host_gateway(nullptr);
-    return false;
-  }
-  forwarded_.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
 void ClusterRouter::RetryOrFail(const GrainId& id, const absl::Status& why) {
   if (MayChange(why)) {
     MutexLock lock(&mu_);
@@ -585,47 +559,6 @@ void ClusterRouter::RetryOrFail(const GrainId& id, const absl::Status& why) {
     c->Fail(failed);
     c->Release();
   }
-}
-
-bool ClusterRouter::MayChange(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kAborted:
-      return true;
-    default:
-      return false;
-  }
-}
-
-absl::Duration ClusterRouter::RetryDelay(int attempts) const {
-  absl::Duration delay = options_.retry_delay;
-  for (int i = 0; i < attempts && delay < options_.max_retry_delay; ++i) {
-    delay *= 2;
-  }
-  return std::min(delay, options_.max_retry_delay);
-}
-
-std::string ClusterRouter::Place(const GrainId& id) {
-  const InterfaceInfo* iface = silo_->FindInterface(id.type());
-  const int strategy = iface != nullptr ? iface->placement : RANDOM;
-  PlacementContext context;
-  context.self = self_;
-  if (strategy == HASH) context.hash_owner = owner_->OwnerOf(id);
-  context.self_activations = [this] {
-    return static_cast<int64_t>(silo_->ActivationCount());
-  };
-  MutexLock lock(&mu_);
-  context.self_can_host = CanHost();
-  context.candidates.reserve(active_.size());
-  for (const PlacementCandidate& c : active_) {
-    if (c.id != self_ || context.self_can_host) {
-      context.candidates.push_back(&c);
-    }
-  }
-  if (context.candidates.empty()) return "";
-  return PlacementFor(strategy).Place(id, context);
 }
 
 }  // namespace granary::silo

@@ -61,7 +61,7 @@
 #include "core/timer_queue.h"
 #include "directory/lookup_cache.h"
 #include "silo/cluster/routing/placement.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::v1 {
 class DirectoryReply;
@@ -100,7 +100,7 @@ struct RouterOptions {
 
 class ClusterRouter final : public CallRouter {
  public:
-  ClusterRouter(Silo* silo, directory::DirectoryPartition* owner,
+  ClusterRouter(Runtime* silo, directory::DirectoryPartition* owner,
                 directory::DirectoryClient* directory, Transport* transport,
                 RouterOptions options = {});
   ~ClusterRouter() override;
@@ -213,7 +213,7 @@ class ClusterRouter final : public CallRouter {
     void OnTimer() override { router->RetryReports(); }
   };
 
-  Silo* const silo_;
+  Runtime* const silo_;
   directory::DirectoryPartition* const owner_;
   directory::DirectoryClient* const directory_;
   Transport* const transport_;

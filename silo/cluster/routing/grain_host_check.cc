@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "directory/directory_client.h"
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 namespace granary::silo {
 
@@ -38,7 +38,7 @@ Task<absl::Status> GrainHostCheckSlot::Run(rpc::PeerAuthority peer,
 }
 
 Task<absl::Status> CheckGrainHost(directory::DirectoryClient* directory,
-                                  Silo* silo, rpc::PeerAuthority peer,
+                                  Runtime* silo, rpc::PeerAuthority peer,
                                   GrainId grain) {
   if (peer.any) co_return absl::OkStatus();
   directory::DirectoryClient::Reply reply = co_await directory->Lookup(grain);

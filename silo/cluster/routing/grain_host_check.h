@@ -31,7 +31,7 @@ class DirectoryClient;
 
 namespace granary::silo {
 
-class Silo;
+class Runtime;
 
 // OK when `peer` hosts `grain` now; PERMISSION_DENIED when it does not;
 // the directory's error (UNAVAILABLE while the ring settles) otherwise.
@@ -55,7 +55,7 @@ class GrainHostCheckSlot {
 // The check of a silo (`silo`, whose directory client is `directory`): the
 // grain's entry, from the directory's owner of it, must name `peer`.
 Task<absl::Status> CheckGrainHost(directory::DirectoryClient* directory,
-                                  Silo* silo, rpc::PeerAuthority peer,
+                                  Runtime* silo, rpc::PeerAuthority peer,
                                   GrainId grain);
 
 }  // namespace granary::silo

@@ -1,16 +1,17 @@
-// File: silo/runtime/silo.h
+// File: silo/runtime/runtime.h
 // -----------------------------------------------------------------------------
-// A silo: hosts activations of the grain types registered with it, runs them
-// on a worker pool, and routes calls to them.
+// The grain runtime inside a silo (SiloHost, silo/silo_host.h, hosts it):
+// holds the activations of the grain types registered with it, runs them on
+// a worker pool, and routes calls to them.
 //
-//   granary::silo::SiloOptions options;
+//   granary::silo::RuntimeOptions options;
 //   options.workers = 2;
-//   granary::silo::Silo silo(options);
-//   silo.AddGrain<CounterGrain>();          // derives from CounterGrainBase
-//   GRANARY_RETURN_IF_ERROR(silo.Start());
-//   auto counter = silo.Get<CounterRef>("alice");
+//   granary::silo::Runtime runtime(options);
+//   runtime.AddGrain<CounterGrain>();       // derives from CounterGrainBase
+//   GRANARY_RETURN_IF_ERROR(runtime.Start());
+//   auto counter = runtime.Get<CounterRef>("alice");
 //   absl::StatusOr<CounterValue> v = counter.Add(req).Get();
-//   silo.Stop();
+//   runtime.Stop();
 //
 // Lifecycle: New --Start()--> Running --Stop()--> Stopping --> Stopped.
 // Stop() asks every activation to deactivate (OnDeactivate runs), waits up to
@@ -61,8 +62,8 @@ class ReminderService;
 
 // Where calls go whose grain has no activation on this silo, in a cluster
 // (silo/cluster/routing/cluster_router.h): the directory decides which silo
-// hosts it. The router either activates the grain here (Silo::ActivateHere) or
-// forwards the call to the silo that hosts it.
+// hosts it. The router either activates the grain here (Runtime::ActivateHere)
+// or forwards the call to the silo that hosts it.
 class CallRouter {
  public:
   virtual ~CallRouter() = default;
@@ -77,7 +78,7 @@ class CallRouter {
   virtual uint64_t Forwarded() const = 0;
 };
 
-struct SiloOptions {
+struct RuntimeOptions {
   // The silo's identity, reported to grains (SiloName()) and in logs.
   std::string name = "silo";
   // One field per row of silo/runtime/runtime_option_table.h, documented
@@ -163,12 +164,12 @@ class SiloGate {
   Catalog* catalog_ ABSL_GUARDED_BY(mu_);
 };
 
-class Silo final : public CallInvoker {
+class Runtime final : public CallInvoker {
  public:
-  explicit Silo(SiloOptions options = {});
-  ~Silo() override;
-  Silo(const Silo&) = delete;
-  Silo& operator=(const Silo&) = delete;
+  explicit Runtime(RuntimeOptions options = {});
+  ~Runtime() override;
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
 
   // Registers grain implementation GrainT (deriving from a generated
   // XGrainBase), constructed with `factory()` or default-constructed.
@@ -242,11 +243,11 @@ class Silo final : public CallInvoker {
   uint64_t deactivated() const {
     return deactivated_.load(std::memory_order_relaxed);
   }
-  const SiloOptions& options() const { return options_; }
+  const RuntimeOptions& options() const { return options_; }
   // The silo's metrics (Prometheus text: metrics_registry().Render()).
   metrics::Registry& metrics_registry() { return registry_; }
   SiloMetrics& metrics() { return metrics_; }
-  // What the silo's client connections hold (SiloOptions::
+  // What the silo's client connections hold (RuntimeOptions::
   // remote_memory_limit): the gateways and the standard gRPC services
   // charge it.
   MemoryBudget& remote_memory() { return remote_memory_; }
@@ -373,7 +374,7 @@ class Silo final : public CallInvoker {
   static void OutgoingFiltersDone(void* self, CallBase* call, const void* type,
                                   bool suspended, absl::Status status);
 
-  SiloOptions options_;
+  RuntimeOptions options_;
   Clock* const clock_;
   metrics::Registry registry_;
   SiloMetrics metrics_;
@@ -422,9 +423,9 @@ class Silo final : public CallInvoker {
   // On a clock that is not the system's: the lease's end on that clock,
   // and the timer that lapses it there.
   struct LeaseTimer final : TimerEntry {
-    explicit LeaseTimer(Silo* s) : silo(s) {}
+    explicit LeaseTimer(Runtime* s) : silo(s) {}
     void OnTimer() override;
-    Silo* const silo;
+    Runtime* const silo;
   };
   void OnLeaseTimer();
   int64_t lease_deadline_ns_ ABSL_GUARDED_BY(lease_mu_) = INT64_MAX;

@@ -1,4 +1,4 @@
-#include "silo/runtime/silo.h"
+#include "silo/runtime/runtime.h"
 
 #include <algorithm>
 #include <thread>
@@ -29,7 +29,7 @@ int DefaultWorkers(int requested) {
 
 }  // namespace
 
-Silo::Silo(SiloOptions options)
+Runtime::Runtime(RuntimeOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::System()),
       metrics_(&registry_),
@@ -63,7 +63,7 @@ Silo::Silo(SiloOptions options)
   AddSiloMetrics();
 }
 
-void Silo::AddSiloMetrics() {
+void Runtime::AddSiloMetrics() {
   using metrics::Samples;
   using metrics::Type;
   registry_.AddCallback(
@@ -182,7 +182,7 @@ void Silo::AddSiloMetrics() {
   metrics::AddProcessMetrics(&registry_);
 }
 
-std::vector<Silo::TypeView> Silo::TypeViews() const {
+std::vector<Runtime::TypeView> Runtime::TypeViews() const {
   std::vector<TypeView> out;
   for (const auto& [name, entry] : types_) {
     out.push_back(TypeView{entry->info->interface, entry->metrics.get()});
@@ -190,12 +190,12 @@ std::vector<Silo::TypeView> Silo::TypeViews() const {
   return out;
 }
 
-Silo::~Silo() {
+Runtime::~Runtime() {
   Stop();
   reminders_.reset();  // before the timer queue it used
 }
 
-absl::Status Silo::AddGrainType(
+absl::Status Runtime::AddGrainType(
     const GrainClassInfo& info,
     std::function<std::unique_ptr<Grain>()> factory) {
   if (state_.load() != State::kNew) {
@@ -219,13 +219,13 @@ absl::Status Silo::AddGrainType(
   return absl::OkStatus();
 }
 
-std::vector<const GrainClassInfo*> Silo::GrainTypes() const {
+std::vector<const GrainClassInfo*> Runtime::GrainTypes() const {
   std::vector<const GrainClassInfo*> out;
   for (const auto& [name, entry] : types_) out.push_back(entry->info);
   return out;
 }
 
-absl::Status Silo::Start() {
+absl::Status Runtime::Start() {
   State expected = State::kNew;
   if (!state_.compare_exchange_strong(expected, State::kRunning)) {
     return absl::FailedPreconditionError("silo already started");
@@ -250,7 +250,7 @@ absl::Status Silo::Start() {
   return absl::OkStatus();
 }
 
-void Silo::Stop() {
+void Runtime::Stop() {
   State expected = State::kRunning;
   if (!state_.compare_exchange_strong(expected, State::kStopping)) {
     if (expected == State::kNew) {
@@ -304,7 +304,7 @@ void Silo::Stop() {
                      << " abandoned=" << stuck.size() << " stopped";
 }
 
-const GrainTypeEntry* Silo::FindType(absl::string_view type) const {
+const GrainTypeEntry* Runtime::FindType(absl::string_view type) const {
   // Generated references name their type with the same static string the
   // registered interface holds, so comparing pointers finds them at once.
   for (const auto& [name, entry] : types_by_pointer_) {
@@ -314,7 +314,7 @@ const GrainTypeEntry* Silo::FindType(absl::string_view type) const {
   return it == types_.end() ? nullptr : it->second.get();
 }
 
-void Silo::Invoke(CallBase* call) {
+void Runtime::Invoke(CallBase* call) {
   // We own one reference: Deliver passes it on, the error paths drop it.
   const GrainTypeEntry* type = FindType(call->target().type());
   absl::Status refused;
@@ -351,7 +351,7 @@ void Silo::Invoke(CallBase* call) {
   Admit(call, type);
 }
 
-void Silo::InvokeReminder(CallBase* call) {
+void Runtime::InvokeReminder(CallBase* call) {
   const GrainTypeEntry* type = FindType(call->target().type());
   absl::Status refused;
   if (type == nullptr) {
@@ -370,12 +370,12 @@ void Silo::InvokeReminder(CallBase* call) {
   Admit(call, type);
 }
 
-void Silo::Admit(CallBase* call, const GrainTypeEntry* type) {
+void Runtime::Admit(CallBase* call, const GrainTypeEntry* type) {
   ArmDeadline(call);
   Deliver(call, type);
 }
 
-void Silo::ArmDeadline(CallBase* call) {
+void Runtime::ArmDeadline(CallBase* call) {
   // Once stopped the timers no longer run: a call only passing through is
   // given its deadline where it is sent next.
   if (!call->one_way() &&
@@ -385,7 +385,7 @@ void Silo::ArmDeadline(CallBase* call) {
   }
 }
 
-void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
+void Runtime::Deliver(CallBase* call, const GrainTypeEntry* type) {
   if (type->info->interface->stateless_worker) {
     DeliverToWorker(call, type);
     return;
@@ -429,7 +429,7 @@ void Silo::Deliver(CallBase* call, const GrainTypeEntry* type) {
   }
 }
 
-void Silo::ActivateHere(CallBase* call, uint64_t activation_id) {
+void Runtime::ActivateHere(CallBase* call, uint64_t activation_id) {
   const GrainTypeEntry* type = FindType(call->target().type());
   absl::Status refused;
   const bool delivered =
@@ -451,29 +451,29 @@ void Silo::ActivateHere(CallBase* call, uint64_t activation_id) {
   }
 }
 
-uint64_t Silo::ActiveId(const GrainId& id) {
+uint64_t Runtime::ActiveId(const GrainId& id) {
   uint64_t found = 0;
   catalog_.Find(id, [&found](Activation* a) { found = a->activation_id(); });
   return found;
 }
 
-void Silo::OnActivationRemoved(Activation* a) {
+void Runtime::OnActivationRemoved(Activation* a) {
   if (a->stateless()) return;  // never in the directory
   if (router_ != nullptr) {
     router_->OnActivationGone(a->id(), a->activation_id());
   }
 }
 
-size_t Silo::DirectoryEntries() const {
+size_t Runtime::DirectoryEntries() const {
   return router_ != nullptr ? router_->DirectoryEntries() : catalog_.grains();
 }
 
-void Silo::Reroute(CallBase* call) {
+void Runtime::Reroute(CallBase* call) {
   const GrainTypeEntry* type = FindType(call->target().type());
   Deliver(call, type);
 }
 
-void Silo::OnActivationGone(Activation*) {
+void Runtime::OnActivationGone(Activation*) {
   if (stopping()) {
     MutexLock lock(&gone_mu_);
     gone_cv_.SignalAll();
@@ -483,7 +483,7 @@ void Silo::OnActivationGone(Activation*) {
 namespace {
 
 struct SerializedCall {
-  Silo::SerializedDone done;
+  Runtime::SerializedDone done;
 };
 
 void SerializedCallDone(void* ctx, CallBase* call) {
@@ -502,10 +502,10 @@ void SerializedCallDone(void* ctx, CallBase* call) {
 
 }  // namespace
 
-void Silo::InvokeSerialized(absl::string_view type_name, std::string key,
-                            absl::string_view method_name,
-                            absl::string_view payload, CallOptions options,
-                            SerializedDone done) {
+void Runtime::InvokeSerialized(absl::string_view type_name, std::string key,
+                               absl::string_view method_name,
+                               absl::string_view payload, CallOptions options,
+                               SerializedDone done) {
   const GrainTypeEntry* type = FindType(type_name);
   if (type == nullptr) {
     done(absl::UnimplementedError(
@@ -542,11 +542,11 @@ void Silo::InvokeSerialized(absl::string_view type_name, std::string key,
   Invoke(call);
 }
 
-Task<absl::StatusOr<std::string>> Silo::CallSerialized(std::string type,
-                                                       std::string key,
-                                                       std::string method,
-                                                       std::string payload,
-                                                       CallOptions options) {
+Task<absl::StatusOr<std::string>> Runtime::CallSerialized(std::string type,
+                                                          std::string key,
+                                                          std::string method,
+                                                          std::string payload,
+                                                          CallOptions options) {
   co_return co_await FromCallback<absl::StatusOr<std::string>>(
       [&](SerializedDone done) {
         InvokeSerialized(type, std::move(key), method, payload, options,
