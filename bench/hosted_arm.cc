@@ -76,9 +76,11 @@ class HostedArm final : public Arm {
     std::printf(
         "ENV mode=%s workers=%d turn_budget=%d idle_spin=%d "
         "concurrency=%d scale=%g rounds=%d warmup=%d\n",
-        c.mode.c_str(), silo_->scheduler().workers(), options_.turn_budget,
-        options_.idle_spin, c.concurrency, c.scale, c.rounds, c.warmup);
-    report.SetEnv("workers", absl::StrCat(silo_->scheduler().workers()));
+        c.mode.c_str(), silo_->internals().scheduler().workers(),
+        options_.turn_budget, options_.idle_spin, c.concurrency, c.scale,
+        c.rounds, c.warmup);
+    report.SetEnv("workers",
+                  absl::StrCat(silo_->internals().scheduler().workers()));
     report.SetEnv("turn_budget", absl::StrCat(options_.turn_budget));
     report.SetEnv("storage", c.storage);
     if (pg_storage_ != nullptr) {

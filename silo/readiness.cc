@@ -12,7 +12,7 @@ std::string NotReadyBecause(const ReadinessSources& s) {
   if (std::string why = s.watch->NotReadyBecause(); !why.empty()) return why;
   if (s.leaving->load()) return "shutting down";
   if (s.agent->load() == nullptr) return "not yet in the cluster";
-  if (s.silo != nullptr && MonoNanos() > s.silo->lease_until_ns()) {
+  if (s.silo != nullptr && MonoNanos() > s.silo->internals().lease_until_ns()) {
     // The membership table (PostgreSQL, or the dev primary) has not
     // confirmed this silo lately: it runs no grain code until it does.
     return "the membership table has not confirmed this silo lately";

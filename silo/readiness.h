@@ -31,7 +31,7 @@ class Runtime;
 struct ReadinessSources {
   const std::atomic<bool>* leaving;            // the graceful stop began
   const std::atomic<MembershipAgent*>* agent;  // set once joined
-  const Runtime* silo;
+  Runtime* silo;
   storage::GrainStorage* storage;  // nullptr: none to check
   ListenerWatch* watch;
 };

@@ -205,7 +205,8 @@ absl::Status SiloHost::MakeRuntime() {
   // A silo whose lease lapsed runs no grain code: probes see it unhealthy,
   // so a silo cut off from the membership table alone is declared dead.
   p.control.set_health([silo = p.silo.get()]() -> absl::Status {
-    if (MonoNanos() <= silo->lease_until_ns()) return absl::OkStatus();
+    if (MonoNanos() <= silo->internals().lease_until_ns())
+      return absl::OkStatus();
     return absl::UnavailableError(
         "this silo's membership lease has lapsed (it cannot confirm its "
         "membership in the table)");
@@ -214,7 +215,7 @@ absl::Status SiloHost::MakeRuntime() {
   p.silo_ptr.store(p.silo.get());
   p.partition.set_self_id(p.id);
   if (ReminderKeeper* keeper = p.cluster->reminder_keeper()) {
-    p.silo->reminders().SetKeeper(keeper);
+    p.silo->internals().reminders().SetKeeper(keeper);
   }
   return absl::OkStatus();
 }

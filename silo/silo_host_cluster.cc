@@ -80,7 +80,7 @@ absl::Status SiloHost::StartCluster() {
   p.router = std::make_unique<ClusterRouter>(
       p.silo.get(), &p.partition, p.directory.get(), p.transport.get(), router);
   GRANARY_RETURN_IF_ERROR(p.router->Start());
-  p.silo->SetRouter(p.router.get());
+  p.silo->internals().SetRouter(p.router.get());
   if (p.cluster->reminders_by_range()) {
     // Each silo schedules the reminders of its range of the ring.
     p.range_reminders = std::make_unique<RangeReminders>(
@@ -89,8 +89,8 @@ absl::Status SiloHost::StartCluster() {
           return owner.substr(0, owner.rfind('@'));  // its silo endpoint
         },
         ClusterClientSecurity(options_));
-    p.silo->reminders().SetKeeper(p.range_reminders.get());
-    p.silo->reminders().SetRanges([&p](const GrainId& grain) {
+    p.silo->internals().reminders().SetKeeper(p.range_reminders.get());
+    p.silo->internals().reminders().SetRanges([&p](const GrainId& grain) {
       return p.partition.OwnerOf(grain) == p.id;
     });
   }
@@ -108,7 +108,7 @@ void SiloHost::SubscribeMembership() {
         p.watching = false;
         if (joined && p.halting) p.agent->Stop();    // the row stays
         if (joined && !p.halting) p.agent->Leave();  // Dead: a graceful exit
-        if (p.silo != nullptr) p.silo->SetMembershipView(nullptr);
+        if (p.silo != nullptr) p.silo->internals().SetMembershipView(nullptr);
       });
   // ShuttingDown: the others stop counting on this silo.
   p.lifecycle.Subscribe(Stage::kActive, "membership", nullptr, [&p] {
@@ -147,10 +147,10 @@ absl::Status SiloHost::JoinCluster() {
   }
   p.agent->SetDeclaredDeadHandler(std::move(on_dead));
   p.agent->SetLeaseListener(
-      [silo](int64_t until_ns) { silo->RenewLease(until_ns); });
+      [silo](int64_t until_ns) { silo->internals().RenewLease(until_ns); });
   if (p.router != nullptr) WireCluster();
   MembershipAgent* agent = p.agent.get();
-  p.cluster->Watch(&silo->timers(),
+  p.cluster->Watch(&silo->internals().timers(),
                    [agent](const v1::MembershipView& v) { agent->OnView(v); });
   p.watching = true;
   GRANARY_RETURN_IF_ERROR(p.agent->Join(options_.join_timeout));
@@ -158,7 +158,7 @@ absl::Status SiloHost::JoinCluster() {
   p.agent_ptr = agent;
   if (p.admin != nullptr)
     p.admin->SetMembership([agent] { return agent->view(); });
-  silo->SetMembershipView([agent] { return agent->view(); });
+  silo->internals().SetMembershipView([agent] { return agent->view(); });
   return absl::OkStatus();
 }
 
@@ -172,7 +172,7 @@ void SiloHost::WireCluster() {
     p.transport->OnView(v);
     p.router->OnView(v);
     // Reminders follow the ranges.
-    if (by_range) p.silo->reminders().Rebalance();
+    if (by_range) p.silo->internals().reminders().Rebalance();
   });
 }
 

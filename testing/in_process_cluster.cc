@@ -15,20 +15,57 @@
 namespace granary::testing {
 namespace {
 
+// A silo's way to the shared membership table, which a test can cut
+// (InProcessCluster::CutFromTable): cut, every read and write fails
+// UNAVAILABLE, as they would over a partitioned network.
+class TableLink final : public storage::MembershipTable {
+ public:
+  TableLink(storage::InMemoryMembershipTable* table,
+            const std::atomic<bool>* cut)
+      : table_(table), cut_(cut) {}
+
+  Task<absl::StatusOr<v1::MembershipView>> Read() override {
+    if (cut_->load()) co_return Unreachable();
+    co_return co_await table_->Read();
+  }
+  Task<absl::StatusOr<int64_t>> Write(v1::Member member,
+                                      int64_t expected_version) override {
+    if (cut_->load()) co_return Unreachable();
+    co_return co_await table_->Write(std::move(member), expected_version);
+  }
+  Task<absl::Status> Heartbeat(v1::Member member) override {
+    if (cut_->load()) co_return Unreachable();
+    co_return co_await table_->Heartbeat(std::move(member));
+  }
+
+ private:
+  static absl::Status Unreachable() {
+    return absl::UnavailableError("the membership table is unreachable");
+  }
+  storage::InMemoryMembershipTable* const table_;
+  const std::atomic<bool>* const cut_;
+};
+
 // The cluster provider of an in-process cluster: its silos share one
-// membership table, whose changes reach them as they are written.
+// membership table, whose changes reach them as they are written (none
+// while the silo is cut from the table; it finds the changes it missed at
+// its next read).
 class SharedTableCluster final : public silo::ClusterProvider {
  public:
-  explicit SharedTableCluster(storage::InMemoryMembershipTable* table)
-      : table_(table) {}
+  SharedTableCluster(storage::InMemoryMembershipTable* table,
+                     const std::atomic<bool>* cut)
+      : table_(table), cut_(cut), link_(table, cut) {}
   ~SharedTableCluster() override { StopWatch(); }
 
   bool clustered() const override { return true; }
-  storage::MembershipTable* table() override { return table_; }
+  storage::MembershipTable* table() override { return &link_; }
   void Watch(TimerQueue* /*timers*/,
              std::function<void(const v1::MembershipView&)> fn) override {
     StopWatch();
-    subscription_ = table_->Subscribe(std::move(fn));
+    subscription_ = table_->Subscribe(
+        [cut = cut_, fn = std::move(fn)](const v1::MembershipView& view) {
+          if (!cut->load()) fn(view);
+        });
     watching_ = true;
   }
   void StopWatch() override {
@@ -39,6 +76,8 @@ class SharedTableCluster final : public silo::ClusterProvider {
 
  private:
   storage::InMemoryMembershipTable* const table_;
+  const std::atomic<bool>* const cut_;
+  TableLink link_;
   int subscription_ = 0;
   bool watching_ = false;
 };
@@ -92,9 +131,10 @@ InProcessCluster::InProcessCluster(InProcessClusterOptions options)
     env.in_process->transport = [this](const std::string& id) {
       return std::make_unique<LoopbackTransport>(&net_, id);
     };
-    env.providers.cluster["in-process"] = [this](const silo::SiloHostOptions&)
+    env.providers.cluster["in-process"] = [this,
+                                           raw](const silo::SiloHostOptions&)
         -> absl::StatusOr<std::unique_ptr<silo::ClusterProvider>> {
-      return std::make_unique<SharedTableCluster>(&table_);
+      return std::make_unique<SharedTableCluster>(&table_, &raw->table_cut);
     };
     env.providers.storage["in-process"] =
         [state, reminders](const silo::SiloHostOptions&)
@@ -147,6 +187,18 @@ int InProcessCluster::IndexOf(const std::string& id) const {
 bool InProcessCluster::declared_dead(int i) const {
   return nodes_[i]->declared_dead.load();
 }
+
+bool InProcessCluster::dead_in_table(int i) const {
+  const v1::MembershipView view = table_.Snapshot();
+  for (const v1::Member& m : view.members()) {
+    if (MemberId(m) == nodes_[i]->id) return m.status() == v1::MEMBER_DEAD;
+  }
+  return false;
+}
+
+void InProcessCluster::CutFromTable(int i) { nodes_[i]->table_cut = true; }
+
+void InProcessCluster::HealTable(int i) { nodes_[i]->table_cut = false; }
 
 void InProcessCluster::WriteStatus(int i, v1::MemberStatus status) {
   for (int attempt = 0; attempt < 100; ++attempt) {

@@ -19,6 +19,7 @@
 //   cluster.net().Partition({cluster.id(0)}, {cluster.id(1)},
 //                           InProcessCluster::Fault::kRefuse);
 //   cluster.Kill(2);                            // a crash: Dead in the table
+//   cluster.CutFromTable(1);                    // its lease lapses
 //   cluster.AdvanceUntil([&] { return ...; });  // moves the clock in steps
 //
 // Nothing listens on a socket: calls go in process (Runtime::Get) or through
@@ -93,6 +94,14 @@ class InProcessCluster {
   // declared it dead while it ran.
   bool running(int i) const { return nodes_[i]->running; }
   bool declared_dead(int i) const;
+  // Whether silo i's row in the membership table is Dead.
+  bool dead_in_table(int i) const;
+  // Silo i can no longer reach the membership table: its reads and writes
+  // fail UNAVAILABLE and no change reaches it, so its lease lapses and it
+  // cannot learn that it was declared dead. HealTable(i) ends that; it then
+  // finds what it missed at its next read of the table.
+  void CutFromTable(int i);
+  void HealTable(int i);
 
   FakeClock& clock() { return clock_; }
   LoopbackNetwork& net() { return net_; }
@@ -132,6 +141,7 @@ class InProcessCluster {
     std::unique_ptr<silo::SiloHost> host;
     bool running = false;
     std::atomic<bool> declared_dead{false};
+    std::atomic<bool> table_cut{false};  // CutFromTable
   };
   // Writes silo i's row with `status` (compare-and-swap, retried).
   void WriteStatus(int i, v1::MemberStatus status);

@@ -404,7 +404,7 @@ void LoopbackTransport::Forward(const std::string& silo_id, CallBase* call) {
         // A cancel of the call reaches its copy, as one sent over gRPC does.
         if (!call->one_way() && !(*copy)->Adopt(call)) (*copy)->Cancel();
         if (call->method() == kReminderMethod) {
-          to.silo->InvokeReminder(*copy);
+          to.silo->internals().InvokeReminder(*copy);
         } else {
           to.silo->Invoke(*copy);
         }

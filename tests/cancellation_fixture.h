@@ -57,8 +57,9 @@ class CancellationFixture : public SiloFixture {
   // Calls queued at the activation of `key` (-1: none).
   int QueuedAt(const std::string& key) {
     int n = -1;
-    silo_->catalog().Find(GrainId(kCancellable, key),
-                          [&n](silo::Activation* a) { n = a->Queued(); });
+    silo_->internals().catalog().Find(
+        GrainId(kCancellable, key),
+        [&n](silo::Activation* a) { n = a->Queued(); });
     return n;
   }
   void WaitQueued(const std::string& key, int n) {

@@ -148,10 +148,11 @@ TEST_F(CancellationRemoteTest,
   EXPECT_EQ(QueuedAt("leak"), 0);
   // The last reply's bytes go back when the gateway's write of it
   // completes, which may be after the client read it.
-  for (int i = 0; silo_->remote_memory().used() != 0 && i < 500; ++i) {
+  for (int i = 0; silo_->internals().remote_memory().used() != 0 && i < 500;
+       ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  EXPECT_EQ(silo_->remote_memory().used(), 0);
+  EXPECT_EQ(silo_->internals().remote_memory().used(), 0);
   EXPECT_THAT(state_.Log(), Not(Contains("leak:ran late")));
   const size_t after = HeapInUse();
   // A leak of anything per call (a call alone is hundreds of bytes) would

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "testing/in_process_cluster.h"
 #include "tests/cluster_grains.h"
+#include "tests/in_process_calls.h"
 
 namespace granary::testing {
 namespace {
@@ -30,60 +31,6 @@ using clustertest::WhereRequest;
 using ::granary::matchers::IsOk;
 using ::granary::matchers::StatusIs;
 using Fault = InProcessCluster::Fault;
-
-// A cluster of `silos` hosting the Located and Hashed grains; `tune`
-// changes the silos' options.
-InProcessClusterOptions Silos(
-    int silos, std::function<void(silo::SiloHostOptions&)> tune = nullptr) {
-  InProcessClusterOptions o;
-  o.silos = silos;
-  o.grains = [](silo::SiloHost& host) {
-    (void)host.AddGrain<LocatedGrain>();
-    (void)host.AddGrain<HashedGrain>();
-  };
-  if (tune) tune(o.host);
-  return o;
-}
-
-// A call in flight: done() once it finished.
-struct Pending {
-  Notification finished;
-  absl::StatusOr<Location> result;
-  bool done() const { return finished.HasBeenNotified(); }
-};
-
-std::shared_ptr<Pending> Start(Task<Location> task) {
-  auto p = std::make_shared<Pending>();
-  Detach(std::move(task), [p](absl::StatusOr<Location> r) {
-    p->result = std::move(r);
-    p->finished.Notify();
-  });
-  return p;
-}
-
-// The answer of a call, or DEADLINE_EXCEEDED when none came within a real
-// minute (the fake clock never fires the call's own deadline).
-absl::StatusOr<Location> Await(const std::shared_ptr<Pending>& p) {
-  if (!p->finished.WaitForNotificationWithTimeout(absl::Minutes(1))) {
-    return absl::DeadlineExceededError("no answer");
-  }
-  return p->result;
-}
-
-absl::StatusOr<Location> Where(silo::Runtime& via, const std::string& key) {
-  return Await(Start(via.Get<LocatedRef>(key).Where(WhereRequest())));
-}
-
-// A Located grain whose activation lives on silo `host`, placed there by a
-// first call through it (random placement: some first calls place it
-// elsewhere, so keys are tried until one lands).
-std::string KeyLivingOn(InProcessCluster& c, int host, const std::string& tag) {
-  for (int k = 0;; ++k) {
-    const std::string key = absl::StrCat(tag, k);
-    absl::StatusOr<Location> l = Where(c.silo(host), key);
-    if (l.ok() && l->silo() == c.id(host)) return key;
-  }
-}
 
 // A Located grain whose directory owner is silo `owner`.
 std::string KeyOwnedBy(InProcessCluster& c, int owner, const std::string& tag) {

@@ -459,7 +459,7 @@ TEST_F(GatewayProtocolBudgetTest, StreamItemsWaitWhileTheConnectionIsFull) {
   }
   absl::SleepFor(absl::Milliseconds(200));
   // The budget and one batch being written, give or take an item.
-  EXPECT_LT(silo_->remote_memory().used(), int64_t{8} << 20);
+  EXPECT_LT(silo_->internals().remote_memory().used(), int64_t{8} << 20);
   // Reading lets them flow again.
   int items = 0;
   v1::ReplyBatch got;

@@ -280,10 +280,11 @@ TEST(PersistenceTest, AWriteCompletingAfterItsSiloGaveUpOnItTouchesNothing) {
   std::atomic<int> replies{0};
   silo::Runtime silo(HeldOptions(&store));
   AbandonAHeldWrite(silo, store, &replies);
-  const uint64_t writes_seen = silo.metrics().storage_write->Take().count;
+  const uint64_t writes_seen =
+      silo.internals().metrics().storage_write->Take().count;
   store.ReleaseAll();
   EXPECT_EQ(store.completed(), 1) << "the held write never completed";
-  EXPECT_EQ(silo.metrics().storage_write->Take().count, writes_seen)
+  EXPECT_EQ(silo.internals().metrics().storage_write->Take().count, writes_seen)
       << "the stopped silo took the completion";
   EXPECT_EQ(replies.load(), 1);
 }

@@ -161,8 +161,8 @@ class ReminderRangeTest : public ReminderFixture {
                       absl::Duration refresh = absl::Hours(24)) {
     ASSERT_NO_FATAL_FAILURE(
         StartSiloOn(&table_, [this, keeper, refresh](silo::Runtime& silo) {
-          if (keeper) silo.reminders().SetKeeper(&keeper_);
-          silo.reminders().SetRanges(
+          if (keeper) silo.internals().reminders().SetKeeper(&keeper_);
+          silo.internals().reminders().SetRanges(
               [this](const GrainId& grain) {
                 MutexLock lock(&owned_mu_);
                 return owned_.contains(grain.key());
@@ -187,7 +187,7 @@ class ReminderRangeTest : public ReminderFixture {
   void RemoveRow(const std::string& key) {
     EXPECT_THAT(Flatten(table_.Remove(Id(key), "r").Get()), IsOk());
   }
-  silo::ReminderService& reminders() { return silo_->reminders(); }
+  silo::ReminderService& reminders() { return silo_->internals().reminders(); }
   // What this silo schedules for grain `key` (reminder names).
   std::vector<std::string> Scheduled(const std::string& key) {
     std::vector<std::string> names;
@@ -243,7 +243,7 @@ class ReminderRangeTest : public ReminderFixture {
           d->finished.Notify();
         },
         done);
-    silo_->InvokeReminder(*call);  // takes our reference
+    silo_->internals().InvokeReminder(*call);  // takes our reference
     if (!done->finished.WaitForNotificationWithTimeout(absl::Seconds(60))) {
       // Left to the call, which may still finish.
       return absl::DeadlineExceededError("the tick never finished");

@@ -48,7 +48,7 @@ std::unique_ptr<silo::Runtime> NewSilo(const std::string& name,
   options.shutdown_timeout = absl::Seconds(5);
   auto silo = std::make_unique<silo::Runtime>(options);
   EXPECT_TRUE(AddTestGrains(*silo, state).ok());
-  if (keeper != nullptr) silo->reminders().SetKeeper(keeper);
+  if (keeper != nullptr) silo->internals().reminders().SetKeeper(keeper);
   EXPECT_TRUE(silo->Start().ok());
   return silo;
 }
@@ -123,8 +123,8 @@ class ReminderRemoteTest : public ::testing::Test {
     return it == other_state_.reminder_ticks.end() ? 0 : it->second;
   }
   absl::Time FirstTick(const std::string& key, const std::string& name) {
-    for (const ReminderTick& t :
-         keeper_->reminders().ListHere(GrainId(RemindRef::kTypeName, key))) {
+    for (const ReminderTick& t : keeper_->internals().reminders().ListHere(
+             GrainId(RemindRef::kTypeName, key))) {
       if (t.name == name) return t.first_tick;
     }
     return absl::InfinitePast();
@@ -148,8 +148,8 @@ TEST_F(ReminderRemoteTest, AGrainRegistersListsAndUnregistersWithTheKeeper) {
   ASSERT_TRUE(grain.Register(Reminder("beat", 0, 50)).Get().ok());
   ASSERT_TRUE(grain.Register(Reminder("slow", 60000, 60000)).Get().ok());
   // Kept and scheduled by the keeper only.
-  EXPECT_EQ(keeper_->reminders().size(), 2u);
-  EXPECT_EQ(other_->reminders().size(), 0u);
+  EXPECT_EQ(keeper_->internals().reminders().size(), 2u);
+  EXPECT_EQ(other_->internals().reminders().size(), 0u);
   absl::StatusOr<ReminderList> listed = grain.List(Text()).Get();
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_THAT(listed->names(), ElementsAre("beat", "slow"));
@@ -165,7 +165,7 @@ TEST_F(ReminderRemoteTest, AGrainRegistersListsAndUnregistersWithTheKeeper) {
   removed = grain.Unregister(Reminder("beat", 0, 0)).Get();
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(removed->text(), "absent");
-  EXPECT_EQ(keeper_->reminders().size(), 1u);
+  EXPECT_EQ(keeper_->internals().reminders().size(), 1u);
   listed = grain.List(Text()).Get();
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_THAT(listed->names(), ElementsAre("slow"));
@@ -224,10 +224,10 @@ TEST_F(ReminderRemoteTest, BadRequestsAreRefusedAndChangeNothing) {
     EXPECT_EQ(code(reminders_->List(&ctx, q, &r)),
               grpc::StatusCode::INVALID_ARGUMENT);
   }
-  EXPECT_EQ(keeper_->reminders().size(), 0u);
+  EXPECT_EQ(keeper_->internals().reminders().size(), 0u);
   // A good one still works afterwards.
   EXPECT_TRUE(register_(type, "k", "n", 60000000, 60000000).ok());
-  EXPECT_EQ(keeper_->reminders().size(), 1u);
+  EXPECT_EQ(keeper_->internals().reminders().size(), 1u);
 
   // A keeper not attached to its silo yet answers UNAVAILABLE.
   silo::ReminderPeerService unattached;

@@ -79,10 +79,10 @@ TEST_P(ReminderTest, TickActivatesAGrainThatIsNotActive) {
   ASSERT_TRUE(state_.WaitUntil([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return state_.deactivations["sleeper"] == 1;
   }));
-  const uint64_t activated_before = silo_->activated();
+  const uint64_t activated_before = silo_->internals().activated();
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(WaitForTicks("sleeper/wake", 1));
-  EXPECT_EQ(silo_->activated(), activated_before + 1);
+  EXPECT_EQ(silo_->internals().activated(), activated_before + 1);
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(WaitForTicks("sleeper/wake", 2));
   MutexLock lock(&state_.mu);
@@ -108,7 +108,7 @@ TEST_P(ReminderTest, AGrainPastItsReminderQuotaIsRefused) {
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_THAT(refused.status().message(),
               HasSubstr("--max_reminders_per_grain"));
-  EXPECT_EQ(silo_->reminders().size(), static_cast<size_t>(quota));
+  EXPECT_EQ(silo_->internals().reminders().size(), static_cast<size_t>(quota));
   auto rows = table_->ReadAll().Get();  // the task's outcome: the table's
   ASSERT_TRUE(rows.ok() && rows->ok());
   EXPECT_EQ((*rows)->size(), static_cast<size_t>(quota));  // nothing written
@@ -135,7 +135,7 @@ TEST_P(ReminderTest, RemindersFireAfterASiloRestart) {
   StopSilo();
   EXPECT_EQ(Ticks("durable/beat"), 0);
   StartSilo();  // same table; nothing calls the grain
-  EXPECT_EQ(silo_->reminders().size(), 2u);
+  EXPECT_EQ(silo_->internals().reminders().size(), 2u);
   EXPECT_EQ(silo_->ActivationCount(), 0u);
   clock_.Advance(absl::Seconds(2));
   ASSERT_TRUE(WaitForTicks("durable/beat", 1));
@@ -143,7 +143,8 @@ TEST_P(ReminderTest, RemindersFireAfterASiloRestart) {
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(WaitForTicks("durable/beat", 2));
   EXPECT_EQ(Ticks("durable/slow"), 1);
-  EXPECT_EQ(silo_->activated(), 1u);  // activated by the first tick alone
+  EXPECT_EQ(silo_->internals().activated(),
+            1u);  // activated by the first tick alone
   auto list = silo_->Get<RemindRef>("durable").List(Text()).Get();
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_THAT(list->names(), ElementsAre("beat", "slow"));
@@ -168,7 +169,7 @@ TEST_P(ReminderTest, UnregisterStopsTheTicksForGood) {
   // Gone from the table too: a restart brings back only the sentinel.
   StopSilo();
   StartSilo();
-  EXPECT_EQ(silo_->reminders().size(), 1u);
+  EXPECT_EQ(silo_->internals().reminders().size(), 1u);
 }
 
 TEST_P(ReminderTest, RegisteringANameAgainReplacesIt) {
@@ -181,7 +182,7 @@ TEST_P(ReminderTest, RegisteringANameAgainReplacesIt) {
   ASSERT_TRUE(list.ok());
   EXPECT_THAT(list->names(), ElementsAre("r"));
   EXPECT_THAT(list->period_ms(), ElementsAre(3000));
-  EXPECT_EQ(silo_->reminders().size(), 2u);
+  EXPECT_EQ(silo_->internals().reminders().size(), 2u);
   // The replaced 1 s reminder never ticks; the 3 s one does, once per 3 s.
   for (int i = 1; i <= 2; ++i) {
     clock_.Advance(absl::Seconds(1));
@@ -208,8 +209,8 @@ TEST_P(ReminderTest, TicksMissedWhileTheGrainWasBusyOrTheSiloDownAreSkipped) {
   // The schedule is the reminder service's, not TestState's: poll it (a
   // TestState wait would only look again when TestState changes).
   auto scheduled_next = [&] {
-    std::vector<ReminderTick> r =
-        silo_->reminders().ListHere(GrainId(RemindRef::kTypeName, "skipper"));
+    std::vector<ReminderTick> r = silo_->internals().reminders().ListHere(
+        GrainId(RemindRef::kTypeName, "skipper"));
     return r.size() == 1 && r[0].current_tick == next;
   };
   for (int i = 0; i < 6000 && !scheduled_next(); ++i) {
@@ -222,8 +223,8 @@ TEST_P(ReminderTest, TicksMissedWhileTheGrainWasBusyOrTheSiloDownAreSkipped) {
   StopSilo();
   clock_.Advance(absl::Seconds(10) + absl::Milliseconds(500));
   StartSilo();
-  std::vector<ReminderTick> r =
-      silo_->reminders().ListHere(GrainId(RemindRef::kTypeName, "skipper"));
+  std::vector<ReminderTick> r = silo_->internals().reminders().ListHere(
+      GrainId(RemindRef::kTypeName, "skipper"));
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].current_tick, t0 + absl::Seconds(16));
   EXPECT_EQ(r[0].first_tick, t0 + absl::Seconds(1));
@@ -244,7 +245,7 @@ TEST_P(ReminderTest, BadArgumentsAreRefusedAndNothingIsStored) {
   auto list = grain.List(Text()).Get();
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->names_size(), 0);
-  EXPECT_EQ(silo_->reminders().size(), 0u);
+  EXPECT_EQ(silo_->internals().reminders().size(), 0u);
   // The grain and the silo carry on.
   EXPECT_TRUE(grain.Register(Reminder("fine", 0, 1000)).Get().ok());
 }
@@ -253,17 +254,19 @@ TEST_P(ReminderTest, ATickOfAGrainWithoutTheHookFailsHarmlessly) {
   ForgetfulRef grain = silo_->Get<ForgetfulRef>("forgetful");
   ASSERT_TRUE(grain.Register(Reminder("r", 1000, 1000)).Get().ok());
   clock_.Advance(absl::Seconds(1));
-  for (int i = 0; i < 2000 && silo_->reminders().ticks_failed() == 0; ++i) {
+  for (int i = 0;
+       i < 2000 && silo_->internals().reminders().ticks_failed() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(silo_->reminders().ticks_failed(), 1u);
+  EXPECT_EQ(silo_->internals().reminders().ticks_failed(), 1u);
   // It keeps ticking (and failing), and the grain still serves calls.
   clock_.Advance(absl::Seconds(1));
-  for (int i = 0; i < 2000 && silo_->reminders().ticks_failed() < 2; ++i) {
+  for (int i = 0; i < 2000 && silo_->internals().reminders().ticks_failed() < 2;
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(silo_->reminders().ticks_failed(), 2u);
-  EXPECT_EQ(silo_->reminders().ticks_sent(), 2u);
+  EXPECT_EQ(silo_->internals().reminders().ticks_failed(), 2u);
+  EXPECT_EQ(silo_->internals().reminders().ticks_sent(), 2u);
   EXPECT_TRUE(grain.Register(Reminder("r", 1000, 1000)).Get().ok());
 }
 
@@ -306,7 +309,7 @@ TEST(ReminderQuotaTest, ASiloPastItsReminderQuotaRefusesNewOnes) {
       silo.Get<RemindRef>("g5").Register(Reminder("r", 60000, 60000)).Get();
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_THAT(refused.status().message(), HasSubstr("--max_reminders"));
-  EXPECT_EQ(silo.reminders().size(), 5u);
+  EXPECT_EQ(silo.internals().reminders().size(), 5u);
   silo.Stop();
 }
 
@@ -346,7 +349,7 @@ TEST(ReminderTableFailureTest, AFailedWriteReachesTheGrainAndSchedulesNothing) {
   auto r = silo.Get<RemindRef>("x").Register(Reminder("r", 0, 1000)).Get();
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(r.status().message(), HasSubstr("disk on fire"));
-  EXPECT_EQ(silo.reminders().size(), 0u);
+  EXPECT_EQ(silo.internals().reminders().size(), 0u);
   auto u = silo.Get<RemindRef>("x").Unregister(Reminder("r", 0, 0)).Get();
   EXPECT_THAT(u, StatusIs(absl::StatusCode::kUnavailable));
 }

@@ -69,20 +69,21 @@ TEST_F(RuntimeTest, CounterAddGetAndOneWayBump) {
 TEST_F(RuntimeTest, OnAFakeClockTheLeaseLapsesWhenTheClockPassesIt) {
   auto counter = silo_->Get<CounterRef>("leased");
   ASSERT_TRUE(counter.Add(Amount(1)).Get().ok());
-  silo_->RenewLease(ClockNanos(clock_) +
-                    absl::ToInt64Nanoseconds(absl::Seconds(1)));
-  EXPECT_EQ(silo_->lease_until_ns(), INT64_MAX);  // holds
+  silo_->internals().RenewLease(ClockNanos(clock_) +
+                                absl::ToInt64Nanoseconds(absl::Seconds(1)));
+  EXPECT_EQ(silo_->internals().lease_until_ns(), INT64_MAX);  // holds
   clock_.Advance(absl::Milliseconds(900));
-  EXPECT_EQ(silo_->lease_until_ns(), INT64_MAX);
+  EXPECT_EQ(silo_->internals().lease_until_ns(), INT64_MAX);
   clock_.Advance(absl::Milliseconds(200));
-  ASSERT_TRUE(WaitUntil([&] { return silo_->lease_until_ns() == INT64_MIN; }));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return silo_->internals().lease_until_ns() == INT64_MIN; }));
   // Lapsed: a call is taken but its turn waits for the lease.
   Notification done;
   Detach(counter.Add(Amount(1)),
          [&done](absl::StatusOr<CounterValue>) { done.Notify(); });
   EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
-  silo_->RenewLease(ClockNanos(clock_) +
-                    absl::ToInt64Nanoseconds(absl::Seconds(1)));
+  silo_->internals().RenewLease(ClockNanos(clock_) +
+                                absl::ToInt64Nanoseconds(absl::Seconds(1)));
   EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_EQ(counter.Get(GetRequest()).Get()->value(), 2);
 }
@@ -96,11 +97,12 @@ TEST_F(RuntimeTest, WhileTheLeaseIsLapsedGrainsWaitOffTheWorkers) {
     ASSERT_TRUE(
         silo_->Get<CounterRef>(absl::StrCat("p", i)).Add(Amount(1)).Get().ok());
   }
-  silo_->RenewLease(ClockNanos(clock_) +
-                    absl::ToInt64Nanoseconds(absl::Seconds(1)));
+  silo_->internals().RenewLease(ClockNanos(clock_) +
+                                absl::ToInt64Nanoseconds(absl::Seconds(1)));
   clock_.Advance(absl::Seconds(2));
-  ASSERT_TRUE(WaitUntil([&] { return silo_->lease_until_ns() == INT64_MIN; }));
-  const uint64_t waits = silo_->lease_waits();
+  ASSERT_TRUE(WaitUntil(
+      [&] { return silo_->internals().lease_until_ns() == INT64_MIN; }));
+  const uint64_t waits = silo_->internals().lease_waits();
   // (Shared: a failed test's calls end in TearDown, after this frame.)
   auto answered_count = std::make_shared<std::atomic<int>>(0);
   std::atomic<int>& answered = *answered_count;
@@ -110,21 +112,21 @@ TEST_F(RuntimeTest, WhileTheLeaseIsLapsedGrainsWaitOffTheWorkers) {
              if (r.ok()) answered_count->fetch_add(1);
            });
   }
-  ASSERT_TRUE(
-      WaitUntil([&] { return silo_->lease_waits() >= waits + kGrains; }));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return silo_->internals().lease_waits() >= waits + kGrains; }));
   // No worker is held by a grain waiting for the lease.
   struct Probe final : silo::Runnable {
     Notification ran;
     void Run() override { ran.Notify(); }
   };
   Probe probes[4];
-  for (Probe& p : probes) silo_->scheduler().Schedule(&p);
+  for (Probe& p : probes) silo_->internals().scheduler().Schedule(&p);
   for (Probe& p : probes) {
     EXPECT_TRUE(p.ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
   }
   EXPECT_EQ(answered.load(), 0);
-  silo_->RenewLease(ClockNanos(clock_) +
-                    absl::ToInt64Nanoseconds(absl::Seconds(10)));
+  silo_->internals().RenewLease(ClockNanos(clock_) +
+                                absl::ToInt64Nanoseconds(absl::Seconds(10)));
   EXPECT_TRUE(WaitUntil([&] { return answered.load() == kGrains; }));
   for (int i = 0; i < kGrains; ++i) {
     EXPECT_EQ(silo_->Get<CounterRef>(absl::StrCat("p", i))
@@ -326,7 +328,7 @@ TEST_F(RuntimeTest, DeadlinePassesWhileCallWaitsBehindSuspendedRequest) {
   Detach(busy.Block(MakeText("")),
          [&](absl::StatusOr<Text>) { block_done.Notify(); });
   ASSERT_TRUE(state_.WaitForLog("block-start"));
-  const size_t armed_before = silo_->timers().size();
+  const size_t armed_before = silo_->internals().timers().size();
   absl::StatusOr<Text> outcome;
   PeerRequest r;
   r.set_peer("busy");
@@ -339,10 +341,11 @@ TEST_F(RuntimeTest, DeadlinePassesWhileCallWaitsBehindSuspendedRequest) {
   // Two more deadlines are armed once the caller's call and its Leaf call
   // are both on their way; only then may time move.
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (silo_->timers().size() < armed_before + 2 && absl::Now() < give_up) {
+  while (silo_->internals().timers().size() < armed_before + 2 &&
+         absl::Now() < give_up) {
     std::this_thread::yield();
   }
-  ASSERT_EQ(silo_->timers().size(), armed_before + 2);
+  ASSERT_EQ(silo_->internals().timers().size(), armed_before + 2);
   clock_.Advance(absl::Seconds(6));
   caller_done.WaitForNotification();
   ASSERT_TRUE(outcome.ok()) << outcome.status();
@@ -388,7 +391,7 @@ TEST_F(RuntimeTest, DeactivateOnIdleThenReactivate) {
 
 TEST_F(RuntimeTest, TimerTicksAreTurnsThatNeverOverlapAndStopOnDeactivation) {
   auto grain = silo_->Get<LifecycleRef>("ticker");
-  const size_t timers_before = silo_->timers().size();
+  const size_t timers_before = silo_->internals().timers().size();
   TimerRequest start;
   start.set_period_ms(1000);
   ASSERT_TRUE(grain.StartTimer(start).Get().ok());
@@ -411,7 +414,7 @@ TEST_F(RuntimeTest, TimerTicksAreTurnsThatNeverOverlapAndStopOnDeactivation) {
     return state_.deactivations["ticker"] == 1;
   }));
   // The grain's timer left the timer queue with the activation.
-  EXPECT_EQ(silo_->timers().size(), timers_before);
+  EXPECT_EQ(silo_->internals().timers().size(), timers_before);
   clock_.Advance(absl::Seconds(10));
   EXPECT_EQ(silo_->Get<ProbeRef>("barrier").Echo(MakeText("")).Get()->text(),
             "");

@@ -34,7 +34,7 @@ class StatelessWorkerTest : public SiloFixture {
   std::pair<size_t, size_t> Pool() {
     size_t workers = 0;
     size_t queued = 0;
-    silo_->catalog().CountWorkers(kHotspot, &workers, &queued);
+    silo_->internals().catalog().CountWorkers(kHotspot, &workers, &queued);
     return {workers, queued};
   }
 };
@@ -64,7 +64,7 @@ TEST_F(StatelessWorkerTest, SixtyFourCallersOnOneKeySpreadOverThePool) {
   }
   EXPECT_EQ(Pool(), std::make_pair(size_t{4}, size_t{62}));
   // No directory entry, no placement: the pool is this silo's own.
-  EXPECT_EQ(silo_->DirectoryEntries(), 0u);
+  EXPECT_EQ(silo_->internals().DirectoryEntries(), 0u);
   EXPECT_EQ(silo_->ActivationCount(), 4u);
   state_.OpenGate();
   for (std::thread& t : callers) t.join();
@@ -76,7 +76,7 @@ TEST_F(StatelessWorkerTest, SixtyFourCallersOnOneKeySpreadOverThePool) {
     EXPECT_GE(calls, 10) << "worker " << worker << " served " << calls;
   }
   EXPECT_EQ(state_.Count("work-start"), 64);
-  EXPECT_EQ(silo_->DirectoryEntries(), 0u);
+  EXPECT_EQ(silo_->internals().DirectoryEntries(), 0u);
 }
 
 TEST_F(StatelessWorkerTest, AnIdleWorkerServesSequentialCallers) {

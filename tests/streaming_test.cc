@@ -217,7 +217,7 @@ TEST_F(StreamingTest, ASlowSdkReaderHoldsTheGrainBackAcrossTheNetwork) {
   const int64_t written = Stats(silo_->Get<StreamerRef>("sdk-slow")).first;
   EXPECT_GT(written, 0);
   EXPECT_LE(written, 4 * kDefaultStreamWindow);
-  EXPECT_LT(silo_->remote_memory().used(), int64_t{1} << 20);
+  EXPECT_LT(silo_->internals().remote_memory().used(), int64_t{1} << 20);
   EXPECT_EQ(ReadAll(stream), Iota(20000));
   EXPECT_THAT(stream.status(), IsOk());
 }
@@ -273,10 +273,11 @@ TEST_F(StreamingTest, EndedSdkStreamsGiveTheirMemoryBack) {
     }
     streams.clear();  // the endless ones are cancelled
   }
-  for (int i = 0; silo_->remote_memory().used() != 0 && i < 500; ++i) {
+  for (int i = 0; silo_->internals().remote_memory().used() != 0 && i < 500;
+       ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  EXPECT_EQ(silo_->remote_memory().used(), 0);
+  EXPECT_EQ(silo_->internals().remote_memory().used(), 0);
 }
 
 TEST_F(StreamingTest, AnSdkCancelReachesTheGrain) {

@@ -58,7 +58,7 @@ AdminHttp::AdminHttp(Runtime* silo, std::string gateway_address,
       bounds_(metrics::LatencyBuckets()),
       timers_(Clock::System(), std::move(timers)) {
   sampler_.admin = this;
-  for (const Runtime::TypeView& t : silo_->TypeViews()) {
+  for (const Runtime::TypeView& t : silo_->internals().TypeViews()) {
     for (uint32_t m = 0; m < t.interface->method_count; ++m) {
       keys_.push_back(MethodKey{std::string(t.interface->type_name),
                                 std::string(t.interface->methods[m].name),
@@ -161,10 +161,12 @@ void AdminHttp::Fill(v1::Overview* out) {
   out->set_silo(silo_->name());
   out->set_version(kVersion);
   out->set_gateway(gateway_address_);
-  out->set_uptime_s(absl::ToDoubleSeconds(absl::Now() - silo_->start_time()));
+  out->set_uptime_s(
+      absl::ToDoubleSeconds(absl::Now() - silo_->internals().start_time()));
   out->set_sample_period_s(absl::ToDoubleSeconds(period_));
   out->set_activations(static_cast<double>(silo_->ActivationCount()));
-  out->set_gateway_connections(silo_->metrics().gateway_connections->Value());
+  out->set_gateway_connections(
+      silo_->internals().metrics().gateway_connections->Value());
   out->set_resident_bytes(static_cast<double>(metrics::ResidentBytes()));
 
   FillSilos(clustered ? &membership : nullptr, out);
@@ -198,13 +200,13 @@ void AdminHttp::FillSilos(const v1::MembershipView* membership,
     v1::SiloRow* row = out->add_silos();
     row->set_name(silo_->name());
     row->set_address(gateway_address_);
-    row->set_status(silo_->stopping() ? "shutting_down" : "active");
+    row->set_status(silo_->internals().stopping() ? "shutting_down" : "active");
     row->set_activations(static_cast<double>(silo_->ActivationCount()));
   }
 }
 
 void AdminHttp::FillTypes(v1::Overview* out) {
-  std::vector<Runtime::TypeView> types = silo_->TypeViews();
+  std::vector<Runtime::TypeView> types = silo_->internals().TypeViews();
   std::sort(types.begin(), types.end(),
             [](const Runtime::TypeView& a, const Runtime::TypeView& b) {
               return a.interface->type_name < b.interface->type_name;

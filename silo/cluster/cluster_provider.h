@@ -9,7 +9,7 @@
 //   std::unique_ptr<ClusterProvider> cluster = ...;  // from the registry
 //   cluster->AddServices(&builder, local_storage);   // before the endpoint
 //   storage::MembershipTable* table = cluster->table();
-//   cluster->Watch(&silo.timers(),
+//   cluster->Watch(&silo.internals().timers(),
 //                  [&](const v1::MembershipView& v) { agent.OnView(v); });
 //   ...
 //   cluster->StopWatch();

@@ -47,7 +47,7 @@ Task<absl::StatusOr<absl::Time>> ReminderPeerService::CheckedRegister(
   Task<absl::Status> may_task = MayChange(std::move(peer), grain);
   absl::Status may = co_await std::move(may_task);
   if (!may.ok()) co_return may;
-  co_return co_await silo->reminders().RegisterHere(
+  co_return co_await silo->internals().reminders().RegisterHere(
       std::move(grain), std::move(name), due, period);
 }
 
@@ -56,8 +56,8 @@ Task<absl::StatusOr<bool>> ReminderPeerService::CheckedUnregister(
   Task<absl::Status> may_task = MayChange(std::move(peer), grain);
   absl::Status may = co_await std::move(may_task);
   if (!may.ok()) co_return may;
-  co_return co_await silo->reminders().UnregisterHere(std::move(grain),
-                                                      std::move(name));
+  co_return co_await silo->internals().reminders().UnregisterHere(
+      std::move(grain), std::move(name));
 }
 
 absl::StatusOr<GrainId> ReminderPeerService::ToGrain(const std::string& type,
@@ -136,7 +136,7 @@ grpc::ServerUnaryReactor* ReminderPeerService::List(
   absl::StatusOr<GrainId> grain =
       ToGrain(request->type(), request->key(), &silo);
   if (!grain.ok()) return Refuse(context, grain.status());
-  for (const ReminderTick& t : silo->reminders().ListHere(*grain)) {
+  for (const ReminderTick& t : silo->internals().reminders().ListHere(*grain)) {
     ToTickMessage(t, reply->add_reminders());
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

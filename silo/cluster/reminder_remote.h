@@ -12,7 +12,8 @@
 //   builder.RegisterService(&service);
 //   ...; service.Attach(&silo);                  // once its types are added
 //   RemoteReminders keeper("10.0.0.1:11111");    // on the others
-//   silo.reminders().SetKeeper(&keeper);         // before silo.Start()
+//   silo.internals().reminders().SetKeeper(&keeper);         // before
+//   silo.Start()
 //
 // ReminderPeerService starts the silo's ReminderService task for each
 // request and finishes the reactor when it does.

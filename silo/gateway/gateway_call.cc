@@ -58,13 +58,13 @@ int64_t CallBytes(const v1::Request& request) {
 }
 
 absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
-                               bool stopping, const Runtime& silo) {
+                               bool stopping, Runtime& silo) {
   if (route == nullptr) {
     return absl::UnimplementedError(
         absl::StrCat("unknown grain method '", request.method(),
                      "': this silo hosts no such grain type or method"));
   }
-  if (stopping && silo.router() == nullptr) {
+  if (stopping && silo.internals().router() == nullptr) {
     return absl::UnavailableError(
         absl::StrCat("silo ", silo.name(), " is shutting down"));
   }

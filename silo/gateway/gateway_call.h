@@ -51,7 +51,7 @@ int64_t CallBytes(const v1::Request& request);
 // to the grains' new homes); INVALID_ARGUMENT for a server-streaming request
 // without an id (its items are replies to that id).
 absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
-                               bool stopping, const Runtime& silo);
+                               bool stopping, Runtime& silo);
 
 // The error reply to request `id`.
 v1::Reply ErrorReply(uint64_t id, const absl::Status& error);

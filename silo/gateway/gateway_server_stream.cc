@@ -90,7 +90,7 @@ void GatewayServerStream::OnReadDone(bool ok) {
   }
   // When every worker sleeps, this thread runs the first grain the batch
   // wakes itself, after the next read has started: no worker wake-up.
-  Scheduler::HelpScope help(&silo_->scheduler());
+  Scheduler::HelpScope help(&silo_->internals().scheduler());
   Dispatch();
   {
     MutexLock lock(&mu_);
@@ -223,7 +223,7 @@ absl::Status GatewayServerStream::Accept(v1::Request& request, bool stopping) {
     }
   }
   if (route->method == nullptr) {
-    silo->InvokeReminder(call);
+    silo->internals().InvokeReminder(call);
   } else {
     silo->Invoke(call);
   }
@@ -271,10 +271,10 @@ void GatewayServerStream::PlanLocked(Steps* steps) {
     // Over a budget, the stream is not read: HTTP/2 flow control then
     // holds the client back, and nothing it sent is dropped.
     if (ItemRoom() <= 0) {  // over the connection's budget
-      if (!paused_) silo_->metrics().paused_connection->Inc();
+      if (!paused_) silo_->internals().metrics().paused_connection->Inc();
       paused_ = true;
     } else if (silo_budget_ != nullptr && silo_budget_->Over()) {
-      if (!paused_) silo_->metrics().paused_silo->Inc();
+      if (!paused_) silo_->internals().metrics().paused_silo->Inc();
       paused_ = true;
       // Nothing of this stream's own may be left to wake it.
       if (!budget_wait_) {

@@ -61,7 +61,7 @@ class GatewayServerStream final
         // its own (a call chain through another silo and back).
         silo_budget_(service->options().from_silos
                          ? nullptr
-                         : &service->silo()->remote_memory()),
+                         : &service->silo()->internals().remote_memory()),
         from_silos_(service->options().from_silos),
         stopping_(stopping),
         draining_(draining),

@@ -23,7 +23,7 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
     MutexLock lock(&mu_);
     if (options_.max_streams > 0 &&
         streams_.size() >= static_cast<size_t>(options_.max_streams)) {
-      silo->metrics().streams_refused->Inc();
+      silo->internals().metrics().streams_refused->Inc();
       return new RefusedStream(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("the gateway has ", options_.max_streams,
@@ -32,7 +32,7 @@ GatewayService::Impl::Connect(grpc::CallbackServerContext* context) {
     }
     stream = new GatewayServerStream(this, context, stopping_, draining_);
     streams_.insert(stream);
-    silo->metrics().gateway_connections->Add(1);
+    silo->internals().metrics().gateway_connections->Add(1);
   }
   stream->Begin();
   return stream;

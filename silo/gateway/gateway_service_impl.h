@@ -120,7 +120,7 @@ class GatewayService::Impl final
   void Forget(GatewayServerStream* stream) {
     MutexLock lock(&mu_);
     if (streams_.erase(stream) > 0) {
-      silo()->metrics().gateway_connections->Add(-1);
+      silo()->internals().metrics().gateway_connections->Add(-1);
     }
   }
   int open_streams() const {

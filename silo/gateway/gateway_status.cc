@@ -31,8 +31,10 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Status(
   reply->set_start_time_unix_ms(absl::ToUnixMillis(started_));
   reply->set_uptime_ms(absl::ToInt64Milliseconds(now - started_));
   reply->set_activations(static_cast<int64_t>(silo->ActivationCount()));
-  reply->set_activated_total(static_cast<int64_t>(silo->activated()));
-  reply->set_deactivated_total(static_cast<int64_t>(silo->deactivated()));
+  reply->set_activated_total(
+      static_cast<int64_t>(silo->internals().activated()));
+  reply->set_deactivated_total(
+      static_cast<int64_t>(silo->internals().deactivated()));
   reply->set_max_in_flight(options_.max_in_flight);
   reply->set_resident_bytes(metrics::ResidentBytes());
   reply->set_version(kVersion);
@@ -82,8 +84,8 @@ grpc::ServerUnaryReactor* GatewayService::Impl::Cluster(
         me->set_generation(generation);
       }
     }
-    me->set_status(silo->stopping() ? v1::MEMBER_SHUTTING_DOWN
-                                    : v1::MEMBER_ACTIVE);
+    me->set_status(silo->internals().stopping() ? v1::MEMBER_SHUTTING_DOWN
+                                                : v1::MEMBER_ACTIVE);
     me->set_gateway(address());
     me->set_activations(static_cast<int64_t>(silo->ActivationCount()));
     me->set_start_unix_ms(absl::ToUnixMillis(started_));

@@ -223,9 +223,9 @@ Prepared PrepareCall(CallInvoker* invoker, grpc::CallbackServerContext* context,
   Prepared p;
   const MethodInfo& info = iface.methods[method];
   auto* silo = dynamic_cast<Runtime*>(invoker);
-  p.budget = silo != nullptr ? &silo->remote_memory() : nullptr;
+  p.budget = silo != nullptr ? &silo->internals().remote_memory() : nullptr;
   if (p.budget != nullptr && p.budget->Over()) {
-    silo->metrics().refused_over_budget->Inc();
+    silo->internals().metrics().refused_over_budget->Inc();
     p.refusal = grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         "the silo holds as many remote calls as its --silo_memory_budget "

@@ -38,7 +38,7 @@ Activation::Activation(Runtime* silo, const GrainTypeEntry* type, GrainId id,
       id_(std::move(id)),
       activation_id_(activation_id),
       stateless_(type->info->interface->stateless_worker),
-      last_active_ns_(silo->IdleClockNs()) {
+      last_active_ns_(silo->internals().IdleClockNs()) {
   type_->metrics->created->Inc();
   type_->metrics->activations->Add(1);
 }
@@ -82,7 +82,7 @@ void Activation::Post(Message* m) {
   // for the exchange, which would bounce the cache line on every post.
   if (!scheduled_.load(std::memory_order_seq_cst) &&
       !scheduled_.exchange(true, std::memory_order_seq_cst)) {
-    silo_->scheduler().Schedule(this);
+    silo_->internals().scheduler().Schedule(this);
   }
   Unref();
 }
@@ -92,10 +92,10 @@ bool Activation::Offer(CallBase* call) {
   if (limit > 0 && queued_calls_.load(std::memory_order_relaxed) >= limit &&
       call->method() != kReminderMethod) {
     if (!call->one_way()) {
-      silo_->metrics().mailbox_full_requests->Inc();
+      silo_->internals().metrics().mailbox_full_requests->Inc();
       return false;
     }
-    silo_->metrics().mailbox_full_one_way->Inc();
+    silo_->internals().metrics().mailbox_full_one_way->Inc();
     // Sent by a grain of this silo: its next turn waits for room here.
     Activation* sender = running_here;
     if (sender != nullptr && sender != this &&
@@ -213,7 +213,7 @@ void Activation::Run() {
   run_ = &run;
   ScopedTurn scoped(&run.turn);
   RunningHere running(this);
-  SiloMetrics& metrics = silo_->metrics();
+  SiloMetrics& metrics = silo_->internals().metrics();
   // Posted and not yet taken, plus what was taken but is held back.
   metrics.mailbox_depth->ObserveUnits(static_cast<uint64_t>(
       std::max<int64_t>(0, pending_.load(std::memory_order_relaxed) - popped_) +
@@ -224,18 +224,19 @@ void Activation::Run() {
   // A network thread running this (Scheduler::HelpScope) must not block,
   // and runs few turns.
   const bool helper = Scheduler::Helping();
-  if (run.turn_start_ns > silo_->lease_until_ns()) [[unlikely]] {
+  if (run.turn_start_ns > silo_->internals().lease_until_ns()) [[unlikely]] {
     // The cluster has not confirmed this silo lately and may have moved
     // its grains: no grain code runs until it does. Fenced for good, this
     // activation is left as it is (the silo is done).
     // It waits off the workers: parked until the lease is renewed.
     run_ = nullptr;
     if (helper) {  // a worker parks it instead
-      silo_->scheduler().Schedule(this);
+      silo_->internals().scheduler().Schedule(this);
       return;
     }
-    if (!silo_->ParkUntilLease(this)) return;  // parked, or never again
-    run_ = &run;                               // renewed meanwhile
+    if (!silo_->internals().ParkUntilLease(this))
+      return;     // parked, or never again
+    run_ = &run;  // renewed meanwhile
     run.turn_start_ns = MonoNanos();
   }
   if (state_ == State::kCreating) BeginActivation();
@@ -280,7 +281,7 @@ void Activation::Run() {
     }
     turn_times.Add(metrics.turn_duration,
                    static_cast<uint64_t>(end - run.turn_start_ns));
-    if (end - run.turn_start_ns >= silo_->slow_turn_ns()) {
+    if (end - run.turn_start_ns >= silo_->internals().slow_turn_ns()) {
       SlowTurn(label, method, end - run.turn_start_ns);
     }
     run.turn_start_ns = end;
@@ -317,22 +318,23 @@ void Activation::Run() {
 void Activation::MarkActive(bool real_clock) {
   // With the system clock the idle clock is the monotonic one and the
   // turn's start (already read) stands in for "now": no extra clock read.
-  last_active_ns_.store(real_clock ? run_->turn_start_ns : silo_->IdleClockNs(),
-                        std::memory_order_relaxed);
+  last_active_ns_.store(
+      real_clock ? run_->turn_start_ns : silo_->internals().IdleClockNs(),
+      std::memory_order_relaxed);
 }
 
 void Activation::EndRun(int budget) {
   pending_.fetch_sub(popped_, std::memory_order_seq_cst);
   popped_ = 0;
   if (budget == 0 || HasReadyWork()) {
-    silo_->scheduler().Schedule(this);  // still scheduled
+    silo_->internals().scheduler().Schedule(this);  // still scheduled
     return;
   }
   refs_.fetch_add(1, std::memory_order_relaxed);  // see refs_
   scheduled_.store(false, std::memory_order_seq_cst);
   if (pending_.load(std::memory_order_seq_cst) > 0 &&
       !scheduled_.exchange(true, std::memory_order_seq_cst)) {
-    silo_->scheduler().Schedule(this);
+    silo_->internals().scheduler().Schedule(this);
   }
   Unref();
 }
@@ -345,7 +347,7 @@ absl::Time Activation::TurnNow() {
 
 void Activation::SlowTurn(MessageLabel label, uint32_t method, int64_t nanos) {
   const absl::Duration took = absl::Nanoseconds(nanos);
-  silo_->metrics().slow_turns->Inc();
+  silo_->internals().metrics().slow_turns->Inc();
   const InterfaceInfo& iface = *type_->info->interface;
   absl::string_view what;
   switch (label) {
@@ -449,11 +451,11 @@ void Activation::StartRequest(CallBase* call) {
   // The turn's token (CurrentCancellation) is its call; one-way calls have
   // none.
   run_->turn.request.cancel = call->one_way() ? CancelRef() : CancelRef(call);
-  if (!silo_->incoming_filters().empty()) {
+  if (!silo_->internals().incoming_filters().empty()) {
     // The filters change the turn's context: what the method then sees.
     if (FilterRun* run =
-            FilterRun::Start(silo_->incoming_filters(), call->target(), method,
-                             call->caller_grain(),
+            FilterRun::Start(silo_->internals().incoming_filters(),
+                             call->target(), method, call->caller_grain(),
                              run_->turn.request.caller != nullptr
                                  ? absl::string_view(*run_->turn.request.caller)
                                  : absl::string_view(),
@@ -504,8 +506,8 @@ void Activation::CountFailure(CallBase* call, absl::StatusCode code) {
   const uint32_t method = call->method();
   const InterfaceInfo& iface = *type_->info->interface;
   if (method < iface.method_count) {
-    silo_->metrics().CountError(iface, method, type_->metrics->methods[method],
-                                code);
+    silo_->internals().metrics().CountError(
+        iface, method, type_->metrics->methods[method], code);
   }
 }
 
@@ -531,8 +533,8 @@ void Activation::OnRequestDone(CallBase* call, bool claimed,
       run_->finished_start = started;
     }
     if (!status.ok()) {
-      silo_->metrics().CountError(*type_->info->interface, method, m,
-                                  status.code());
+      silo_->internals().metrics().CountError(*type_->info->interface, method,
+                                              m, status.code());
     }
   }
   if (claimed) call->Deliver(std::move(status));

@@ -85,7 +85,7 @@ void Activation::BeginActivation() {
 void Activation::OnActivated(absl::Status status) {
   if (status.ok()) {
     state_ = State::kActive;
-    silo_->CountActivated();
+    silo_->internals().CountActivated();
     return;
   }
   activation_status_ =
@@ -117,7 +117,7 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
   deactivation_reason_ = reason;
   if (extras_ != nullptr) {
     for (auto& [id, timer] : extras_->timers) {
-      if (silo_->timers().Cancel(timer)) {
+      if (silo_->internals().timers().Cancel(timer)) {
         delete timer;
       } else {
         timer->cancelled =
@@ -129,7 +129,7 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
   try {
     StartLifecycle(grain_->OnDeactivate(), [](void* self) {
       auto* a = static_cast<Activation*>(self);
-      a->silo_->CountDeactivated();
+      a->silo_->internals().CountDeactivated();
       absl::Status s = a->TakeLifecycleResult();
       if (!s.ok()) {
         GRANARY_LOG(kWarning) << "grain=" << LogQuote(a->id_.ToString())
@@ -147,15 +147,15 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
 void Activation::OnDeactivated() {
   type_->metrics->deactivated[static_cast<int>(deactivation_reason_)]->Inc();
   type_->metrics->activations->Add(-1);
-  silo_->catalog().Remove(this);
-  silo_->OnActivationRemoved(this);
+  silo_->internals().catalog().Remove(this);
+  silo_->internals().OnActivationRemoved(this);
   // No sender can reach us now; whatever was posted before is in the mailbox.
   DrainMailbox();
   if (held_ != nullptr)
     held_->waiting.ForEach([this](Message* m) {
       switch (m->kind) {
         case MessageKind::kRequest:
-          silo_->Reroute(static_cast<CallBase*>(m));
+          silo_->internals().Reroute(static_cast<CallBase*>(m));
           break;
         case MessageKind::kTimer:
           delete static_cast<GrainTimer*>(m);
@@ -175,7 +175,7 @@ void Activation::OnDeactivated() {
       "grain ", id_.ToString(), " deactivated; call again to reactivate it")));
   grain_.reset();
   state_ = State::kGone;
-  silo_->OnActivationGone(this);
+  silo_->internals().OnActivationGone(this);
 }
 
 void Activation::Abandon(const absl::Status& status) {
@@ -220,7 +220,7 @@ void Activation::Abandon(const absl::Status& status) {
   }
   if (extras_ != nullptr) {
     for (auto& [id, timer] : extras_->timers) {
-      if (silo_->timers().Cancel(timer)) delete timer;
+      if (silo_->internals().timers().Cancel(timer)) delete timer;
     }
     extras_->timers.clear();
   }
@@ -308,8 +308,9 @@ void Activation::HandleControl(Message*) {
     deactivate_requested_ = true;
     deactivation_reason_ = DeactivationReason::kShutdown;
   } else if (requests & kCollect) {
-    const absl::Duration idle = absl::Nanoseconds(
-        silo_->IdleClockNs() - last_active_ns_.load(std::memory_order_relaxed));
+    const absl::Duration idle =
+        absl::Nanoseconds(silo_->internals().IdleClockNs() -
+                          last_active_ns_.load(std::memory_order_relaxed));
     if (state_ == State::kActive && running_.empty() && NoneWaiting() &&
         idle >= type_->idle_timeout && OpenStreams() == 0) {
       BeginDeactivation(DeactivationReason::kIdle);

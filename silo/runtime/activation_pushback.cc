@@ -38,9 +38,9 @@ bool Activation::Park(Activation* target) {
     }
     pending_.fetch_sub(popped_, std::memory_order_seq_cst);
     popped_ = 0;
-    silo_->metrics().mailbox_pushback->Inc();
+    silo_->internals().metrics().mailbox_pushback->Inc();
     park->parked = true;
-    silo_->timers().Schedule(
+    silo_->internals().timers().Schedule(
         &park->timer,
         silo_->clock()->Now() + silo_->options().max_pushback_wait);
   }
@@ -57,9 +57,9 @@ void Activation::WakeFromPark() {
     MutexLock lock(&park->mu);
     if (!park->parked) return;
     park->parked = false;
-    cancelled = silo_->timers().Cancel(&park->timer);
+    cancelled = silo_->internals().timers().Cancel(&park->timer);
   }
-  silo_->scheduler().Schedule(this);
+  silo_->internals().scheduler().Schedule(this);
   if (cancelled) Unref();  // the timer's
 }
 

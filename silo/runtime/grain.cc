@@ -43,7 +43,8 @@ class StorageAwaiter {
     if (TurnContext* turn = CurrentTurn()) msg->request = turn->request;
     msg_ = msg;
     Detach(std::move(operation_),
-           [msg, gate = activation_->silo()->gate(), id = activation_->id(),
+           [msg, gate = activation_->silo()->internals().gate(),
+            id = activation_->id(),
             activation_id = activation_->activation_id(), latency = latency_,
             started = granary::MonoNanos()](absl::StatusOr<Result> r) {
              msg->result.emplace(Flatten(std::move(r)));
@@ -71,11 +72,11 @@ Task<void> Grain::WriteState() {
     throw StatusError(absl::FailedPreconditionError(
         "WriteState: the grain declared no persistent state (PersistState)"));
   }
-  storage::GrainStorage& store = activation_->silo()->storage();
+  storage::GrainStorage& store = activation_->silo()->internals().storage();
   std::string bytes = state_->SerializeAsString();
   absl::StatusOr<std::string> etag =
       co_await StorageAwaiter<absl::StatusOr<std::string>>(
-          activation_, activation_->silo()->metrics().storage_write,
+          activation_, activation_->silo()->internals().metrics().storage_write,
           store.Write(GetGrainId(), std::move(bytes), state_etag_));
   if (!etag.ok()) {
     // The state in memory is not what is stored (this write failed, or its
@@ -92,10 +93,10 @@ Task<void> Grain::ClearState() {
     throw StatusError(absl::FailedPreconditionError(
         "ClearState: the grain declared no persistent state (PersistState)"));
   }
-  storage::GrainStorage& store = activation_->silo()->storage();
+  storage::GrainStorage& store = activation_->silo()->internals().storage();
   absl::StatusOr<std::string> cleared =
       co_await StorageAwaiter<absl::StatusOr<std::string>>(
-          activation_, activation_->silo()->metrics().storage_clear,
+          activation_, activation_->silo()->internals().metrics().storage_clear,
           store.Clear(GetGrainId(), state_etag_));
   if (!cleared.ok()) {
     activation_->DeactivateOnIdle();  // as in WriteState
@@ -116,11 +117,11 @@ Task<void> LoadGrainState(Grain* grain) {
         activation->id().ToString(),
         " is a stateless worker: it cannot keep persistent state")));
   }
-  storage::GrainStorage& store = activation->silo()->storage();
+  storage::GrainStorage& store = activation->silo()->internals().storage();
   const GrainId& id = activation->id();
   absl::StatusOr<storage::StoredState> stored =
       co_await StorageAwaiter<absl::StatusOr<storage::StoredState>>(
-          activation, activation->silo()->metrics().storage_read,
+          activation, activation->silo()->internals().metrics().storage_read,
           store.Read(id));
   if (!stored.ok()) throw StatusError(stored.status());
   if (stored->exists && !grain->state_->ParseFromString(stored->bytes)) {
@@ -153,10 +154,12 @@ Task<void> Grain::ReceiveReminder(const ReminderTick& tick) {
 
 Task<void> Grain::RegisterReminder(std::string name, absl::Duration due,
                                    absl::Duration period) {
-  silo::ReminderService& reminders = activation_->silo()->reminders();
+  silo::ReminderService& reminders =
+      activation_->silo()->internals().reminders();
   absl::StatusOr<absl::Time> first_tick =
       co_await StorageAwaiter<absl::StatusOr<absl::Time>>(
-          activation_, activation_->silo()->metrics().reminder_write,
+          activation_,
+          activation_->silo()->internals().metrics().reminder_write,
           reminders.Register(GetGrainId(), name, due, period));
   if (!first_tick.ok()) {
     // It may have been registered all the same (an answer lost): accept
@@ -168,9 +171,10 @@ Task<void> Grain::RegisterReminder(std::string name, absl::Duration due,
 }
 
 Task<bool> Grain::UnregisterReminder(std::string name) {
-  silo::ReminderService& reminders = activation_->silo()->reminders();
+  silo::ReminderService& reminders =
+      activation_->silo()->internals().reminders();
   absl::StatusOr<bool> removed = co_await StorageAwaiter<absl::StatusOr<bool>>(
-      activation_, activation_->silo()->metrics().reminder_remove,
+      activation_, activation_->silo()->internals().metrics().reminder_remove,
       reminders.Unregister(GetGrainId(), name));
   if (!removed.ok()) {
     activation_->ForgetReminder(name);  // removed or not: unknown
@@ -181,13 +185,14 @@ Task<bool> Grain::UnregisterReminder(std::string name) {
 }
 
 Task<std::vector<ReminderTick>> Grain::GetReminders() const {
-  silo::ReminderService& reminders = activation_->silo()->reminders();
+  silo::ReminderService& reminders =
+      activation_->silo()->internals().reminders();
   if (!reminders.has_keeper()) {
     co_return reminders.ListHere(GetGrainId());
   }
   absl::StatusOr<std::vector<ReminderTick>> listed =
       co_await StorageAwaiter<absl::StatusOr<std::vector<ReminderTick>>>(
-          activation_, activation_->silo()->metrics().reminder_list,
+          activation_, activation_->silo()->internals().metrics().reminder_list,
           reminders.List(GetGrainId()));
   if (!listed.ok()) throw StatusError(listed.status());
   co_return *std::move(listed);

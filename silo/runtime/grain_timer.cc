@@ -26,7 +26,7 @@ TimerId Activation::RegisterTimer(std::function<Task<void>()> tick,
   t->tick = std::move(tick);
   t->period = period;
   e.timers.emplace(t->id, t);
-  silo_->timers().Schedule(t, silo_->clock()->Now() + due);
+  silo_->internals().timers().Schedule(t, silo_->clock()->Now() + due);
   return t->id;
 }
 
@@ -36,7 +36,7 @@ void Activation::CancelTimer(TimerId id) {
   if (it == extras_->timers.end()) return;
   GrainTimer* t = it->second;
   extras_->timers.erase(it);
-  if (silo_->timers().Cancel(t)) {
+  if (silo_->internals().timers().Cancel(t)) {
     delete t;
   } else {
     t->cancelled = true;  // queued or running: freed when it comes back
@@ -89,7 +89,8 @@ void Activation::OnTickDone(GrainTimer* timer) {
   const bool repeat = !timer->cancelled && state_ == State::kActive &&
                       timer->period > absl::ZeroDuration();
   if (repeat) {
-    silo_->timers().Schedule(timer, silo_->clock()->Now() + timer->period);
+    silo_->internals().timers().Schedule(timer,
+                                         silo_->clock()->Now() + timer->period);
     return;
   }
   if (!timer->cancelled && extras_ != nullptr) extras_->timers.erase(timer->id);
@@ -97,7 +98,8 @@ void Activation::OnTickDone(GrainTimer* timer) {
 }
 
 void GrainTimer::OnTimer() {
-  if (!silo->catalog().PostIfCurrent(grain, activation_id, this)) delete this;
+  if (!silo->internals().catalog().PostIfCurrent(grain, activation_id, this))
+    delete this;
 }
 
 void Activation::NoteReminder(const std::string& name, absl::Time first_tick) {
@@ -108,7 +110,7 @@ void Activation::StartReminderTick(CallBase* call) {
   auto* tick = static_cast<ReminderCall*>(call);
   bool current;
   if (tick->reminder() != nullptr) {
-    current = silo_->reminders().IsCurrent(*tick);
+    current = silo_->internals().reminders().IsCurrent(*tick);
   } else {
     const auto& reminders = extras().reminders;
     auto noted = reminders.find(tick->tick().name);

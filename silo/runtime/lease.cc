@@ -12,7 +12,7 @@ namespace granary::silo {
 void Runtime::LeaseTimer::OnTimer() { silo->OnLeaseTimer(); }
 
 bool Activation::LeaseLapsed() const {
-  const int64_t until = silo_->lease_until_ns();
+  const int64_t until = silo_->internals().lease_until_ns();
   return until != INT64_MAX && MonoNanos() > until;  // MAX: no lease
 }
 

@@ -38,7 +38,7 @@ struct ReminderService::RefreshTimer final : TimerEntry {
     service->Rebalance();
     MutexLock lock(&service->mu_);
     if (service->running_) {
-      service->silo_->timers().Schedule(
+      service->silo_->internals().timers().Schedule(
           this, service->silo_->clock()->Now() + service->refresh_);
     }
   }
@@ -99,10 +99,10 @@ ReminderService::ReminderService(Runtime* silo, storage::ReminderTable* table,
 
 ReminderService::~ReminderService() {
   if (refresh_timer_ != nullptr)
-    (void)silo_->timers().Cancel(refresh_timer_.get());
+    (void)silo_->internals().timers().Cancel(refresh_timer_.get());
   MutexLock lock(&mu_);
   for (auto& [key, r] : live_) {
-    (void)silo_->timers().Cancel(r);
+    (void)silo_->internals().timers().Cancel(r);
     delete r;
   }
   live_.clear();
@@ -164,8 +164,8 @@ absl::Status ReminderService::Start() {
   // the edge where the load is awaited.
   absl::StatusOr<absl::Status> loaded = Load().Get();
   if (loaded.ok() && loaded->ok() && refresh_timer_ != nullptr) {
-    silo_->timers().Schedule(refresh_timer_.get(),
-                             silo_->clock()->Now() + refresh_);
+    silo_->internals().timers().Schedule(refresh_timer_.get(),
+                                         silo_->clock()->Now() + refresh_);
   }
   return loaded.ok() ? *loaded : loaded.status();
 }
@@ -198,10 +198,10 @@ Task<absl::Status> ReminderService::Load() {
 
 void ReminderService::Stop() {
   if (refresh_timer_ != nullptr)
-    (void)silo_->timers().Cancel(refresh_timer_.get());
+    (void)silo_->internals().timers().Cancel(refresh_timer_.get());
   MutexLock lock(&mu_);
   running_ = false;
-  for (auto& [key, r] : live_) (void)silo_->timers().Cancel(r);
+  for (auto& [key, r] : live_) (void)silo_->internals().timers().Cancel(r);
 }
 
 absl::Time ReminderService::NextDue(const Local& r, absl::Time after) const {
@@ -238,7 +238,7 @@ void ReminderService::Install(std::unique_ptr<Local> r) {
   live_.emplace(std::move(key), raw);
   if (running_) {
     raw->due = NextDue(*raw, absl::InfinitePast());
-    silo_->timers().Schedule(raw, raw->due);
+    silo_->internals().timers().Schedule(raw, raw->due);
   }
 }
 
@@ -271,7 +271,7 @@ absl::Status ReminderService::CheckQuotas(const Key& key) const {
 }
 
 void ReminderService::Retire(Local* r) {
-  if (silo_->timers().Cancel(r)) {
+  if (silo_->internals().timers().Cancel(r)) {
     delete r;  // was queued: nobody else holds it
     return;
   }
@@ -318,7 +318,7 @@ Task<absl::StatusOr<absl::Time>> ReminderService::RegisterHere(
   row.period = absl::Microseconds(absl::ToInt64Microseconds(period));
   // The table may finish after the silo (and this service) stopped: past
   // the await, `this` is touched only while the gate is open.
-  const std::shared_ptr<SiloGate> gate = silo_->gate();
+  const std::shared_ptr<SiloGate> gate = silo_->internals().gate();
   absl::Status stored = co_await table_->Upsert(row);
   if (!stored.ok()) co_return stored;
   gate->RunIfOpen([&] {
@@ -340,7 +340,8 @@ Task<absl::StatusOr<bool>> ReminderService::Unregister(GrainId grain,
 
 Task<absl::StatusOr<bool>> ReminderService::UnregisterHere(GrainId grain,
                                                            std::string name) {
-  const std::shared_ptr<SiloGate> gate = silo_->gate();  // as in Register
+  const std::shared_ptr<SiloGate> gate =
+      silo_->internals().gate();  // as in Register
   absl::Status removed = co_await table_->Remove(grain, name);
   if (!removed.ok()) co_return removed;
   bool existed = false;
@@ -373,7 +374,7 @@ Task<void> ReminderService::Reload() {
     installed_before = changes_;
   }
   // The table may answer after the silo stopped: as in Register.
-  const std::shared_ptr<SiloGate> gate = silo_->gate();
+  const std::shared_ptr<SiloGate> gate = silo_->internals().gate();
   absl::StatusOr<std::vector<storage::ReminderRow>> rows =
       co_await table_->ReadAll();
   if (!rows.ok()) {
@@ -451,7 +452,7 @@ void ReminderService::Fire(Local* r) {
   // while the call is anywhere (StartReminderTick reads it).
   call->set_timeout(absl::InfiniteDuration());
   call->SetDoneCallback(&ReminderService::TickDone, r);
-  silo_->InvokeReminder(call);
+  silo_->internals().InvokeReminder(call);
 }
 
 void ReminderService::TickDone(void* ctx, CallBase* call) {
@@ -475,7 +476,7 @@ void ReminderService::TickDone(void* ctx, CallBase* call) {
   r->failing = !status.ok();
   if (!self->running_) return;
   r->due = self->NextDue(*r, r->due);
-  self->silo_->timers().Schedule(r, r->due);
+  self->silo_->internals().timers().Schedule(r, r->due);
 }
 
 bool ReminderService::IsCurrent(const ReminderCall& tick) const {

@@ -164,6 +164,8 @@ class SiloGate {
   Catalog* catalog_ ABSL_GUARDED_BY(mu_);
 };
 
+class RuntimeInternals;
+
 class Runtime final : public CallInvoker {
  public:
   explicit Runtime(RuntimeOptions options = {});
@@ -191,9 +193,6 @@ class Runtime final : public CallInvoker {
   // added. Before Start.
   void AddIncomingFilter(CallFilter filter);
   void AddOutgoingFilter(CallFilter filter);
-  const std::vector<CallFilter>& incoming_filters() const {
-    return incoming_filters_;
-  }
 
   absl::Status Start();
   void Stop();
@@ -206,8 +205,6 @@ class Runtime final : public CallInvoker {
 
   // CallInvoker.
   void Invoke(CallBase* call) override;
-  // Sends a reminder tick (silo/runtime/reminder_service.h) to its grain.
-  void InvokeReminder(CallBase* call);
 
   // Calls `method` of grain `type`/`key` with a serialized request; `done`
   // gets the serialized reply or the error (UNIMPLEMENTED for an unknown type
@@ -220,7 +217,7 @@ class Runtime final : public CallInvoker {
                         CallOptions options, SerializedDone done);
   // Awaitable form of InvokeSerialized (lazy: the call is made when the
   // task starts; the arguments are copied). From a plain thread,
-  // `Flatten(silo.CallSerialized(...).Get())`.
+  // `Flatten(runtime.CallSerialized(...).Get())`.
   Task<absl::StatusOr<std::string>> CallSerialized(std::string type,
                                                    std::string key,
                                                    std::string method,
@@ -233,8 +230,37 @@ class Runtime final : public CallInvoker {
   bool HostsType(absl::string_view type) const {
     return FindType(type) != nullptr;
   }
-
+  // The interface of registered grain type `type`, or nullptr.
+  const InterfaceInfo* FindInterface(absl::string_view type) const {
+    const GrainTypeEntry* t = FindType(type);
+    return t != nullptr ? t->info->interface : nullptr;
+  }
   size_t ActivationCount() const { return catalog_.size(); }
+  const RuntimeOptions& options() const { return options_; }
+  const std::string& name() const { return options_.name; }
+  Clock* clock() const { return clock_; }
+  // The silo's metrics (Prometheus text: metrics_registry().Render()).
+  metrics::Registry& metrics_registry() { return registry_; }
+
+  // What the activations, the router, the gateways, the admin endpoint and
+  // the silo's host reach of the runtime beyond the calls above
+  // (RuntimeInternals, below).
+  RuntimeInternals internals();
+  // Per-type figures for dashboards (RuntimeInternals::TypeViews).
+  struct TypeView {
+    const InterfaceInfo* interface;
+    const TypeMetrics* metrics;
+  };
+
+ private:
+  friend class RuntimeInternals;
+  // --- what RuntimeInternals forwards to
+  // --------------------------------------
+  const std::vector<CallFilter>& incoming_filters() const {
+    return incoming_filters_;
+  }
+  // Sends a reminder tick (silo/runtime/reminder_service.h) to its grain.
+  void InvokeReminder(CallBase* call);
   // Since Start: activations whose OnActivate succeeded, and activations
   // whose OnDeactivate ran (whatever it returned).
   uint64_t activated() const {
@@ -243,9 +269,6 @@ class Runtime final : public CallInvoker {
   uint64_t deactivated() const {
     return deactivated_.load(std::memory_order_relaxed);
   }
-  const RuntimeOptions& options() const { return options_; }
-  // The silo's metrics (Prometheus text: metrics_registry().Render()).
-  metrics::Registry& metrics_registry() { return registry_; }
   SiloMetrics& metrics() { return metrics_; }
   // What the silo's client connections hold (RuntimeOptions::
   // remote_memory_limit): the gateways and the standard gRPC services
@@ -256,11 +279,6 @@ class Runtime final : public CallInvoker {
   // with the system clock (immune to wall-clock steps), the silo clock's
   // time otherwise (a FakeClock in tests).
   int64_t IdleClockNs() const { return ClockNanos(*clock_); }
-  // Per-type figures for dashboards.
-  struct TypeView {
-    const InterfaceInfo* interface;
-    const TypeMetrics* metrics;
-  };
   std::vector<TypeView> TypeViews() const;
   absl::Time start_time() const { return start_time_; }
   // Where granary_membership_silos reads the cluster's view from; unset
@@ -271,8 +289,6 @@ class Runtime final : public CallInvoker {
   }
   storage::GrainStorage& storage() { return *storage_; }
   ReminderService& reminders() { return *reminders_; }
-  const std::string& name() const { return options_.name; }
-  Clock* clock() const { return clock_; }
   bool stopping() const {
     return state_.load(std::memory_order_acquire) >= State::kStopping;
   }
@@ -304,11 +320,6 @@ class Runtime final : public CallInvoker {
   // Posts `call` to its grain's activation here, if there is one.
   bool PostIfActive(CallBase* call) {
     return catalog_.PostIfExists(call->target(), call);
-  }
-  // The interface of registered grain type `type`, or nullptr.
-  const InterfaceInfo* FindInterface(absl::string_view type) const {
-    const GrainTypeEntry* t = FindType(type);
-    return t != nullptr ? t->info->interface : nullptr;
   }
   // The activation id of `id` here, or 0.
   uint64_t ActiveId(const GrainId& id);
@@ -433,5 +444,67 @@ class Runtime final : public CallInvoker {
   bool lease_timers_stopped_ ABSL_GUARDED_BY(lease_mu_) = false;
   LeaseTimer lease_timer_{this};
 };
+
+// The rest of a Runtime, for the code that makes up a silo around it:
+// activations and grain timers, the cluster's router, the gateways, the
+// admin endpoint, the reminder service and SiloHost. Each call forwards to
+// the Runtime's private member of the same name, documented there. A value
+// (one pointer): `runtime.internals().scheduler()`.
+class RuntimeInternals {
+ public:
+  explicit RuntimeInternals(Runtime* runtime) : r_(runtime) {}
+
+  // Parts and figures.
+  TimerQueue& timers() const { return r_->timers_; }
+  Scheduler& scheduler() const { return r_->scheduler_; }
+  Catalog& catalog() const { return r_->catalog_; }
+  const std::shared_ptr<SiloGate>& gate() const { return r_->gate_; }
+  SiloMetrics& metrics() const { return r_->metrics_; }
+  MemoryBudget& remote_memory() const { return r_->remote_memory_; }
+  storage::GrainStorage& storage() const { return r_->storage(); }
+  ReminderService& reminders() const { return r_->reminders(); }
+  const std::vector<CallFilter>& incoming_filters() const {
+    return r_->incoming_filters_;
+  }
+  int64_t slow_turn_ns() const { return r_->slow_turn_ns_; }
+  int64_t IdleClockNs() const { return r_->IdleClockNs(); }
+  absl::Time start_time() const { return r_->start_time_; }
+  uint64_t activated() const { return r_->activated(); }
+  uint64_t deactivated() const { return r_->deactivated(); }
+  std::vector<Runtime::TypeView> TypeViews() const { return r_->TypeViews(); }
+  size_t DirectoryEntries() const { return r_->DirectoryEntries(); }
+  bool stopping() const { return r_->stopping(); }
+  void SetMembershipView(std::function<v1::MembershipView()> fn) const {
+    r_->SetMembershipView(std::move(fn));
+  }
+
+  // Routing and activation.
+  void SetRouter(CallRouter* router) const { r_->SetRouter(router); }
+  CallRouter* router() const { return r_->router_; }
+  void Reroute(CallBase* call) const { r_->Reroute(call); }
+  void InvokeReminder(CallBase* call) const { r_->InvokeReminder(call); }
+  uint64_t NewActivationId() const { return r_->NewActivationId(); }
+  void ActivateHere(CallBase* call, uint64_t activation_id) const {
+    r_->ActivateHere(call, activation_id);
+  }
+  bool PostIfActive(CallBase* call) const { return r_->PostIfActive(call); }
+  uint64_t ActiveId(const GrainId& id) const { return r_->ActiveId(id); }
+  void OnActivationRemoved(Activation* a) const { r_->OnActivationRemoved(a); }
+  void OnActivationGone(Activation* a) const { r_->OnActivationGone(a); }
+  void CountActivated() const { r_->CountActivated(); }
+  void CountDeactivated() const { r_->CountDeactivated(); }
+
+  // The membership lease and fencing (lease.cc).
+  void RenewLease(int64_t until_ns) const { r_->RenewLease(until_ns); }
+  void Fence() const { r_->Fence(); }
+  int64_t lease_until_ns() const { return r_->lease_until_ns(); }
+  bool ParkUntilLease(Activation* a) const { return r_->ParkUntilLease(a); }
+  uint64_t lease_waits() const { return r_->lease_waits(); }
+
+ private:
+  Runtime* r_;
+};
+
+inline RuntimeInternals Runtime::internals() { return RuntimeInternals(this); }
 
 }  // namespace granary::silo

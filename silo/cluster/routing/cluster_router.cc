@@ -113,7 +113,7 @@ void ClusterRouter::Stop() {
 }
 
 bool ClusterRouter::CanHost() const {  // requires mu_
-  return self_active_ && !silo_->stopping();
+  return self_active_ && !silo_->internals().stopping();
 }
 
 void ClusterRouter::OnView(const v1::MembershipView& view) {
@@ -277,7 +277,7 @@ void ClusterRouter::Resolve(Pending* p) {
 
 void ClusterRouter::SendRegister(const GrainId& id,
                                  const v1::DirectoryEntry* replace) {
-  const uint64_t activation_id = silo_->NewActivationId();
+  const uint64_t activation_id = silo_->internals().NewActivationId();
   v1::DirectoryEntry entry;
   entry.set_type(std::string(id.type()));
   entry.set_key(id.key());
@@ -314,7 +314,7 @@ void ClusterRouter::OnLookup(const GrainId& id,
       ForwardAll(id, entry.silo());
       return;
     }
-    const uint64_t current = silo_->ActiveId(id);
+    const uint64_t current = silo_->internals().ActiveId(id);
     if (current != 0 && current == entry.activation_id()) {
       ActivateAll(id, current);  // it is here after all
       return;
@@ -375,7 +375,7 @@ void ClusterRouter::OnRegister(const GrainId& id, uint64_t ring,
       RegisterDone(ring);  // after: a rebuild report now sees it
       return;
     }
-    const uint64_t current = silo_->ActiveId(id);
+    const uint64_t current = silo_->internals().ActiveId(id);
     RegisterDone(ring);
     if (current != 0 && current == entry.activation_id()) {
       ActivateAll(id, current);
@@ -420,7 +420,7 @@ void ClusterRouter::ActivateAll(const GrainId& id, uint64_t activation_id) {
   for (;;) {
     std::vector<CallBase*> calls = TakeCalls(id);
     if (calls.empty()) return;
-    for (CallBase* c : calls) silo_->ActivateHere(c, activation_id);
+    for (CallBase* c : calls) silo_->internals().ActivateHere(c, activation_id);
   }
 }
 

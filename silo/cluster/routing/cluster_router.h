@@ -10,8 +10,8 @@
 //
 //   ClusterRouter router(&silo, &owner, &directory, &transport);
 //   GRANARY_RETURN_IF_ERROR(router.Start());
-//   silo.SetRouter(&router);                   // before silo.Start()
-//   router.OnView(view);  // after owner/directory/transport
+//   silo.internals().SetRouter(&router);                   // before
+//   silo.Start() router.OnView(view);  // after owner/directory/transport
 //   ...
 //   silo.Stop(); router.Stop();
 //

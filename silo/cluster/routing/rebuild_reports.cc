@@ -76,7 +76,7 @@ void ClusterRouter::RunSweep(uint64_t ring, std::vector<std::string> owners) {
   sweep->ring = ring;
   absl::flat_hash_map<std::string, std::vector<v1::DirectoryEntry>> by_owner;
   for (const std::string& o : owners) by_owner[o];
-  silo_->catalog().ForEach([&](Activation* a) {
+  silo_->internals().catalog().ForEach([&](Activation* a) {
     if (a->stateless()) return;  // stateless workers are in no directory
     const std::string o = owner_->OwnerOf(a->id());
     auto it = by_owner.find(o);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "directory/partition.h"
 #include "granary/options.pb.h"
 #include "silo/cluster/routing/cluster_router.h"
 #include "silo/cluster/routing/placement.h"
