@@ -29,6 +29,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "core/grain_id.h"
 #include "storage/grain_storage.h"
 #include "storage/reminder_table.h"
 
@@ -43,6 +44,7 @@ class DirectoryPartition;
 namespace granary::silo {
 
 class ClusterProvider;
+class ReminderKeeper;
 class Runtime;
 class Transport;
 struct SiloHostOptions;
@@ -103,6 +105,13 @@ struct InProcessNetwork {
   // The silo's transport to the others (a cluster provider that is
   // clustered needs it).
   std::function<std::unique_ptr<Transport>(const std::string& id)> transport;
+  // When the cluster provider schedules reminders by range (each silo those
+  // of its range of the ring): the keeper that hands a grain's reminder
+  // requests to the owner of its range, `owner(grain)` being that silo's
+  // address (HOST:PORT). Unset: over the silo endpoint (gRPC).
+  std::function<std::unique_ptr<ReminderKeeper>(
+      std::function<std::string(const GrainId&)> owner)>
+      reminders;
 };
 
 struct SiloEnvironment {

@@ -137,8 +137,10 @@ void SiloHost::Stop() {
   // --shutdown_timeout, but the last ones (clients and silos moving their
   // calls elsewhere) get at least their floor even when the grains took
   // the whole budget to deactivate (Parts::Left).
+  // On the silo's clock, as every other limit of the silo.
+  const absl::Time now = parts_->clock->Now();
   parts_->stop_deadline =
-      parts_->halting ? absl::Now() : absl::Now() + options_.shutdown_timeout;
+      parts_->halting ? now : now + options_.shutdown_timeout;
   parts_->lifecycle.Stop();
   // The agent lives as long as the host: a thread that read the view just
   // as the host left still finds it.

@@ -39,7 +39,9 @@ void SiloHost::SubscribeCluster() {
   // Once this silo is ShuttingDown, the owners of its grains under the ring
   // without it learn where they live before they go (rebuild reports).
   p.lifecycle.Subscribe(Stage::kHandoff, "cluster", nullptr, [this, &p] {
-    if (p.router == nullptr || p.agent_ptr.load() == nullptr || p.halting) {
+    // (A silo declared dead has no grains to hand over.)
+    if (p.router == nullptr || p.agent_ptr.load() == nullptr || p.halting ||
+        p.silo->internals().fenced()) {
       return;
     }
     p.router->WaitUntilReported(
@@ -83,12 +85,16 @@ absl::Status SiloHost::StartCluster() {
   p.silo->internals().SetRouter(p.router.get());
   if (p.cluster->reminders_by_range()) {
     // Each silo schedules the reminders of its range of the ring.
-    p.range_reminders = std::make_unique<RangeReminders>(
-        [&p](const GrainId& grain) {
-          const std::string owner = p.partition.OwnerOf(grain);
-          return owner.substr(0, owner.rfind('@'));  // its silo endpoint
-        },
-        ClusterClientSecurity(options_));
+    auto owner = [&p](const GrainId& grain) {
+      const std::string owner = p.partition.OwnerOf(grain);
+      return owner.substr(0, owner.rfind('@'));  // its silo endpoint
+    };
+    if (p.env.in_process.has_value() && p.env.in_process->reminders) {
+      p.range_reminders = p.env.in_process->reminders(std::move(owner));
+    } else {
+      p.range_reminders = std::make_unique<RangeReminders>(
+          std::move(owner), ClusterClientSecurity(options_));
+    }
     p.silo->internals().reminders().SetKeeper(p.range_reminders.get());
     p.silo->internals().reminders().SetRanges([&p](const GrainId& grain) {
       return p.partition.OwnerOf(grain) == p.id;
@@ -145,7 +151,12 @@ absl::Status SiloHost::JoinCluster() {
       std::_Exit(3);
     };
   }
-  p.agent->SetDeclaredDeadHandler(std::move(on_dead));
+  // No grain code runs here again, whatever the handler does (a process
+  // exits; a silo in a test's process stays until the test stops it).
+  p.agent->SetDeclaredDeadHandler([silo, on_dead = std::move(on_dead)] {
+    silo->internals().Fence();
+    on_dead();
+  });
   p.agent->SetLeaseListener(
       [silo](int64_t until_ns) { silo->internals().RenewLease(until_ns); });
   if (p.router != nullptr) WireCluster();

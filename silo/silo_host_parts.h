@@ -92,11 +92,11 @@ struct SiloHost::Parts {
   Lifecycle lifecycle;
   // When the graceful stop must be done by (set as Stop begins), and the
   // part of it left for a step: at most `limit`, at least `floor` even once
-  // the budget is spent.
+  // the budget is spent. On `clock`.
   absl::Time stop_deadline = absl::InfiniteFuture();
   absl::Duration Left(absl::Duration limit,
                       absl::Duration floor = absl::ZeroDuration()) const {
-    return std::clamp(stop_deadline - absl::Now(), std::min(floor, limit),
+    return std::clamp(stop_deadline - clock->Now(), std::min(floor, limit),
                       limit);
   }
   // Calls the gateway and HTTP requests refused for their bearer token.
@@ -125,7 +125,7 @@ struct SiloHost::Parts {
   std::unique_ptr<ClusterRouter> router;
   // Where a grain's reminder requests go when its range is another silo's
   // (a cluster whose reminders are scheduled by range).
-  std::unique_ptr<RangeReminders> range_reminders;
+  std::unique_ptr<ReminderKeeper> range_reminders;
   // Listeners and membership.
   std::unique_ptr<GatewayServer> gateway;
   std::unique_ptr<rpc::ReloadingToken> http_token;  // outlives http

@@ -11,6 +11,7 @@
 #include "silo/cluster/cluster_provider.h"
 #include "silo/cluster/membership_agent.h"
 #include "storage/memory_storage.h"
+#include "testing/loopback_reminders.h"
 
 namespace granary::testing {
 namespace {
@@ -58,6 +59,8 @@ class SharedTableCluster final : public silo::ClusterProvider {
   ~SharedTableCluster() override { StopWatch(); }
 
   bool clustered() const override { return true; }
+  // Each silo schedules the reminders of its range (LoopbackReminders).
+  bool reminders_by_range() const override { return true; }
   storage::MembershipTable* table() override { return &link_; }
   void Watch(TimerQueue* /*timers*/,
              std::function<void(const v1::MembershipView&)> fn) override {
@@ -130,6 +133,11 @@ InProcessCluster::InProcessCluster(InProcessClusterOptions options)
     env.in_process->detach = [this](const std::string& id) { net_.Detach(id); };
     env.in_process->transport = [this](const std::string& id) {
       return std::make_unique<LoopbackTransport>(&net_, id);
+    };
+    env.in_process->reminders =
+        [this, id = node->id](std::function<std::string(const GrainId&)> owner)
+        -> std::unique_ptr<silo::ReminderKeeper> {
+      return std::make_unique<LoopbackReminders>(&net_, id, std::move(owner));
     };
     env.providers.cluster["in-process"] = [this,
                                            raw](const silo::SiloHostOptions&)

@@ -151,6 +151,18 @@ bool LoopbackNetwork::Reachable(const std::string& from,
   return fault == faults_.end() || fault->second != Fault::kRefuse;
 }
 
+Runtime* LoopbackNetwork::Reach(const std::string& from,
+                                const std::string& address) const {
+  MutexLock lock(&mu_);
+  if (stopped_) return nullptr;
+  for (const auto& [id, endpoint] : endpoints_) {
+    if (endpoint.address != address) continue;
+    if (id != from && faults_.contains(Link{from, id})) return nullptr;
+    return endpoint.silo;
+  }
+  return nullptr;
+}
+
 std::string LoopbackNetwork::IdAt(const std::string& address) const {
   MutexLock lock(&mu_);
   for (const auto& [id, endpoint] : endpoints_) {

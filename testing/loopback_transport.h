@@ -90,6 +90,11 @@ class LoopbackNetwork {
   // No fault or delay anywhere; requests held by black holes are delivered.
   void HealAll();
 
+  // The runtime of the silo attached at `address` when silo `from` reaches
+  // it (no fault on the link; a delay is not applied), else nullptr. For
+  // requests answered in process (LoopbackReminders).
+  Runtime* Reach(const std::string& from, const std::string& address) const;
+
   // Requests held by black holes now.
   size_t held() const;
   // Requests delivered so far.

@@ -5,14 +5,20 @@
 // lapses before the others can declare it dead, and it runs no grain code
 // from then on. With the lease switched off the same case must see an old
 // activation answer after the new one did, which shows that the case
-// exercises the lease. tests/cluster_failure_test.cc runs the same case
-// over TCP between granary-silo processes on real time.
+// exercises the lease. And reminders: each silo schedules those of its
+// range of the ring, every reminder ticks once per period wherever its
+// grain lives, and keeps ticking after the silo of its grain or of its
+// range crashed. tests/cluster_failure_test.cc runs the same cases over TCP
+// between granary-silo processes on real time.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/detach.h"
+#include "core/sync.h"
 #include "core/testing/status_matchers.h"
+#include "examples/alarm_grain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/in_process_cluster.h"
@@ -25,6 +31,9 @@ namespace {
 using clustertest::LocatedRef;
 using clustertest::Location;
 using clustertest::WhereRequest;
+using examples::AlarmGrain;
+using examples::AlarmRef;
+using examples::AlarmState;
 using ::granary::matchers::IsOk;
 using Fault = InProcessCluster::Fault;
 
@@ -126,6 +135,92 @@ TEST_P(IsolatedSiloTest, ItsGrainsComeBackElsewhereAndNoneAnswersFromTwo) {
 
 INSTANTIATE_TEST_SUITE_P(Leases, IsolatedSiloTest, ::testing::Bool(),
                          LeaseName);
+
+// The reminder ticks alarm `key` counted so far (its grain's record),
+// asked through silo `via` while the clock moves (the call may wait for a
+// retry on it); -1 when the call failed.
+int64_t Ticks(InProcessCluster& c, int via, const std::string& key,
+              std::string* silo = nullptr) {
+  auto done = std::make_shared<Notification>();
+  auto result = std::make_shared<absl::StatusOr<AlarmState>>();
+  Detach(c.silo(via).Get<AlarmRef>(key).Get(examples::GetAlarmRequest()),
+         [done, result](absl::StatusOr<AlarmState> r) {
+           *result = std::move(r);
+           done->Notify();
+         });
+  if (!c.AdvanceUntil([&] { return done->HasBeenNotified(); },
+                      absl::Milliseconds(50))) {
+    return -1;
+  }
+  if (!result->ok() || (*result)->alarms_size() != 1) return -1;
+  if (silo != nullptr) *silo = (*result)->silo();
+  return (*result)->alarms(0).ticks();
+}
+
+TEST(InProcessRemindersTest,
+     EachTicksOncePerPeriodAndOutlivesTheSiloItLivedOn) {
+  InProcessClusterOptions options;
+  options.silos = 3;
+  options.grains = [](silo::SiloHost& host) {
+    ASSERT_TRUE(host.AddGrain<AlarmGrain>().ok());
+  };
+  InProcessCluster c(options);
+  ASSERT_THAT(c.Start(), IsOk());
+  constexpr int kAlarms = 12;
+  auto key = [](int a) { return absl::StrCat("alarm", a); };
+  for (int a = 0; a < kAlarms; ++a) {
+    examples::SetAlarmRequest set;
+    set.set_name("beat");
+    set.set_period_ms(1000);
+    absl::StatusOr<AlarmState> s =
+        c.silo(a % c.size()).Get<AlarmRef>(key(a)).Set(set).Get();
+    ASSERT_THAT(s, IsOk());
+  }
+  // 30 s on the clock, a period every second: each reminder is scheduled
+  // by one silo (its range's owner), so no alarm counts more than one tick
+  // a period. (Scheduled by every silo, each would count up to three.)
+  std::vector<int64_t> before(kAlarms);
+  for (int a = 0; a < kAlarms; ++a) before[a] = Ticks(c, 0, key(a));
+  const absl::Time start = c.clock().Now();
+  ASSERT_TRUE(c.AdvanceUntil(
+      [&] { return c.clock().Now() >= start + absl::Seconds(30); },
+      absl::Milliseconds(100)));
+  std::vector<std::string> home(kAlarms);
+  std::vector<int64_t> after(kAlarms);
+  for (int a = 0; a < kAlarms; ++a) {
+    after[a] = Ticks(c, 0, key(a), &home[a]);
+    EXPECT_GE(after[a] - before[a], 25) << key(a) << " missed ticks";
+    EXPECT_LE(after[a] - before[a], 31) << key(a) << " ticked more than once "
+                                        << "a period";
+  }
+
+  // The silo of alarm 0's grain crashes: every alarm keeps ticking, its
+  // grain and those of the same silo on a survivor, and the reminders that
+  // silo scheduled now scheduled by the new owners of its range.
+  const int victim = c.IndexOf(home[0]);
+  ASSERT_GE(victim, 0) << home[0];
+  c.Kill(victim);
+  const int survivor = (victim + 1) % c.size();
+  for (int a = 0; a < kAlarms; ++a) {
+    after[a] = -1;
+    ASSERT_TRUE(c.AdvanceUntil([&] {
+      after[a] = Ticks(c, survivor, key(a));
+      return after[a] >= 0;
+    })) << key(a)
+        << " does not answer after the crash";
+  }
+  const absl::Time killed = c.clock().Now();
+  ASSERT_TRUE(c.AdvanceUntil(
+      [&] { return c.clock().Now() >= killed + absl::Seconds(10); },
+      absl::Milliseconds(100)));
+  for (int a = 0; a < kAlarms; ++a) {
+    std::string silo;
+    const int64_t now = Ticks(c, survivor, key(a), &silo);
+    EXPECT_GE(now - after[a], 5) << key(a) << " stopped ticking";
+    EXPECT_LE(now - after[a], 11) << key(a) << " ticks more than once a period";
+    EXPECT_NE(silo, home[0]) << key(a) << " answers from the crashed silo";
+  }
+}
 
 }  // namespace
 }  // namespace granary::testing

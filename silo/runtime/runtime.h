@@ -497,6 +497,7 @@ class RuntimeInternals {
   // The membership lease and fencing (lease.cc).
   void RenewLease(int64_t until_ns) const { r_->RenewLease(until_ns); }
   void Fence() const { r_->Fence(); }
+  bool fenced() const { return r_->fenced_.load(std::memory_order_acquire); }
   int64_t lease_until_ns() const { return r_->lease_until_ns(); }
   bool ParkUntilLease(Activation* a) const { return r_->ParkUntilLease(a); }
   uint64_t lease_waits() const { return r_->lease_waits(); }
