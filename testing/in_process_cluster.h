@@ -2,7 +2,8 @@
 // -----------------------------------------------------------------------------
 // A whole Granary cluster in one process, for tests of your grains and of
 // Granary itself: N SiloHosts (silo/silo_host.h), each with its membership
-// agent, lease, directory partition, router, reminders and graceful stop,
+// agent, lease, directory partition, router, reminders (scheduled by range
+// of the ring, as in a PostgreSQL cluster) and graceful stop,
 // joined by a LoopbackNetwork (testing/loopback_transport.h) whose links a
 // test can cut, black-hole or delay, sharing one in-memory membership table,
 // and all on one FakeClock that only the test moves: a retry, a probe
