@@ -136,25 +136,46 @@ TEST_P(IsolatedSiloTest, ItsGrainsComeBackElsewhereAndNoneAnswersFromTwo) {
 INSTANTIATE_TEST_SUITE_P(Leases, IsolatedSiloTest, ::testing::Bool(),
                          LeaseName);
 
-// The reminder ticks alarm `key` counted so far (its grain's record),
-// asked through silo `via` while the clock moves (the call may wait for a
-// retry on it); -1 when the call failed.
-int64_t Ticks(InProcessCluster& c, int via, const std::string& key,
-              std::string* silo = nullptr) {
+// What alarm `key`'s grain had counted of its reminder's ticks, asked
+// through silo `via` while the clock moves (the call may wait for a retry
+// on it): its count was read between `sent` and `answered` on the clock.
+struct Reading {
+  int64_t ticks = -1;  // -1: the call failed
+  std::string silo;
+  absl::Time sent;
+  absl::Time answered;
+};
+
+Reading Read(InProcessCluster& c, int via, const std::string& key) {
+  Reading r;
+  r.sent = c.clock().Now();
   auto done = std::make_shared<Notification>();
   auto result = std::make_shared<absl::StatusOr<AlarmState>>();
   Detach(c.silo(via).Get<AlarmRef>(key).Get(examples::GetAlarmRequest()),
-         [done, result](absl::StatusOr<AlarmState> r) {
-           *result = std::move(r);
+         [done, result](absl::StatusOr<AlarmState> s) {
+           *result = std::move(s);
            done->Notify();
          });
-  if (!c.AdvanceUntil([&] { return done->HasBeenNotified(); },
-                      absl::Milliseconds(50))) {
-    return -1;
-  }
-  if (!result->ok() || (*result)->alarms_size() != 1) return -1;
-  if (silo != nullptr) *silo = (*result)->silo();
-  return (*result)->alarms(0).ticks();
+  const bool answered = c.AdvanceUntil([&] { return done->HasBeenNotified(); },
+                                       absl::Milliseconds(50));
+  r.answered = c.clock().Now();
+  if (!answered || !result->ok() || (*result)->alarms_size() != 1) return r;
+  r.ticks = (*result)->alarms(0).ticks();
+  r.silo = (*result)->silo();
+  return r;
+}
+
+// Between readings `from` and `to` of a reminder with period `period`, its
+// grain counted at least `min_ticks` ticks, and at most one a period: no
+// more than fit in the longest time the two readings can span.
+void ExpectTicked(const Reading& from, const Reading& to, int64_t min_ticks,
+                  absl::Duration period, const std::string& key) {
+  ASSERT_GE(from.ticks, 0) << key;
+  ASSERT_GE(to.ticks, 0) << key;
+  const int64_t most = (to.answered - from.sent) / period + 1;
+  EXPECT_GE(to.ticks - from.ticks, min_ticks) << key << " missed ticks";
+  EXPECT_LE(to.ticks - from.ticks, most)
+      << key << " ticked more than once a period";
 }
 
 TEST(InProcessRemindersTest,
@@ -167,58 +188,52 @@ TEST(InProcessRemindersTest,
   InProcessCluster c(options);
   ASSERT_THAT(c.Start(), IsOk());
   constexpr int kAlarms = 12;
+  const absl::Duration kPeriod = absl::Seconds(1);
   auto key = [](int a) { return absl::StrCat("alarm", a); };
   for (int a = 0; a < kAlarms; ++a) {
     examples::SetAlarmRequest set;
     set.set_name("beat");
-    set.set_period_ms(1000);
+    set.set_period_ms(absl::ToInt64Milliseconds(kPeriod));
     absl::StatusOr<AlarmState> s =
         c.silo(a % c.size()).Get<AlarmRef>(key(a)).Set(set).Get();
     ASSERT_THAT(s, IsOk());
   }
-  // 30 s on the clock, a period every second: each reminder is scheduled
-  // by one silo (its range's owner), so no alarm counts more than one tick
-  // a period. (Scheduled by every silo, each would count up to three.)
-  std::vector<int64_t> before(kAlarms);
-  for (int a = 0; a < kAlarms; ++a) before[a] = Ticks(c, 0, key(a));
+  // 30 s on the clock: each reminder is scheduled by one silo (its range's
+  // owner), so no alarm counts more than one tick a period. (Scheduled by
+  // every silo, each would count up to three.)
+  std::vector<Reading> before(kAlarms);
+  for (int a = 0; a < kAlarms; ++a) before[a] = Read(c, 0, key(a));
   const absl::Time start = c.clock().Now();
   ASSERT_TRUE(c.AdvanceUntil(
       [&] { return c.clock().Now() >= start + absl::Seconds(30); },
       absl::Milliseconds(100)));
-  std::vector<std::string> home(kAlarms);
-  std::vector<int64_t> after(kAlarms);
+  std::vector<Reading> after(kAlarms);
   for (int a = 0; a < kAlarms; ++a) {
-    after[a] = Ticks(c, 0, key(a), &home[a]);
-    EXPECT_GE(after[a] - before[a], 25) << key(a) << " missed ticks";
-    EXPECT_LE(after[a] - before[a], 31) << key(a) << " ticked more than once "
-                                        << "a period";
+    after[a] = Read(c, 0, key(a));
+    ExpectTicked(before[a], after[a], 25, kPeriod, key(a));
   }
 
   // The silo of alarm 0's grain crashes: every alarm keeps ticking, its
   // grain and those of the same silo on a survivor, and the reminders that
   // silo scheduled now scheduled by the new owners of its range.
-  const int victim = c.IndexOf(home[0]);
-  ASSERT_GE(victim, 0) << home[0];
+  const std::string crashed = after[0].silo;
+  const int victim = c.IndexOf(crashed);
+  ASSERT_GE(victim, 0) << crashed;
   c.Kill(victim);
   const int survivor = (victim + 1) % c.size();
   for (int a = 0; a < kAlarms; ++a) {
-    after[a] = -1;
-    ASSERT_TRUE(c.AdvanceUntil([&] {
-      after[a] = Ticks(c, survivor, key(a));
-      return after[a] >= 0;
-    })) << key(a)
-        << " does not answer after the crash";
+    after[a] = Read(c, survivor, key(a));
+    ASSERT_GE(after[a].ticks, 0)
+        << key(a) << " does not answer after the crash";
   }
   const absl::Time killed = c.clock().Now();
   ASSERT_TRUE(c.AdvanceUntil(
       [&] { return c.clock().Now() >= killed + absl::Seconds(10); },
       absl::Milliseconds(100)));
   for (int a = 0; a < kAlarms; ++a) {
-    std::string silo;
-    const int64_t now = Ticks(c, survivor, key(a), &silo);
-    EXPECT_GE(now - after[a], 5) << key(a) << " stopped ticking";
-    EXPECT_LE(now - after[a], 11) << key(a) << " ticks more than once a period";
-    EXPECT_NE(silo, home[0]) << key(a) << " answers from the crashed silo";
+    const Reading now = Read(c, survivor, key(a));
+    ExpectTicked(after[a], now, 5, kPeriod, key(a));
+    EXPECT_NE(now.silo, crashed) << key(a) << " answers from the crashed silo";
   }
 }
 
