@@ -437,15 +437,17 @@ void Runtime::Deliver(CallBase* call, const GrainTypeEntry* type) {
   if (delivered) {
     (created ? metrics_.directory_misses : metrics_.directory_hits)->Inc();
   }
-  if (!delivered && !refused.ok()) {
-    call->Fail(std::move(refused));
-    call->Release();
-  } else if (!delivered) {
-    call->Fail(absl::UnavailableError(
+  if (!delivered) FailUnactivated(call, std::move(refused));
+}
+
+void Runtime::FailUnactivated(CallBase* call, absl::Status refused) {
+  if (refused.ok()) {
+    refused = absl::UnavailableError(
         absl::StrCat("silo ", options_.name, " is shutting down; ",
-                     call->target().ToString(), " cannot be activated")));
-    call->Release();
+                     call->target().ToString(), " cannot be activated"));
   }
+  call->Fail(std::move(refused));
+  call->Release();
 }
 
 void Runtime::ActivateHere(CallBase* call, uint64_t activation_id) {
@@ -459,15 +461,7 @@ void Runtime::ActivateHere(CallBase* call, uint64_t activation_id) {
         if (!refused.ok()) return nullptr;
         return new Activation(this, type, call->target(), activation_id);
       });
-  if (!delivered && !refused.ok()) {
-    call->Fail(std::move(refused));
-    call->Release();
-  } else if (!delivered) {
-    call->Fail(absl::UnavailableError(
-        absl::StrCat("silo ", options_.name, " is shutting down; ",
-                     call->target().ToString(), " cannot be activated")));
-    call->Release();
-  }
+  if (!delivered) FailUnactivated(call, std::move(refused));
 }
 
 uint64_t Runtime::ActiveId(const GrainId& id) {

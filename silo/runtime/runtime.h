@@ -372,6 +372,9 @@ class Runtime final : public CallInvoker {
   void Shed(size_t count);
   // OK, or why no activation may be created now (RESOURCE_EXHAUSTED).
   absl::Status MayActivate();
+  // Fails a call no activation took: with `refused` (MayActivate's
+  // answer), or UNAVAILABLE when that is OK (the silo is stopping).
+  void FailUnactivated(CallBase* call, absl::Status refused);
   // Arms `call`'s deadline (its timeout from now) unless it is one-way or
   // the silo stopped.
   void ArmDeadline(CallBase* call);
