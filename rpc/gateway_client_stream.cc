@@ -123,6 +123,14 @@ absl::Status GatewayClientStream::Enqueue(v1::Request& request, CallBase* call,
       }
       space_.Wait(&mu_);
     }
+    if (dead_ && !done_ && call != nullptr) {
+      // The stream failed but its status is not in yet (a refused token
+      // ends it so): the call waits for it and fails, or moves to another
+      // gateway, as the calls sent before did. Nothing is written.
+      request.set_id(id);
+      waiting_.emplace(id, call);
+      return absl::OkStatus();
+    }
     if (dead_) {
       if (!refusal_.ok()) return refusal_;
       return absl::UnavailableError(absl::StrCat(
@@ -344,6 +352,7 @@ void GatewayClientStream::OnDone(const grpc::Status& status) {
   {
     MutexLock lock(&mu_);
     dead_ = true;
+    done_ = true;
     if (refused) {
       refusal_ =
           absl::Status(static_cast<absl::StatusCode>(status.error_code()),

@@ -190,6 +190,9 @@ class GatewayClientStream final
   bool write_out_ ABSL_GUARDED_BY(mu_) = false;
   bool write_hold_ ABSL_GUARDED_BY(mu_) = true;
   bool dead_ ABSL_GUARDED_BY(mu_) = false;
+  // OnDone ran: the stream's end status is known (dead_ comes first, from a
+  // failed read or write).
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
   // The gateway said it is shutting down (ReplyBatch.draining): nothing new
   // is sent here; the stream is half-closed once the queue is written.
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

@@ -87,6 +87,11 @@ struct Guard {
 // A full or one-peer sweep runs at most this often while a cap is reached,
 // so a peer knocking at its cap costs one sweep per period, not per accept.
 constexpr int64_t kSweepPeriodNs = 20'000'000;
+// A peer with at most this many connections is swept on every connection
+// past its cap (that many fstat calls): with a small cap, as on the HTTP
+// port, a client that opens one connection after another would otherwise
+// be refused while the ones it just closed wait for the next sweep.
+constexpr size_t kAlwaysSweepPeerBelow = 64;
 
 struct State {
   Mutex mu;
@@ -176,7 +181,8 @@ bool HasRoom(Guard& g, const PeerKey& peer, int64_t now) {
   auto it = g.peers.find(peer);
   if (it != g.peers.end() &&
       static_cast<int64_t>(it->second.fds.size()) >= g.caps.max_per_peer) {
-    if (now - it->second.last_sweep_ns >= kSweepPeriodNs) {
+    if (it->second.fds.size() <= kAlwaysSweepPeerBelow ||
+        now - it->second.last_sweep_ns >= kSweepPeriodNs) {
       SweepPeer(g, peer, now);
       it = g.peers.find(peer);
     }

@@ -218,6 +218,41 @@ TEST(ListenerGuardTest, AcceptRefusesPastThePeerCapWithoutWaiting) {
   close(listener);
 }
 
+// A client that opens one connection after another (probes, scrapes) is
+// never refused for the ones it closed: they count no more at once, also
+// right after a sweep.
+TEST(ListenerGuardTest, ConnectionsClosedOneAfterAnotherFreeTheirPlace) {
+  int port = 0;
+  const int listener = ListenOnLoopback(&port);
+  ASSERT_GE(listener, 0);
+  ListenerCaps caps;
+  caps.max_connections = 100;
+  caps.max_per_peer = 2;
+  GuardListener(port, caps);
+  // One connection stays open all along (a slow request, or one whose
+  // close lingers); each other one gets a descriptor of its own, as with a
+  // server whose workers close theirs in any order.
+  const int held_client = ConnectFrom("127.0.0.3", port);
+  const int held = accept(listener, nullptr, nullptr);
+  ASSERT_GE(held, 0);
+  std::vector<int> placeholders;
+  for (int i = 0; i < 20; ++i) {
+    const int client = ConnectFrom("127.0.0.3", port);
+    ASSERT_GE(client, 0);
+    const int served = accept(listener, nullptr, nullptr);
+    ASSERT_GE(served, 0) << "connection " << i << " refused";
+    close(served);
+    placeholders.push_back(dup(listener));  // takes the number just freed
+    close(client);
+  }
+  EXPECT_EQ(GuardedListenerCounts(port).refused_peer, 0);
+  for (int fd : placeholders) close(fd);
+  close(held);
+  close(held_client);
+  UnguardListener(port);
+  close(listener);
+}
+
 TEST(ListenerGuardTest, TheListenerCapClosesWhatComesPastIt) {
   Server s = StartServer();
   ASSERT_NE(s.server, nullptr);
