@@ -8,25 +8,26 @@
 #     -> any other test, run by scripts/test-launcher.sh
 #   granary_cc_binary(NAME granary-bench SRCS main.cc DEPS ...)
 #   granary_grain_library(NAME counter_grains PROTOS counter.proto [DEPS ...])
-#     -> runs protoc with the C++, gRPC and Granary generators; target NAME holds
-#        messages, gRPC stubs and grain references (needs only granary::core);
-#        target NAME_impl adds the grain base classes (needs granary::silo).
+#     -> cmake/granary_grain_library.cmake
 
 set(GRANARY_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
 
 function(granary_cc_library)
   cmake_parse_arguments(G "" "NAME" "SRCS;HDRS;DEPS" ${ARGN})
   set(target granary_${G_NAME})
+  # Installed (cmake/sdk.cmake), the headers are under include/granary.
+  set(includes $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}> $<INSTALL_INTERFACE:include/granary>)
   if(G_SRCS)
     add_library(${target} STATIC ${G_SRCS} ${G_HDRS})
     target_compile_options(${target} PRIVATE ${GRANARY_WARNINGS})
-    target_include_directories(${target} PUBLIC ${CMAKE_SOURCE_DIR})
+    target_include_directories(${target} PUBLIC ${includes})
     target_link_libraries(${target} PUBLIC ${G_DEPS})
   else()
     add_library(${target} INTERFACE)
-    target_include_directories(${target} INTERFACE ${CMAKE_SOURCE_DIR})
+    target_include_directories(${target} INTERFACE ${includes})
     target_link_libraries(${target} INTERFACE ${G_DEPS})
   endif()
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${G_NAME})
   add_library(granary::${G_NAME} ALIAS ${target})
 endfunction()
 
@@ -74,50 +75,12 @@ function(granary_cc_binary)
   target_link_libraries(${G_NAME} PRIVATE ${G_DEPS} ${GRANARY_MALLOC_LIBS})
 endfunction()
 
-# Runs protoc over PROTOS (paths relative to the current source dir). Generated
-# files land in the build tree mirroring the source tree, so a proto at
-# examples/counter.proto is included as "examples/counter.pb.h".
-function(granary_grain_library)
-  cmake_parse_arguments(G "" "NAME" "PROTOS;DEPS" ${ARGN})
-  set(out_root ${CMAKE_BINARY_DIR}/gen)
-  file(RELATIVE_PATH rel_dir ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
-  set(msg_srcs)
-  set(impl_srcs)
-  foreach(proto ${G_PROTOS})
-    get_filename_component(abs ${proto} ABSOLUTE)
-    get_filename_component(stem ${proto} NAME_WE)
-    get_filename_component(sub ${proto} DIRECTORY)
-    if(sub)
-      set(base ${out_root}/${rel_dir}/${sub}/${stem})
-    else()
-      set(base ${out_root}/${rel_dir}/${stem})
-    endif()
-    set(outs ${base}.pb.cc ${base}.pb.h ${base}.grpc.pb.cc ${base}.grpc.pb.h
-             ${base}.granary.cc ${base}.granary.h ${base}.grain.cc ${base}.grain.h)
-    add_custom_command(
-      OUTPUT ${outs}
-      COMMAND ${CMAKE_COMMAND} -E make_directory ${out_root}
-      COMMAND protobuf::protoc
-        -I ${CMAKE_SOURCE_DIR} -I ${CMAKE_SOURCE_DIR}/proto
-        --cpp_out=${out_root}
-        --grpc_out=${out_root} --plugin=protoc-gen-grpc=${GRANARY_GRPC_CPP_PLUGIN}
-        --granary_out=${out_root} --plugin=protoc-gen-granary=$<TARGET_FILE:protoc-gen-granary>
-        ${abs}
-      DEPENDS ${abs} protoc-gen-granary ${CMAKE_SOURCE_DIR}/proto/granary/options.proto
-      COMMENT "Generating grain code for ${rel_dir}/${proto}"
-      VERBATIM)
-    list(APPEND msg_srcs ${base}.pb.cc ${base}.grpc.pb.cc ${base}.granary.cc)
-    list(APPEND impl_srcs ${base}.grain.cc)
-  endforeach()
-  add_library(${G_NAME} STATIC ${msg_srcs})
-  target_include_directories(${G_NAME} PUBLIC ${out_root} ${CMAKE_SOURCE_DIR})
-  target_compile_options(${G_NAME} PRIVATE -w)
-  target_link_libraries(${G_NAME} PUBLIC granary::core granary::options_proto
-                        protobuf::libprotobuf gRPC::grpc++ ${G_DEPS})
-  add_library(${G_NAME}_impl STATIC ${impl_srcs})
-  target_compile_options(${G_NAME}_impl PRIVATE -w)
-  target_link_libraries(${G_NAME}_impl PUBLIC ${G_NAME} granary::silo)
-endfunction()
+# granary_grain_library(): cmake/granary_grain_library.cmake, the same file
+# the installed package gives its users.
+set(GRANARY_PROTOC_GEN_TARGET protoc-gen-granary)
+set(GRANARY_PROTO_DIR ${CMAKE_SOURCE_DIR}/proto)
+set(GRANARY_GEN_DIR ${CMAKE_BINARY_DIR}/gen)
+include(${CMAKE_CURRENT_LIST_DIR}/granary_grain_library.cmake)
 
 # Generates the C++ messages (and, with GRPC, the gRPC stubs) of one plain
 # protobuf file into the build tree and builds them as library NAME.
@@ -149,7 +112,10 @@ function(granary_proto_library)
     COMMENT "Generating ${stem}.pb.cc"
     VERBATIM)
   add_library(${G_NAME} STATIC ${srcs})
-  target_include_directories(${G_NAME} PUBLIC ${gen})
+  target_include_directories(${G_NAME} PUBLIC $<BUILD_INTERFACE:${gen}>
+                             $<INSTALL_INTERFACE:include/granary>)
+  string(REGEX REPLACE "^granary_" "" export_name ${G_NAME})
+  set_target_properties(${G_NAME} PROPERTIES EXPORT_NAME ${export_name})
   target_compile_options(${G_NAME} PRIVATE -w)
   target_link_libraries(${G_NAME} PUBLIC protobuf::libprotobuf ${G_DEPS})
   if(G_GRPC)

@@ -1,8 +1,9 @@
 // granary-silo: a silo hosting, with --examples, the example grains (Counter,
-// Ping, BankAccount with its state and Alarm with its reminders), and with
-// --bench_grains the grains granary-bench drives. It is also the example of a
-// silo for your own grains: flags -> SiloHostOptions -> SiloHost
-// (silo/silo_host.h).
+// Ping, BankAccount with its state and Alarm with its reminders), with
+// --bench_grains the grains granary-bench drives, and with --grain_library
+// the grain types of shared libraries built with granary-dev (docs/sdk.md). It
+// is also the example of a silo for your own grains: flags -> SiloHostOptions
+// -> SiloHost (silo/silo_host.h).
 //
 //   granary-silo --examples --gateway=127.0.0.1:30000 --http=127.0.0.1:8080
 //   granary-silo --config=silo.flags     # the same flags, one per line
@@ -61,6 +62,7 @@ int Main() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  const bool libraries = !options->grain_library.empty();
   granary::silo::SiloHost host(*std::move(options));
   const bool examples = absl::GetFlag(FLAGS_examples);
   const bool bench_grains = absl::GetFlag(FLAGS_bench_grains);
@@ -71,10 +73,11 @@ int Main() {
       return granary::bench::AddBenchGrains(silo, &bench_stats, &state_stats);
     });
   }
-  if (!examples && !bench_grains) {
+  if (!examples && !bench_grains && !libraries) {
     GRANARY_LOG(kWarning)
         << "this silo hosts no grain types (--examples hosts the example "
-           "grains): it forwards calls to silos of its cluster that host "
+           "grains, --grain_library those of a library): it forwards calls to "
+           "silos of its cluster that host "
            "them, and answers the rest UNIMPLEMENTED";
   }
   if (absl::Status s = host.Start(); !s.ok()) {

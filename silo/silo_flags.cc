@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -16,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "core/flags_usage.h"
 #include "core/log.h"
@@ -65,6 +68,83 @@ std::string EnvName(absl::string_view name) {
   return absl::StrCat("GRANARY_", absl::AsciiStrToUpper(name));
 }
 
+// Whether flag `name` holds a list (comma-separated values).
+bool IsListFlag(absl::string_view name) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return flag != nullptr && flag->IsOfType<std::vector<std::string>>();
+}
+
+// The name and value of "--name=value" (or "-name=value"); false for
+// anything else.
+bool SplitFlag(absl::string_view arg, absl::string_view* name,
+               absl::string_view* value) {
+  if (!absl::ConsumePrefix(&arg, "-")) return false;
+  absl::ConsumePrefix(&arg, "-");
+  const size_t eq = arg.find('=');
+  if (eq == absl::string_view::npos) return false;
+  *name = arg.substr(0, eq);
+  *value = arg.substr(eq + 1);
+  return true;
+}
+
+// A list flag may be given more than once (--grain_library=a.so
+// --grain_library=b.so): its values add up, into one argument at the place
+// of the first (Abseil would keep the last alone).
+std::vector<std::string> MergeListFlags(std::vector<std::string> args) {
+  std::vector<std::string> out;
+  absl::flat_hash_map<std::string, size_t> at;  // list flag -> index in out
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {  // the rest are not flags
+      out.insert(out.end(), args.begin() + i, args.end());
+      break;
+    }
+    absl::string_view name, value;
+    std::string spaced;
+    if (!SplitFlag(args[i], &name, &value)) {
+      // "--name value"
+      absl::string_view bare = args[i];
+      const bool dashed = absl::ConsumePrefix(&bare, "-");
+      absl::ConsumePrefix(&bare, "-");
+      if (dashed && i + 1 < args.size() && IsListFlag(bare)) {
+        spaced = absl::StrCat("--", bare, "=", args[++i]);
+        SplitFlag(spaced, &name, &value);
+      } else {
+        out.push_back(std::move(args[i]));
+        continue;
+      }
+    }
+    if (!IsListFlag(name)) {
+      out.push_back(std::move(args[i]));
+      continue;
+    }
+    auto [it, first] = at.try_emplace(std::string(name), out.size());
+    if (first) {
+      out.push_back(absl::StrCat("--", name, "=", value));
+    } else if (!value.empty()) {
+      std::string& merged = out[it->second];
+      if (merged.back() != '=') merged += ',';
+      absl::StrAppend(&merged, value);
+    }
+  }
+  return out;
+}
+
+// The list flags a --config file gives more than once, merged (that file is
+// read by Abseil, which would keep the last of each alone).
+std::vector<std::string> MergedListFlagsOfFile(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view trimmed = absl::StripAsciiWhitespace(line);
+    absl::string_view name, value;
+    if (SplitFlag(trimmed, &name, &value) && IsListFlag(name)) {
+      lines.emplace_back(trimmed);
+    }
+  }
+  return MergeListFlags(std::move(lines));
+}
+
 // The arguments Abseil parses, in rising precedence: the `--config` file
 // (read as an Abseil flag file), then GRANARY_<FLAG> variables for the
 // binary's own flags, then the rest of the command line. A flag set from the
@@ -103,9 +183,16 @@ std::vector<char*> ArgsWithConfigAndEnvironment(
   }
   const size_t first = storage->size();
   storage->push_back(argv[0]);
-  if (!config.empty()) storage->push_back("--flagfile=" + config);
+  if (!config.empty()) {
+    storage->push_back("--flagfile=" + config);
+    for (auto& a : MergedListFlagsOfFile(config)) {
+      storage->push_back(std::move(a));
+    }
+  }
   for (auto& a : from_env) storage->push_back(std::move(a));
-  for (auto& a : rest) storage->push_back(std::move(a));
+  for (auto& a : MergeListFlags(std::move(rest))) {
+    storage->push_back(std::move(a));
+  }
   std::vector<char*> out;
   for (size_t i = first; i < storage->size(); ++i) {
     out.push_back((*storage)[i].data());

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "silo/grain_library_loader.h"
 #include "silo/silo_host_parts.h"
 #include "silo/systemd_notify.h"
 
@@ -214,6 +215,14 @@ absl::Status SiloHost::MakeRuntime() {
         "membership in the table)");
   });
   for (const auto& add : grain_adders_) GRANARY_RETURN_IF_ERROR(add(*p.silo));
+  for (const std::string& path : options_.grain_library) {
+    absl::StatusOr<GrainLibrary> library = GrainLibrary::Load(path);
+    if (!library.ok()) return library.status();
+    GRANARY_RETURN_IF_ERROR(library->AddTo(*p.silo));
+    GRANARY_LOG(kInfo) << "silo=" << p.id
+                       << " grain_library=" << LogQuote(library->name())
+                       << " path=" << LogQuote(path) << " grain library loaded";
+  }
   p.silo_ptr.store(p.silo.get());
   p.partition.set_self_id(p.id);
   if (ReminderKeeper* keeper = p.cluster->reminder_keeper()) {

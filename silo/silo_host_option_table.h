@@ -164,6 +164,12 @@
     "How often the silo connects to each of its gRPC ports to prove " \
     "it still accepts; one that does not fails /readyz, and after " \
     "three probes in a row /healthz. 0: never.") \
+  /* Grain types */ \
+  X(std::vector<std::string>, grain_library, {}, \
+    "Shared libraries of grain types to host (built against this " \
+    "Granary version with granary-dev: docs/sdk.md). Repeat the flag " \
+    "or separate paths with commas. A library built against another " \
+    "version, or without GRANARY_GRAIN_LIBRARY, is refused at start.") \
   /* Storage and reminders */ \
   X(std::string, storage, "", \
     "Where grain state and reminders live: rocksdb (in --data_dir; " \

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/address.h"
 #include "rpc/credentials.h"
+#include "silo/grain_library_loader.h"
 #include "storage/postgres/pg_connection.h"
 #include "storage/postgres/postgres_membership_table.h"
 
@@ -173,6 +174,15 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
           "--http_hosts: '", absl::CHexEscape(name.substr(0, 64)),
           "' is not a host name (letters, digits, dots and dashes)"));
     }
+  }
+  // Read, not loaded: --check_config runs no library's code.
+  for (const std::string& path : o.grain_library) {
+    if (path.empty()) {
+      return absl::InvalidArgumentError("--grain_library: an empty path");
+    }
+  }
+  for (const std::string& path : o.grain_library) {
+    GRANARY_RETURN_IF_ERROR(CheckGrainLibrary(path));
   }
   if (o.max_reminders_per_grain < 1 || o.max_reminders < 1) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -16,7 +16,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "package_test: $*" >&2; exit 1; }
 
-version=$(sed -n 's/.*kVersion\[\] = "\([0-9.]*\)".*/\1/p' "$src/core/version.h")
+version=$(sed -n 's/.*define GRANARY_VERSION_STRING "\([0-9.]*\)".*/\1/p' "$src/core/version.h")
 [ -n "$version" ] || fail "no version in core/version.h"
 cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/out" >"$work/cpack.log" 2>&1 ||
   { cat "$work/cpack.log" >&2; fail "cpack failed"; }
