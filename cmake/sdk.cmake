@@ -94,3 +94,12 @@ install(FILES ${CMAKE_BINARY_DIR}/sdk/granaryConfig.cmake
               ${CMAKE_BINARY_DIR}/sdk/granaryConfigVersion.cmake
               ${CMAKE_SOURCE_DIR}/cmake/granary_grain_library.cmake
         DESTINATION lib/cmake/granary COMPONENT dev)
+
+# For sdk_headers_test: the lists, one header per line, by kind.
+set(_granary_header_lists "")
+foreach(kind PUBLIC SUPPORT GENERATED)
+  foreach(h ${GRANARY_${kind}_HEADERS})
+    string(APPEND _granary_header_lists "${kind} ${h}\n")
+  endforeach()
+endforeach()
+file(WRITE ${CMAKE_BINARY_DIR}/sdk/headers.txt "${_granary_header_lists}")
