@@ -36,8 +36,8 @@ test: build
 check: deps
 	bash scripts/check.sh
 
-# The Debian package: $(BUILD)/granary_<version>_amd64.deb (see the README,
-# "Deploying").
+# The Debian packages: $(BUILD)/granary_<version>_amd64.deb and
+# granary-dev_<version>_amd64.deb (docs/deployment.md, docs/sdk.md).
 package: build
 	cd $(BUILD) && cpack -G DEB
 

@@ -1,4 +1,4 @@
-// What README.md's "Testing your grains" section shows, step by step: a
+// What docs/grains.md's "Testing your grains" shows, step by step: a
 // three-silo cluster in this process hosting the example BankAccount grain,
 // a silo that crashes under it, and a silo cut off from the others and
 // declared dead by them, all on a clock that only the test moves.

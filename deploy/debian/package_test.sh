@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian package from a build tree and checks it:
 #   - it is granary_<version>_amd64.deb, with the version silos report;
-#   - `dpkg-deb --contents` lists exactly the files the README's
-#     "package-contents" block names;
+#   - `dpkg-deb --contents` lists exactly the files the
+#     "package-contents" block of docs/deployment.md names;
 #   - /etc/granary/silo.conf is a conffile, the maintainer scripts parse,
 #     and the units are the ones systemd_units_test verifies;
 #   - it depends on Debian's runtime library packages (no -dev package);
@@ -26,14 +26,15 @@ deb="$work/out/granary_${version}_amd64.deb"
 # Files (not directories) in the package, as absolute paths.
 dpkg-deb --contents "$deb" | awk '$1 !~ /^d/ {print $NF}' | sed 's|^\.||' |
   sort >"$work/have"
-# The README's list: the lines of the code block after the marker.
+# The documented list: the lines of the code block after the marker.
+doc=docs/deployment.md
 awk '/<!-- package-contents -->/ {on=1; next}
      on && /^```/ {if (started) exit; started=1; next}
-     on && started && NF {print $1}' "$src/README.md" | sort >"$work/want"
-[ -s "$work/want" ] || fail "README.md has no package-contents block"
+     on && started && NF {print $1}' "$src/$doc" | sort >"$work/want"
+[ -s "$work/want" ] || fail "$doc has no package-contents block"
 if ! diff -u "$work/want" "$work/have" >"$work/diff"; then
   cat "$work/diff" >&2
-  fail "the package's files differ from the README's list (- README, + package)"
+  fail "the package's files differ from the list in $doc (- $doc, + package)"
 fi
 
 dpkg-deb -e "$deb" "$work/control"

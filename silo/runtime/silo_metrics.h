@@ -1,6 +1,6 @@
 // File: silo/runtime/silo_metrics.h
 // -----------------------------------------------------------------------------
-// The metrics a silo publishes (Prometheus names, see README "Metrics"), as
+// The metrics a silo publishes (Prometheus names, docs/operations.md), as
 // pointers the runtime updates on its hot paths without locks. The silo owns
 // one registry and one SiloMetrics; every grain type gets a TypeMetrics when
 // it is registered.
