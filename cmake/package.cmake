@@ -25,6 +25,9 @@ install(FILES ${CMAKE_SOURCE_DIR}/deploy/systemd/silo.conf
         DESTINATION /etc/granary COMPONENT runtime)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION share/doc/granary
         COMPONENT runtime)
+# The docs the README links, beside it.
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/ DESTINATION share/doc/granary/docs
+        COMPONENT runtime FILES_MATCHING PATTERN "*.md")
 include(sdk)
 
 set(CPACK_GENERATOR DEB)

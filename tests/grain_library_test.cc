@@ -184,14 +184,14 @@ TEST(GrainLibraryProcessTest, BadLibrariesStopTheStartNamingThem) {
       "silo.flags", absl::StrCat("--grain_library=", Library("greeter"),
                                  "\n# a comment\n  --grain_library=",
                                  Library("other_version"), "\n"));
-  ToolRun in_config = RunTool(GRANARY_SILO_BINARY,
-                              {"--check_config", "--config=" + config});
+  ToolRun in_config =
+      RunTool(GRANARY_SILO_BINARY, {"--check_config", "--config=" + config});
   EXPECT_EQ(in_config.exit_code, 2);
   EXPECT_THAT(in_config.err, HasSubstr("built against Granary 0.0.1"));
   // The command line replaces the file's list, as for any flag.
-  ToolRun replaced = RunTool(
-      GRANARY_SILO_BINARY, {"--check_config", "--config=" + config,
-                            "--grain_library=" + Library("greeter")});
+  ToolRun replaced =
+      RunTool(GRANARY_SILO_BINARY, {"--check_config", "--config=" + config,
+                                    "--grain_library=" + Library("greeter")});
   EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
 
   ToolRun no_entry =

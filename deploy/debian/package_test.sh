@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Debian package from a build tree and checks it:
+# Builds the Debian packages from a build tree and checks them (granary-dev
+# at the end):
 #   - it is granary_<version>_amd64.deb, with the version silos report;
 #   - `dpkg-deb --contents` lists exactly the files the
 #     "package-contents" block of docs/deployment.md names;
@@ -82,3 +83,33 @@ set -e
 [ "$code" = 2 ] || fail "a bad GRANARY_MAX_MAILBOX exits $code, not 2"
 grep -q GRANARY_MAX_MAILBOX "$work/bad.err" || fail "the error does not name the variable"
 echo "package_test: $(basename "$deb") ok ($(wc -l <"$work/have") files)"
+
+# The SDK (cmake/sdk.cmake): granary-dev of the same version, its files
+# only under its own directories, the ones a user's build reads present,
+# and Depends on the runtime package and the -dev packages it builds with.
+dev="$work/out/granary-dev_${version}_amd64.deb"
+[ -f "$dev" ] || fail "no $(basename "$dev") (got: $(ls "$work/out"))"
+dpkg-deb --contents "$dev" | awk '$1 !~ /^d/ {print $NF}' | sed 's|^\.||' |
+  sort >"$work/dev-have"
+stray=$(grep -vE '^/usr/(include/granary/|lib/granary/libgranary_[a-z0-9_]+\.a$|lib/cmake/granary/|share/granary/proto/granary/|bin/protoc-gen-granary$)' \
+  "$work/dev-have" || true)
+[ -z "$stray" ] || fail "granary-dev holds files outside the SDK's directories: $stray"
+for f in /usr/include/granary/silo/silo_host.h /usr/include/granary/silo/grain_library.h \
+  /usr/include/granary/client/client.h /usr/include/granary/testing/in_process_cluster.h \
+  /usr/include/granary/granary/options.pb.h /usr/lib/granary/libgranary_silo.a \
+  /usr/lib/granary/libgranary_client.a /usr/lib/granary/libgranary_testing.a \
+  /usr/lib/cmake/granary/granaryConfig.cmake /usr/lib/cmake/granary/granaryConfigVersion.cmake \
+  /usr/lib/cmake/granary/granary_grain_library.cmake /usr/bin/protoc-gen-granary \
+  /usr/share/granary/proto/granary/options.proto /usr/share/granary/proto/granary/v1/gateway.proto; do
+  grep -qx "$f" "$work/dev-have" || fail "granary-dev lacks $f"
+done
+# Internals no public header includes stay out.
+for f in /usr/include/granary/storage/rocksdb_storage.h /usr/include/granary/silo/grain_library_loader.h; do
+  if grep -qx "$f" "$work/dev-have"; then fail "granary-dev holds the internal $f"; fi
+done
+dev_depends=$(dpkg-deb -f "$dev" Depends)
+for d in "granary (= $version)" libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc libabsl-dev \
+  librocksdb-dev libpq-dev libcivetweb-dev libssl-dev; do
+  case "$dev_depends" in *"$d"*) ;; *) fail "granary-dev's Depends lacks $d: $dev_depends" ;; esac
+done
+echo "package_test: $(basename "$dev") ok ($(wc -l <"$work/dev-have") files)"
