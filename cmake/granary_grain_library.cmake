@@ -94,3 +94,20 @@ function(granary_grain_library)
   add_library(${G_NAME}_impl STATIC ${impl_srcs} ${G_SRCS})
   target_link_libraries(${G_NAME}_impl PUBLIC ${G_NAME} granary::silo)
 endfunction()
+
+# granary_silo_loads_grain_libraries(TARGET): a silo executable (linking
+# granary::silo) that can load grain libraries (--grain_library). It exports
+# its symbols and holds Granary's archives whole, not only what its own code
+# uses, so a library finds every runtime symbol it calls. granary-silo is
+# linked so; a silo without it refuses --grain_library at start.
+function(granary_silo_loads_grain_libraries target)
+  set_target_properties(${target} PROPERTIES ENABLE_EXPORTS ON)
+  set(archives)
+  foreach(lib core rpc directory storage storage_postgres silo_runtime silo_gateway
+              silo_cluster silo_admin silo options_proto v1_proto cluster_proto
+              reminders_proto admin_proto)
+    list(APPEND archives $<TARGET_FILE:granary::${lib}>)
+  endforeach()
+  target_link_options(${target} PRIVATE
+    "LINKER:--whole-archive" ${archives} "LINKER:--no-whole-archive")
+endfunction()

@@ -91,7 +91,7 @@ constexpr int64_t kSweepPeriodNs = 20'000'000;
 // past its cap (that many fstat calls): with a small cap, as on the HTTP
 // port, a client that opens one connection after another would otherwise
 // be refused while the ones it just closed wait for the next sweep.
-constexpr size_t kAlwaysSweepPeerBelow = 64;
+constexpr size_t kAlwaysSweepPeerBelow = 16;
 
 struct State {
   Mutex mu;

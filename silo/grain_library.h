@@ -87,22 +87,36 @@ int AddGrains(Add& add, void* runtime, char* error, size_t error_size) {
 #define GRANARY_GRAIN_LIBRARY_STR2(x) #x
 #define GRANARY_GRAIN_LIBRARY_STR(x) GRANARY_GRAIN_LIBRARY_STR2(x)
 
+#if defined(__has_attribute)
+#if __has_attribute(retain)
+#define GRANARY_GRAIN_LIBRARY_RETAIN __attribute__((retain))
+#endif
+#endif
+#ifndef GRANARY_GRAIN_LIBRARY_RETAIN
+#define GRANARY_GRAIN_LIBRARY_RETAIN
+#endif
+
 // Declares this shared library's grain types: `name` (an identifier, for the
 // log), then a callable taking granary::silo::Runtime& and returning
-// absl::Status (commas in it need no parentheses). Once per library.
+// absl::Status (commas in it need no parentheses). Once per library. The
+// version is the literal of the headers the library is compiled with, never
+// a symbol the loading silo could resolve to its own.
 #define GRANARY_GRAIN_LIBRARY(name, ...)                                       \
-  __attribute__((section(".granary_library"),                                  \
-                 used)) static const char granary_grain_library_note_[] =      \
-      "granary-grain-library abi=" GRANARY_GRAIN_LIBRARY_STR(                  \
-          GRANARY_GRAIN_LIBRARY_ABI) " version=" GRANARY_VERSION_STRING;       \
+  __attribute__((section(".granary_library"), used))                           \
+  GRANARY_GRAIN_LIBRARY_RETAIN static const char                               \
+      granary_grain_library_note_[] =                                          \
+          "granary-grain-library abi=" GRANARY_GRAIN_LIBRARY_STR(              \
+              GRANARY_GRAIN_LIBRARY_ABI) " version=" GRANARY_VERSION_STRING;   \
   extern "C" __attribute__((visibility("default"))) const GranaryGrainLibrary* \
   granary_grain_library_v1(void) {                                             \
     static auto add_ = __VA_ARGS__;                                            \
     static const GranaryGrainLibrary library = {                               \
-        GRANARY_GRAIN_LIBRARY_ABI, ::granary::kVersion, #name,                 \
+        GRANARY_GRAIN_LIBRARY_ABI, GRANARY_VERSION_STRING, #name,              \
         [](void* runtime, char* error, size_t error_size) {                    \
           return ::granary::silo::grain_library_internal::AddGrains(           \
               add_, runtime, error, error_size);                               \
         }};                                                                    \
+    /* the note's address is used: no --gc-sections drops it */                \
+    __asm__ volatile("" : : "g"(granary_grain_library_note_));                 \
     return &library;                                                           \
   }

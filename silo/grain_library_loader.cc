@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -27,6 +28,14 @@ constexpr char kEntryPoint[] = "granary_grain_library_v1";
 // these is not one a linker wrote.
 constexpr uint64_t kMaxNames = 1 << 20;
 constexpr uint64_t kMaxNote = 4096;
+// The ELF machine this silo was built for.
+#if defined(__x86_64__)
+constexpr Elf64_Half kMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr Elf64_Half kMachine = EM_AARCH64;
+#else
+#error "grain libraries: unknown ELF machine"
+#endif
 
 // Reads `size` bytes at `offset` of `fd`, all or nothing, within `file_size`.
 bool ReadAt(int fd, uint64_t file_size, uint64_t offset, uint64_t size,
@@ -99,8 +108,14 @@ std::string NoEntryPoint(const std::string& path) {
 
 }  // namespace
 
+// Found by dlsym only in a binary that exports its symbols, as a silo that
+// loads grain libraries must.
+extern "C" __attribute__((visibility("default"), used)) void
+granary_silo_exports_its_runtime() {}
+
 absl::StatusOr<GrainLibraryNote> ReadGrainLibraryNote(const std::string& path) {
-  Fd f{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: a FIFO named by mistake must not hang --check_config.
+  Fd f{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (f.fd < 0) {
     const int e = errno;
     return absl::Status(absl::ErrnoToStatusCode(e),
@@ -123,6 +138,10 @@ absl::StatusOr<GrainLibraryNote> ReadGrainLibraryNote(const std::string& path) {
     return NotElf(path, "not 64-bit little-endian");
   }
   if (eh.e_type != ET_DYN) return NotElf(path, "not a shared object");
+  if (eh.e_machine != kMachine) {
+    return NotElf(path, absl::StrCat("built for machine ", eh.e_machine,
+                                     ", this silo runs on ", kMachine));
+  }
   if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 ||
       eh.e_shstrndx >= eh.e_shnum) {
     return NotElf(path, "no section table");
@@ -176,9 +195,26 @@ GrainLibrary::GrainLibrary(std::string path, const GranaryGrainLibrary* entry)
 
 absl::StatusOr<GrainLibrary> GrainLibrary::Load(const std::string& path) {
   if (absl::Status s = CheckGrainLibrary(path); !s.ok()) return s;
+  // The file checked is the file loaded: dlopen searches the library path
+  // for a name without a slash, so it gets the real path.
+  char* real = realpath(path.c_str(), nullptr);
+  if (real == nullptr) {
+    const int e = errno;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grain_library=", path, " cannot be read: ", std::strerror(e)));
+  }
+  const std::string resolved(real);
+  std::free(real);
+  if (dlsym(RTLD_DEFAULT, "granary_silo_exports_its_runtime") == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--grain_library=", path,
+        ": this silo binary does not export the runtime a grain library "
+        "calls (link it with granary_silo_loads_grain_libraries(TARGET), "
+        "docs/sdk.md)"));
+  }
   // RTLD_NOW: a symbol the library needs and the silo lacks fails here,
   // at start, not in the middle of a call.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(resolved.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
     return absl::InvalidArgumentError(absl::StrCat(

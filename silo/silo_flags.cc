@@ -68,10 +68,13 @@ std::string EnvName(absl::string_view name) {
   return absl::StrCat("GRANARY_", absl::AsciiStrToUpper(name));
 }
 
-// Whether flag `name` holds a list (comma-separated values).
+// Whether flag `name` is one of the binary's own that holds a list
+// (comma-separated values). Abseil's own lists (--flagfile, --undefok, ...)
+// keep their meaning.
 bool IsListFlag(absl::string_view name) {
   absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-  return flag != nullptr && flag->IsOfType<std::vector<std::string>>();
+  return flag != nullptr && !absl::StrContains(flag->Filename(), "absl/") &&
+         flag->IsOfType<std::vector<std::string>>();
 }
 
 // The name and value of "--name=value" (or "-name=value"); false for

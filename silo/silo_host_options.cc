@@ -2,9 +2,11 @@
 // (silo/silo_host_options.h).
 #include "silo/silo_host_options.h"
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/address.h"
@@ -181,8 +183,18 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
       return absl::InvalidArgumentError("--grain_library: an empty path");
     }
   }
+  // One library twice would add its grain types twice (and define its
+  // protos twice, which Protobuf does not survive): refused here.
+  absl::flat_hash_set<std::string> libraries;
   for (const std::string& path : o.grain_library) {
     GRANARY_RETURN_IF_ERROR(CheckGrainLibrary(path));
+    char* real = realpath(path.c_str(), nullptr);
+    const std::string key = real != nullptr ? real : path;
+    std::free(real);
+    if (!libraries.insert(key).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--grain_library names ", path, " twice (as ", key, ")"));
+    }
   }
   if (o.max_reminders_per_grain < 1 || o.max_reminders < 1) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -126,6 +126,13 @@ TEST(GrainLibraryTest, FilesThatAreNoSharedLibraryAreRefused) {
   EXPECT_THAT(CheckGrainLibrary(WriteFile("exec.so", exec)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("not a shared object")));
+  // Another machine's library.
+  std::string arm = good;
+  arm[18] = static_cast<char>(183);  // e_machine = EM_AARCH64
+  arm[19] = 0;
+  EXPECT_THAT(CheckGrainLibrary(WriteFile("arm.so", arm)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("built for machine 183")));
   // Section table bounds that lie: a huge count, an index past it.
   std::string lies = good;
   lies[60] = '\xff';  // e_shnum low byte
@@ -164,26 +171,29 @@ TEST(GrainLibraryProcessTest, TheStockSiloHostsALibrarysGrains) {
 }
 
 TEST(GrainLibraryProcessTest, BadLibrariesStopTheStartNamingThem) {
-  // Repeated: the second library counts too (it is refused).
+  // Repeated: the first library counts too (it is refused), not only the
+  // last.
   ToolRun twice =
       RunTool(GRANARY_SILO_BINARY,
-              {"--check_config", "--grain_library=" + Library("greeter"),
-               "--grain_library", Library("other_version")});
+              {"--check_config", "--grain_library=" + Library("other_version"),
+               "--grain_library", Library("greeter")});
   EXPECT_EQ(twice.exit_code, 2);
   EXPECT_THAT(twice.err, AllOf(HasSubstr(Library("other_version")),
                                HasSubstr("built against Granary 0.0.1"),
                                HasSubstr(kVersion)));
-  ToolRun fine =
+  // One library twice would add its grain types twice.
+  ToolRun same =
       RunTool(GRANARY_SILO_BINARY,
               {"--check_config", "--grain_library=" + Library("greeter") + "," +
                                      Library("greeter")});
-  EXPECT_EQ(fine.exit_code, 0) << fine.err;
+  EXPECT_EQ(same.exit_code, 2);
+  EXPECT_THAT(same.err, HasSubstr("twice"));
 
   // Repeated in a --config file: both count there too.
   const std::string config = WriteFile(
-      "silo.flags", absl::StrCat("--grain_library=", Library("greeter"),
-                                 "\n# a comment\n  --grain_library=",
-                                 Library("other_version"), "\n"));
+      "silo.flags", absl::StrCat("--grain_library=", Library("other_version"),
+                                 "\n# a comment\n--grain_library=",
+                                 Library("greeter"), "\n"));
   ToolRun in_config =
       RunTool(GRANARY_SILO_BINARY, {"--check_config", "--config=" + config});
   EXPECT_EQ(in_config.exit_code, 2);
