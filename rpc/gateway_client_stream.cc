@@ -129,6 +129,7 @@ absl::Status GatewayClientStream::Enqueue(v1::Request& request, CallBase* call,
       // gateway, as the calls sent before did. Nothing is written.
       request.set_id(id);
       waiting_.emplace(id, call);
+      unsent_.insert(id);
       return absl::OkStatus();
     }
     if (dead_) {
@@ -342,6 +343,7 @@ void GatewayClientStream::OnReadDone(bool ok) {
 void GatewayClientStream::OnDone(const grpc::Status& status) {
   NetworkThreadScope network;
   absl::flat_hash_map<uint64_t, CallBase*> waiting;
+  absl::flat_hash_set<uint64_t> unsent;
   std::string why;
   bool drained;
   // A gateway that refused the client's credentials refuses them again:
@@ -359,6 +361,7 @@ void GatewayClientStream::OnDone(const grpc::Status& status) {
                        status.error_message());
     }
     waiting.swap(waiting_);
+    unsent.swap(unsent_);
     pending_.clear();
     cancels_.clear();
     credits_.clear();
@@ -382,22 +385,24 @@ void GatewayClientStream::OnDone(const grpc::Status& status) {
                         "failed to connect to all addresses");
   const bool resend = (stopping || never_connected) && !link_->closed();
   for (auto& [id, call] : waiting) Forget(call);
-  if (!resend) {
-    for (auto& [id, call] : waiting) {
-      call->Fail(refused ? absl::Status(static_cast<absl::StatusCode>(
-                                            status.error_code()),
-                                        status.error_message())
-                         : absl::UnavailableError(why));
-      call->Release();
+  std::vector<CallBase*> again;
+  for (auto& [id, call] : waiting) {
+    // A stopping gateway answers every request it read before it ends the
+    // stream, so these never reached it, nor did those never written here
+    // (but a gateway that refused the credentials refuses them too).
+    if (resend || (!refused && unsent.contains(id) && !link_->closed())) {
+      again.push_back(call);
+      continue;
     }
+    call->Fail(refused ? absl::Status(
+                             static_cast<absl::StatusCode>(status.error_code()),
+                             status.error_message())
+                       : absl::UnavailableError(why));
+    call->Release();
   }
   link_->OnStreamDone(this, status, stopping || drained);
-  if (resend) {
-    // A stopping gateway answers every request it read before it ends the
-    // stream, so these never reached it: they go to another gateway
-    // (without waiting for room: this is a network thread).
-    for (auto& [id, call] : waiting) link_->Resend(call);
-  }
+  // To another gateway (without waiting for room: this is a network thread).
+  for (CallBase* call : again) link_->Resend(call);
   link_->StreamGone();  // last use of the link: Close may now free the client
   Unref();              // gRPC's
 }

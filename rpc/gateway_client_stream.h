@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "core/call.h"
 #include "core/sync.h"
@@ -106,7 +107,10 @@ class GatewayClientStream final
   // stream's end, and a cancel of it is sent on (RequestBatch.cancels); a
   // call cancelled already is not sent (and its reference let go). Fails
   // with UNAVAILABLE when the stream is gone and RESOURCE_EXHAUSTED on
-  // overflow.
+  // overflow. An awaited call that comes after the stream failed but before
+  // its end status is in is not written: it waits for that status, and then
+  // fails with it when the gateway refused the client's credentials, or
+  // goes to another gateway.
   absl::Status Send(v1::Request& request, CallBase* call);
 
   // CancelForwarder: the call sent as `id` was cancelled.
@@ -193,6 +197,8 @@ class GatewayClientStream final
   // OnDone ran: the stream's end status is known (dead_ comes first, from a
   // failed read or write).
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  // Calls in waiting_ that came between dead_ and done_: never written.
+  absl::flat_hash_set<uint64_t> unsent_ ABSL_GUARDED_BY(mu_);
   // The gateway said it is shutting down (ReplyBatch.draining): nothing new
   // is sent here; the stream is half-closed once the queue is written.
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

@@ -10,6 +10,13 @@
 #include "rpc/status.h"
 
 namespace granary::rpc {
+namespace {
+
+// How long a connection waits, after its gateway said it stops, for the
+// channel to be seen leaving READY before a READY channel counts as new.
+constexpr absl::Duration kAwaitNewConnectionLimit = absl::Seconds(5);
+
+}  // namespace
 
 GatewayConnection::GatewayConnection(GatewaySet* set, std::string address,
                                      const GatewaySetOptions& options)
@@ -57,9 +64,11 @@ void GatewayConnection::TryConnect(absl::Time until) {
   // Waiting on the channel is what progresses its connection attempt; an
   // attempt that fails waits out the rest of the slice (no busy retry).
   bool await_new;
+  absl::Time await_since;
   {
     MutexLock lock(&mu_);
     await_new = await_new_connection_;
+    await_since = await_new_since_;
   }
   // A gateway that said it stops keeps its connection open for a while: a
   // READY channel is only good again once that connection has gone.
@@ -67,7 +76,13 @@ void GatewayConnection::TryConnect(absl::Time until) {
          channel_->WaitForStateChange(state, absl::ToChronoTime(until))) {
     state = channel_->GetState(/*try_to_connect=*/true);
   }
-  if (await_new && state != GRPC_CHANNEL_READY) {
+  // Unless the channel was seen to leave READY, or has stayed READY so long
+  // that it may well be a new connection made between two looks (a gateway
+  // that stopped and came back at once): a stream on a connection that is
+  // still the stopping gateway's is told to drain again, and nothing is
+  // lost.
+  if (await_new && (state != GRPC_CHANNEL_READY ||
+                    absl::Now() - await_since > kAwaitNewConnectionLimit)) {
     MutexLock lock(&mu_);
     await_new_connection_ = false;
     await_new = false;
@@ -111,6 +126,7 @@ void GatewayConnection::OnStreamDraining(GatewayClientStream* stream) {
     MutexLock lock(&mu_);
     if (stream_ != stream) return;
     await_new_connection_ = true;
+    await_new_since_ = absl::Now();
     if (set_->closed()) return;
     up_.store(false);
     GRANARY_LOG(kInfo) << "client: gateway " << address_
@@ -162,7 +178,10 @@ void GatewayConnection::OnStreamDone(GatewayClientStream* stream,
     MutexLock lock(&mu_);
     rotated_.erase(stream);
     // (A stream rotated away drained too, but the link is on a new one.)
-    if (server_stopping && stream_ == stream) await_new_connection_ = true;
+    if (server_stopping && stream_ == stream && !await_new_connection_) {
+      await_new_connection_ = true;
+      await_new_since_ = absl::Now();
+    }
     if (stream_ == stream) {
       stream_ = nullptr;
       // Any end we did not ask for means the gateway went away or is

@@ -96,6 +96,10 @@ class GatewayConnection {
   // The gateway said it stops: wait for its connection to go before using
   // the channel again.
   bool await_new_connection_ ABSL_GUARDED_BY(mu_) = false;
+  // When await_new_connection_ was set: past kAwaitNewConnectionLimit a
+  // READY channel is taken as new (the gateway may have stopped and come
+  // back between two looks at the channel, which then never leaves READY).
+  absl::Time await_new_since_ ABSL_GUARDED_BY(mu_);
   // The channel was READY under stream_ (CheckConnection).
   bool stream_connected_ ABSL_GUARDED_BY(mu_) = false;
   // Streams rotated away (OnStreamRotated) that have not ended yet.
