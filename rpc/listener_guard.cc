@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -128,10 +129,28 @@ int LocalPort(int fd) {
   return 0;
 }
 
-// True while `fd` still holds the socket accepted as `conn`.
+// True while `fd` still holds the socket accepted as `conn`, and its
+// connection is not closed by both ends. A server that answered and shut
+// down its side (civetweb's graceful close) keeps the descriptor until it
+// reads the client's end: a client that closed counts no more, though the
+// descriptor lingers, while one that keeps its side open still counts (it
+// may hold a worker).
 bool StillOpen(int fd, const Conn& conn) {
   struct stat st;
-  return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == conn.inode;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_ino != conn.inode)
+    return false;
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
+  switch (info.tcpi_state) {
+    case TCP_TIME_WAIT:
+    case TCP_CLOSING:
+    case TCP_LAST_ACK:
+    case TCP_CLOSE:
+      return false;
+    default:
+      return true;
+  }
 }
 
 void Forget(Guard& g, int fd) {

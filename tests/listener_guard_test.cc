@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -249,6 +250,61 @@ TEST(ListenerGuardTest, ConnectionsClosedOneAfterAnotherFreeTheirPlace) {
   for (int fd : placeholders) close(fd);
   close(held);
   close(held_client);
+  UnguardListener(port);
+  close(listener);
+}
+
+// The server's state of accepted connection `fd` (TCP_INFO).
+int TcpState(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return -1;
+  return info.tcpi_state;
+}
+
+// A server that answered and shut down its side keeps the descriptor until
+// it reads the client's end (civetweb's graceful close). A client that
+// closed its side no longer counts against its cap; one that keeps it open
+// still does.
+TEST(ListenerGuardTest, ConnectionsClosedByBothEndsCountNoMore) {
+  int port = 0;
+  const int listener = ListenOnLoopback(&port);
+  ASSERT_GE(listener, 0);
+  ListenerCaps caps;
+  caps.max_connections = 100;
+  caps.max_per_peer = 2;
+  GuardListener(port, caps);
+  std::vector<int> clients, served;
+  for (int i = 0; i < 2; ++i) {
+    clients.push_back(ConnectFrom("127.0.0.3", port));
+    served.push_back(accept(listener, nullptr, nullptr));
+    ASSERT_GE(served.back(), 0);
+    shutdown(served.back(), SHUT_WR);  // the answer is sent
+  }
+  // The first client closes; the second keeps its side open.
+  close(clients[0]);
+  const absl::Time until = absl::Now() + absl::Seconds(5);
+  // (Linux reports TCP_CLOSE for the descriptor once both ends closed.)
+  auto both_closed = [&] {
+    const int state = TcpState(served[0]);
+    return state == TCP_CLOSE || state == TCP_TIME_WAIT;
+  };
+  while (!both_closed() && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(both_closed()) << TcpState(served[0]);
+  // One place is free (the first's), not two.
+  const int third = ConnectFrom("127.0.0.3", port);
+  const int served_third = accept(listener, nullptr, nullptr);
+  EXPECT_GE(served_third, 0);
+  const int fourth = ConnectFrom("127.0.0.3", port);
+  errno = 0;
+  EXPECT_EQ(accept(listener, nullptr, nullptr), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_TRUE(ClosedByServer(fourth, absl::Seconds(1)));
+  EXPECT_EQ(GuardedListenerCounts(port).refused_peer, 1);
+  for (int fd : {clients[1], third, fourth, served[0], served[1], served_third})
+    close(fd);
   UnguardListener(port);
   close(listener);
 }
