@@ -64,6 +64,18 @@ int ListenOnLoopback(int* port) {
   return fd;
 }
 
+// ListenOnLoopback, guarded with room for 100 connections and
+// `max_per_peer` from one peer; -1 when it cannot listen.
+int GuardedLoopbackListener(int max_per_peer, int* port) {
+  const int fd = ListenOnLoopback(port);
+  if (fd < 0) return -1;
+  ListenerCaps caps;
+  caps.max_connections = 100;
+  caps.max_per_peer = max_per_peer;
+  GuardListener(*port, caps);
+  return fd;
+}
+
 // True when the server closed `fd` within `timeout` (EOF or reset).
 bool ClosedByServer(int fd, absl::Duration timeout) {
   pollfd p{fd, POLLIN, 0};
@@ -186,12 +198,8 @@ TEST(ListenerGuardTest, OnePeerPastItsCapIsClosedAndOthersAreServed) {
 // once, rather than waiting for the next connection.
 TEST(ListenerGuardTest, AcceptRefusesPastThePeerCapWithoutWaiting) {
   int port = 0;
-  const int listener = ListenOnLoopback(&port);
+  const int listener = GuardedLoopbackListener(/*max_per_peer=*/2, &port);
   ASSERT_GE(listener, 0);
-  ListenerCaps caps;
-  caps.max_connections = 100;
-  caps.max_per_peer = 2;
-  GuardListener(port, caps);
   std::vector<int> clients;
   for (int i = 0; i < 3; ++i) clients.push_back(ConnectFrom("127.0.0.3", port));
   const int other = ConnectFrom("127.0.0.1", port);
@@ -224,12 +232,8 @@ TEST(ListenerGuardTest, AcceptRefusesPastThePeerCapWithoutWaiting) {
 // right after a sweep.
 TEST(ListenerGuardTest, ConnectionsClosedOneAfterAnotherFreeTheirPlace) {
   int port = 0;
-  const int listener = ListenOnLoopback(&port);
+  const int listener = GuardedLoopbackListener(/*max_per_peer=*/2, &port);
   ASSERT_GE(listener, 0);
-  ListenerCaps caps;
-  caps.max_connections = 100;
-  caps.max_per_peer = 2;
-  GuardListener(port, caps);
   // One connection stays open all along (a slow request, or one whose
   // close lingers); each other one gets a descriptor of its own, as with a
   // server whose workers close theirs in any order.
@@ -268,12 +272,8 @@ int TcpState(int fd) {
 // still does.
 TEST(ListenerGuardTest, ConnectionsClosedByBothEndsCountNoMore) {
   int port = 0;
-  const int listener = ListenOnLoopback(&port);
+  const int listener = GuardedLoopbackListener(/*max_per_peer=*/2, &port);
   ASSERT_GE(listener, 0);
-  ListenerCaps caps;
-  caps.max_connections = 100;
-  caps.max_per_peer = 2;
-  GuardListener(port, caps);
   std::vector<int> clients, served;
   for (int i = 0; i < 2; ++i) {
     clients.push_back(ConnectFrom("127.0.0.3", port));
