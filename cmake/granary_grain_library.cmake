@@ -4,7 +4,7 @@
 #
 #   granary_grain_library(NAME my_grains PROTOS my.proto [more.proto ...]
 #                         [SRCS my_grain.cc ...] [DEPS target ...]
-#                         [LOADABLE] [PROTO_ROOT dir])
+#                         [LOADABLE] [PROTO_ROOT dir] [BASELINE dir])
 #
 # runs protoc with the C++, gRPC and Granary generators over PROTOS (paths
 # relative to the current source directory). Generated files mirror the
@@ -12,6 +12,14 @@
 # so my.proto at the project's root is included as "my.pb.h", "my.granary.h"
 # (references) and "my.grain.h" (grain base classes). Protos may import
 # "granary/options.proto".
+#
+# With BASELINE, a directory holding the previous release's protos at the
+# same paths below it as below PROTO_ROOT (a copy, or a git worktree of the
+# release), generation first checks each proto's grain interfaces against
+# its previous release and fails the build naming each breaking change
+# (protoc-gen-granary's baseline=DIR; docs/upgrades.md). A proto the
+# baseline lacks is new, so compatible. The directory's path may hold no
+# comma.
 #
 # Without LOADABLE, two static libraries:
 #   my_grains       messages, gRPC stubs and grain references: what a client
@@ -31,7 +39,7 @@
 find_program(GRANARY_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 
 function(granary_grain_library)
-  cmake_parse_arguments(G "LOADABLE" "NAME;PROTO_ROOT" "PROTOS;SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(G "LOADABLE" "NAME;PROTO_ROOT;BASELINE" "PROTOS;SRCS;DEPS" ${ARGN})
   if(NOT G_NAME OR NOT G_PROTOS)
     message(FATAL_ERROR "granary_grain_library: NAME and PROTOS are required")
   endif()
@@ -39,6 +47,17 @@ function(granary_grain_library)
     set(G_PROTO_ROOT ${PROJECT_SOURCE_DIR})
   endif()
   get_filename_component(G_PROTO_ROOT ${G_PROTO_ROOT} ABSOLUTE)
+  set(baseline_args)
+  if(G_BASELINE)
+    get_filename_component(G_BASELINE ${G_BASELINE} ABSOLUTE)
+    if(NOT IS_DIRECTORY ${G_BASELINE})
+      message(FATAL_ERROR "granary_grain_library: BASELINE ${G_BASELINE} is not a directory")
+    endif()
+    if(G_BASELINE MATCHES ",")
+      message(FATAL_ERROR "granary_grain_library: BASELINE ${G_BASELINE} holds a comma")
+    endif()
+    set(baseline_args --granary_opt=baseline=${G_BASELINE})
+  endif()
   set(out_root ${GRANARY_GEN_DIR})
   set(plugin $<TARGET_FILE:${GRANARY_PROTOC_GEN_TARGET}>)
   set(msg_srcs)
@@ -62,6 +81,10 @@ function(granary_grain_library)
       list(APPEND impl_srcs ${base}.grain.cc)
       continue()
     endif()
+    set(baseline_deps)
+    if(G_BASELINE AND EXISTS ${G_BASELINE}/${rel})
+      set(baseline_deps ${G_BASELINE}/${rel})
+    endif()
     add_custom_command(
       OUTPUT ${outs}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${out_root}
@@ -70,8 +93,10 @@ function(granary_grain_library)
         --cpp_out=${out_root}
         --grpc_out=${out_root} --plugin=protoc-gen-grpc=${GRANARY_GRPC_CPP_PLUGIN}
         --granary_out=${out_root} --plugin=protoc-gen-granary=${plugin}
+        ${baseline_args}
         ${abs}
       DEPENDS ${abs} ${plugin} ${GRANARY_PROTO_DIR}/granary/options.proto
+              ${baseline_deps}
       COMMENT "Generating grain code for ${rel}"
       VERBATIM)
     list(APPEND msg_srcs ${base}.pb.cc ${base}.grpc.pb.cc ${base}.granary.cc)
