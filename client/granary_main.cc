@@ -35,6 +35,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/json_request.h"
+#include "client/proto_check.h"
 #include "client/security_flags.h"
 #include "client/server_reflection.grpc.pb.h"
 #include "core/flags_usage.h"
@@ -110,7 +111,9 @@ constexpr char kUsage[] =
     "                               --postgres, --postgres_file or "
     "GRANARY_POSTGRES\n"
     "  db version                   the database's schema version and this "
-    "build's\n";
+    "build's\n"
+    "  proto check --against=DIR|REV FILE.proto...  breaking changes of "
+    "grain\n                               interfaces (proto check --help)\n";
 
 // Prints each message of a server-streaming call as one JSON line, as it
 // arrives. The request goes out on a generic bidi call and is half-closed
@@ -528,6 +531,7 @@ absl::StatusOr<ContextMap> ParseContextFlag(
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   UseGranaryFlagsUsage();
+  if (std::optional<int> code = RunIfProtoCommand(argc, argv)) return *code;
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Usage("no command given");
   const std::string command = args[1];
