@@ -40,6 +40,7 @@
 #include "client/server_reflection.grpc.pb.h"
 #include "core/flags_usage.h"
 #include "core/grain_id.h"
+#include "core/member.h"
 #include "core/request_context.h"
 #include "core/status.h"
 #include "google/protobuf/descriptor.h"
@@ -104,7 +105,9 @@ constexpr char kUsage[] =
     "activations\n"
     "  cluster                      the cluster's membership table: silo, "
     "generation,\n"
-    "                               status, gateway, activations\n"
+    "                               status, gateway, activations, the grain\n"
+    "                               types each hosts (version, fingerprint)\n"
+    "                               and its labels\n"
     "  db migrate                   create or upgrade the PostgreSQL schema "
     "of\n"
     "                               --cluster=postgres (idempotent); needs\n"
@@ -238,6 +241,13 @@ class Cli {
                                    m.address(), m.generation(),
                                    absl::AsciiStrToLower(status), m.gateway(),
                                    m.activations(), m.suspicions_size());
+      // What it hosts (interface versions, fingerprints) and its labels.
+      if (m.grain_types_size() > 0) {
+        std::cout << "    hosts   " << HostedTypesText(m, true) << "\n";
+      }
+      if (m.labels_size() > 0) {
+        std::cout << "    labels  " << LabelsText(m) << "\n";
+      }
     }
     std::cout << "version " << view.version() << "\n";
     return absl::OkStatus();

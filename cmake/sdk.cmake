@@ -29,7 +29,7 @@ set(GRANARY_PUBLIC_HEADERS
 # change in any release. sdk_headers_test checks that the two lists are
 # exactly what the public headers include, no more and no less.
 set(GRANARY_SUPPORT_HEADERS
-  core/frame_pool.h core/member.h core/memory_budget.h core/metrics.h
+  core/frame_pool.h core/labels.h core/member.h core/memory_budget.h core/metrics.h
   core/mpsc_queue.h core/sleeper.h core/sync.h core/timer_queue.h
   directory/directory_transport.h directory/grain_directory.h
   directory/hash_ring.h directory/local_grain_directory.h

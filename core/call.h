@@ -62,6 +62,10 @@ inline std::string ReminderMethodPath(absl::string_view type) {
   return path;
 }
 
+// The method index of an opaque call (core/opaque_call.h): one a silo
+// passes on without knowing its type or method.
+inline constexpr uint32_t kOpaqueMethod = 0xFFFFFFFDu;
+
 class CallBase;
 class CallInvoker;
 class StreamChannel;
@@ -204,6 +208,11 @@ class CallBase : public Message, public TimerEntry, public CancelState {
   // How many times silos forwarded this call (see gateway.proto, hops).
   uint32_t hops() const { return hops_; }
   void set_hops(uint32_t h) { hops_ = h; }
+  // The least version of the grain's interface a new activation for this
+  // call must be hosted in (gateway.proto, Request.min_version); 0 or 1:
+  // any.
+  uint32_t min_version() const { return min_version_; }
+  void set_min_version(uint32_t v) { min_version_ = v; }
   // The grain whose code made this call (a turn of its activation); null
   // for calls from clients, hosting processes and the runtime. For call
   // filters (silo/runtime/call_filter.h).
@@ -322,6 +331,7 @@ class CallBase : public Message, public TimerEntry, public CancelState {
   std::atomic<const std::string*> host_gateway_{nullptr};
   uint32_t hops_ = 0;
   uint32_t charge_ = 0;
+  uint32_t min_version_ = 0;
   void* callee_ = nullptr;
   void* callee_frame_ = nullptr;
   StreamChannel* stream_ = nullptr;

@@ -55,6 +55,12 @@ struct InterfaceInfo {
   // GrainOptions.stateless_worker, max_local_workers (0: the silo's workers).
   bool stateless_worker;
   uint32_t max_local_workers;
+  // GrainOptions.version (at least 1), the interface's fingerprint
+  // (proto/codegen/interface_shape.h) and placement_filter, normalized
+  // ("k=v,..." sorted by key; empty: any silo).
+  uint32_t version;
+  uint64_t fingerprint;
+  absl::string_view placement_filter;
 
   const MethodInfo* FindMethod(absl::string_view name) const {
     for (size_t i = 0; i < method_count; ++i) {

@@ -17,5 +17,12 @@ namespace granary {
 std::string MemberId(const v1::Member& m);
 // Joining, Active or ShuttingDown: a member that is (still) there.
 bool IsLive(const v1::Member& m);
+// The grain types `m` hosts with their interface versions ("a.Counter v2,
+// a.Invoice v1"; a row without hosted_types hosts each in version 1), with
+// the first 32 bits of each fingerprint when `fingerprints` ("a.Counter v2
+// (1f2e3d4c)").
+std::string HostedTypesText(const v1::Member& m, bool fingerprints = false);
+// Its labels, "role=billing,zone=a".
+std::string LabelsText(const v1::Member& m);
 
 }  // namespace granary

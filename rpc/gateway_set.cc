@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/opaque_call.h"
 #include "core/process.h"
 #include "rpc/callback_queue.h"
 
@@ -65,11 +66,14 @@ void GatewaySet::Invoke(CallBase* call) {
   if (closed()) {
     return fail(absl::Status(options_.closed_code, "the client is closed"));
   }
-  const InterfaceInfo* iface = FindInterface(call->target().type());
+  const OpaqueCall* opaque = AsOpaque(call);
+  const InterfaceInfo* iface =
+      opaque != nullptr ? nullptr : FindInterface(call->target().type());
   // A reminder tick a silo passes to the grain's silo (core/call.h).
   const bool reminder_tick = call->method() == kReminderMethod;
-  if (iface == nullptr ||
-      (call->method() >= iface->method_count && !reminder_tick)) {
+  if (opaque == nullptr &&
+      (iface == nullptr ||
+       (call->method() >= iface->method_count && !reminder_tick))) {
     return fail(absl::UnimplementedError(absl::StrCat(
         "grain type ", call->target().type(), " method #", call->method(),
         " is not registered with this client (obtain references with "
@@ -80,9 +84,18 @@ void GatewaySet::Invoke(CallBase* call) {
     return fail(std::move(valid));
   }
   v1::Request request;
-  request.set_method(
-      reminder_tick ? ReminderMethodPath(iface->type_name)
-                    : std::string(iface->methods[call->method()].full_name));
+  if (opaque != nullptr) {
+    request.set_method(opaque->method_path());
+    request.set_opaque(true);
+  } else {
+    request.set_method(
+        reminder_tick ? ReminderMethodPath(iface->type_name)
+                      : std::string(iface->methods[call->method()].full_name));
+  }
+  // What a new activation needs: the caller's version of the interface.
+  const uint32_t min_version = std::max<uint32_t>(
+      call->min_version(), iface != nullptr ? iface->version : 0);
+  if (min_version > 1) request.set_min_version(min_version);
   request.set_key(call->target().key());
   if (!call->request().SerializeToString(request.mutable_payload())) {
     return fail(absl::InvalidArgumentError("request failed to serialize"));

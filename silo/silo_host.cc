@@ -223,6 +223,13 @@ absl::Status SiloHost::MakeRuntime() {
                        << " grain_library=" << LogQuote(library->name())
                        << " path=" << LogQuote(path) << " grain library loaded";
   }
+  GRANARY_RETURN_IF_ERROR(p.silo->HostOnly(options_.grain_types));
+  absl::StatusOr<Labels> labels = ParseLabels(options_.labels);
+  if (!labels.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--labels: ", labels.status().message()));
+  }
+  p.labels = *std::move(labels);
   p.silo_ptr.store(p.silo.get());
   p.partition.set_self_id(p.id);
   if (ReminderKeeper* keeper = p.cluster->reminder_keeper()) {

@@ -64,7 +64,7 @@ absl::Status SiloHost::StartCluster() {
     p.transport = p.env.in_process->transport(p.id);
   } else {
     std::vector<const InterfaceInfo*> interfaces;
-    for (const GrainClassInfo* t : p.silo->GrainTypes()) {
+    for (const GrainClassInfo* t : p.silo->KnownTypes()) {
       interfaces.push_back(t->interface);
     }
     p.transport = std::make_unique<GrpcTransport>(
@@ -135,7 +135,17 @@ absl::Status SiloHost::JoinCluster() {
   if (p.http != nullptr) self.set_http(p.http->address());
   Runtime* silo = p.silo.get();
   for (const GrainClassInfo* t : silo->GrainTypes()) {
-    self.add_grain_types(std::string(t->interface->type_name));
+    const InterfaceInfo& iface = *t->interface;
+    self.add_grain_types(std::string(iface.type_name));
+    v1::HostedType* hosted = self.add_hosted_types();
+    hosted->set_type(std::string(iface.type_name));
+    hosted->set_version(std::max<uint32_t>(1, iface.version));
+    hosted->set_fingerprint(iface.fingerprint);
+  }
+  for (const auto& [key, value] : p.labels) {
+    v1::Label* label = self.add_labels();
+    label->set_key(key);
+    label->set_value(value);
   }
   p.agent = std::make_unique<MembershipAgent>(
       p.cluster->table(), p.transport.get(), self, p.membership,

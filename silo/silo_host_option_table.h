@@ -170,6 +170,15 @@
     "Granary version with granary-dev: docs/sdk.md). Repeat the flag " \
     "or separate paths with commas. A library built against another " \
     "version, or without GRANARY_GRAIN_LIBRARY, is refused at start.") \
+  X(std::vector<std::string>, grain_types, {}, \
+    "The grain types this silo hosts (full names; repeat the flag or " \
+    "separate them with commas). It still knows the other types it " \
+    "was built with or loaded, and passes their calls on to silos " \
+    "that host them. Empty: all of them.") \
+  X(std::string, labels, "", \
+    "This silo's labels, key=value pairs separated by commas " \
+    "(zone=a,role=billing): a grain type whose placement_filter names " \
+    "labels is placed only on silos carrying them all.") \
   /* Storage and reminders */ \
   X(std::string, storage, "", \
     "Where grain state and reminders live: rocksdb (in --data_dir; " \

@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/address.h"
+#include "core/labels.h"
 #include "rpc/credentials.h"
 #include "silo/grain_library_loader.h"
 #include "storage/postgres/pg_connection.h"
@@ -178,6 +179,16 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
     }
   }
   // Read, not loaded: --check_config runs no library's code.
+  if (absl::StatusOr<Labels> labels = ParseLabels(o.labels); !labels.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--labels: ", labels.status().message()));
+  }
+  for (const std::string& type : o.grain_types) {
+    if (type.empty() || type.size() > 256) {
+      return absl::InvalidArgumentError(
+          "--grain_types: a type name is empty or over 256 bytes");
+    }
+  }
   for (const std::string& path : o.grain_library) {
     if (path.empty()) {
       return absl::InvalidArgumentError("--grain_library: an empty path");

@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "core/address.h"
 #include "core/clock.h"
+#include "core/labels.h"
 #include "core/log.h"
 #include "core/member.h"
 #include "core/sync.h"
@@ -119,6 +120,7 @@ struct SiloHost::Parts {
   // The runtime, and the cluster's parts of it.
   std::unique_ptr<Runtime> silo;
   std::atomic<Runtime*> silo_ptr{nullptr};  // once its grain types are added
+  Labels labels;                            // --labels, parsed
   HostedTypes hosted_types;                 // by the live members of the view
   std::unique_ptr<Transport> transport;
   std::unique_ptr<directory::DirectoryClient> directory;

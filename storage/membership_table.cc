@@ -7,9 +7,32 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/address.h"
+#include "core/labels.h"
 #include "core/status.h"
 
 namespace granary::storage {
+
+namespace {
+
+bool Same(const std::string& a, const std::string& b) { return a == b; }
+bool Same(const v1::HostedType& a, const v1::HostedType& b) {
+  return a.type() == b.type() && a.version() == b.version() &&
+         a.fingerprint() == b.fingerprint();
+}
+bool Same(const v1::Label& a, const v1::Label& b) {
+  return a.key() == b.key() && a.value() == b.value();
+}
+
+template <typename R>
+bool SameRepeated(const R& a, const R& b) {
+  if (a.size() != b.size()) return false;
+  for (int i = 0; i < a.size(); ++i) {
+    if (!Same(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
   std::string host;
@@ -49,6 +72,31 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
           "a member's grain type name is empty or over 256 bytes");
     }
   }
+  if (m.hosted_types_size() != 0 &&
+      m.hosted_types_size() != m.grain_types_size()) {
+    return absl::InvalidArgumentError(
+        "a member's hosted_types must list its grain_types, in order");
+  }
+  for (int i = 0; i < m.hosted_types_size(); ++i) {
+    const v1::HostedType& h = m.hosted_types(i);
+    if (h.type() != m.grain_types(i) || h.version() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a member's hosted type #", i,
+          " must name its grain type, in order, with a version of 1 or more"));
+    }
+  }
+  if (m.labels_size() > kMaxLabels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a member has at most ", kMaxLabels, " labels"));
+  }
+  for (int i = 0; i < m.labels_size(); ++i) {
+    const v1::Label& l = m.labels(i);
+    if (absl::Status s = ValidateLabel(l.key(), l.value()); !s.ok()) return s;
+    if (i > 0 && !(m.labels(i - 1).key() < l.key())) {
+      return absl::InvalidArgumentError(
+          "a member's labels must be sorted by key, each key once");
+    }
+  }
   if (m.suspicions_size() > 64) {
     return absl::InvalidArgumentError("too many suspicions on one member");
   }
@@ -58,12 +106,12 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
                      " bytes, not ", m.ByteSizeLong()));
   }
   if (previous != nullptr && m.status() != v1::MEMBER_DEAD &&
-      (m.grain_types_size() != previous->grain_types_size() ||
-       !std::equal(m.grain_types().begin(), m.grain_types().end(),
-                   previous->grain_types().begin()))) {
+      (!SameRepeated(m.grain_types(), previous->grain_types()) ||
+       !SameRepeated(m.hosted_types(), previous->hosted_types()) ||
+       !SameRepeated(m.labels(), previous->labels()))) {
     return absl::InvalidArgumentError(
-        "a member's grain types are set when its row is added (Joining) and "
-        "change no more");
+        "a member's grain types and labels are set when its row is added "
+        "(Joining) and change no more");
   }
   if (previous != nullptr && m.status() < previous->status()) {
     return absl::InvalidArgumentError(
@@ -75,7 +123,10 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
 }
 
 void NormalizeMember(v1::Member& m) {
-  if (m.status() == v1::MEMBER_DEAD) m.clear_grain_types();
+  if (m.status() == v1::MEMBER_DEAD) {
+    m.clear_grain_types();
+    m.clear_hosted_types();
+  }
 }
 
 absl::Status CheckViewRoom(const v1::MembershipView& view,

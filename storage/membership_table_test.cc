@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
+#include "core/labels.h"
 #include "core/sync.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -347,6 +348,71 @@ TEST(MembershipTableTest, OfRacingWritersExactlyOneWinsEachVersion) {
   EXPECT_EQ(static_cast<int>(seen.size()), total);
   for (int i = 0; i < static_cast<int>(seen.size()); ++i)
     EXPECT_EQ(seen[i], i + 1);
+}
+
+// Rolling upgrades: each hosted type with its version and fingerprint, and
+// the silo's labels, checked and fixed like the types themselves.
+TEST(MembershipTableTest, HostedVersionsAndLabelsAreCheckedAndFixed) {
+  InMemoryMembershipTable table;
+  auto row = [] {
+    v1::Member m = Silo("127.0.0.1:1", 5, v1::MEMBER_JOINING);
+    m.add_grain_types("a.A");
+    v1::HostedType* h = m.add_hosted_types();
+    h->set_type("a.A");
+    h->set_version(2);
+    h->set_fingerprint(0x1234);
+    v1::Label* l = m.add_labels();
+    l->set_key("role");
+    l->set_value("billing");
+    l = m.add_labels();
+    l->set_key("zone");
+    l->set_value("a");
+    return m;
+  };
+  v1::Member bad = row();
+  bad.mutable_hosted_types(0)->set_type("b.B");  // not its grain type
+  EXPECT_THAT(WriteMember(table, bad, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = row();
+  bad.mutable_hosted_types(0)->set_version(0);
+  EXPECT_THAT(WriteMember(table, bad, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = row();
+  bad.add_hosted_types()->set_type("a.A");  // more than its types
+  EXPECT_THAT(WriteMember(table, bad, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = row();
+  bad.mutable_labels(0)->set_key("Role");
+  EXPECT_THAT(WriteMember(table, bad, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = row();
+  bad.mutable_labels()->SwapElements(0, 1);  // not sorted
+  EXPECT_THAT(WriteMember(table, bad, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = row();
+  for (int i = 0; i <= kMaxLabels; ++i) {
+    v1::Label* l = bad.add_labels();
+    l->set_key(absl::StrCat("z", 100 + i));
+  }
+  EXPECT_THAT(WriteMember(table, bad, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+
+  v1::Member m = row();
+  ASSERT_TRUE(WriteMember(table, m, 0).ok());
+  m.set_status(v1::MEMBER_ACTIVE);
+  ASSERT_TRUE(WriteMember(table, m, 1).ok());
+  v1::Member changed = m;
+  changed.mutable_hosted_types(0)->set_version(3);
+  EXPECT_THAT(WriteMember(table, changed, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  changed = m;
+  changed.mutable_labels(1)->set_value("b");
+  EXPECT_THAT(WriteMember(table, changed, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Dead: the hosted types go with the types.
+  m.set_status(v1::MEMBER_DEAD);
+  ASSERT_TRUE(WriteMember(table, m, 2).ok());
+  EXPECT_EQ(table.Snapshot().members(0).hosted_types_size(), 0);
 }
 
 }  // namespace

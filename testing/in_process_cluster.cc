@@ -114,12 +114,19 @@ InProcessCluster::InProcessCluster(InProcessClusterOptions options)
       table_(membership_.vote_rules()) {
   // One grain store and reminder table for the whole cluster, as a shared
   // database would be: a grain that moves keeps its state.
-  auto state = std::make_shared<storage::MemoryStorage>();
-  auto reminders = std::make_shared<storage::MemoryReminderTable>();
-  for (int i = 0; i < options_.silos; ++i) {
+  state_ = std::make_shared<storage::MemoryStorage>();
+  reminders_ = std::make_shared<storage::MemoryReminderTable>();
+  for (int i = 0; i < options_.silos; ++i) nodes_.push_back(MakeNode(i, 1));
+}
+
+std::unique_ptr<InProcessCluster::Node> InProcessCluster::MakeNode(
+    int i, int generation) {
+  auto state = state_;
+  auto reminders = reminders_;
+  {
     auto node = std::make_unique<Node>();
     node->address = absl::StrCat("10.0.0.", i + 1, ":11111");
-    node->id = absl::StrCat(node->address, "@1");
+    node->id = absl::StrCat(node->address, "@", generation);
     Node* raw = node.get();
     silo::SiloEnvironment env;
     env.clock = &clock_;
@@ -150,11 +157,31 @@ InProcessCluster::InProcessCluster(InProcessClusterOptions options)
       return silo::StorageStores{state, reminders};
     };
     silo::SiloHostOptions host_options = options_.host;
+    if (options_.configure) options_.configure(i, host_options);
     host_options.on_declared_dead = [raw] { raw->declared_dead = true; };
     node->host = std::make_unique<silo::SiloHost>(host_options, std::move(env));
     if (options_.grains) options_.grains(*node->host);
-    nodes_.push_back(std::move(node));
+    return node;
   }
+}
+
+absl::Status InProcessCluster::Replace(int i) {
+  Node& old = *nodes_[i];
+  if (old.running) StopSilo(i);
+  const int generation = old.generation + 1;
+  // The old host goes first: its id leaves the loopback network.
+  nodes_[i]->host.reset();
+  nodes_[i] = MakeNode(i, generation);
+  nodes_[i]->generation = generation;
+  GRANARY_RETURN_IF_ERROR(nodes_[i]->host->Start());
+  nodes_[i]->running = true;
+  if (!WaitForViews()) {
+    return absl::DeadlineExceededError("the silos did not see the new one");
+  }
+  if (!Settle()) {
+    return absl::DeadlineExceededError("the rebuild reports did not settle");
+  }
+  return absl::OkStatus();
 }
 
 InProcessCluster::~InProcessCluster() { Stop(); }

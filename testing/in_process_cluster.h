@@ -48,6 +48,11 @@
 #include "testing/loopback_transport.h"
 #include "testing/wait.h"
 
+namespace granary::storage {
+class MemoryStorage;
+class MemoryReminderTable;
+}  // namespace granary::storage
+
 namespace granary::testing {
 
 struct InProcessClusterOptions {
@@ -59,6 +64,9 @@ struct InProcessClusterOptions {
   silo::SiloHostOptions host = DefaultHostOptions();
   // Adds grain types (and filters) to each silo before it starts.
   std::function<void(silo::SiloHost& host)> grains;
+  // Changes silo i's options (from `host`) before it is made: its
+  // --grain_types, --labels, ...
+  std::function<void(int i, silo::SiloHostOptions& options)> configure;
 
   static silo::SiloHostOptions DefaultHostOptions();
 };
@@ -119,6 +127,10 @@ class InProcessCluster {
   void BeginLeave(int i);
   // Stops silo i gracefully (SiloHost::Stop), moving the clock meanwhile.
   void StopSilo(int i);
+  // Silo i, stopped or killed, is replaced by a new one with the same
+  // address and options, and the next generation ("...@2"); returns once
+  // every silo has seen it Active and the directory has settled.
+  absl::Status Replace(int i);
 
   // Moves the clock by `step` at a time until `done()`, giving the work
   // each step makes due a moment of real time to run; false after `steps`
@@ -137,6 +149,7 @@ class InProcessCluster {
 
  private:
   struct Node {
+    int generation = 1;
     std::string id;
     std::string address;
     std::unique_ptr<silo::SiloHost> host;
@@ -144,6 +157,7 @@ class InProcessCluster {
     std::atomic<bool> declared_dead{false};
     std::atomic<bool> table_cut{false};  // CutFromTable
   };
+  std::unique_ptr<Node> MakeNode(int i, int generation);
   // Writes silo i's row with `status` (compare-and-swap, retried).
   void WriteStatus(int i, v1::MemberStatus status);
   // Runs `fn` while another thread moves the clock in small steps.
@@ -155,6 +169,9 @@ class InProcessCluster {
   LoopbackNetwork net_{&clock_};
   storage::InMemoryMembershipTable table_;
   std::vector<std::unique_ptr<Node>> nodes_;
+  // One grain store and reminder table for the whole cluster.
+  std::shared_ptr<storage::MemoryStorage> state_;
+  std::shared_ptr<storage::MemoryReminderTable> reminders_;
   bool started_ = false;
 };
 

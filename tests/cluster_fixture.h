@@ -143,6 +143,8 @@ inline std::map<std::string, std::string> Membership(
   std::map<std::string, std::string> status;
   for (absl::string_view line :
        absl::StrSplit(Cli(gateway, {"cluster"}).out, '\n')) {
+    // (Indented lines detail the silo above: its types and labels.)
+    if (line.empty() || line.front() == ' ') continue;
     std::vector<absl::string_view> cols =
         absl::StrSplit(line, ' ', absl::SkipEmpty());
     if (cols.size() < 3 || cols[0] == "SILO") continue;

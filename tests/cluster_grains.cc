@@ -41,4 +41,11 @@ Task<clustertest::Location> HashedGrain::Where(
   co_return Here(SiloName(), activation_);
 }
 
+BilledGrain::BilledGrain() : activation_(next_activation.fetch_add(1)) {}
+
+Task<clustertest::Location> BilledGrain::Where(
+    const clustertest::WhereRequest&) {
+  co_return Here(SiloName(), activation_);
+}
+
 }  // namespace granary::testing

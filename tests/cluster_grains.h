@@ -1,8 +1,8 @@
 // File: tests/cluster_grains.h
 // -----------------------------------------------------------------------------
 // Grains of the cluster tests (tests/cluster_grains.proto) that answer where
-// their activation lives: Located (placed at random) and Hashed (placed on
-// its directory owner).
+// their activation lives: Located (placed at random), Hashed (placed on
+// its directory owner) and Billed (only on silos labelled role=billing).
 //
 //   InProcessCluster cluster(options);   // testing/in_process_cluster.h
 //   ... cluster.silo(0).Get<clustertest::LocatedRef>("g").Where({}) ...
@@ -14,7 +14,7 @@
 
 namespace granary::testing {
 
-// Located and Hashed: they answer where their activation lives.
+// Located, Hashed and Billed: they answer where their activation lives.
 class LocatedGrain final : public clustertest::LocatedGrainBase {
  public:
   LocatedGrain();
@@ -28,6 +28,15 @@ class LocatedGrain final : public clustertest::LocatedGrainBase {
 class HashedGrain final : public clustertest::HashedGrainBase {
  public:
   HashedGrain();
+  Task<clustertest::Location> Where(const clustertest::WhereRequest&) override;
+
+ private:
+  const uint64_t activation_;
+};
+
+class BilledGrain final : public clustertest::BilledGrainBase {
+ public:
+  BilledGrain();
   Task<clustertest::Location> Where(const clustertest::WhereRequest&) override;
 
  private:

@@ -1,36 +1,32 @@
 #include "proto/codegen/generator.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "core/labels.h"
 #include "google/protobuf/compiler/cpp/names.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/io/printer.h"
 #include "google/protobuf/io/zero_copy_stream.h"
 #include "granary/options.pb.h"
+#include "proto/codegen/grain_options_check.h"
+#include "proto/codegen/interface_shape.h"
+#include "proto/codegen/reparse.h"
 
 namespace granary::codegen {
 namespace {
 
 namespace pb = ::google::protobuf;
 using ::google::protobuf::compiler::cpp::QualifiedClassName;
-
-// Options of a service or method, re-parsed through the generated option
-// messages so the granary extensions are recognised whatever descriptor pool
-// protoc built them in.
-template <typename Options>
-Options Reparse(const Options& in) {
-  Options out;
-  out.ParseFromString(in.SerializeAsString());
-  return out;
-}
 
 struct Method {
   const pb::MethodDescriptor* desc;
@@ -55,66 +51,6 @@ const std::set<std::string>& ReservedNames() {
       "PersistState", "WriteState",   "ClearState",
       "StateEtag"};
   return *names;
-}
-
-// protoc prefixes generator errors with the file name.
-std::string Where(const pb::FileDescriptor* file,
-                  const pb::ServiceDescriptor* service,
-                  const pb::MethodDescriptor* method = nullptr) {
-  std::string s = absl::StrCat("service ", service->full_name());
-  if (method != nullptr) absl::StrAppend(&s, ", method ", method->name());
-  return s;
-}
-
-// The state message of a grain (GrainOptions.state), or null.
-const pb::Descriptor* StateType(const pb::FileDescriptor* file,
-                                const GrainOptions& options) {
-  if (options.state().empty()) return nullptr;
-  return file->pool()->FindMessageTypeByName(options.state());
-}
-
-// `type` is defined in `file` or a file it imports (so its C++ class is
-// declared where the generated code includes).
-bool Visible(const pb::FileDescriptor* file, const pb::Descriptor* type) {
-  if (type == nullptr) return false;
-  if (type->file() == file) return true;
-  for (int i = 0; i < file->dependency_count(); ++i) {
-    if (file->dependency(i) == type->file()) return true;
-  }
-  return false;
-}
-
-bool GrainOptionsValid(const pb::FileDescriptor* file,
-                       const pb::ServiceDescriptor* service,
-                       const GrainOptions& o, std::string* error) {
-  if (!o.state().empty() && !Visible(file, StateType(file, o))) {
-    *error = absl::StrCat(Where(file, service), ": state message ", o.state(),
-                          " is not defined in this file or its imports "
-                          "(give its full name, package included)");
-    return false;
-  }
-  if (o.stateless_worker() && !o.state().empty()) {
-    *error = absl::StrCat(Where(file, service),
-                          ": a stateless_worker cannot declare persistent "
-                          "state (state: ",
-                          o.state(),
-                          "): its activations are many and "
-                          "short-lived; keep state in another grain");
-    return false;
-  }
-  if (o.max_local_workers() != 0 && !o.stateless_worker()) {
-    *error = absl::StrCat(Where(file, service),
-                          ": max_local_workers is set but the grain is not a "
-                          "stateless_worker");
-    return false;
-  }
-  if (o.stateless_worker() && o.placement() != RANDOM) {
-    *error = absl::StrCat(Where(file, service),
-                          ": a stateless_worker is never placed (it runs on "
-                          "the silo that receives the call): drop placement");
-    return false;
-  }
-  return true;
 }
 
 bool Collect(const pb::FileDescriptor* file, std::vector<Grain>* grains,
@@ -298,7 +234,13 @@ void WriteRefSource(const pb::FileDescriptor* file,
         {"placement", absl::StrCat(static_cast<int>(g.options.placement()))},
         {"stateless", g.options.stateless_worker() ? "true" : "false"},
         {"max_workers", absl::StrCat(g.options.max_local_workers())},
-        {"count", absl::StrCat(g.methods.size())}};
+        {"count", absl::StrCat(g.methods.size())},
+        {"version", absl::StrCat(std::max<uint32_t>(1, g.options.version()))},
+        {"fingerprint",
+         absl::StrCat(
+             "0x", absl::Hex(InterfaceFingerprint(*g.desc), absl::kZeroPad16))},
+        {"filter", absl::CEscape(FormatLabels(
+                       *ParseLabels(g.options.placement_filter())))}};
     p.Print("namespace {\n\n");
     for (const Method& m : g.methods) {
       if (m.desc->server_streaming()) {
@@ -350,7 +292,8 @@ void WriteRefSource(const pb::FileDescriptor* file,
         "  static const ::granary::InterfaceInfo info{\n"
         "      kTypeName, $reentrant$, $idle$, $placement$, k$name$Methods, "
         "$count$,\n"
-        "      &$name$Descriptor, $stateless$, $max_workers$};\n"
+        "      &$name$Descriptor, $stateless$, $max_workers$, $version$,\n"
+        "      $fingerprint$ull, \"$filter$\"};\n"
         "  return info;\n"
         "}\n\n");
     for (const Method& m : g.methods) {

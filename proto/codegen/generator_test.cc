@@ -110,6 +110,9 @@ INSTANTIATE_TEST_SUITE_P(
                "state (state: bad.Tally)"},
         Misuse{"bad_state_unknown.proto",
                "service bad.Bad: state message bad.Nowhere is not defined"},
+        Misuse{"bad_placement_filter.proto",
+               "service bad.Bad: placement_filter: label 'role' is not "
+               "key=value"},
         Misuse{"bad_max_workers.proto",
                "service bad.Bad: max_local_workers is set but the grain is "
                "not a stateless_worker"}));

@@ -8,20 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "granary/options.pb.h"
+#include "proto/codegen/reparse.h"
 
 namespace granary::codegen {
 namespace {
 
 namespace pb = ::google::protobuf;
-
-// Options re-parsed through the generated option messages, so the granary
-// extensions are read whatever pool the descriptor was built in.
-template <typename Options>
-Options Reparse(const Options& in) {
-  Options out;
-  out.ParseFromString(in.SerializeAsString());
-  return out;
-}
 
 GrainOptions GrainOptionsOf(const pb::ServiceDescriptor& service) {
   return Reparse(service.options()).GetExtension(granary::grain);

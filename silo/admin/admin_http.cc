@@ -9,7 +9,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/grain_interface.h"
+#include "core/member.h"
 #include "core/metrics.h"
 #include "core/version.h"
 #include "google/protobuf/util/json_util.h"
@@ -192,6 +194,8 @@ void AdminHttp::FillSilos(const v1::MembershipView* membership,
           absl::AsciiStrToLower(v1::MemberStatus_Name(m.status()));
       if (absl::StartsWith(status, "member_")) status = status.substr(7);
       row->set_status(status);
+      row->set_types(HostedTypesText(m));
+      row->set_labels(LabelsText(m));
       const bool me = row->name() == silo_->name();
       row->set_activations(me ? static_cast<double>(silo_->ActivationCount())
                               : static_cast<double>(m.activations()));

@@ -38,9 +38,10 @@ class InMemoryCluster final : public ClusterProvider {
 
   void OnSiloStarted(Runtime* silo) override {
     if (!serve_) return;
-    // Only the grain types this silo hosts may be stored or reminded.
+    // Only the grain types this silo knows may be stored or reminded (the
+    // silos of the cluster may host some it does not: --grain_types).
     std::vector<std::string> types;
-    for (const GrainClassInfo* t : silo->GrainTypes()) {
+    for (const GrainClassInfo* t : silo->KnownTypes()) {
       types.emplace_back(t->interface->type_name);
     }
     state_->AllowTypes(types);

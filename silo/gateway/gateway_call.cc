@@ -8,6 +8,8 @@
 #include "absl/time/time.h"
 #include "core/grain_id.h"
 #include "core/grain_interface.h"
+#include "core/log.h"
+#include "core/opaque_call.h"
 #include "core/parsed_size.h"
 #include "core/request_context.h"
 #include "core/status.h"
@@ -55,6 +57,49 @@ int64_t CallBytes(const v1::Request& request) {
   return 256 +
          static_cast<int64_t>(request.key().size() + request.payload().size() +
                               rpc::RequestContextBytes(request));
+}
+
+absl::StatusOr<Route> OpaqueRoute(const v1::Request& request, Runtime& silo) {
+  CallRouter* router = silo.internals().router();
+  const absl::string_view path = request.method();
+  const size_t slash = path.size() > 1 ? path.find('/', 1) : path.npos;
+  if (router == nullptr || slash == absl::string_view::npos ||
+      path.front() != '/' || slash + 1 >= path.size() ||
+      path.find('/', slash + 1) != absl::string_view::npos ||
+      path[slash + 1] == '$') {
+    if (router == nullptr || path.empty() || path.front() != '/') {
+      return absl::UnimplementedError(
+          absl::StrCat("unknown grain method '", LogQuote(path.substr(0, 512)),
+                       "': this silo hosts no such grain type or method"));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("grain method '", LogQuote(path.substr(0, 512)),
+                     "' is not /<type>/<method>"));
+  }
+  const absl::string_view type = path.substr(1, slash - 1);
+  Route route{nullptr, nullptr};
+  if (const InterfaceInfo* known = silo.FindInterface(type)) {
+    // A method this release of the type lacks: only a later one may have it.
+    route.opaque_type = known->type_name;
+    route.min_version =
+        std::max<uint32_t>(known->version + 1, request.min_version());
+  } else {
+    route.opaque_type = router->HostedTypeName(type);
+    route.min_version = std::max<uint32_t>(1, request.min_version());
+  }
+  if (route.opaque_type.empty()) {
+    return absl::UnimplementedError(
+        absl::StrCat("no silo of the cluster hosts grain type ",
+                     LogQuote(type.substr(0, 256))));
+  }
+  if (request.stream_window() != 0) {
+    // Its items could not be carried by a silo that cannot read them.
+    return absl::UnimplementedError(
+        absl::StrCat("grain method ", LogQuote(path.substr(0, 512)),
+                     " is not known to silo ", silo.name(),
+                     ": call it through a silo of the release that has it"));
+  }
+  return route;
 }
 
 absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
@@ -127,7 +172,20 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
         std::min<uint64_t>(request.timeout_us(), uint64_t{1} << 62));
   }
   CallBase* call = nullptr;
-  if (route.method == nullptr) {
+  if (!route.opaque_type.empty()) {
+    // Its reply is read only when it has an id (a one-way call has none).
+    auto* opaque = new OpaqueCall(
+        GrainId(route.opaque_type, std::move(*request.mutable_key())),
+        std::string(request.method()),
+        /*one_way=*/request.id() == 0);
+    if (!opaque->ParseRequest(request.payload())) {
+      opaque->Release();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the request of ", LogQuote(request.method()), " does not parse"));
+    }
+    opaque->set_timeout(timeout);
+    call = opaque;
+  } else if (route.method == nullptr) {
     GRANARY_ASSIGN_OR_RETURN(
         call,
         ReminderCallFromWire(*route.iface, std::move(*request.mutable_key()),
@@ -140,6 +198,9 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
                          timeout, max_parsed_bytes, parsed_bytes));
   }
   call->set_caller_tag(request.id());
+  call->set_min_version(
+      std::max<uint32_t>({request.min_version(), route.min_version,
+                          route.iface != nullptr ? route.iface->version : 0u}));
   // A new chain (the client's is not trusted), unless a silo passes its
   // own on; the trace the caller sent (binary, else text), continued with a
   // new span.

@@ -53,6 +53,13 @@ int64_t CallBytes(const v1::Request& request);
 absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
                                bool stopping, Runtime& silo);
 
+// The route of a request whose method this silo does not know (route
+// `known` is null): in a cluster, an opaque call to a silo that hosts its
+// type (a rolling upgrade: docs/upgrades.md). UNIMPLEMENTED, naming the
+// type, when no live silo hosts it, or outside a cluster; INVALID_ARGUMENT
+// for a method path that is not "/<type>/<method>".
+absl::StatusOr<Route> OpaqueRoute(const v1::Request& request, Runtime& silo);
+
 // The error reply to request `id`.
 v1::Reply ErrorReply(uint64_t id, const absl::Status& error);
 

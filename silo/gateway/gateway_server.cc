@@ -75,7 +75,7 @@ absl::Status GatewayServer::Start() {
   gateway_options.cluster_view = cluster_view_;
   gateway_ = std::make_unique<GatewayService>(silo_, gateway_options);
   builder.RegisterService(gateway_->grpc_service());
-  for (const GrainClassInfo* info : silo_->GrainTypes()) {
+  for (const GrainClassInfo* info : silo_->KnownTypes()) {
     services_.push_back(info->new_grpc_service(silo_));
     builder.RegisterService(services_.back().get());
   }

@@ -177,7 +177,9 @@ void GatewayServerStream::Dispatch() {
     // Refusals go ahead of the items the credits below release.
     MutexLock lock(&mu_);
     for (v1::Reply& r : refused) QueueLocked(std::move(r));
+    for (v1::Reply& r : early_) QueueLocked(std::move(r));
   }
+  early_.clear();
   if (!batch_.cancels().empty()) open_.Cancel(batch_.cancels());
   for (const v1::StreamCredit& c : batch_.credits()) {
     served_.Grant(c.id(), c.n());
@@ -190,7 +192,24 @@ absl::Status GatewayServerStream::Accept(v1::Request& request, bool stopping) {
   int64_t bytes = CallBytes(request);  // before the key moves
   const int64_t payload_bytes = static_cast<int64_t>(request.payload().size());
   const Route* route = FindRoute(request.method());
+  Route opaque;
+  if (route == nullptr && silo != nullptr) {
+    GRANARY_ASSIGN_OR_RETURN(opaque, OpaqueRoute(request, *silo));
+    route = &opaque;
+  }
   GRANARY_RETURN_IF_ERROR(CheckGatewayRoute(route, request, stopping, *silo));
+  // Passed on by a silo that could not read it: a one-way call is answered
+  // once accepted (that silo waits for an answer), a streaming one refused.
+  bool answer_now = false;
+  if (from_silos_ && request.opaque() && route->method != nullptr) {
+    if (route->method->server_streaming) {
+      return absl::UnimplementedError(
+          absl::StrCat(request.method(),
+                       " is server-streaming: call it through a silo "
+                       "of the release that has it"));
+    }
+    answer_now = route->method->one_way && request.id() != 0;
+  }
   const bool streaming =
       route->method != nullptr && route->method->server_streaming;
   if (streaming) {
@@ -222,11 +241,12 @@ absl::Status GatewayServerStream::Accept(v1::Request& request, bool stopping) {
       return absl::OkStatus();
     }
   }
-  if (route->method == nullptr) {
+  if (route->method == nullptr && route->opaque_type.empty()) {
     silo->internals().InvokeReminder(call);
   } else {
     silo->Invoke(call);
   }
+  if (answer_now) early_.push_back(ErrorReply(request.id(), absl::OkStatus()));
   return absl::OkStatus();
 }
 

@@ -232,6 +232,9 @@ class GatewayServerStream final
   v1::RequestBatch batch_;
   std::string last_method_;
   const Route* last_route_ = nullptr;
+  // OK replies to one-way calls another silo passed on opaquely, queued
+  // with the batch's refusals (Accept and Dispatch: the reader only).
+  std::vector<v1::Reply> early_;
   // Owned by the write in flight.
   v1::ReplyBatch writing_;
   grpc::ByteBuffer outgoing_;

@@ -30,6 +30,10 @@ inline constexpr char kStoppingKey[] = "granary-gateway-stopping";
 struct Route {
   const InterfaceInfo* iface;
   const MethodInfo* method;
+  // A call this silo cannot decode, passed on opaquely (core/opaque_call.h):
+  // its type's interned name, and the least version its host needs.
+  absl::string_view opaque_type = {};
+  uint32_t min_version = 0;
 };
 
 // Memory a queued reply holds, near enough for the budgets that bound it
@@ -81,7 +85,7 @@ class GatewayService::Impl final
   // Once: the silo whose grains this service serves. Calls before it are
   // answered UNAVAILABLE.
   void Attach(Runtime* silo) {
-    for (const GrainClassInfo* info : silo->GrainTypes()) {
+    for (const GrainClassInfo* info : silo->KnownTypes()) {
       const InterfaceInfo* iface = info->interface;
       for (size_t i = 0; i < iface->method_count; ++i) {
         routes_.emplace(std::string(iface->methods[i].full_name),

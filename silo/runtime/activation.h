@@ -68,6 +68,9 @@ struct GrainTypeEntry {
   std::function<std::unique_ptr<Grain>()> factory;
   absl::Duration idle_timeout;  // resolved against the silo default
   std::unique_ptr<TypeMetrics> metrics;
+  // False for a type this silo knows (it can decode and route its calls)
+  // but does not host (--grain_types): its calls go to silos that do.
+  bool hosted = true;
 };
 
 // Fails `call` (which Activation::Offer refused) with RESOURCE_EXHAUSTED

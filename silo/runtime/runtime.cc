@@ -6,8 +6,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/callback_task.h"
 #include "core/log.h"
+#include "core/opaque_call.h"
 #include "core/process.h"
 #include "core/sync.h"
 #include "core/version.h"
@@ -221,7 +223,9 @@ absl::Status Runtime::AddGrainType(
 
 std::vector<const GrainClassInfo*> Runtime::GrainTypes() const {
   std::vector<const GrainClassInfo*> out;
-  for (const auto& [name, entry] : types_) out.push_back(entry->info);
+  for (const auto& [name, entry] : types_) {
+    if (entry->hosted) out.push_back(entry->info);
+  }
   return out;
 }
 
@@ -337,6 +341,10 @@ void Runtime::Invoke(CallBase* call) {
   // We own one reference: Deliver passes it on, the error paths drop it.
   const GrainTypeEntry* type = FindType(call->target().type());
   absl::Status refused;
+  if (call->method() == kOpaqueMethod) {
+    InvokeOpaque(call, type);
+    return;
+  }
   if (type == nullptr) {
     refused = absl::UnimplementedError(
         absl::StrCat("unknown grain type ", call->target().type(), " (silo ",
@@ -373,7 +381,7 @@ void Runtime::Invoke(CallBase* call) {
 void Runtime::InvokeReminder(CallBase* call) {
   const GrainTypeEntry* type = FindType(call->target().type());
   absl::Status refused;
-  if (type == nullptr) {
+  if (type == nullptr || (!type->hosted && router_ == nullptr)) {
     refused = absl::UnimplementedError(absl::StrCat(
         "reminder for ", call->target().ToString(), ": silo ", options_.name,
         " hosts no grain type ", call->target().type()));
@@ -405,6 +413,20 @@ void Runtime::ArmDeadline(CallBase* call) {
 }
 
 void Runtime::Deliver(CallBase* call, const GrainTypeEntry* type) {
+  if (!type->hosted) {
+    // Known here, hosted elsewhere (--grain_types).
+    if (router_ == nullptr) {
+      call->Fail(absl::UnimplementedError(
+          absl::StrCat("silo ", options_.name, " does not host grain type ",
+                       call->target().type(), " (--grain_types)")));
+      call->Release();
+    } else if (type->info->interface->stateless_worker) {
+      router_->RouteWorker(call);
+    } else {
+      router_->Route(call);
+    }
+    return;
+  }
   if (type->info->interface->stateless_worker) {
     DeliverToWorker(call, type);
     return;
@@ -454,7 +476,7 @@ void Runtime::ActivateHere(CallBase* call, uint64_t activation_id) {
   const GrainTypeEntry* type = FindType(call->target().type());
   absl::Status refused;
   const bool delivered =
-      type != nullptr &&
+      type != nullptr && type->hosted &&
       catalog_.PostOrCreate(call->target(), call, [&]() -> Activation* {
         if (stopping()) return nullptr;
         refused = MayActivate();

@@ -76,6 +76,15 @@ class CallRouter {
   virtual size_t DirectoryEntries() const = 0;
   // Calls passed on to other silos so far.
   virtual uint64_t Forwarded() const = 0;
+  // A call of a stateless worker type this silo does not host: sent to a
+  // silo that hosts it (no directory entry is involved).
+  virtual void RouteWorker(CallBase* call) = 0;
+  // The name of grain type `type` (interned: it lives as long as the
+  // process) when a live member of the cluster hosts it, else empty.
+  virtual absl::string_view HostedTypeName(absl::string_view type) const = 0;
+  // Whether a live member hosts `type` in a version after `version`.
+  virtual bool LaterVersionHosted(absl::string_view type,
+                                  uint32_t version) const = 0;
 };
 
 struct RuntimeOptions {
@@ -224,13 +233,18 @@ class Runtime final : public CallInvoker {
                                                    std::string payload,
                                                    CallOptions options = {});
 
-  // The grain types registered with this silo.
+  // Hosts only the grain types named (all when `types` is empty): the
+  // others stay known, so their calls are decoded and routed to silos that
+  // host them (--grain_types). INVALID_ARGUMENT for a type not registered.
+  // Before Start.
+  absl::Status HostOnly(const std::vector<std::string>& types);
+  // The grain types this silo hosts.
   std::vector<const GrainClassInfo*> GrainTypes() const;
-  // Whether `type` is one of them. Thread-safe once the silo started.
-  bool HostsType(absl::string_view type) const {
-    return FindType(type) != nullptr;
-  }
-  // The interface of registered grain type `type`, or nullptr.
+  // Those and the ones it knows without hosting them.
+  std::vector<const GrainClassInfo*> KnownTypes() const;
+  // Whether `type` is hosted here. Thread-safe once the silo started.
+  bool HostsType(absl::string_view type) const;
+  // The interface of known grain type `type`, or nullptr.
   const InterfaceInfo* FindInterface(absl::string_view type) const {
     const GrainTypeEntry* t = FindType(type);
     return t != nullptr ? t->info->interface : nullptr;
@@ -364,6 +378,9 @@ class Runtime final : public CallInvoker {
   void AddSiloMetrics();
   // Arms the deadline of a checked call and delivers it.
   void Admit(CallBase* call, const GrainTypeEntry* type);
+  // A call this silo could not decode (core/opaque_call.h); `type` is its
+  // entry here, if the type is known.
+  void InvokeOpaque(CallBase* call, const GrainTypeEntry* type);
   void Deliver(CallBase* call, const GrainTypeEntry* type);
   void CollectIdle();
   // Sheds idle activations when over max_activations or memory_limit.

@@ -60,6 +60,11 @@ class RuntimeInternals {
   }
   bool PostIfActive(CallBase* call) const { return r_->PostIfActive(call); }
   uint64_t ActiveId(const GrainId& id) const { return r_->ActiveId(id); }
+  // Asks the activation of `id` here, if any, to deactivate once no
+  // request of it runs (a call needs a later version of its type).
+  void RequestDeactivation(const GrainId& id) const {
+    r_->catalog_.Find(id, [](Activation* a) { a->RequestShutdown(); });
+  }
   void OnActivationRemoved(Activation* a) const { r_->OnActivationRemoved(a); }
   void OnActivationGone(Activation* a) const { r_->OnActivationGone(a); }
   void CountActivated() const { r_->CountActivated(); }

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/detach.h"
 #include "core/log.h"
+#include "core/member.h"
+#include "core/opaque_call.h"
 #include "directory/directory_client.h"
 #include "directory/partition.h"
 #include "granary/options.pb.h"
@@ -25,18 +27,6 @@ absl::Status TooManyHops(const CallBase& call) {
 }
 
 }  // namespace
-
-// The calls waiting for one grain's location, and its retry timer. At most
-// one directory request or retry is outstanding per grain.
-struct ClusterRouter::Pending final : TimerEntry {
-  ClusterRouter* router = nullptr;
-  GrainId id;
-  std::vector<CallBase*> calls;
-  int attempts = 0;
-  absl::Time give_up;
-  std::string placed;  // the silo placement chose (under the router's mu_)
-  void OnTimer() override { router->Resolve(this); }
-};
 
 ClusterRouter::ClusterRouter(Runtime* silo,
                              directory::DirectoryPartition* owner,
@@ -122,11 +112,24 @@ void ClusterRouter::OnView(const v1::MembershipView& view) {
   absl::flat_hash_map<std::string, const std::string*> gateways;
   bool self_active = false;
   bool self_reports = false;
+  absl::flat_hash_map<absl::string_view, uint32_t> live_versions;
+  absl::flat_hash_map<absl::string_view, uint32_t> joining_versions;
   for (const v1::Member& m : view.members()) {
     const std::string id = storage::MemberId(m);
-    if (m.status() == v1::MEMBER_ACTIVE) {
-      active.push_back(PlacementCandidate{id, m.activations()});
-      if (!m.gateway().empty()) gateways[id] = InternStringPtr(m.gateway());
+    if (IsLive(m)) {
+      PlacementCandidate c = CandidateOf(m, id);
+      for (const auto& [type, version] : c.versions) {
+        uint32_t& most = live_versions[type];
+        most = std::max(most, version);
+        if (m.status() == v1::MEMBER_JOINING) {
+          uint32_t& joining = joining_versions[type];
+          joining = std::max(joining, version);
+        }
+      }
+      if (m.status() == v1::MEMBER_ACTIVE) active.push_back(std::move(c));
+    }
+    if (m.status() == v1::MEMBER_ACTIVE && !m.gateway().empty()) {
+      gateways[id] = InternStringPtr(m.gateway());
     }
     // Only Active silos stay in the cache: one shutting down hands its
     // grains on, so their callers ask the directory again.
@@ -163,6 +166,8 @@ void ClusterRouter::OnView(const v1::MembershipView& view) {
       for (const PlacementCandidate& c : active) sweep_owners_.push_back(c.id);
     }
     active_ = std::move(active);
+    live_versions_ = std::move(live_versions);
+    joining_versions_ = std::move(joining_versions);
   }
   MaybeSweep();
 }
@@ -229,6 +234,7 @@ void ClusterRouter::Resolve(Pending* p) {
   bool choose = false;
   bool hash = false;
   GrainId id;
+  Needs needs;
   {
     MutexLock lock(&mu_);
     if (closed_ || p->calls.empty()) return;
@@ -238,13 +244,20 @@ void ClusterRouter::Resolve(Pending* p) {
     const bool prefer_local =
         iface != nullptr && iface->placement == PREFER_LOCAL;
     hash = iface != nullptr && iface->placement == HASH;
-    register_here = CanHost() && (first.hops() > 0 || prefer_local);
-    choose = !register_here && first.hops() == 0;
+    needs = NeedsLocked(id);
+    const bool hosts_here = HostsHereLocked(id, needs);
+    register_here = hosts_here && (first.hops() > 0 || prefer_local);
+    choose = !register_here && (first.hops() == 0 || !hosts_here);
   }
   if (choose) {
     // Where the grain would go if it lives nowhere, chosen now: when that
     // is here, registering answers both questions in one request.
-    std::string placed = Place(id);
+    absl::Status why;
+    std::string placed = Place(id, needs, &why);
+    if (placed.empty() && why.code() == absl::StatusCode::kUnimplemented) {
+      RetryOrFail(id, why);  // no live silo hosts the type: fails at once
+      return;
+    }
     {
       MutexLock lock(&mu_);
       register_here = !placed.empty() && placed == self_;
@@ -322,7 +335,7 @@ void ClusterRouter::OnLookup(const GrainId& id,
     bool can_host;
     {
       MutexLock lock(&mu_);
-      can_host = CanHost();
+      can_host = HostsHereLocked(id, NeedsLocked(id));
     }
     if (can_host) {
       SendRegister(id, &entry);  // retire our own stale entry
@@ -340,19 +353,26 @@ void ClusterRouter::OnLookup(const GrainId& id,
   }
   // The silo chosen before the lookup, if it can still take the grain.
   std::string target;
+  absl::Status why;
   {
     MutexLock lock(&mu_);
     auto it = pending_.find(id);
     if (it != pending_.end()) {
+      const Needs needs = NeedsLocked(id);
       for (const PlacementCandidate& c : active_) {
-        if (c.id == it->second->placed && c.id != self_) target = c.id;
+        if (c.id == it->second->placed && c.id != self_ &&
+            c.CanHost(id.type(), needs.min_version, FilterLocked(id.type()))) {
+          target = c.id;
+        }
       }
+      if (target.empty()) target = PlaceLocked(id, needs, &why);
     }
   }
-  if (target.empty()) target = Place(id);
   if (target.empty()) {
-    RetryOrFail(id, absl::UnavailableError(absl::StrCat(
-                        "no Active silo can host ", id.ToString(), " now")));
+    RetryOrFail(
+        id, why.ok() ? absl::UnavailableError(absl::StrCat(
+                           "no Active silo can host ", id.ToString(), " now"))
+                     : why);
   } else if (target == self_) {
     SendRegister(id, nullptr);
   } else {
@@ -417,11 +437,19 @@ std::vector<CallBase*> ClusterRouter::TakeCalls(const GrainId& id) {
 void ClusterRouter::ActivateAll(const GrainId& id, uint64_t activation_id) {
   // Calls that join meanwhile are taken on the next round; the grain is
   // forgotten only once a round finds none.
+  std::vector<CallBase*> opaque;
   for (;;) {
     std::vector<CallBase*> calls = TakeCalls(id);
-    if (calls.empty()) return;
-    for (CallBase* c : calls) silo_->internals().ActivateHere(c, activation_id);
+    if (calls.empty()) break;
+    for (CallBase* c : calls) {
+      if (c->method() == kOpaqueMethod) {
+        opaque.push_back(c);  // needs a later version than the one here
+      } else {
+        silo_->internals().ActivateHere(c, activation_id);
+      }
+    }
   }
+  if (!opaque.empty()) MoveForVersion(id, std::move(opaque));
 }
 
 void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo,
@@ -433,7 +461,7 @@ void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo,
   bool can_host = false;
   {
     MutexLock lock(&mu_);
-    can_host = CanHost();
+    can_host = HostsHereLocked(id, NeedsLocked(id));
     auto it = pending_.find(id);
     if (it != pending_.end()) {
       attempts = it->second->attempts;
@@ -499,21 +527,29 @@ void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo,
   }
 }
 
+ClusterRouter::Pending& ClusterRouter::PendingLocked(const GrainId& id,
+                                                     bool* made) {
+  auto& slot = pending_[id];
+  *made = slot == nullptr;
+  if (*made) {
+    slot = std::make_unique<Pending>();
+    slot->router = this;
+    slot->id = id;
+    slot->give_up = timers_.clock()->Now() + options_.give_up_after;
+  }
+  return *slot;
+}
+
 void ClusterRouter::RegisterHere(const GrainId& id,
                                  std::vector<CallBase*> calls) {
   Pending* resolve = nullptr;
   {
     MutexLock lock(&mu_);
     if (!closed_) {
-      auto& slot = pending_[id];
-      if (slot == nullptr) {  // else they join the resolution under way
-        slot = std::make_unique<Pending>();
-        slot->router = this;
-        slot->id = id;
-        slot->give_up = timers_.clock()->Now() + options_.give_up_after;
-        resolve = slot.get();
-      }
-      slot->calls.insert(slot->calls.begin(), calls.begin(), calls.end());
+      bool made = false;
+      Pending& slot = PendingLocked(id, &made);
+      if (made) resolve = &slot;  // else they join the resolution under way
+      slot.calls.insert(slot.calls.begin(), calls.begin(), calls.end());
       calls.clear();
     }
   }
@@ -524,41 +560,6 @@ void ClusterRouter::RegisterHere(const GrainId& id,
   // Resolve registers here (the first call was sent here), or asks the
   // directory when this silo can no longer host.
   if (resolve != nullptr) Resolve(resolve);
-}
-
-void ClusterRouter::RetryOrFail(const GrainId& id, const absl::Status& why) {
-  if (MayChange(why)) {
-    MutexLock lock(&mu_);
-    auto it = pending_.find(id);
-    if (it == pending_.end() || closed_) return;
-    Pending* p = it->second.get();
-    const absl::Time now = timers_.clock()->Now();
-    if (now < p->give_up) {
-      retries_.fetch_add(1, std::memory_order_relaxed);
-      timers_.Schedule(p, now + RetryDelay(p->attempts++));
-      return;
-    }
-  }
-  std::vector<CallBase*> calls;
-  for (;;) {
-    std::vector<CallBase*> more = TakeCalls(id);
-    if (more.empty()) break;
-    calls.insert(calls.end(), more.begin(), more.end());
-  }
-  if (calls.empty()) return;
-  GRANARY_LOG(kWarning) << "silo=" << self_
-                        << " grain=" << LogQuote(id.ToString())
-                        << " calls=" << calls.size()
-                        << " cannot be located: " << why;
-  const absl::Status failed =
-      MayChange(why)
-          ? absl::UnavailableError(absl::StrCat("cannot locate ", id.ToString(),
-                                                ": ", why.message()))
-          : why;
-  for (CallBase* c : calls) {
-    c->Fail(failed);
-    c->Release();
-  }
 }
 
 }  // namespace granary::silo

@@ -120,6 +120,10 @@ class ClusterRouter final : public CallRouter {
   void OnActivationGone(const GrainId& id, uint64_t activation_id) override;
   size_t DirectoryEntries() const override;
   uint64_t Forwarded() const override { return forwarded(); }
+  void RouteWorker(CallBase* call) override;
+  absl::string_view HostedTypeName(absl::string_view type) const override;
+  bool LaterVersionHosted(absl::string_view type,
+                          uint32_t version) const override;
 
   // Fails every waiting call UNAVAILABLE and stops retrying. After the
   // silo stopped.
@@ -159,6 +163,10 @@ class ClusterRouter final : public CallRouter {
   // calls other silos sent here are registered here instead.
   void ForwardAll(const GrainId& id, const std::string& silo,
                   bool placed = false);
+  // The waiting calls of `id` and their retry state, made (*made set) when
+  // there were none.
+  Pending& PendingLocked(const GrainId& id, bool* made)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `calls` (sent here to be hosted here) and registers `id` here
   // unless a resolution is under way, which they join.
   void RegisterHere(const GrainId& id, std::vector<CallBase*> calls);
@@ -170,10 +178,38 @@ class ClusterRouter final : public CallRouter {
                bool* bounced = nullptr);
   // Retries `id` later when `why` may pass, else fails its calls.
   void RetryOrFail(const GrainId& id, const absl::Status& why);
-  // The silo a new activation of `id` goes to ("" when none can take it
-  // now).
-  std::string Place(const GrainId& id);
+  // What a new activation of a pending grain needs of its silo: the
+  // greatest min_version of its calls, and whether one of them is opaque
+  // (core/opaque_call.h: this silo lacks its type or method, so no
+  // activation here may run it).
+  struct Needs {
+    uint32_t min_version = 1;
+    bool opaque = false;
+  };
+  Needs NeedsLocked(const GrainId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The silo a new activation of `id` goes to; "" when none can take it
+  // now, with *why: UNAVAILABLE (worth a retry: no silo is Active yet, or
+  // the only ones hosting the type are Joining) or UNIMPLEMENTED (no live
+  // silo hosts the type in the version needed, or with matching labels).
+  std::string Place(const GrainId& id, const Needs& needs, absl::Status* why);
+  std::string PlaceLocked(const GrainId& id, const Needs& needs,
+                          absl::Status* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CanHost() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CanHost, and this silo hosts `id`'s type as `needs` asks.
+  bool HostsHereLocked(const GrainId& id, const Needs& needs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The placement filter of `type` (from its interface; none when this
+  // silo does not know the type).
+  const Labels& FilterLocked(absl::string_view type)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The opaque calls among `id`'s waiting calls cannot run on its
+  // activation here: it is asked to deactivate and they wait to be placed
+  // on a silo with a later version (router_versions.cc).
+  void MoveForVersion(const GrainId& id, std::vector<CallBase*> calls);
+  // Puts `calls` back among `id`'s waiting calls and retries (or fails
+  // them) for `why`.
+  void Requeue(const GrainId& id, std::vector<CallBase*> calls,
+               const absl::Status& why);
   void RegisterDone(uint64_t ring);
   void MaybeSweep();
   void RunSweep(uint64_t ring, std::vector<std::string> owners);
@@ -243,6 +279,15 @@ class ClusterRouter final : public CallRouter {
   bool self_active_ ABSL_GUARDED_BY(mu_) = false;
   bool self_reports_ ABSL_GUARDED_BY(mu_) = false;  // Active or ShuttingDown
   std::vector<PlacementCandidate> active_ ABSL_GUARDED_BY(mu_);  // by id
+  // Of the live members (Joining, Active, ShuttingDown): the greatest
+  // version each hosts a type in (interned names), and of the Joining
+  // ones alone.
+  absl::flat_hash_map<absl::string_view, uint32_t> live_versions_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<absl::string_view, uint32_t> joining_versions_
+      ABSL_GUARDED_BY(mu_);
+  // Parsed placement filters, by type.
+  absl::flat_hash_map<absl::string_view, Labels> filters_ ABSL_GUARDED_BY(mu_);
   // Active silos: the only ones the cache may name.
   absl::flat_hash_set<std::string> live_ ABSL_GUARDED_BY(mu_);
   // Registrations in flight, by the ring they were sent under.
@@ -260,6 +305,18 @@ class ClusterRouter final : public CallRouter {
   CondVar idle_;
   std::atomic<uint64_t> forwarded_{0};  // counted without mu_ (per call)
   uint64_t rebuilds_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The calls waiting for one grain's location, and its retry timer. At most
+// one directory request or retry is outstanding per grain.
+struct ClusterRouter::Pending final : TimerEntry {
+  ClusterRouter* router = nullptr;
+  GrainId id;
+  std::vector<CallBase*> calls;
+  int attempts = 0;
+  absl::Time give_up;
+  std::string placed;  // the silo placement chose (under the router's mu_)
+  void OnTimer() override { router->Resolve(this); }
 };
 
 }  // namespace granary::silo

@@ -1,8 +1,12 @@
 #include "silo/cluster/routing/placement.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/random/random.h"
 #include "directory/hash_ring.h"
 #include "granary/options.pb.h"
+#include "granary/v1/cluster.pb.h"
 
 namespace granary::silo {
 namespace {
@@ -46,6 +50,24 @@ std::string ActivationCountPlacement::Place(const GrainId&,
                                                  : x->activations;
   };
   return count(a) <= count(b) ? a->id : b->id;
+}
+
+PlacementCandidate CandidateOf(const v1::Member& m, std::string id) {
+  PlacementCandidate c;
+  c.id = std::move(id);
+  c.activations = m.activations();
+  if (m.hosted_types_size() == m.grain_types_size()) {
+    for (const v1::HostedType& h : m.hosted_types()) {
+      c.versions[InternTypeName(h.type())] = std::max<uint32_t>(1, h.version());
+    }
+  }
+  for (const std::string& t : m.grain_types()) {
+    c.versions.try_emplace(InternTypeName(t), 1);
+  }
+  c.labels.reserve(m.labels_size());
+  for (const v1::Label& l : m.labels())
+    c.labels.emplace_back(l.key(), l.value());
+  return c;
 }
 
 const PlacementDirector& PlacementFor(int strategy) {

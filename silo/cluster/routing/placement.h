@@ -4,7 +4,10 @@
 // the grain type (`placement` in the grain options, granary/options.proto);
 // each strategy is one PlacementDirector. A silo alone places everything on
 // itself; in a cluster the router (silo/cluster/routing/cluster_router.h) asks
-// the director of the grain's strategy to choose among the Active silos.
+// the director of the grain's strategy to choose among the Active silos
+// that may host it: those whose membership row lists the type in the
+// call's version or a later one, and whose labels match the type's
+// placement filter (PlacementCandidate::CanHost).
 //
 //   PlacementContext context{.self = me, .self_can_host = true,
 //                            .candidates = active, .hash_owner = owner};
@@ -18,7 +21,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "core/grain_id.h"
+#include "core/labels.h"
+
+namespace granary::v1 {
+class Member;
+}  // namespace granary::v1
 
 namespace granary::silo {
 
@@ -27,6 +37,19 @@ struct PlacementCandidate {
   std::string id;
   // Its activations as of its last heartbeat.
   int64_t activations = 0;
+  // The grain types it hosts (interned names), each with its version.
+  absl::flat_hash_map<absl::string_view, uint32_t> versions;
+  // Its labels (--labels), sorted by key.
+  Labels labels;
+
+  // Whether it may take a new activation of `type` needing `min_version`
+  // or later whose placement filter is `filter`.
+  bool CanHost(absl::string_view type, uint32_t min_version,
+               const Labels& filter) const {
+    auto it = versions.find(type);
+    return it != versions.end() && it->second >= min_version &&
+           LabelsMatch(filter, labels);
+  }
 };
 
 struct PlacementContext {
@@ -81,6 +104,12 @@ class ActivationCountPlacement final : public PlacementDirector {
   std::string Place(const GrainId& id,
                     const PlacementContext& context) const override;
 };
+
+// `m` (a membership row, whose id is `id`) as a candidate: its activations,
+// the versions of the types it hosts (type names interned: the membership
+// table bounds them; a row without hosted_types, from an earlier release,
+// hosts each of its grain_types in version 1) and its labels.
+PlacementCandidate CandidateOf(const v1::Member& m, std::string id);
 
 // The director of `strategy` (a granary.Placement value); RANDOM's for an
 // unknown one.

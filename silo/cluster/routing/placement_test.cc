@@ -2,10 +2,12 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "granary/options.pb.h"
+#include "granary/v1/cluster.pb.h"
 #include "gtest/gtest.h"
 
 namespace granary::silo {
@@ -17,7 +19,13 @@ using ::testing::Eq;
 class PlacementTest : public ::testing::Test {
  protected:
   PlacementTest() {
-    silos_ = {{"a", 5}, {"b", 0}, {"c", 9}};
+    for (auto [id, n] :
+         {std::pair<const char*, int64_t>{"a", 5}, {"b", 0}, {"c", 9}}) {
+      PlacementCandidate c;
+      c.id = id;
+      c.activations = n;
+      silos_.push_back(std::move(c));
+    }
     context_.self = "a";
     context_.self_can_host = true;
     for (const PlacementCandidate& s : silos_)
@@ -93,6 +101,39 @@ TEST_F(PlacementTest, ActivationCountFavoursTheEmptierSilo) {
     self += ActivationCountPlacement().Place(id_, context_) == "a";
   }
   EXPECT_GT(self, 600);
+}
+
+// A membership row as a candidate: the versions of the types it hosts
+// (version 1 for a row of an earlier release, without hosted_types) and its
+// labels, which CanHost checks against a call's version and a type's filter.
+TEST(PlacementCandidateTest, HostsATypeInItsVersionOnSilosWithItsLabels) {
+  v1::Member m;
+  m.add_grain_types("a.Counter");
+  m.add_grain_types("a.Invoice");
+  v1::HostedType* h = m.add_hosted_types();
+  h->set_type("a.Counter");
+  h->set_version(2);
+  h = m.add_hosted_types();
+  h->set_type("a.Invoice");
+  h->set_version(1);
+  v1::Label* l = m.add_labels();
+  l->set_key("role");
+  l->set_value("billing");
+  const PlacementCandidate c = CandidateOf(m, "s@1");
+  EXPECT_EQ(c.id, "s@1");
+  EXPECT_TRUE(c.CanHost("a.Counter", 1, {}));
+  EXPECT_TRUE(c.CanHost("a.Counter", 2, {}));
+  EXPECT_FALSE(c.CanHost("a.Counter", 3, {}));
+  EXPECT_FALSE(c.CanHost("a.Missing", 1, {}));
+  EXPECT_TRUE(c.CanHost("a.Invoice", 1, *ParseLabels("role=billing")));
+  EXPECT_FALSE(c.CanHost("a.Invoice", 1, *ParseLabels("role=web")));
+
+  v1::Member old;  // an earlier release's row: types only
+  old.add_grain_types("a.Counter");
+  const PlacementCandidate o = CandidateOf(old, "o@1");
+  EXPECT_TRUE(o.CanHost("a.Counter", 1, {}));
+  EXPECT_FALSE(o.CanHost("a.Counter", 2, {}));
+  EXPECT_FALSE(o.CanHost("a.Counter", 1, *ParseLabels("role=billing")));
 }
 
 }  // namespace

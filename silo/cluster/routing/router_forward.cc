@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/log.h"
 #include "directory/partition.h"
 #include "granary/options.pb.h"
 #include "silo/cluster/routing/cluster_router.h"
@@ -62,25 +63,39 @@ absl::Duration ClusterRouter::RetryDelay(int attempts) const {
   return std::min(delay, options_.max_retry_delay);
 }
 
-std::string ClusterRouter::Place(const GrainId& id) {
-  const InterfaceInfo* iface = silo_->FindInterface(id.type());
-  const int strategy = iface != nullptr ? iface->placement : RANDOM;
-  PlacementContext context;
-  context.self = self_;
-  if (strategy == HASH) context.hash_owner = owner_->OwnerOf(id);
-  context.self_activations = [this] {
-    return static_cast<int64_t>(silo_->ActivationCount());
-  };
-  MutexLock lock(&mu_);
-  context.self_can_host = CanHost();
-  context.candidates.reserve(active_.size());
-  for (const PlacementCandidate& c : active_) {
-    if (c.id != self_ || context.self_can_host) {
-      context.candidates.push_back(&c);
+void ClusterRouter::RetryOrFail(const GrainId& id, const absl::Status& why) {
+  if (MayChange(why)) {
+    MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end() || closed_) return;
+    Pending* p = it->second.get();
+    const absl::Time now = timers_.clock()->Now();
+    if (now < p->give_up) {
+      retries_.fetch_add(1, std::memory_order_relaxed);
+      timers_.Schedule(p, now + RetryDelay(p->attempts++));
+      return;
     }
   }
-  if (context.candidates.empty()) return "";
-  return PlacementFor(strategy).Place(id, context);
+  std::vector<CallBase*> calls;
+  for (;;) {
+    std::vector<CallBase*> more = TakeCalls(id);
+    if (more.empty()) break;
+    calls.insert(calls.end(), more.begin(), more.end());
+  }
+  if (calls.empty()) return;
+  GRANARY_LOG(kWarning) << "silo=" << self_
+                        << " grain=" << LogQuote(id.ToString())
+                        << " calls=" << calls.size()
+                        << " cannot be located: " << why;
+  const absl::Status failed =
+      MayChange(why)
+          ? absl::UnavailableError(absl::StrCat("cannot locate ", id.ToString(),
+                                                ": ", why.message()))
+          : why;
+  for (CallBase* c : calls) {
+    c->Fail(failed);
+    c->Release();
+  }
 }
 
 }  // namespace granary::silo

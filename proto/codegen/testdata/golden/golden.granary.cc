@@ -40,7 +40,8 @@ const ::google::protobuf::ServiceDescriptor* LibraryDescriptor() {
 const ::granary::InterfaceInfo& LibraryRef::Interface() {
   static const ::granary::InterfaceInfo info{
       kTypeName, true, 30, 2, kLibraryMethods, 4,
-      &LibraryDescriptor, false, 0};
+      &LibraryDescriptor, false, 0, 1,
+      0x74c3302415fbb811ull, ""};
   return info;
 }
 
@@ -85,7 +86,8 @@ const ::google::protobuf::ServiceDescriptor* IndexDescriptor() {
 const ::granary::InterfaceInfo& IndexRef::Interface() {
   static const ::granary::InterfaceInfo info{
       kTypeName, false, 0, 0, kIndexMethods, 1,
-      &IndexDescriptor, true, 4};
+      &IndexDescriptor, true, 4, 1,
+      0x54ef1c93dbe6d492ull, ""};
   return info;
 }
 
@@ -114,7 +116,8 @@ const ::google::protobuf::ServiceDescriptor* LedgerDescriptor() {
 const ::granary::InterfaceInfo& LedgerRef::Interface() {
   static const ::granary::InterfaceInfo info{
       kTypeName, false, 0, 0, kLedgerMethods, 1,
-      &LedgerDescriptor, false, 0};
+      &LedgerDescriptor, false, 0, 3,
+      0x33772cf2d35d170full, "role=billing,zone=a"};
   return info;
 }
 

@@ -1,0 +1,218 @@
+// A rolling upgrade under load on a PostgreSQL cluster (docs/upgrades.md).
+// Release N is three granary-silo processes loading
+// tests/upgrade/v1 (Counter in version 1); release N+1 loads tests/upgrade/v2
+// (Counter in version 2, with a new method Describe, and a new grain type
+// Invoice). The silos are replaced one by one, gracefully, while clients of
+// both releases keep calling: release N's clients Add to counters, release
+// N+1's (from the moment the first upgraded silo is up) Add, Describe and
+// Bill. Every call must succeed: a call that reaches a silo of release N for
+// a type or method it lacks is passed on to a silo that has it, and a
+// counter whose activation lives on an old silo moves to a new one when a
+// call needs Describe. The counters and invoices end exact.
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/client.h"
+#include "core/grain_interface.h"
+#include "tests/cluster_load.h"
+#include "tests/postgres_cluster_fixture.h"
+#include "tests/upgrade/v2/upgrade_counter.granary.h"
+
+namespace granary::testing {
+namespace {
+
+using upgradetest::AddRequest;
+using upgradetest::BillRequest;
+using upgradetest::CounterValue;
+using upgradetest::DescribeRequest;
+using upgradetest::GetRequest;
+using upgradetest::InvoiceTotal;
+
+// Counter as release N's clients know it: version 1, without Describe (its
+// messages are the same on the wire as release N+1's).
+const MethodInfo kCounterV1Methods[] = {
+    {0, "Add", "/granary.upgradetest.Counter/Add", false, false, false, nullptr,
+     false},
+    {1, "Get", "/granary.upgradetest.Counter/Get", false, true, false, nullptr,
+     false},
+};
+const InterfaceInfo kCounterV1{"granary.upgradetest.Counter",
+                               false,
+                               0,
+                               0,
+                               kCounterV1Methods,
+                               2,
+                               nullptr,
+                               false,
+                               0,
+                               /*version=*/1,
+                               0,
+                               ""};
+
+std::string Library(const char* name) {
+  return absl::StrCat("--grain_library=", GRANARY_UPGRADE_LIBRARY_DIR, "/lib",
+                      name, ".so");
+}
+
+class RollingUpgradeTest : public PostgresClusterTest {
+ protected:
+  void SetUp() override {
+    extra_args_ = {Library("upgrade_v1")};
+    PostgresClusterTest::SetUp();
+  }
+};
+
+// Calls of one release's clients, counted per grain.
+struct Load {
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> calls{0};
+  std::mutex mu;
+  std::map<std::string, int64_t> added;   // by counter key
+  std::map<std::string, int64_t> billed;  // by invoice key
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+
+  void Fail(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (errors.size() < 20) errors.push_back(what);
+  }
+  void Join() {
+    stop = true;
+    for (std::thread& t : threads) t.join();
+    threads.clear();
+  }
+};
+
+constexpr int kCounters = 64;
+
+// Release N's client: Add 1 to counters "c<i>" in turn.
+void RunV1(Client* client, int thread, Load* load) {
+  client->Register(kCounterV1);
+  for (int i = thread; !load->stop; i += 3) {
+    const std::string key = absl::StrCat("c", i % kCounters);
+    AddRequest add;
+    add.set_amount(1);
+    absl::StatusOr<CounterValue> v =
+        internal::Ask<AddRequest, CounterValue>(
+            client, GrainId(kCounterV1.type_name, key), 0, add, {})
+            .Get();
+    if (!v.ok()) {
+      load->Fail(absl::StrCat("v1 Add ", key, ": ", v.status().ToString()));
+      continue;
+    }
+    ++load->calls;
+    std::lock_guard<std::mutex> lock(load->mu);
+    ++load->added[key];
+  }
+}
+
+// Release N+1's client: Add 10, Describe, and Bill 5 to invoice "i<i>".
+void RunV2(Client* client, int thread, Load* load) {
+  for (int i = thread; !load->stop; i += 3) {
+    const std::string key = absl::StrCat("c", (i * 7) % kCounters);
+    auto counter = client->Get<upgradetest::CounterRef>(key);
+    AddRequest add;
+    add.set_amount(10);
+    absl::StatusOr<CounterValue> v = counter.Add(add).Get();
+    if (!v.ok()) {
+      load->Fail(absl::StrCat("v2 Add ", key, ": ", v.status().ToString()));
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(load->mu);
+      load->added[key] += 10;
+    }
+    absl::StatusOr<CounterValue> d = counter.Describe(DescribeRequest()).Get();
+    if (!d.ok()) {
+      load->Fail(
+          absl::StrCat("v2 Describe ", key, ": ", d.status().ToString()));
+    } else if (d->version() != 2) {
+      load->Fail(absl::StrCat("Describe of ", key, " answered by version ",
+                              d->version()));
+    }
+    const std::string invoice = absl::StrCat("i", i % 16);
+    BillRequest bill;
+    bill.set_cents(5);
+    absl::StatusOr<InvoiceTotal> t =
+        client->Get<upgradetest::InvoiceRef>(invoice).Bill(bill).Get();
+    if (!t.ok()) {
+      load->Fail(absl::StrCat("Bill ", invoice, ": ", t.status().ToString()));
+      continue;
+    }
+    load->calls += 3;
+    std::lock_guard<std::mutex> lock(load->mu);
+    load->billed[invoice] += 5;
+  }
+}
+
+TEST_F(RollingUpgradeTest, SilosUpgradedOneByOneUnderLoadFailNoCall) {
+  std::unique_ptr<Client> v1_client = ConnectAll();
+  ASSERT_NE(v1_client, nullptr);
+  Load v1;
+  for (int t = 0; t < 3; ++t) {
+    v1.threads.emplace_back(RunV1, v1_client.get(), t, &v1);
+  }
+  ASSERT_TRUE(Eventually([&] { return v1.calls >= 300; }));
+
+  std::unique_ptr<Client> v2_client;
+  Load v2;
+  for (size_t i = 0; i < silos_.size(); ++i) {
+    for (std::string& arg : silo_args_[i]) {
+      if (arg == Library("upgrade_v1")) arg = Library("upgrade_v2");
+    }
+    ASSERT_NO_FATAL_FAILURE(Restart(i, 3));
+    if (v2_client == nullptr) {
+      // Release N+1's clients start once a silo of theirs is up, and may
+      // reach it through any gateway.
+      v2_client = ConnectAll();
+      ASSERT_NE(v2_client, nullptr);
+      for (int t = 0; t < 3; ++t) {
+        v2.threads.emplace_back(RunV2, v2_client.get(), t, &v2);
+      }
+    }
+    const int64_t v1_before = v1.calls;
+    const int64_t v2_before = v2.calls;
+    ASSERT_TRUE(Eventually([&] {
+      return v1.calls >= v1_before + 300 && v2.calls >= v2_before + 300;
+    })) << "silo "
+        << i << " upgraded: v1 calls " << v1.calls - v1_before << ", v2 calls "
+        << v2.calls - v2_before;
+  }
+  v1.Join();
+  v2.Join();
+  std::cout << "calls: release N clients " << v1.calls
+            << ", release N+1 clients " << v2.calls << "\n";
+  EXPECT_TRUE(v1.errors.empty()) << absl::StrJoin(v1.errors, "\n");
+  EXPECT_TRUE(v2.errors.empty()) << absl::StrJoin(v2.errors, "\n");
+
+  // Every counter and invoice holds exactly what was added, and answers
+  // from version 2 now that every silo runs it.
+  std::map<std::string, int64_t> added = v1.added;
+  for (const auto& [key, n] : v2.added) added[key] += n;
+  for (const auto& [key, n] : added) {
+    absl::StatusOr<CounterValue> v =
+        v2_client->Get<upgradetest::CounterRef>(key).Get(GetRequest()).Get();
+    ASSERT_TRUE(v.ok()) << key << ": " << v.status();
+    EXPECT_EQ(v->value(), n) << key;
+    EXPECT_EQ(v->version(), 2u) << key;
+  }
+  for (const auto& [key, n] : v2.billed) {
+    BillRequest none;
+    absl::StatusOr<InvoiceTotal> t =
+        v2_client->Get<upgradetest::InvoiceRef>(key).Bill(none).Get();
+    ASSERT_TRUE(t.ok()) << key << ": " << t.status();
+    EXPECT_EQ(t->cents(), n) << key;
+  }
+  v1_client->Close();
+  v2_client->Close();
+}
+
+}  // namespace
+}  // namespace granary::testing
