@@ -20,6 +20,8 @@ ABSL_DECLARE_FLAG(std::string, cluster_id);
 ABSL_DECLARE_FLAG(bool, network_turns);
 ABSL_DECLARE_FLAG(std::vector<std::string>, http_hosts);
 ABSL_DECLARE_FLAG(int32_t, turn_budget);
+ABSL_DECLARE_FLAG(std::string, labels);
+ABSL_DECLARE_FLAG(std::vector<std::string>, grain_types);
 
 namespace granary::silo {
 namespace {
@@ -76,6 +78,35 @@ TEST(SiloFlagsTest, TheFlagsGiveTheDefaultsAndEachValueReachesItsField) {
   ASSERT_FALSE(o.ok());
   EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(o.status().message().find("--turn_budget"), std::string::npos);
+}
+
+// --labels and --grain_types: parsed and checked before the silo starts;
+// bad ones name their flag.
+TEST(SiloFlagsTest, LabelsAndGrainTypesAreCheckedNamingTheirFlag) {
+  absl::SetFlag(&FLAGS_turn_budget, 1);
+  absl::SetFlag(&FLAGS_labels, std::string("zone=a,role=billing"));
+  absl::SetFlag(&FLAGS_grain_types,
+                std::vector<std::string>{"granary.examples.Counter"});
+  absl::StatusOr<SiloHostOptions> o = SiloHostOptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->labels, "zone=a,role=billing");
+  EXPECT_EQ(o->grain_types,
+            std::vector<std::string>{"granary.examples.Counter"});
+  for (const char* bad : {"zone", "zone=a,zone=b", "Zone=a", "zone=a b"}) {
+    absl::SetFlag(&FLAGS_labels, std::string(bad));
+    o = SiloHostOptionsFromFlags();
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(o.status().message().find("--labels"), std::string::npos)
+        << o.status();
+  }
+  absl::SetFlag(&FLAGS_labels, std::string());
+  absl::SetFlag(&FLAGS_grain_types, std::vector<std::string>{""});
+  o = SiloHostOptionsFromFlags();
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--grain_types"), std::string::npos)
+      << o.status();
+  absl::SetFlag(&FLAGS_grain_types, std::vector<std::string>{});
 }
 
 }  // namespace

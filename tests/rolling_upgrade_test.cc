@@ -21,6 +21,8 @@
 #include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "core/grain_interface.h"
+#include "granary/v1/gateway.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
 #include "tests/cluster_load.h"
 #include "tests/postgres_cluster_fixture.h"
 #include "tests/upgrade/v2/upgrade_counter.granary.h"
@@ -212,6 +214,72 @@ TEST_F(RollingUpgradeTest, SilosUpgradedOneByOneUnderLoadFailNoCall) {
   }
   v1_client->Close();
   v2_client->Close();
+}
+
+// What a silo does with requests whose type or method it lacks, spoken
+// in the gateway protocol as a client in another language would: passed on
+// when a silo hosts the type (here Counter.Describe, which only release N+1
+// has, once one silo runs it), refused at once otherwise, and bad method
+// paths refused as such.
+TEST_F(RollingUpgradeTest, UnknownTypesAndMethodsThroughAnOldGateway) {
+  for (std::string& arg : silo_args_[0]) {
+    if (arg == Library("upgrade_v1")) arg = Library("upgrade_v2");
+  }
+  ASSERT_NO_FATAL_FAILURE(Restart(0, 3));
+  // Silo 1 still runs release N.
+  auto channel =
+      grpc::CreateChannel(gateways_[1], grpc::InsecureChannelCredentials());
+  auto stub = v1::Gateway::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto stream = stub->Connect(&ctx);
+  auto request = [](uint64_t id, const std::string& method,
+                    const std::string& key) {
+    v1::Request r;
+    r.set_id(id);
+    r.set_method(method);
+    r.set_key(key);
+    return r;
+  };
+  v1::RequestBatch batch;
+  *batch.add_requests() =
+      request(1, "/granary.upgradetest.Counter/Describe", "d1");
+  *batch.add_requests() = request(2, "/granary.upgradetest.Invoice/Bill", "b1");
+  *batch.add_requests() = request(3, "/granary.nowhere.Thing/Get", "x");
+  *batch.add_requests() = request(4, "/granary.upgradetest.Counter/", "x");
+  *batch.add_requests() = request(5, "/a/b/c", "x");
+  *batch.add_requests() = request(6, "no-slash", "x");
+  v1::Request streaming = request(7, "/granary.upgradetest.Invoice/Watch", "x");
+  streaming.set_stream_window(8);
+  *batch.add_requests() = streaming;
+  v1::Request garbage = request(8, "/granary.upgradetest.Invoice/Bill", "b2");
+  garbage.set_payload("\xff\xff\xff\xff");
+  *batch.add_requests() = garbage;
+  ASSERT_TRUE(stream->Write(batch));
+  std::map<uint64_t, v1::Reply> replies;
+  v1::ReplyBatch got;
+  while (replies.size() < 8 && stream->Read(&got)) {
+    for (const v1::Reply& r : got.replies()) replies[r.id()] = r;
+  }
+  ASSERT_EQ(replies.size(), 8u);
+  EXPECT_EQ(replies[1].code(), 0) << replies[1].message();
+  CounterValue described;
+  ASSERT_TRUE(described.ParseFromString(replies[1].payload()));
+  EXPECT_EQ(described.version(), 2u);
+  EXPECT_EQ(replies[2].code(), 0) << replies[2].message();
+  EXPECT_EQ(replies[3].code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(replies[3].message(),
+              ::testing::HasSubstr("granary.nowhere.Thing"));
+  for (uint64_t id : {4, 5}) {
+    EXPECT_EQ(replies[id].code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << id << ": " << replies[id].message();
+  }
+  EXPECT_EQ(replies[6].code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(replies[7].code(), grpc::StatusCode::UNIMPLEMENTED)
+      << replies[7].message();
+  EXPECT_EQ(replies[8].code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << replies[8].message();
+  stream->WritesDone();
+  ctx.TryCancel();
 }
 
 }  // namespace
