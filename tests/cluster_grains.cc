@@ -48,4 +48,11 @@ Task<clustertest::Location> BilledGrain::Where(
   co_return Here(SiloName(), activation_);
 }
 
+PooledGrain::PooledGrain() : activation_(next_activation.fetch_add(1)) {}
+
+Task<clustertest::Location> PooledGrain::Where(
+    const clustertest::WhereRequest&) {
+  co_return Here(SiloName(), activation_);
+}
+
 }  // namespace granary::testing

@@ -43,4 +43,13 @@ class BilledGrain final : public clustertest::BilledGrainBase {
   const uint64_t activation_;
 };
 
+class PooledGrain final : public clustertest::PooledGrainBase {
+ public:
+  PooledGrain();
+  Task<clustertest::Location> Where(const clustertest::WhereRequest&) override;
+
+ private:
+  const uint64_t activation_;
+};
+
 }  // namespace granary::testing

@@ -30,7 +30,7 @@ using ::testing::HasSubstr;
 
 constexpr char kLocated[] = "granary.clustertest.Located";
 constexpr char kHashed[] = "granary.clustertest.Hashed";
-constexpr char kBilled[] = "granary.clustertest.Billed";
+constexpr char kPooled[] = "granary.clustertest.Pooled";
 
 InProcessClusterOptions MixedSilos(
     std::function<void(int, silo::SiloHostOptions&)> configure) {
@@ -40,6 +40,7 @@ InProcessClusterOptions MixedSilos(
     (void)host.AddGrain<LocatedGrain>();
     (void)host.AddGrain<HashedGrain>();
     (void)host.AddGrain<BilledGrain>();
+    (void)host.AddGrain<PooledGrain>();
   };
   o.configure = std::move(configure);
   return o;
@@ -122,6 +123,28 @@ TEST(MixedClusterTest, APlacementFilterKeepsATypeOnMatchingSilos) {
       StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("role=billing")));
   // Types without a filter are placed anywhere still.
   EXPECT_THAT(Where(c.silo(0), "anywhere"), IsOk());
+}
+
+// A stateless worker runs on the silo that receives its call, or, where its
+// type is not hosted, on a silo that hosts it (no directory involved).
+TEST(MixedClusterTest, AStatelessWorkerRunsOnlyWhereItIsHosted) {
+  InProcessCluster c(MixedSilos([](int i, silo::SiloHostOptions& o) {
+    o.grain_types = {kLocated};
+    if (i == 1) o.grain_types.push_back(kPooled);
+  }));
+  ASSERT_THAT(c.Start(), IsOk());
+  for (int n = 0; n < 300; ++n) {
+    absl::StatusOr<Location> l =
+        Await(Start(c.silo(n % c.size())
+                        .Get<clustertest::PooledRef>(absl::StrCat("w", n % 7))
+                        .Where(WhereRequest())));
+    ASSERT_THAT(l, IsOk()) << n;
+    EXPECT_EQ(l->silo(), c.id(1)) << n;
+  }
+  c.Kill(1);
+  EXPECT_THAT(Await(Start(c.silo(0).Get<clustertest::PooledRef>("w0").Where(
+                  WhereRequest()))),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(kPooled)));
 }
 
 TEST(MixedClusterTest, ASiloRefusesGrainTypesItWasNotBuiltWith) {

@@ -59,24 +59,35 @@ int64_t CallBytes(const v1::Request& request) {
                               rpc::RequestContextBytes(request));
 }
 
+bool SplitMethodPath(absl::string_view path, absl::string_view* type,
+                     absl::string_view* method) {
+  if (path.size() < 4 || path.front() != '/') return false;
+  const size_t slash = path.find('/', 1);
+  if (slash == absl::string_view::npos || slash == 1 ||
+      slash + 1 >= path.size() ||
+      path.find('/', slash + 1) != absl::string_view::npos ||
+      path[slash + 1] == '$') {
+    return false;
+  }
+  *type = path.substr(1, slash - 1);
+  *method = path.substr(slash + 1);
+  return true;
+}
+
 absl::StatusOr<Route> OpaqueRoute(const v1::Request& request, Runtime& silo) {
   CallRouter* router = silo.internals().router();
   const absl::string_view path = request.method();
-  const size_t slash = path.size() > 1 ? path.find('/', 1) : path.npos;
-  if (router == nullptr || slash == absl::string_view::npos ||
-      path.front() != '/' || slash + 1 >= path.size() ||
-      path.find('/', slash + 1) != absl::string_view::npos ||
-      path[slash + 1] == '$') {
-    if (router == nullptr || path.empty() || path.front() != '/') {
-      return absl::UnimplementedError(
-          absl::StrCat("unknown grain method '", LogQuote(path.substr(0, 512)),
-                       "': this silo hosts no such grain type or method"));
-    }
+  if (router == nullptr || path.empty() || path.front() != '/') {
+    return absl::UnimplementedError(
+        absl::StrCat("unknown grain method '", LogQuote(path.substr(0, 512)),
+                     "': this silo hosts no such grain type or method"));
+  }
+  absl::string_view type, method;
+  if (!SplitMethodPath(path, &type, &method)) {
     return absl::InvalidArgumentError(
         absl::StrCat("grain method '", LogQuote(path.substr(0, 512)),
                      "' is not /<type>/<method>"));
   }
-  const absl::string_view type = path.substr(1, slash - 1);
   Route route{nullptr, nullptr};
   if (const InterfaceInfo* known = silo.FindInterface(type)) {
     // A method this release of the type lacks: only a later one may have it.

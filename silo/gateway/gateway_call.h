@@ -53,6 +53,11 @@ int64_t CallBytes(const v1::Request& request);
 absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
                                bool stopping, Runtime& silo);
 
+// Splits a gRPC method path "/<type>/<method>" (each part non-empty, the
+// method not a silo-only "$..." one); false when it is not one.
+bool SplitMethodPath(absl::string_view path, absl::string_view* type,
+                     absl::string_view* method);
+
 // The route of a request whose method this silo does not know (route
 // `known` is null): in a cluster, an opaque call to a silo that hosts its
 // type (a rolling upgrade: docs/upgrades.md). UNIMPLEMENTED, naming the
