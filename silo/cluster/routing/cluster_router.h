@@ -54,6 +54,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/grain_id.h"
@@ -287,7 +288,8 @@ class ClusterRouter final : public CallRouter {
   absl::flat_hash_map<absl::string_view, uint32_t> joining_versions_
       ABSL_GUARDED_BY(mu_);
   // Parsed placement filters, by type.
-  absl::flat_hash_map<absl::string_view, Labels> filters_ ABSL_GUARDED_BY(mu_);
+  // (Nodes: FilterLocked hands out references that outlive insertions.)
+  absl::node_hash_map<absl::string_view, Labels> filters_ ABSL_GUARDED_BY(mu_);
   // Active silos: the only ones the cache may name.
   absl::flat_hash_set<std::string> live_ ABSL_GUARDED_BY(mu_);
   // Registrations in flight, by the ring they were sent under.
