@@ -126,6 +126,7 @@ void NormalizeMember(v1::Member& m) {
   if (m.status() == v1::MEMBER_DEAD) {
     m.clear_grain_types();
     m.clear_hosted_types();
+    m.clear_labels();
   }
 }
 

@@ -413,6 +413,7 @@ TEST(MembershipTableTest, HostedVersionsAndLabelsAreCheckedAndFixed) {
   m.set_status(v1::MEMBER_DEAD);
   ASSERT_TRUE(WriteMember(table, m, 2).ok());
   EXPECT_EQ(table.Snapshot().members(0).hosted_types_size(), 0);
+  EXPECT_EQ(table.Snapshot().members(0).labels_size(), 0);
 }
 
 }  // namespace

@@ -254,13 +254,19 @@ TEST_F(RollingUpgradeTest, UnknownTypesAndMethodsThroughAnOldGateway) {
   v1::Request garbage = request(8, "/granary.upgradetest.Invoice/Bill", "b2");
   garbage.set_payload("\xff\xff\xff\xff");
   *batch.add_requests() = garbage;
+  // A version no silo hosts: refused alone, naming it.
+  v1::Request future = request(9, "/granary.upgradetest.Counter/Get", "d1");
+  future.set_min_version(99);
+  *batch.add_requests() = future;
   ASSERT_TRUE(stream->Write(batch));
   std::map<uint64_t, v1::Reply> replies;
   v1::ReplyBatch got;
-  while (replies.size() < 8 && stream->Read(&got)) {
+  while (replies.size() < 9 && stream->Read(&got)) {
     for (const v1::Reply& r : got.replies()) replies[r.id()] = r;
   }
-  ASSERT_EQ(replies.size(), 8u);
+  ASSERT_EQ(replies.size(), 9u);
+  EXPECT_EQ(replies[9].code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(replies[9].message(), ::testing::HasSubstr("version 99"));
   EXPECT_EQ(replies[1].code(), 0) << replies[1].message();
   CounterValue described;
   ASSERT_TRUE(described.ParseFromString(replies[1].payload()));

@@ -113,6 +113,20 @@ absl::StatusOr<Route> OpaqueRoute(const v1::Request& request, Runtime& silo) {
   return route;
 }
 
+absl::Status CheckMinVersion(const Route& route, const v1::Request& request,
+                             Runtime& silo) {
+  CallRouter* router = silo.internals().router();
+  if (request.min_version() <= 1 || router == nullptr) return absl::OkStatus();
+  const absl::string_view type =
+      route.iface != nullptr ? route.iface->type_name : route.opaque_type;
+  if (router->LaterVersionHosted(type, request.min_version() - 1)) {
+    return absl::OkStatus();
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("no silo of the cluster hosts grain type ", type,
+                   " in version ", request.min_version(), " or later"));
+}
+
 absl::Status CheckGatewayRoute(const Route* route, const v1::Request& request,
                                bool stopping, Runtime& silo) {
   if (route == nullptr) {
@@ -194,6 +208,17 @@ absl::StatusOr<CallBase*> CallFromGatewayRequest(
       return absl::InvalidArgumentError(absl::StrCat(
           "the request of ", LogQuote(request.method()), " does not parse"));
     }
+    // Held parsed as unknown fields, it takes more than its wire bytes:
+    // charged (and bounded) as such.
+    const int64_t used =
+        static_cast<int64_t>(opaque->request().SpaceUsedLong());
+    if (used > max_parsed_bytes) {
+      opaque->Release();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the request of ", LogQuote(request.method()), " takes ", used,
+          " bytes parsed, over the limit of ", max_parsed_bytes));
+    }
+    *parsed_bytes = used;
     opaque->set_timeout(timeout);
     call = opaque;
   } else if (route.method == nullptr) {

@@ -65,6 +65,12 @@ bool SplitMethodPath(absl::string_view path, absl::string_view* type,
 // for a method path that is not "/<type>/<method>".
 absl::StatusOr<Route> OpaqueRoute(const v1::Request& request, Runtime& silo);
 
+// UNIMPLEMENTED when the request asks for a version of its grain type
+// (Request.min_version) that no live silo of the cluster hosts: refused
+// alone, before it waits with other calls to the same grain.
+absl::Status CheckMinVersion(const Route& route, const v1::Request& request,
+                             Runtime& silo);
+
 // The error reply to request `id`.
 v1::Reply ErrorReply(uint64_t id, const absl::Status& error);
 

@@ -198,6 +198,7 @@ absl::Status GatewayServerStream::Accept(v1::Request& request, bool stopping) {
     route = &opaque;
   }
   GRANARY_RETURN_IF_ERROR(CheckGatewayRoute(route, request, stopping, *silo));
+  GRANARY_RETURN_IF_ERROR(CheckMinVersion(*route, request, *silo));
   // Passed on by a silo that could not read it: a one-way call is answered
   // once accepted (that silo waits for an answer), a streaming one refused.
   bool answer_now = false;

@@ -51,10 +51,10 @@ void Runtime::InvokeOpaque(CallBase* call, const GrainTypeEntry* type) {
     refused = absl::UnimplementedError(
         absl::StrCat("unknown grain method ", opaque->method_path(), " (silo ",
                      options_.name, " hosts no such type or method)"));
-  } else if (type != nullptr && type->hosted &&
+  } else if (type != nullptr &&
              !router_->LaterVersionHosted(call->target().type(),
                                           type->info->interface->version)) {
-    // Hosted here, and no silo has a later version: a method no release
+    // Known here, and no silo has a later version: a method no release
     // has, not one of an upgrade under way.
     refused = absl::UnimplementedError(
         absl::StrCat("grain type ", call->target().type(), " has no method ",

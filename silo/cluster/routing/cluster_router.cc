@@ -269,7 +269,9 @@ void ClusterRouter::Resolve(Pending* p) {
     // passes them on to where it lives) instead of asking it first.
     // (Only while connected to it: otherwise asking the directory is what
     // waits, with backoff, for the silo to be reachable or declared dead.)
-    if (!register_here && hash && !placed.empty() &&
+    // (Not for an opaque call: the grain may live here in an earlier
+    // version, which only the lookup finds, and then moves.)
+    if (!register_here && hash && !needs.opaque && !placed.empty() &&
         placed == owner_->OwnerOf(id) && transport_->IsConnected(placed)) {
       Remember(id, placed);  // its next calls skip this resolution
       ForwardAll(id, placed);
@@ -438,6 +440,14 @@ void ClusterRouter::ActivateAll(const GrainId& id, uint64_t activation_id) {
   // Calls that join meanwhile are taken on the next round; the grain is
   // forgotten only once a round finds none.
   std::vector<CallBase*> opaque;
+  Retry retry;  // of the resolution so far, for the calls that move
+  {
+    MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it != pending_.end()) {
+      retry = Retry{it->second->attempts, it->second->give_up};
+    }
+  }
   for (;;) {
     std::vector<CallBase*> calls = TakeCalls(id);
     if (calls.empty()) break;
@@ -449,7 +459,7 @@ void ClusterRouter::ActivateAll(const GrainId& id, uint64_t activation_id) {
       }
     }
   }
-  if (!opaque.empty()) MoveForVersion(id, std::move(opaque));
+  if (!opaque.empty()) MoveForVersion(id, std::move(opaque), retry);
 }
 
 void ClusterRouter::ForwardAll(const GrainId& id, const std::string& silo,

@@ -206,11 +206,18 @@ class ClusterRouter final : public CallRouter {
   // The opaque calls among `id`'s waiting calls cannot run on its
   // activation here: it is asked to deactivate and they wait to be placed
   // on a silo with a later version (router_versions.cc).
-  void MoveForVersion(const GrainId& id, std::vector<CallBase*> calls);
+  // How far a resolution's retries went: the backoff and the give-up time
+  // carry over to the calls it puts back (none: a fresh start).
+  struct Retry {
+    int attempts = 0;
+    absl::Time give_up = absl::InfinitePast();
+  };
+  void MoveForVersion(const GrainId& id, std::vector<CallBase*> calls,
+                      Retry retry);
   // Puts `calls` back among `id`'s waiting calls and retries (or fails
-  // them) for `why`.
+  // them) for `why`, continuing `retry`.
   void Requeue(const GrainId& id, std::vector<CallBase*> calls,
-               const absl::Status& why);
+               const absl::Status& why, Retry retry);
   void RegisterDone(uint64_t ring);
   void MaybeSweep();
   void RunSweep(uint64_t ring, std::vector<std::string> owners);

@@ -113,7 +113,7 @@ std::string ClusterRouter::PlaceLocked(const GrainId& id, const Needs& needs,
 }
 
 void ClusterRouter::MoveForVersion(const GrainId& id,
-                                   std::vector<CallBase*> calls) {
+                                   std::vector<CallBase*> calls, Retry retry) {
   Needs needs{.min_version = 1, .opaque = true};
   for (const CallBase* c : calls) {
     needs.min_version = std::max(needs.min_version, c->min_version());
@@ -136,11 +136,12 @@ void ClusterRouter::MoveForVersion(const GrainId& id,
   Requeue(id, std::move(calls),
           absl::UnavailableError(absl::StrCat(
               id.ToString(), " moves to a silo hosting a later version of ",
-              id.type())));
+              id.type())),
+          retry);
 }
 
 void ClusterRouter::Requeue(const GrainId& id, std::vector<CallBase*> calls,
-                            const absl::Status& why) {
+                            const absl::Status& why, Retry retry) {
   bool resolve = false;
   {
     MutexLock lock(&mu_);
@@ -148,6 +149,12 @@ void ClusterRouter::Requeue(const GrainId& id, std::vector<CallBase*> calls,
       cache_.Forget(id);
       // (When it is not made, they join the resolution under way.)
       Pending& slot = PendingLocked(id, &resolve);
+      if (resolve && retry.give_up != absl::InfinitePast()) {
+        // The move's retries back off and give up as the resolution's
+        // would have: an activation slow to leave is waited for no longer.
+        slot.attempts = retry.attempts;
+        slot.give_up = retry.give_up;
+      }
       slot.calls.insert(slot.calls.end(), calls.begin(), calls.end());
       calls.clear();
     }
