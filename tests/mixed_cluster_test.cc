@@ -125,6 +125,25 @@ TEST(MixedClusterTest, APlacementFilterKeepsATypeOnMatchingSilos) {
   EXPECT_THAT(Where(c.silo(0), "anywhere"), IsOk());
 }
 
+// While the only silo matching a filter is shutting down (a rolling
+// restart), a new activation waits for a matching silo instead of failing.
+TEST(MixedClusterTest, AFilteredTypeWaitsWhileItsSiloIsReplaced) {
+  InProcessCluster c(MixedSilos([](int i, silo::SiloHostOptions& o) {
+    o.labels = i == 2 ? "role=billing" : "role=web";
+  }));
+  ASSERT_THAT(c.Start(), IsOk());
+  c.BeginLeave(2);
+  auto call = Start(c.silo(0).Get<BilledRef>("waits").Where(WhereRequest()));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(call->done())
+      << "failed while its silo was shutting down: " << call->result.status();
+  ASSERT_THAT(c.Replace(2), IsOk());
+  ASSERT_TRUE(c.AdvanceUntil([&] { return call->done(); }));
+  absl::StatusOr<Location> l = Await(call);
+  ASSERT_THAT(l, IsOk());
+  EXPECT_EQ(l->silo(), c.id(2));
+}
+
 // A stateless worker runs on the silo that receives its call, or, where its
 // type is not hosted, on a silo that hosts it (no directory involved).
 TEST(MixedClusterTest, AStatelessWorkerRunsOnlyWhereItIsHosted) {

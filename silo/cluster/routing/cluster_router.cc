@@ -113,7 +113,7 @@ void ClusterRouter::OnView(const v1::MembershipView& view) {
   bool self_active = false;
   bool self_reports = false;
   absl::flat_hash_map<absl::string_view, uint32_t> live_versions;
-  absl::flat_hash_map<absl::string_view, uint32_t> joining_versions;
+  std::vector<PlacementCandidate> standby;
   for (const v1::Member& m : view.members()) {
     const std::string id = storage::MemberId(m);
     if (IsLive(m)) {
@@ -121,12 +121,9 @@ void ClusterRouter::OnView(const v1::MembershipView& view) {
       for (const auto& [type, version] : c.versions) {
         uint32_t& most = live_versions[type];
         most = std::max(most, version);
-        if (m.status() == v1::MEMBER_JOINING) {
-          uint32_t& joining = joining_versions[type];
-          joining = std::max(joining, version);
-        }
       }
-      if (m.status() == v1::MEMBER_ACTIVE) active.push_back(std::move(c));
+      (m.status() == v1::MEMBER_ACTIVE ? active : standby)
+          .push_back(std::move(c));
     }
     if (m.status() == v1::MEMBER_ACTIVE && !m.gateway().empty()) {
       gateways[id] = InternStringPtr(m.gateway());
@@ -167,7 +164,7 @@ void ClusterRouter::OnView(const v1::MembershipView& view) {
     }
     active_ = std::move(active);
     live_versions_ = std::move(live_versions);
-    joining_versions_ = std::move(joining_versions);
+    standby_ = std::move(standby);
   }
   MaybeSweep();
 }

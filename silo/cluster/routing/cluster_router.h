@@ -288,12 +288,11 @@ class ClusterRouter final : public CallRouter {
   bool self_reports_ ABSL_GUARDED_BY(mu_) = false;  // Active or ShuttingDown
   std::vector<PlacementCandidate> active_ ABSL_GUARDED_BY(mu_);  // by id
   // Of the live members (Joining, Active, ShuttingDown): the greatest
-  // version each hosts a type in (interned names), and of the Joining
-  // ones alone.
+  // version each hosts a type in (interned names); and the live members
+  // that are not Active (yet, or any more), as candidates.
   absl::flat_hash_map<absl::string_view, uint32_t> live_versions_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<absl::string_view, uint32_t> joining_versions_
-      ABSL_GUARDED_BY(mu_);
+  std::vector<PlacementCandidate> standby_ ABSL_GUARDED_BY(mu_);
   // Parsed placement filters, by type.
   // (Nodes: FilterLocked hands out references that outlive insertions.)
   absl::node_hash_map<absl::string_view, Labels> filters_ ABSL_GUARDED_BY(mu_);

@@ -88,11 +88,14 @@ std::string ClusterRouter::PlaceLocked(const GrainId& id, const Needs& needs,
   // the type as needed, which only a new silo can change.
   auto hosted = live_versions_.find(id.type());
   const bool any_active = !active_.empty();
-  const bool joining = joining_versions_.contains(id.type()) &&
-                       joining_versions_.at(id.type()) >= needs.min_version;
-  if (!any_active || joining) {
+  const bool standby = std::any_of(
+      standby_.begin(), standby_.end(), [&](const PlacementCandidate& c) {
+        return c.CanHost(id.type(), needs.min_version, filter);
+      });
+  if (!any_active || standby) {
     *why = absl::UnavailableError(
-        absl::StrCat("no Active silo can host ", id.ToString(), " now"));
+        absl::StrCat("no Active silo can host ", id.ToString(),
+                     " now (one that would is joining or shutting down)"));
   } else if (hosted == live_versions_.end()) {
     *why = absl::UnimplementedError(
         absl::StrCat("no silo of the cluster hosts grain type ", id.type()));
