@@ -15,6 +15,8 @@
 //   granary-bench failover --cluster=postgres --postgres_file=FILE
 //   granary-bench overload --rounds=3           # a granary-silo offered 2x
 //                                               # its one-way capacity
+//   granary-bench balance --postgres_file=FILE  # placement under a skewed
+//                                               # load (bench/balance.h)
 //
 // A flag of another mode (`hosted --target=...`, `remote --storage=...`) is
 // refused, exit 2. The older form, a mode flag instead of the subcommand
@@ -99,6 +101,7 @@ ABSL_FLAG(bool, failover, false,
 ABSL_FLAG(std::string, silo_binary, "",
           "granary-silo for --failover (default: next to this binary).");
 ABSL_DECLARE_FLAG(bool, overload);  // bench/overload_mode.cc
+ABSL_DECLARE_FLAG(bool, balance);   // bench/balance_mode.cc
 ABSL_FLAG(int32_t, failover_silos, 3, "Silos per --failover round (2..16).");
 ABSL_FLAG(int32_t, failover_grains, 3000,
           "Grains per --failover round (1..1000000).");
@@ -498,6 +501,15 @@ int Main() {
         "--cluster=postgres needs --failover (grain state on PostgreSQL: "
         "--hosted --storage=postgres)");
   }
+  if (absl::GetFlag(FLAGS_balance)) {
+    if (absl::GetFlag(FLAGS_hosted) || !absl::GetFlag(FLAGS_target).empty() ||
+        absl::GetFlag(FLAGS_failover) || absl::GetFlag(FLAGS_overload)) {
+      return Fail(
+          "--balance, --overload, --failover, --hosted and --target are "
+          "mutually exclusive");
+    }
+    return RunBalanceMode();
+  }
   if (absl::GetFlag(FLAGS_overload)) {
     if (absl::GetFlag(FLAGS_hosted) || !absl::GetFlag(FLAGS_target).empty() ||
         absl::GetFlag(FLAGS_failover)) {
@@ -558,7 +570,8 @@ int main(int argc, char** argv) {
     return granary::bench::ServeRawEcho(argv[1] + kServe.size());
   }
   absl::SetProgramUsageMessage(
-      "Granary load generator. granary-bench hosted|remote|failover|overload "
+      "Granary load generator. granary-bench "
+      "hosted|remote|failover|overload|balance "
       "[flags]. Examples: granary-bench hosted --rounds=5; granary-bench "
       "remote --target=127.0.0.1:30000 --concurrency=16");
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);

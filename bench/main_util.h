@@ -30,5 +30,7 @@ std::string SiloBinaryFlag();
 
 // The --overload mode (bench/overload_mode.cc): its exit code.
 int RunOverloadMode();
+// The --balance mode (bench/balance_mode.cc): its exit code.
+int RunBalanceMode();
 
 }  // namespace granary::bench

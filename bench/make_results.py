@@ -69,7 +69,7 @@ RATE_REFERENCE = {
 # Rows shown in another scenario's table: PostgreSQL's own floor beside the
 # durable write it is the floor of.
 TABLE_OF = {"postgres_floor": "durable-write", "ask_unfiltered": "ask_filtered",
-            "chain_unfiltered": "chain_filtered"}
+            "chain_unfiltered": "chain_filtered", "balance_random": "balance"}
 
 # Footnotes: how each arm's operation differs from Granary's. Keyed by arm;
 # {key} is filled in from the arm's report environment ("?" when absent).
@@ -128,6 +128,13 @@ SCENARIO_TEXT = {
                  "to each of its grains' first answer from a survivor (a row is verified only when "
                  "every one of them answered again and no grain of a surviving silo was "
                  "deactivated: disturbed = 0)"),
+    "balance": ("calls to 60 computing grains (1 ms each, 10 a second per grain) activated one "
+                "after another over 20 s on a 3-silo PostgreSQL cluster whose silo 0 also "
+                "serves a load pinned to it (0.3 cores), placed RESOURCE_OPTIMIZED; figures "
+                "of the calls answered while each silo's CPU was measured (10 s, 3 s after "
+                "the ramp). The goal is the busiest silo's CPU over the least busy's"),
+    "balance_random": ("`balance` with the grains placed RANDOM (the default), in the same "
+                       "rounds: the skew left alone"),
     "overload": ("awaited Pings of a calm client, one at a time, while another client offers a "
                  "granary-silo twice the one-way load it served closed loop, open loop (see "
                  "Overload below)"),

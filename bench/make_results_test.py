@@ -305,6 +305,30 @@ class MakeResultsTest(unittest.TestCase):
                       self.goal_line(md, "remote: bytes per idle activation ≤ 256 beyond the "
                                          "grain's own fields"))
 
+    def test_the_balance_goal_is_the_median_ratio_beside_randoms(self):
+        resource = summary("balance", "cluster-postgres")
+        resource["round_balance"] = [1.10, 1.30, 1.15]
+        random = summary("balance_random", "cluster-postgres")
+        random["round_balance"] = [3.2, 2.9, 3.0]
+        b = self.write("balance.json", {"arm": "granary", "summaries": [resource, random]})
+        rc, md, err = self.run_script(b)
+        self.assertEqual(rc, 0, err)
+        section = md.split("## balance", 1)[1].split("\n## ", 1)[0]
+        self.assertIn("Granary (PostgreSQL cluster, RESOURCE_OPTIMIZED placement)", section)
+        self.assertIn("Granary (PostgreSQL cluster, RANDOM placement)", section)
+        text = ("PostgreSQL cluster under a skewed load, RESOURCE_OPTIMIZED placement: busiest "
+                "silo CPU ≤ 1.2× the least busy's (median of rounds)")
+        line = self.goal_line(md, text)
+        self.assertIn("×1.15 (rounds: 1.10, 1.30, 1.15; RANDOM in the same rounds: ×3.00)",
+                      line)
+        self.assertTrue(line.endswith("| yes |"), line)
+        # A median past the goal misses it.
+        resource["round_balance"] = [1.25, 1.4]
+        b = self.write("balance.json", {"arm": "granary", "summaries": [resource, random]})
+        rc, md, err = self.run_script(b)
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(self.goal_line(md, text).endswith("| **no** |"))
+
     def test_the_remote_activation_goal_names_one_fresh_grain_beside_it(self):
         g = self.write("remote.json", {"arm": "granary", "summaries": [
             summary("activation", "remote", p50=300.0, unit="activation"),

@@ -5,7 +5,9 @@
 #   1. --failover --cluster=postgres, one round of a few grains: a verified
 #      failover row, and a FAILOVER line naming the seed and the victim;
 #   2. --hosted --storage=postgres at a tiny size: verified storage rows,
-#      the postgres_floor row (pgbench) and the RATIO line.
+#      the postgres_floor row (pgbench) and the RATIO line;
+#   3. balance, one short round: verified rows of both placements and their
+#      BALANCE lines.
 # Every run must exit 0 with no unverified row, and the password must be in
 # no output. No timing is asserted.
 #
@@ -54,4 +56,10 @@ for s in create wake durable-write warm-read postgres_floor; do
 done
 expect storage 'RATIO durable_write_p50_over_postgres_floor_p50=[0-9.]+ '
 expect storage 'ENV postgres_version=[^ ]+ fsync=on synchronous_commit=on'
+run balance "$bench" balance --postgres_file="$pg_conninfo_file" --rounds=1 \
+    --balance_grains=6 --balance_ramp=2s --balance_measure=1s --silo_binary="$silo"
+expect balance 'BALANCE round=0 placement=RESOURCE_OPTIMIZED silos=3 grains=6 cpu_s=[0-9.,]+ busiest_over_least=[0-9.]+ grains_per_silo=[0-9]+,[0-9]+,[0-9]+'
+expect balance 'BALANCE round=0 placement=RANDOM '
+expect balance 'SUMMARY scenario=balance mode=cluster-postgres .*verified=true'
+expect balance 'SUMMARY scenario=balance_random mode=cluster-postgres .*verified=true'
 echo PASS

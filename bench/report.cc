@@ -53,6 +53,7 @@ int64_t Report::Summarize(const std::string& mode, const std::string& scenario,
     p50s.push_back(r.p50_ns);
     p99s.push_back(r.p99_ns);
     s->add_round_p50_us(r.p50_ns / 1000.0);
+    if (r.balance > 0) s->add_round_balance(r.balance);
     ops += r.ops;
     errors += r.errors;
     rss += r.rss_delta_bytes;

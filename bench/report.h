@@ -46,6 +46,9 @@ struct ScenarioResult {
   bool rss_measured = false;
   // Operations kept in flight at once; 0 where the notion does not apply.
   int concurrency = 0;
+  // The balance scenario (bench/balance.h): the busiest silo's CPU over the
+  // least busy's; 0 elsewhere.
+  double balance = 0;
   // CPU the machine spent on other processes (and the hypervisor stole)
   // during the round (bench/machine_load.h); the round loop fills it in.
   LoadUse load;

@@ -35,6 +35,10 @@ def label(row):
         return "gRPC bidi ping-pong (granary-bench's own arm)"
     if row["arm"] == "granary" and row["scenario"] == "postgres_floor":
         return "PostgreSQL floor (pgbench)"
+    if row["arm"] == "granary" and row["scenario"] in ("balance", "balance_random"):
+        return "Granary (%s, %s placement)" % (
+            MODE_LABEL.get(row["mode"], row["mode"]),
+            "RANDOM" if row["scenario"] == "balance_random" else "RESOURCE_OPTIMIZED")
     if row["arm"] == "granary" and row["scenario"].endswith("_unfiltered"):
         return "Granary (%s, twin silo without filters)" % MODE_LABEL.get(row["mode"],
                                                                          row["mode"])

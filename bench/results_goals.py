@@ -18,6 +18,10 @@ MEMORY_GOAL_BYTES = 256
 # The grain's own fields when the report does not say (TinyGrain: one int64).
 MEMORY_GRAIN_BYTES = 8
 
+# The goal: under a skewed load, RESOURCE_OPTIMIZED placement keeps the
+# busiest silo's CPU within this many times the least busy silo's.
+BALANCE_GOAL = 1.2
+
 
 @dataclasses.dataclass
 class Goal:
@@ -115,6 +119,25 @@ def memory_goal(mode, row):
         "%.0f B (goal ≤ %d B)" % (per, budget))
 
 
+def balance_goal(resource, random):
+    """The balance scenario (bench/balance.h): the median over rounds of the
+    busiest silo's CPU over the least busy's with RESOURCE_OPTIMIZED
+    placement, RANDOM's beside it (measured in the same rounds)."""
+    text = ("PostgreSQL cluster under a skewed load, RESOURCE_OPTIMIZED placement: busiest "
+            "silo CPU ≤ %g× the least busy's (median of rounds)" % BALANCE_GOAL)
+    short = "skewed load: busiest silo CPU ≤ %g× least" % BALANCE_GOAL
+    ratios = (resource or {}).get("round_balance") or []
+    if not ratios:
+        return Goal(text, short)
+    ratio = statistics.median(ratios)
+    note = ""
+    random_ratios = (random or {}).get("round_balance") or []
+    if random_ratios:
+        note = "; RANDOM in the same rounds: ×%.2f" % statistics.median(random_ratios)
+    shown = "×%.2f (rounds: %s%s)" % (ratio, ", ".join("%.2f" % r for r in ratios), note)
+    return Goal(text, short, shown, ratio <= BALANCE_GOAL, ratio, BALANCE_GOAL, "≤")
+
+
 def remote_activation_goal(activation, activation_one, ask):
     """The first call to a fresh grain through the gateway against an
     awaited call to a live one, by p50. The `activation` scenario makes 100
@@ -206,6 +229,8 @@ def goals(by_key):
         remote_activation_goal(get("granary:remote", "activation"),
                                get("granary:remote", "activation_one"),
                                get("granary:remote", "ask")),
+        balance_goal(get("granary:cluster-postgres", "balance"),
+                     get("granary:cluster-postgres", "balance_random")),
         memory_goal("hosted", hosted("memory")),
         memory_goal("remote", get("granary:remote", "memory")),
         profiled(compare("durable-write on PostgreSQL p50 ≤ %g× PostgreSQL's synced UPDATE "

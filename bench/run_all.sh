@@ -38,9 +38,11 @@ command="make bench"
 case "$size" in
   full)  rounds=5; filter_rounds=15; hosted_scale=5; remote_scale=1; arm_scale=1
          failover_rounds=3; failover_grains=3000; pg_scale=1
+         balance_rounds=3; balance_ramp=20s; balance_measure=10s
          overload_rounds=3; overload_time=10s; memory_scale=1 ;;
   quick) rounds=2; filter_rounds=3; hosted_scale=0.5; remote_scale=0.2; arm_scale=0.2
          failover_rounds=1; failover_grains=300; pg_scale=0.1
+         balance_rounds=1; balance_ramp=8s; balance_measure=4s
          overload_rounds=1; overload_time=3s; memory_scale=0.1
          command="make bench-quick"
          out_md="$build/RESULTS-quick.md"; out_png="$build/results_latency-quick.png" ;;
@@ -233,6 +235,11 @@ if pg_server_start; then
       --postgres_file="$pg_conninfo_file" --rounds="$failover_rounds" \
       --failover_grains="$failover_grains" --json="$work/failover-postgres.json"
   reports+=("$work/failover-postgres.json")
+  # Placement under a skewed load: RESOURCE_OPTIMIZED beside RANDOM.
+  run balance "$bin/granary-bench" balance --postgres_file="$pg_conninfo_file" \
+      --rounds="$balance_rounds" --balance_ramp="$balance_ramp" \
+      --balance_measure="$balance_measure" --json="$work/balance.json"
+  reports+=("$work/balance.json")
   # The database server (postmaster and its backends) is the system under
   # test too: its CPU is not other work on the machine.
   pg_pid=$(head -n 1 "$pg_dir/data/postmaster.pid" 2>/dev/null)

@@ -13,6 +13,7 @@ ABSL_DECLARE_FLAG(bool, hosted);         // bench/main.cc
 ABSL_DECLARE_FLAG(bool, failover);       // bench/main.cc
 ABSL_DECLARE_FLAG(std::string, target);  // bench/main.cc
 ABSL_DECLARE_FLAG(bool, overload);       // bench/overload_mode.cc
+ABSL_DECLARE_FLAG(bool, balance);        // bench/balance_mode.cc
 
 namespace granary::bench {
 namespace {
@@ -42,8 +43,11 @@ const std::map<std::string, std::vector<std::string>>& ModeFlags() {
           {"scale", {"hosted", "remote"}},
           {"profile", {"hosted", "remote"}},
           {"run_name", {"hosted", "remote"}},
-          {"postgres", {"hosted", "failover"}},
-          {"postgres_file", {"hosted", "failover"}},
+          {"postgres", {"hosted", "failover", "balance"}},
+          {"postgres_file", {"hosted", "failover", "balance"}},
+          {"balance_grains", {"balance"}},
+          {"balance_ramp", {"balance"}},
+          {"balance_measure", {"balance"}},
           {"cluster", {"failover"}},
           {"failover_silos", {"failover"}},
           {"failover_grains", {"failover"}},
@@ -60,7 +64,7 @@ const std::map<std::string, std::vector<std::string>>& ModeFlags() {
 
 absl::Status ApplySubcommand(const std::vector<std::string>& args) {
   if (args.empty()) return absl::OkStatus();  // the mode flags' form
-  constexpr char kModes[] = "hosted, remote, failover or overload";
+  constexpr char kModes[] = "hosted, remote, failover, overload or balance";
   if (args.size() > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("one subcommand (", kModes, "), then flags; got '",
@@ -68,15 +72,15 @@ absl::Status ApplySubcommand(const std::vector<std::string>& args) {
   }
   const std::string& mode = args[0];
   if (mode != "hosted" && mode != "remote" && mode != "failover" &&
-      mode != "overload") {
+      mode != "overload" && mode != "balance") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown subcommand '", mode, "' (", kModes, ")"));
   }
   if (absl::GetFlag(FLAGS_hosted) || absl::GetFlag(FLAGS_failover) ||
-      absl::GetFlag(FLAGS_overload)) {
+      absl::GetFlag(FLAGS_overload) || absl::GetFlag(FLAGS_balance)) {
     return absl::InvalidArgumentError(
         "give the mode once: as the subcommand, without --hosted, "
-        "--failover or --overload");
+        "--failover, --overload or --balance");
   }
   for (const auto& [name, modes] : ModeFlags()) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
@@ -96,6 +100,7 @@ absl::Status ApplySubcommand(const std::vector<std::string>& args) {
   if (mode == "hosted") absl::SetFlag(&FLAGS_hosted, true);
   if (mode == "failover") absl::SetFlag(&FLAGS_failover, true);
   if (mode == "overload") absl::SetFlag(&FLAGS_overload, true);
+  if (mode == "balance") absl::SetFlag(&FLAGS_balance, true);
   return absl::OkStatus();
 }
 

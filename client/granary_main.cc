@@ -241,12 +241,12 @@ class Cli {
                                    m.address(), m.generation(),
                                    absl::AsciiStrToLower(status), m.gateway(),
                                    m.activations(), m.suspicions_size());
-      // What it hosts (interface versions, fingerprints) and its labels.
-      if (m.grain_types_size() > 0) {
-        std::cout << "    hosts   " << HostedTypesText(m, true) << "\n";
-      }
-      if (m.labels_size() > 0) {
-        std::cout << "    labels  " << LabelsText(m) << "\n";
+      // What it hosts (interface versions, fingerprints), labels and load.
+      for (const auto& [name, text] :
+           {std::pair{"hosts   ", HostedTypesText(m, true)},
+            std::pair{"labels  ", LabelsText(m)},
+            std::pair{"load    ", LoadText(m)}}) {
+        if (!text.empty()) std::cout << "    " << name << text << "\n";
       }
     }
     std::cout << "version " << view.version() << "\n";

@@ -43,4 +43,27 @@ std::string LabelsText(const v1::Member& m) {
   return absl::StrJoin(out, ",");
 }
 
+namespace {
+
+std::string Bytes(int64_t b) {
+  const double d = static_cast<double>(b);
+  if (b >= (int64_t{1} << 30))
+    return absl::StrFormat("%.1f GiB", d / (1 << 30));
+  return absl::StrFormat("%.1f MiB", d / (1 << 20));
+}
+
+}  // namespace
+
+std::string LoadText(const v1::Member& m) {
+  if (!m.has_load() || m.load().memory_bytes() <= 0) return "";
+  const v1::SiloLoad& l = m.load();
+  std::string out =
+      absl::StrFormat("cpu %.1f%%, memory %s", l.cpu_permille() / 10.0,
+                      Bytes(l.memory_bytes()));
+  if (l.memory_limit_bytes() > 0) {
+    absl::StrAppend(&out, " of ", Bytes(l.memory_limit_bytes()));
+  }
+  return out;
+}
+
 }  // namespace granary

@@ -24,5 +24,8 @@ bool IsLive(const v1::Member& m);
 std::string HostedTypesText(const v1::Member& m, bool fingerprints = false);
 // Its labels, "role=billing,zone=a".
 std::string LabelsText(const v1::Member& m);
+// Its load as of its heartbeat, "cpu 15.2%, memory 48.0 MiB of 4.0 GiB";
+// empty when it reported none.
+std::string LoadText(const v1::Member& m);
 
 }  // namespace granary

@@ -278,6 +278,32 @@ Task<WorkReply> StatelessWorkGrainImpl::Work(const WorkRequest& request) {
   co_return DoWork(request, ActivationId());
 }
 
+namespace {
+
+// A balance scenario call's reply, once its work is done.
+WhereReply WorkHere(const WhereRequest& request, const std::string& silo,
+                    uint64_t activation_id) {
+  Spin(request.work_ns());
+  WhereReply reply;
+  reply.set_silo(silo);
+  reply.set_activation_id(absl::StrCat(activation_id));
+  return reply;
+}
+
+}  // namespace
+
+Task<WhereReply> BalancedGrainImpl::Where(const WhereRequest& request) {
+  co_return WorkHere(request, SiloName(), ActivationId());
+}
+
+Task<WhereReply> ScatteredGrainImpl::Where(const WhereRequest& request) {
+  co_return WorkHere(request, SiloName(), ActivationId());
+}
+
+Task<WhereReply> HotGrainImpl::Where(const WhereRequest& request) {
+  co_return WorkHere(request, SiloName(), ActivationId());
+}
+
 Task<TouchReply> TinyGrainImpl::Touch(const TouchRequest&) {
   TouchReply reply;
   reply.set_touches(++touches_);
@@ -289,6 +315,9 @@ absl::Status AddBenchGrains(silo::Runtime& silo, BenchStats* stats,
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<WorkGrainImpl>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<TinyGrainImpl>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<StatelessWorkGrainImpl>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<BalancedGrainImpl>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<ScatteredGrainImpl>());
+  GRANARY_RETURN_IF_ERROR(silo.AddGrain<HotGrainImpl>());
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<BenchGrainImpl>(
       [stats] { return std::make_unique<BenchGrainImpl>(stats); }));
   GRANARY_RETURN_IF_ERROR(silo.AddGrain<SiloStatsImpl>([stats, state_stats] {

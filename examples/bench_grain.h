@@ -82,6 +82,21 @@ class StatelessWorkGrainImpl final : public StatelessWorkGrainGrainBase {
   Task<WorkReply> Work(const WorkRequest& request) override;
 };
 
+// The balance scenario's grains: Where spins for the request's work_ns and
+// names the silo.
+class BalancedGrainImpl final : public BalancedGrainGrainBase {
+ public:
+  Task<WhereReply> Where(const WhereRequest& request) override;
+};
+class ScatteredGrainImpl final : public ScatteredGrainGrainBase {
+ public:
+  Task<WhereReply> Where(const WhereRequest& request) override;
+};
+class HotGrainImpl final : public HotGrainGrainBase {
+ public:
+  Task<WhereReply> Where(const WhereRequest& request) override;
+};
+
 // The memory scenario's grain: its one field is all the grain itself holds;
 // the rest of an idle activation's memory is the runtime's.
 class TinyGrainImpl final : public TinyGrainGrainBase {

@@ -157,6 +157,7 @@ absl::Status SiloHost::StartStores() {
   p.membership.probe_timeout = options_.probe_timeout;
   p.membership.missed_probes = options_.missed_probes;
   p.membership.votes_to_kill = options_.votes_to_kill;
+  p.membership.load_period = options_.load_report_period;
   p.membership.table_host = options_.primary;
   p.membership.clock = p.env.clock;
   p.membership.timer_thread = p.timers;

@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "core/log.h"
+#include "core/process_load.h"
 #include "silo/cluster/grpc_transport.h"
 #include "silo/silo_host.h"
 #include "silo/silo_host_parts.h"
@@ -150,6 +152,14 @@ absl::Status SiloHost::JoinCluster() {
   p.agent = std::make_unique<MembershipAgent>(
       p.cluster->table(), p.transport.get(), self, p.membership,
       [silo] { return static_cast<int64_t>(silo->ActivationCount()); });
+  p.agent->SetLoadSource([meter = std::make_shared<LoadMeter>()] {
+    const ProcessLoad load = meter->Sample();
+    v1::SiloLoad out;
+    out.set_cpu_permille(load.cpu_permille);
+    out.set_memory_bytes(load.memory_bytes);
+    out.set_memory_limit_bytes(load.memory_limit_bytes);
+    return out;
+  });
   std::function<void()> on_dead = options_.on_declared_dead;
   if (!on_dead) {
     on_dead = [id = p.id] {
@@ -195,6 +205,8 @@ void SiloHost::WireCluster() {
     // Reminders follow the ranges.
     if (by_range) p.silo->internals().reminders().Rebalance();
   });
+  p.agent->SetLoadListener(
+      [&p](const v1::MembershipView& v) { p.router->OnLoad(v); });
 }
 
 }  // namespace granary::silo

@@ -224,6 +224,10 @@
   X(int32_t, votes_to_kill, 2, \
     "Fresh votes that declare a silo dead (fewer when fewer silos are " \
     "alive to vote).") \
+  X(absl::Duration, load_report_period, absl::Seconds(1), \
+    "How often a silo of a PostgreSQL cluster writes its CPU, memory " \
+    "and activation count to its row for RESOURCE_OPTIMIZED placement " \
+    "(100ms to 5s; a dev cluster carries them in its 5s heartbeats).") \
   X(absl::Duration, route_retry_delay, absl::Milliseconds(20), \
     "A call whose grain's silo the directory cannot name yet (its " \
     "owner unreachable, the ring changing) is retried after this, " \

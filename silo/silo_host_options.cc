@@ -380,6 +380,12 @@ absl::Status ValidateSiloHostOptions(const SiloHostOptions& o) {
         absl::StrCat("--route_retry_delay must be from 1ms to 10s, not ",
                      absl::FormatDuration(o.route_retry_delay)));
   }
+  if (o.load_report_period < absl::Milliseconds(100) ||
+      o.load_report_period > absl::Seconds(5)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--load_report_period must be from 100ms to 5s, not ",
+                     absl::FormatDuration(o.load_report_period)));
+  }
   if (o.route_timeout < absl::Milliseconds(100) ||
       o.route_timeout > absl::Minutes(10)) {
     return absl::InvalidArgumentError(

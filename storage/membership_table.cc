@@ -97,6 +97,7 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
           "a member's labels must be sorted by key, each key once");
     }
   }
+  if (absl::Status s = ValidateLoad(m.load()); !s.ok()) return s;
   if (m.suspicions_size() > 64) {
     return absl::InvalidArgumentError("too many suspicions on one member");
   }
@@ -122,11 +123,25 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateLoad(const v1::SiloLoad& load) {
+  if (load.cpu_permille() > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a member's load has cpu_permille ", load.cpu_permille(),
+                     ", over 1000"));
+  }
+  if (load.memory_bytes() < 0 || load.memory_limit_bytes() < 0) {
+    return absl::InvalidArgumentError(
+        "a member's load has a negative memory figure");
+  }
+  return absl::OkStatus();
+}
+
 void NormalizeMember(v1::Member& m) {
   if (m.status() == v1::MEMBER_DEAD) {
     m.clear_grain_types();
     m.clear_hosted_types();
     m.clear_labels();
+    m.clear_load();
   }
 }
 

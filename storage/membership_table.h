@@ -44,7 +44,7 @@ class MembershipTable {
   // is not, INVALID_ARGUMENT for a malformed row or a backwards status.
   virtual Task<absl::StatusOr<int64_t>> Write(v1::Member member,
                                               int64_t expected_version) = 0;
-  // Records the heartbeat of `member` (its heartbeat_unix_ms and
+  // Records the heartbeat of `member` (its heartbeat_unix_ms, load and
   // activations) in its row without advancing the table version, so that
   // heartbeats do not make every silo re-read and re-ring the view. Only a
   // live row changes (a Dead one stays Dead); NOT_FOUND when the row is
@@ -76,8 +76,12 @@ inline constexpr int kMaxLiveRowsPerHost = 128;
 // added and change no more, except that a Dead row lists none.
 absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous);
 
-// What the table stores for `m`: a Dead row drops its grain types (no live
-// silo hosts them there, and the view stays small).
+// OK, or INVALID_ARGUMENT: a CPU figure over 1000 permille or a negative
+// memory figure (ValidateMember checks a row's; a heartbeat's load too).
+absl::Status ValidateLoad(const v1::SiloLoad& load);
+
+// What the table stores for `m`: a Dead row drops its grain types, labels
+// and load (no live silo hosts them there, and the view stays small).
 void NormalizeMember(v1::Member& m);
 
 // OK when `view` may take `next` in place of `previous` (nullptr: a new

@@ -416,5 +416,33 @@ TEST(MembershipTableTest, HostedVersionsAndLabelsAreCheckedAndFixed) {
   EXPECT_EQ(table.Snapshot().members(0).labels_size(), 0);
 }
 
+// The load a row carries (RESOURCE_OPTIMIZED placement): checked on every
+// write, free to change (heartbeats move it), dropped with a Dead row.
+TEST(MembershipTableTest, ALoadIsCheckedAndGoesWithADeadRow) {
+  InMemoryMembershipTable table;
+  v1::Member m = Silo("127.0.0.1:1", 5, v1::MEMBER_JOINING);
+  m.mutable_load()->set_cpu_permille(1001);
+  EXPECT_THAT(WriteMember(table, m, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cpu_permille 1001")));
+  m.mutable_load()->set_cpu_permille(1000);
+  m.mutable_load()->set_memory_bytes(-1);
+  EXPECT_THAT(WriteMember(table, m, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  m.mutable_load()->set_memory_bytes(1 << 20);
+  m.mutable_load()->set_memory_limit_bytes(-5);
+  EXPECT_THAT(WriteMember(table, m, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  m.mutable_load()->set_memory_limit_bytes(int64_t{1} << 30);
+  ASSERT_TRUE(WriteMember(table, m, 0).ok());
+  m.set_status(v1::MEMBER_ACTIVE);
+  m.mutable_load()->set_cpu_permille(250);
+  ASSERT_TRUE(WriteMember(table, m, 1).ok());
+  EXPECT_EQ(table.Snapshot().members(0).load().cpu_permille(), 250u);
+  m.set_status(v1::MEMBER_DEAD);
+  ASSERT_TRUE(WriteMember(table, m, 2).ok());
+  EXPECT_FALSE(table.Snapshot().members(0).has_load());
+}
+
 }  // namespace
 }  // namespace granary::storage

@@ -2,6 +2,8 @@
 // table, probing each other through a LoopbackNetwork whose links the tests
 // cut, with every timer on one FakeClock, so each probe round runs exactly
 // when a test moves the clock.
+#include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
 #include "core/member.h"
+#include "core/status.h"
 #include "core/sync.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -234,6 +237,122 @@ TEST_F(MembershipInProcessTest, ARestartedSiloRetiresItsOlderGeneration) {
   }
   EXPECT_TRUE(old_dead);
   EXPECT_TRUE(new_live);
+  agent.Leave();
+}
+
+// A table that records heartbeats in place, without a new version, as
+// PostgreSQL's does (storage/postgres/postgres_membership_table.h): a fake
+// around the in-memory table, for the agent's side of that contract.
+class InPlaceHeartbeats final : public storage::MembershipTable {
+ public:
+  explicit InPlaceHeartbeats(storage::InMemoryMembershipTable* table)
+      : table_(table) {}
+  Task<absl::StatusOr<v1::MembershipView>> Read() override {
+    absl::StatusOr<v1::MembershipView> view = co_await table_->Read();
+    if (view.ok()) {
+      MutexLock lock(&mu_);
+      for (v1::Member& m : *view->mutable_members()) {
+        auto it = beats_.find(MemberId(m));
+        if (it == beats_.end()) continue;
+        m.set_heartbeat_unix_ms(it->second.heartbeat_unix_ms());
+        m.set_activations(it->second.activations());
+        *m.mutable_load() = it->second.load();
+      }
+    }
+    co_return view;
+  }
+  Task<absl::StatusOr<int64_t>> Write(v1::Member member,
+                                      int64_t expected_version) override {
+    co_return co_await table_->Write(std::move(member), expected_version);
+  }
+  Task<absl::Status> Heartbeat(v1::Member member) override {
+    MutexLock lock(&mu_);
+    beats_[MemberId(member)] = member;
+    ++heartbeats_;
+    co_return absl::OkStatus();
+  }
+  std::vector<v1::Member> beats() {
+    MutexLock lock(&mu_);
+    std::vector<v1::Member> out;
+    for (const auto& [id, m] : beats_) out.push_back(m);
+    return out;
+  }
+  int heartbeats() {
+    MutexLock lock(&mu_);
+    return heartbeats_;
+  }
+
+ private:
+  storage::InMemoryMembershipTable* const table_;
+  Mutex mu_;
+  std::map<std::string, v1::Member> beats_ ABSL_GUARDED_BY(mu_);
+  int heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// With a table that records heartbeats without a new version, the agent
+// writes one every load_period (shorter than heartbeat_period), each with
+// the load of its time; views read again at the version it has adopted
+// reach the load listener, and not the view listener.
+TEST_F(MembershipInProcessTest, LoadsGoInHeartbeatsEveryLoadPeriod) {
+  MembershipOptions o = Fast();
+  o.clock = &clock_;
+  o.heartbeat_period = absl::Seconds(5);
+  o.load_period = absl::Seconds(1);
+  ASSERT_THAT(net_.Start(), IsOk());
+  InPlaceHeartbeats table(&table_);
+  v1::Member self;
+  self.set_address("10.0.2.1:11111");
+  self.set_generation(1);
+  LoopbackTransport transport(&net_, MemberId(self));
+  MembershipAgent agent(&table, &transport, self, o);
+  std::atomic<uint32_t> cpu{100};
+  agent.SetLoadSource([&] {
+    v1::SiloLoad load;
+    load.set_cpu_permille(cpu.fetch_add(1));
+    load.set_memory_bytes(1 << 20);
+    return load;
+  });
+  std::atomic<int> views{0}, loads{0};
+  Mutex mu;
+  v1::MembershipView last_load;
+  agent.SetViewListener([&](const v1::MembershipView&) { views.fetch_add(1); });
+  agent.SetLoadListener([&](const v1::MembershipView& v) {
+    MutexLock lock(&mu);
+    last_load = v;
+    loads.fetch_add(1);
+  });
+  ASSERT_THAT(agent.Join(absl::Seconds(1)), IsOk());
+  // Joining and Active were written with a load.
+  const v1::MembershipView joined = table_.Snapshot();
+  ASSERT_EQ(joined.members_size(), 1);
+  EXPECT_GE(joined.members(0).load().cpu_permille(), 100u);
+  ASSERT_THAT(agent.Start(), IsOk());
+  for (int round = 1; round <= 3; ++round) {
+    const uint64_t before = agent.rounds();
+    clock_.Advance(o.probe_interval);
+    ASSERT_TRUE(WaitUntil([&] { return agent.rounds() > before; }));
+    EXPECT_EQ(table.heartbeats(), round) << "one heartbeat per load period";
+  }
+  const std::vector<v1::Member> beats = table.beats();
+  ASSERT_EQ(beats.size(), 1u);
+  EXPECT_EQ(beats[0].heartbeat_unix_ms(), absl::ToUnixMillis(clock_.Now()));
+  EXPECT_GT(beats[0].load().cpu_permille(), 100u);
+  // The table's version never moved for them.
+  EXPECT_EQ(table_.Snapshot().version(), joined.version());
+
+  // A read at the adopted version: to the load listener only.
+  const int views_before = views.load();
+  absl::StatusOr<v1::MembershipView> again = Flatten(table.Read().Get());
+  ASSERT_THAT(again.status(), IsOk());
+  agent.OnView(*again);
+  EXPECT_EQ(views.load(), views_before);
+  ASSERT_GE(loads.load(), 1);
+  {
+    MutexLock lock(&mu);
+    ASSERT_EQ(last_load.members_size(), 1);
+    EXPECT_EQ(last_load.members(0).load().cpu_permille(),
+              beats[0].load().cpu_permille());
+  }
   agent.Leave();
 }
 

@@ -166,6 +166,27 @@ TEST(MixedClusterTest, AStatelessWorkerRunsOnlyWhereItIsHosted) {
               StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(kPooled)));
 }
 
+// A stateless worker whose only hosting silo is being replaced waits for
+// it, as a grain's first call does, rather than failing.
+TEST(MixedClusterTest, AStatelessWorkerWaitsWhileItsSiloIsReplaced) {
+  InProcessCluster c(MixedSilos([](int i, silo::SiloHostOptions& o) {
+    o.grain_types = {kLocated};
+    if (i == 1) o.grain_types.push_back(kPooled);
+  }));
+  ASSERT_THAT(c.Start(), IsOk());
+  c.BeginLeave(1);
+  auto call =
+      Start(c.silo(0).Get<clustertest::PooledRef>("w0").Where(WhereRequest()));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(call->done())
+      << "failed while its silo was shutting down: " << call->result.status();
+  ASSERT_THAT(c.Replace(1), IsOk());
+  ASSERT_TRUE(c.AdvanceUntil([&] { return call->done(); }));
+  absl::StatusOr<Location> l = Await(call);
+  ASSERT_THAT(l, IsOk());
+  EXPECT_EQ(l->silo(), c.id(1));
+}
+
 TEST(MixedClusterTest, ASiloRefusesGrainTypesItWasNotBuiltWith) {
   InProcessCluster c(MixedSilos([](int, silo::SiloHostOptions& o) {
     o.grain_types = {"granary.clustertest.Nowhere"};

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "granary/v1/gateway.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
 #include "tests/cluster_fixture.h"
 #include "tests/cluster_load.h"
 #include "tests/postgres_cluster_fixture.h"
@@ -40,6 +43,58 @@ namespace {
 
 TEST_F(PostgresClusterTest, EveryGrainHasOneActivationWhicheverGatewayIsUsed) {
   ExpectEveryGrainOnOneActivation();
+}
+
+// Each silo's CPU, memory and activation count (RESOURCE_OPTIMIZED
+// placement) reach the others in its heartbeats, which leave the table's
+// version as it is: silo 0 sees silo 1's heartbeat and load move on at one
+// version, and `granary cluster` shows the load.
+TEST_F(PostgresClusterTest, LoadsTravelInHeartbeatsWithoutANewVersion) {
+  auto stub = v1::Gateway::NewStub(
+      grpc::CreateChannel(gateways_[0], grpc::InsecureChannelCredentials()));
+  // Silo 1's row as silo 0 sees it, and the view's version.
+  auto row = [&](int64_t* version) -> std::optional<v1::Member> {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    v1::MembershipView view;
+    if (!stub->Cluster(&context, v1::ClusterRequest(), &view).ok()) {
+      return std::nullopt;
+    }
+    *version = view.version();
+    for (const v1::Member& m : view.members()) {
+      if (m.address() == silo_addresses_[1] &&
+          m.status() == v1::MEMBER_ACTIVE) {
+        return m;
+      }
+    }
+    return std::nullopt;
+  };
+  int64_t first_version = 0;
+  std::optional<v1::Member> first = row(&first_version);
+  ASSERT_TRUE(first.has_value());
+  // A view of the same version with a later heartbeat: the load moved
+  // without the version (a change of the table meanwhile starts the wait
+  // over; heartbeats that moved the version would never end it).
+  std::optional<v1::Member> later;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        int64_t version = 0;
+        later = row(&version);
+        if (!later.has_value()) return false;
+        if (version != first_version) {
+          first_version = version;
+          first = later;
+          return false;
+        }
+        return later->heartbeat_unix_ms() > first->heartbeat_unix_ms();
+      },
+      absl::Seconds(20)))
+      << "silo 1's heartbeat never moved on at one version";
+  EXPECT_GT(later->load().memory_bytes(), 0);
+  EXPECT_GT(later->load().memory_limit_bytes(), 0);
+  EXPECT_LE(later->load().cpu_permille(), 1000u);
+  EXPECT_THAT(Cli(gateways_[0], {"cluster"}).out,
+              ::testing::HasSubstr("    load    cpu "));
 }
 
 // Each of the three first silos is killed in turn, the first-started one

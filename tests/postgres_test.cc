@@ -388,10 +388,17 @@ TEST_F(PostgresTest, AHeartbeatChangesItsRowButNotTheVersion) {
   active.set_heartbeat_unix_ms(1000);
   active.set_activations(3);
   ASSERT_THAT(T::WriteOn(*db, "c", active, 0), IsOkAndHolds(1));
-  // Only the heartbeat and the activations of the member given count.
+  // Only the heartbeat, the activations and the load of the member given
+  // count.
   v1::Member beat = Member(1, v1::MEMBER_JOINING);
   beat.set_heartbeat_unix_ms(2000);
   beat.set_activations(17);
+  beat.mutable_load()->set_cpu_permille(1001);  // malformed: refused
+  EXPECT_THAT(T::HeartbeatOn(*db, "c", beat),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  beat.mutable_load()->set_cpu_permille(420);
+  beat.mutable_load()->set_memory_bytes(64 << 20);
+  beat.mutable_load()->set_memory_limit_bytes(int64_t{4} << 30);
   EXPECT_THAT(T::HeartbeatOn(*db, "c", beat), IsOk());
   absl::StatusOr<v1::MembershipView> view = T::ReadOn(*db, "c");
   ASSERT_THAT(view.status(), IsOk());
@@ -399,6 +406,9 @@ TEST_F(PostgresTest, AHeartbeatChangesItsRowButNotTheVersion) {
   ASSERT_EQ(view->members_size(), 1);
   EXPECT_EQ(view->members(0).heartbeat_unix_ms(), 2000);
   EXPECT_EQ(view->members(0).activations(), 17);
+  EXPECT_EQ(view->members(0).load().cpu_permille(), 420u);
+  EXPECT_EQ(view->members(0).load().memory_bytes(), 64 << 20);
+  EXPECT_EQ(view->members(0).load().memory_limit_bytes(), int64_t{4} << 30);
   EXPECT_EQ(view->members(0).status(), v1::MEMBER_ACTIVE);
 
   // The same through the pool.

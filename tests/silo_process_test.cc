@@ -223,6 +223,8 @@ TEST(SiloProcessTest, BadFlagsFailClearly) {
             "--idle_timeout and --collection_period"},
            {{"--max_pushback_wait=1h"}, "--max_pushback_wait must be from 0"},
            {{"--route_retry_delay=0s"}, "--route_retry_delay must be from"},
+           {{"--load_report_period=10ms"}, "--load_report_period must be from"},
+           {{"--load_report_period=1m"}, "--load_report_period must be from"},
            {{"--route_timeout=1ms"}, "--route_timeout must be from 100ms"},
            {{"--workers=abc"}, "workers"},
            {{"--no_such_flag=1"}, "no_such_flag"},

@@ -63,8 +63,8 @@ bool Collect(const pb::FileDescriptor* file, std::vector<Grain>* grains,
     if (is_grain && !granary::Placement_IsValid(g.options.placement())) {
       *error = absl::StrCat(Where(file, service), ": unknown placement ",
                             g.options.placement(),
-                            " (expected RANDOM, PREFER_LOCAL, HASH or "
-                            "ACTIVATION_COUNT)");
+                            " (expected RANDOM, PREFER_LOCAL, HASH, "
+                            "ACTIVATION_COUNT or RESOURCE_OPTIMIZED)");
       return false;
     }
     if (is_grain && !GrainOptionsValid(file, service, g.options, error)) {

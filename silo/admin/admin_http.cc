@@ -196,6 +196,7 @@ void AdminHttp::FillSilos(const v1::MembershipView* membership,
       row->set_status(status);
       row->set_types(HostedTypesText(m));
       row->set_labels(LabelsText(m));
+      row->set_load(LoadText(m));
       const bool me = row->name() == silo_->name();
       row->set_activations(me ? static_cast<double>(silo_->ActivationCount())
                               : static_cast<double>(m.activations()));

@@ -42,6 +42,11 @@ absl::Status ValidateMembershipOptions(const MembershipOptions& o) {
     return absl::InvalidArgumentError(
         "vote expiry must be longer than probe interval x missed probes");
   }
+  if (o.heartbeat_period <= absl::ZeroDuration() ||
+      o.load_period <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "heartbeat and load periods must be positive");
+  }
   if (o.lease < absl::ZeroDuration() ||
       o.lease >= (o.missed_probes - 1) * o.probe_interval + o.probe_timeout) {
     return absl::InvalidArgumentError(
@@ -153,6 +158,7 @@ Task<absl::Status> MembershipAgent::WriteSelf(v1::MemberStatus status) {
         row->set_status(status);
         row->set_heartbeat_unix_ms(now_ms);
         if (activations_) row->set_activations(activations_());
+        if (load_) *row->mutable_load() = load_();
         return true;
       });
 }
@@ -276,20 +282,19 @@ void MembershipAgent::SetViewListener(
 
 void MembershipAgent::OnView(const v1::MembershipView& view) {
   bool newly_dead = false;
+  bool same = false;
   {
     MutexLock lock(&mu_);
     if (view.version() < view_.version()) return;
     viewed_at_ = Now();
-    if (view.version() == view_.version()) {
-      // The same rows, perhaps with newer heartbeats (a table that records
-      // them without a new version): kept, with no one to notify.
-      view_ = view;
-      return;
-    }
+    // At the same version: the same rows, perhaps with newer heartbeats and
+    // loads (a table that records them without a new version), which only
+    // the load listener hears of.
+    same = view.version() == view_.version();
     view_ = view;
     for (const v1::Member& m : view_.members()) {
-      if (storage::MemberId(m) == id_ && m.status() == v1::MEMBER_DEAD &&
-          !declared_dead_) {
+      if (!same && storage::MemberId(m) == id_ &&
+          m.status() == v1::MEMBER_DEAD && !declared_dead_) {
         declared_dead_ = true;
         newly_dead = true;
       }
@@ -299,10 +304,24 @@ void MembershipAgent::OnView(const v1::MembershipView& view) {
   // at their next wake-up.
   if (newly_dead) sleeper_.Wake();
   MutexLock lock(&listener_mu_);
-  if (listener_ && view.version() > notified_version_) {
+  if (same) {
+    if (load_listener_ && view.version() == notified_version_) {
+      load_listener_(view);
+    }
+  } else if (listener_ && view.version() > notified_version_) {
     notified_version_ = view.version();
     listener_(view);
   }
+}
+
+void MembershipAgent::SetLoadListener(
+    std::function<void(const v1::MembershipView&)> fn) {
+  MutexLock lock(&listener_mu_);
+  load_listener_ = std::move(fn);
+}
+
+void MembershipAgent::SetLoadSource(std::function<v1::SiloLoad()> fn) {
+  load_ = std::move(fn);
 }
 
 Task<void> MembershipAgent::Refresh() {
@@ -352,7 +371,11 @@ Task<bool> MembershipAgent::Round() {
     co_await Refresh();
   }
   if (declared_dead()) co_return false;
-  if (Now() - last_heartbeat_ >= options_.heartbeat_period) {
+  const absl::Duration heartbeat_period =
+      heartbeat_write_ && load_
+          ? std::min(options_.heartbeat_period, options_.load_period)
+          : options_.heartbeat_period;
+  if (Now() - last_heartbeat_ >= heartbeat_period) {
     last_heartbeat_ = Now();
     const int64_t now_ms = absl::ToUnixMillis(Now());
     absl::Status beat = absl::UnimplementedError("");
@@ -361,6 +384,7 @@ Task<bool> MembershipAgent::Round() {
       v1::Member me = self_;
       me.set_heartbeat_unix_ms(now_ms);
       if (activations_) me.set_activations(activations_());
+      if (load_) *me.mutable_load() = load_();
       beat = co_await table_->Heartbeat(std::move(me));
       if (beat.code() == absl::StatusCode::kUnimplemented) {
         heartbeat_write_ = false;
@@ -373,6 +397,7 @@ Task<bool> MembershipAgent::Round() {
                               row->set_heartbeat_unix_ms(now_ms);
                               if (activations_)
                                 row->set_activations(activations_());
+                              if (load_) *row->mutable_load() = load_();
                               return true;
                             });
     }

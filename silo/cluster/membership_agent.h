@@ -1,7 +1,8 @@
 // File: silo/cluster/membership_agent.h
 // -----------------------------------------------------------------------------
 // A silo's part in cluster membership: it joins the table (Joining, then
-// Active), writes a heartbeat with its activation count, probes a few other
+// Active), writes a heartbeat with its activation count and load, probes a
+// few other
 // silos through the transport (silo/cluster/transport.h), turns missed
 // probes into suspicion
 // votes in the table, declares a silo Dead when enough fresh votes agree,
@@ -69,6 +70,11 @@ struct MembershipOptions {
   // How often the table is read again when no pushed view arrived.
   absl::Duration refresh_period = absl::Seconds(1);
   absl::Duration heartbeat_period = absl::Seconds(5);
+  // How often this silo's load (SetLoadSource) reaches a table that records
+  // heartbeats without a new version (PostgreSQL): its heartbeat is then
+  // written this often when that is more often than heartbeat_period. A
+  // table without such a write gets the load with each heartbeat.
+  absl::Duration load_period = absl::Seconds(1);
   // The silo endpoint that hosts the table (a dev cluster's primary): never
   // voted dead, since nobody could record anything without it anyway.
   std::string table_host;
@@ -122,6 +128,13 @@ class MembershipAgent {
   // Called with every newer view this agent adopts, in version order (never
   // concurrently); it must not block.
   void SetViewListener(std::function<void(const v1::MembershipView&)> fn);
+  // Called with each view read again at the version already adopted, whose
+  // rows may carry newer heartbeats and loads (never concurrently with the
+  // view listener); it must not block.
+  void SetLoadListener(std::function<void(const v1::MembershipView&)> fn);
+  // What each heartbeat (and each status write) reports as this silo's
+  // load; set before Join.
+  void SetLoadSource(std::function<v1::SiloLoad()> fn);
 
   // Writes this silo as Joining, then Active, retrying while the table is
   // UNAVAILABLE. UNAVAILABLE when it cannot be reached within `timeout`.
@@ -184,6 +197,9 @@ class MembershipAgent {
   Mutex listener_mu_;
   std::function<void(const v1::MembershipView&)> listener_
       ABSL_GUARDED_BY(listener_mu_);
+  std::function<void(const v1::MembershipView&)> load_listener_
+      ABSL_GUARDED_BY(listener_mu_);
+  std::function<v1::SiloLoad()> load_;  // set before Join
   int64_t notified_version_ ABSL_GUARDED_BY(listener_mu_) = -1;
   absl::Time viewed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool declared_dead_ ABSL_GUARDED_BY(mu_) = false;
@@ -194,7 +210,7 @@ class MembershipAgent {
   std::map<std::string, int> misses_;
   absl::Time last_heartbeat_ = absl::InfinitePast();
   // The table has a heartbeat write that keeps the version (until it
-  // answers UNIMPLEMENTED).
+  // answers UNIMPLEMENTED): heartbeats then go every load_period.
   bool heartbeat_write_ = true;
 
   // Until when (ClockNanos) the lease holds; no lease: forever.

@@ -64,7 +64,8 @@ class PostgresCluster final : public ClusterProvider {
   }
 
  private:
-  // Reads the table every poll_interval; passes on newer versions.
+  // Reads the table every poll_interval; passes on newer versions, and the
+  // same version again (its rows' heartbeats and loads move without it).
   Task<void> Poll(std::function<void(const v1::MembershipView&)> fn) {
     int64_t seen = -1;
     bool failing = false;
@@ -75,7 +76,7 @@ class PostgresCluster final : public ClusterProvider {
           GRANARY_LOG(kInfo) << "the membership table is reachable again";
         }
         failing = false;
-        if (view->version() > seen) {
+        if (view->version() >= seen) {
           seen = view->version();
           fn(*view);
         }

@@ -13,10 +13,11 @@
 // The provider has a pool of its own (two connections) for the membership
 // table, so grain-state traffic never delays a heartbeat, a vote or the
 // lease's re-reads. Its watch reads the table every `poll_interval` and
-// passes on every newer version. Reminders are scheduled by range: each
-// silo runs the reminders whose grain falls in its range of the directory
-// ring (reminders_by_range), and serves granary.v1.Reminders on its silo
-// endpoint so that a grain elsewhere can register its reminders with the
+// passes on every newer version, and the current one again (heartbeats
+// and loads change rows without a new version). Reminders are scheduled by
+// range: each silo runs the reminders whose grain falls in its range of the
+// directory ring (reminders_by_range), and serves granary.v1.Reminders on its
+// silo endpoint so that a grain elsewhere can register its reminders with the
 // silo that owns them.
 //
 // Start-up (OpenPostgres): a CONNINFO that does not parse is refused at

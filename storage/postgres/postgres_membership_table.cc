@@ -175,8 +175,10 @@ absl::Status PostgresMembershipTable::HeartbeatOn(PgConnection& db,
               "the member row of ", MemberId(member), " is ",
               v1::MemberStatus_Name(stored.status()), ", not live"));
         }
+        GRANARY_RETURN_IF_ERROR(ValidateLoad(member.load()));
         stored.set_heartbeat_unix_ms(member.heartbeat_unix_ms());
         stored.set_activations(member.activations());
+        *stored.mutable_load() = member.load();
         GRANARY_RETURN_IF_ERROR(
             db.Exec(
                   "UPDATE granary_members SET member = $4, updated_at = now() "

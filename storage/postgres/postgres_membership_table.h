@@ -20,8 +20,9 @@
 // does not grow with every silo that ever ran.
 //
 // A heartbeat is a transaction of its own that locks the member's row
-// (SELECT ... FOR UPDATE), copies only heartbeat_unix_ms and activations
-// onto the stored member, and rewrites the row; the version row is not
+// (SELECT ... FOR UPDATE), copies only heartbeat_unix_ms, activations and
+// the load onto the stored member (INVALID_ARGUMENT for a malformed
+// load), and rewrites the row; the version row is not
 // touched. The lock orders it with a concurrent write of the same row, so
 // a heartbeat never undoes a status change or a suspicion vote.
 //

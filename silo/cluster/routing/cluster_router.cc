@@ -26,6 +26,16 @@ absl::Status TooManyHops(const CallBase& call) {
                    call.hops(), " times without reaching its activation"));
 }
 
+// The load `from` knows of, to `to` (the same silo).
+void CopyLoad(const PlacementCandidate& from, PlacementCandidate* to) {
+  to->activations = from.activations;
+  to->cpu_permille = from.cpu_permille;
+  to->memory_bytes = from.memory_bytes;
+  to->memory_limit_bytes = from.memory_limit_bytes;
+  to->reported_ms = from.reported_ms;
+  to->placed = from.placed;
+}
+
 }  // namespace
 
 ClusterRouter::ClusterRouter(Runtime* silo,
@@ -42,6 +52,7 @@ ClusterRouter::ClusterRouter(Runtime* silo,
               options.timer_thread),
       cache_(options.cache_capacity) {
   report_retry_.router = this;
+  worker_retry_.router = this;
 }
 
 absl::Status ClusterRouter::Start() { return timers_.Start(); }
@@ -91,6 +102,8 @@ void ClusterRouter::Stop() {
       for (CallBase* c : d->calls) calls.push_back(c);
     }
     departures_.clear();
+    for (const WaitingWorker& w : waiting_workers_) calls.push_back(w.call);
+    waiting_workers_.clear();
     sweep_.reset();
     failed_reports_.clear();
   }
@@ -161,6 +174,16 @@ void ClusterRouter::OnView(const v1::MembershipView& view) {
       sweep_due_ = ring;
       sweep_owners_.clear();
       for (const PlacementCandidate& c : active) sweep_owners_.push_back(c.id);
+    }
+    // Loads the previous view's candidates heard of since (OnLoad), and
+    // the activations placed there since their report, carry over.
+    auto old = active_.begin();
+    for (PlacementCandidate& c : active) {
+      while (old != active_.end() && old->id < c.id) ++old;
+      if (old != active_.end() && old->id == c.id &&
+          old->reported_ms >= c.reported_ms) {
+        CopyLoad(*old, &c);
+      }
     }
     active_ = std::move(active);
     live_versions_ = std::move(live_versions);

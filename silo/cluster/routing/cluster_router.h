@@ -115,6 +115,9 @@ class ClusterRouter final : public CallRouter {
   // and a rebuild report when the ring changed. Call after the directory
   // owner, the directory client and the transport have seen it.
   void OnView(const v1::MembershipView& view);
+  // Adopts the heartbeats of a view read again at the adopted version: the
+  // Active silos' activation counts and loads, where newer than known.
+  void OnLoad(const v1::MembershipView& view);
 
   // CallRouter.
   void Route(CallBase* call) override;
@@ -256,6 +259,17 @@ class ClusterRouter final : public CallRouter {
     ClusterRouter* router = nullptr;
     void OnTimer() override { router->RetryReports(); }
   };
+  // Stateless worker calls that wait for a silo hosting their type to be
+  // Active (router_versions.cc, RouteWorker), routed again when it fires.
+  struct WorkerRetry final : TimerEntry {
+    ClusterRouter* router = nullptr;
+    void OnTimer() override { router->RetryWorkers(); }
+  };
+  struct WaitingWorker {
+    CallBase* call;
+    absl::Time give_up;
+  };
+  void RetryWorkers();
 
   Runtime* const silo_;
   directory::DirectoryPartition* const owner_;
@@ -309,6 +323,8 @@ class ClusterRouter final : public CallRouter {
   std::vector<std::pair<std::string, int>> failed_reports_ ABSL_GUARDED_BY(mu_);
   ReportRetry report_retry_;
   bool report_retry_scheduled_ ABSL_GUARDED_BY(mu_) = false;
+  WorkerRetry worker_retry_;
+  std::vector<WaitingWorker> waiting_workers_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   CondVar idle_;
   std::atomic<uint64_t> forwarded_{0};  // counted without mu_ (per call)

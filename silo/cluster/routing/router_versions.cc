@@ -5,13 +5,15 @@
 // filter. A call this silo could not decode (an opaque call: a type or a
 // method only a later release has) never runs on an activation here: the
 // activation is asked to deactivate, and the call waits until the grain can
-// be placed on a silo with a later version.
+// be placed on a silo with a later version. Also the silos' loads between
+// views (OnLoad), and stateless worker calls that wait for a hosting silo.
 #include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/member.h"
 #include "core/opaque_call.h"
 #include "directory/partition.h"
 #include "granary/options.pb.h"
@@ -81,7 +83,15 @@ std::string ClusterRouter::PlaceLocked(const GrainId& id, const Needs& needs,
     }
   }
   if (!context.candidates.empty()) {
-    return PlacementFor(strategy).Place(id, context);
+    std::string to = PlacementFor(strategy).Place(id, context);
+    // Counted until the silo's next report (load-aware strategies).
+    for (PlacementCandidate& c : active_) {
+      if (c.id == to) {
+        ++c.placed;
+        break;
+      }
+    }
+    return to;
   }
   // None now. Worth a retry while no silo is Active yet, or while a silo
   // that would do is Joining or still ShuttingDown; else no live silo hosts
@@ -169,11 +179,42 @@ void ClusterRouter::Requeue(const GrainId& id, std::vector<CallBase*> calls,
   if (resolve) RetryOrFail(id, why);
 }
 
+void ClusterRouter::OnLoad(const v1::MembershipView& view) {
+  MutexLock lock(&mu_);
+  if (closed_ || view.version() != view_version_) return;
+  for (const v1::Member& m : view.members()) {
+    if (m.status() != v1::MEMBER_ACTIVE) continue;
+    const std::string id = MemberId(m);
+    auto it = std::lower_bound(active_.begin(), active_.end(), id,
+                               [](const PlacementCandidate& c,
+                                  const std::string& x) { return c.id < x; });
+    if (it == active_.end() || it->id != id ||
+        m.heartbeat_unix_ms() <= it->reported_ms) {
+      continue;
+    }
+    SetLoad(m, &*it);
+  }
+}
+
 void ClusterRouter::RouteWorker(CallBase* call) {
   Needs needs{.min_version = std::max<uint32_t>(1, call->min_version()),
               .opaque = false};
   absl::Status why;
   const std::string to = Place(call->target(), needs, &why);
+  if (to.empty() && MayChange(why)) {
+    // Only a Joining or ShuttingDown silo hosts the type (a rolling
+    // restart): the call waits for one to be Active, as long as a
+    // resolution would.
+    MutexLock lock(&mu_);
+    if (!closed_) {
+      const absl::Time now = timers_.clock()->Now();
+      if (waiting_workers_.empty()) {
+        timers_.Schedule(&worker_retry_, now + RetryDelay(2));
+      }
+      waiting_workers_.push_back({call, now + options_.give_up_after});
+      return;
+    }
+  }
   if (to.empty() || to == self_) {
     call->Fail(to.empty() ? why
                           : absl::UnavailableError("no silo hosts the worker"));
@@ -184,6 +225,35 @@ void ClusterRouter::RouteWorker(CallBase* call) {
     call->Fail(absl::UnavailableError(absl::StrCat(
         "silo ", to, " hosting ", call->target().type(), " is not connected")));
     call->Release();
+  }
+}
+
+void ClusterRouter::RetryWorkers() {
+  std::vector<WaitingWorker> waiting;
+  {
+    MutexLock lock(&mu_);
+    waiting.swap(waiting_workers_);
+  }
+  const absl::Time now = timers_.clock()->Now();
+  for (const WaitingWorker& w : waiting) {
+    if (now >= w.give_up) {
+      w.call->Fail(absl::UnavailableError(absl::StrCat(
+          "no Active silo hosting ", w.call->target().type(),
+          " came up within ", absl::FormatDuration(options_.give_up_after))));
+      w.call->Release();
+      continue;
+    }
+    const size_t before = [&] {
+      MutexLock lock(&mu_);
+      return waiting_workers_.size();
+    }();
+    RouteWorker(w.call);
+    // Still waiting: it keeps its own give-up time.
+    MutexLock lock(&mu_);
+    if (waiting_workers_.size() > before &&
+        waiting_workers_.back().call == w.call) {
+      waiting_workers_.back().give_up = w.give_up;
+    }
   }
 }
 
