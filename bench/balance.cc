@@ -162,7 +162,9 @@ absl::Status RunOne(const BalanceOptions& options,
     MutexLock lock(&calls.mu);
     calls.silo_of.resize(static_cast<size_t>(options.grains));
   }
-  const absl::Time start = absl::Now();
+  // The skew comes first: the grains arrive in a cluster already skewed.
+  const absl::Time skewed = absl::Now();
+  const absl::Time start = skewed + options.ramp / 4;
   const absl::Time measure_from = start + options.ramp + options.settle;
   const absl::Time end = measure_from + options.measure;
   const absl::Duration spacing = options.ramp / options.grains;
@@ -173,7 +175,7 @@ absl::Status RunOne(const BalanceOptions& options,
     threads.emplace_back([&, t] {
       const absl::Duration every =
           absl::Seconds(kHotThreads / options.hot_rate);
-      absl::Time next = start + every * t / kHotThreads;
+      absl::Time next = skewed + every * t / kHotThreads;
       for (int i = t; absl::Now() < end; i += kHotThreads) {
         SleepUntil(next);
         CallOnce<HotGrainRef>(

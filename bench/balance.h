@@ -6,7 +6,7 @@
 // 127.0.0.1 with default flags, silo 0 labelled bench=hot, and then:
 //   - a steady load of HotGrain calls (placement_filter bench=hot), each
 //     computing `work_ns`: `hot_rate` calls a second, all on silo 0 (the
-//     skew);
+//     skew), from a quarter of `ramp` before the first grain on;
 //   - over `ramp`, `grains` grains of the strategy under test activated one
 //     after another, each called `grain_rate` times a second from its first
 //     call on, each call computing `work_ns`: BalancedGrain

@@ -130,7 +130,8 @@ SCENARIO_TEXT = {
                  "deactivated: disturbed = 0)"),
     "balance": ("calls to 60 computing grains (1 ms each, 10 a second per grain) activated one "
                 "after another over 20 s on a 3-silo PostgreSQL cluster whose silo 0 also "
-                "serves a load pinned to it (0.3 cores), placed RESOURCE_OPTIMIZED; figures "
+                "serves a load pinned to it (0.3 cores, from 5 s before the first grain), "
+                "placed RESOURCE_OPTIMIZED; figures "
                 "of the calls answered while each silo's CPU was measured (10 s, 3 s after "
                 "the ramp). The goal is the busiest silo's CPU over the least busy's"),
     "balance_random": ("`balance` with the grains placed RANDOM (the default), in the same "
