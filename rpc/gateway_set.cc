@@ -71,7 +71,9 @@ void GatewaySet::Invoke(CallBase* call) {
       opaque != nullptr ? nullptr : FindInterface(call->target().type());
   // A reminder tick a silo passes to the grain's silo (core/call.h).
   const bool reminder_tick = call->method() == kReminderMethod;
-  if (opaque == nullptr &&
+  // (A tick of a type this process does not know, which a silo passes on
+  // to one that hosts it, needs no interface: its path names the type.)
+  if (opaque == nullptr && !(reminder_tick && iface == nullptr) &&
       (iface == nullptr ||
        (call->method() >= iface->method_count && !reminder_tick))) {
     return fail(absl::UnimplementedError(absl::StrCat(
@@ -89,8 +91,10 @@ void GatewaySet::Invoke(CallBase* call) {
     request.set_opaque(true);
   } else {
     request.set_method(
-        reminder_tick ? ReminderMethodPath(iface->type_name)
-                      : std::string(iface->methods[call->method()].full_name));
+        reminder_tick
+            ? ReminderMethodPath(iface != nullptr ? iface->type_name
+                                                  : call->target().type())
+            : std::string(iface->methods[call->method()].full_name));
   }
   // What a new activation needs: the caller's version of the interface.
   const uint32_t min_version = std::max<uint32_t>(

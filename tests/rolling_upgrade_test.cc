@@ -9,6 +9,7 @@
 // a type or method it lacks is passed on to a silo that has it, and a
 // counter whose activation lives on an old silo moves to a new one when a
 // call needs Describe. The counters and invoices end exact.
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "core/grain_interface.h"
+#include "core/testing/status_matchers.h"
 #include "granary/v1/gateway.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "tests/cluster_load.h"
@@ -30,6 +32,7 @@
 namespace granary::testing {
 namespace {
 
+using ::granary::matchers::IsOk;
 using upgradetest::AddRequest;
 using upgradetest::BillRequest;
 using upgradetest::CounterValue;
@@ -221,6 +224,51 @@ TEST_F(RollingUpgradeTest, SilosUpgradedOneByOneUnderLoadFailNoCall) {
 // when a silo hosts the type (here Counter.Describe, which only release N+1
 // has, once one silo runs it), refused at once otherwise, and bad method
 // paths refused as such.
+// Reminders of a type only the new release has tick while old silos,
+// which do not know the type, own their range of the ring: the grains
+// register them with the old silos, and the old silos pass each tick on to
+// the grain's silo.
+TEST_F(RollingUpgradeTest, RemindersOfANewTypeTickFromOldSilos) {
+  for (std::string& arg : silo_args_[0]) {
+    if (arg == Library("upgrade_v1")) arg = Library("upgrade_v2");
+  }
+  ASSERT_NO_FATAL_FAILURE(Restart(0, 3));
+  std::unique_ptr<Client> client = ConnectAll();
+  ASSERT_NE(client, nullptr);
+  constexpr int kInvoices = 24;
+  for (int i = 0; i < kInvoices; ++i) {
+    absl::StatusOr<InvoiceTotal> t =
+        client->Get<upgradetest::InvoiceRef>(absl::StrCat("r", i))
+            .Remind(upgradetest::RemindRequest())
+            .Get();
+    ASSERT_THAT(t.status(), IsOk()) << "invoice r" << i;
+  }
+  // Each bills itself a cent a second: every one of them gets 2 ticks.
+  int behind = kInvoices;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        behind = 0;
+        for (int i = 0; i < kInvoices; ++i) {
+          absl::StatusOr<InvoiceTotal> t =
+              client->Get<upgradetest::InvoiceRef>(absl::StrCat("r", i))
+                  .Bill(BillRequest())
+                  .Get();
+          if (!t.ok() || t->cents() < 2) ++behind;
+        }
+        return behind == 0;
+      },
+      absl::Seconds(60)))
+      << behind << " invoices had fewer than 2 ticks";
+  // Some of their reminders are scheduled by the old silos.
+  int64_t old_ticks = 0;
+  for (size_t s = 1; s < 3; ++s) {
+    old_ticks += std::max<int64_t>(
+        0, Metric(https_[s], "granary_reminder_ticks_total{result=\"ok\"}"));
+  }
+  EXPECT_GT(old_ticks, 0) << "no tick came from a release N silo";
+  client->Close();
+}
+
 TEST_F(RollingUpgradeTest, UnknownTypesAndMethodsThroughAnOldGateway) {
   for (std::string& arg : silo_args_[0]) {
     if (arg == Library("upgrade_v1")) arg = Library("upgrade_v2");

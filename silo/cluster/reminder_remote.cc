@@ -68,12 +68,20 @@ absl::StatusOr<GrainId> ReminderPeerService::ToGrain(const std::string& type,
     return absl::UnavailableError("the reminder service is not ready yet");
   }
   const InterfaceInfo* iface = (*silo)->FindInterface(type);
-  if (iface == nullptr) {
+  // A type this silo does not know but a live silo hosts (a later
+  // release's, during a rolling upgrade): its reminders are scheduled here
+  // all the same, and their ticks go to the grain's silo.
+  const CallRouter* router = (*silo)->internals().router();
+  const absl::string_view name = iface != nullptr ? iface->type_name
+                                 : router != nullptr
+                                     ? router->HostedTypeName(type)
+                                     : absl::string_view();
+  if (name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "reminder request for unknown grain type '", type.substr(0, 256), "'"));
   }
   if (absl::Status valid = ValidateGrainKey(key); !valid.ok()) return valid;
-  return GrainId(iface->type_name, key);
+  return GrainId(name, key);
 }
 
 grpc::ServerUnaryReactor* ReminderPeerService::Register(

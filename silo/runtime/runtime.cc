@@ -381,6 +381,15 @@ void Runtime::Invoke(CallBase* call) {
 void Runtime::InvokeReminder(CallBase* call) {
   const GrainTypeEntry* type = FindType(call->target().type());
   absl::Status refused;
+  if (type == nullptr && router_ != nullptr &&
+      !router_->HostedTypeName(call->target().type()).empty() &&
+      state_.load(std::memory_order_acquire) == State::kRunning) {
+    // A type this silo does not know (a later release's) but a live silo
+    // hosts: the tick goes to the grain's silo, as its calls would.
+    ArmDeadline(call);
+    router_->Route(call);
+    return;
+  }
   if (type == nullptr || (!type->hosted && router_ == nullptr)) {
     refused = absl::UnimplementedError(absl::StrCat(
         "reminder for ", call->target().ToString(), ": silo ", options_.name,

@@ -37,6 +37,16 @@ class InvoiceGrain final : public InvoiceGrainBase {
     total.set_cents(state().cents());
     co_return total;
   }
+  Task<InvoiceTotal> Remind(const RemindRequest&) override {
+    co_await RegisterReminder("fee", absl::Seconds(1), absl::Seconds(1));
+    InvoiceTotal total;
+    total.set_cents(state().cents());
+    co_return total;
+  }
+  Task<void> ReceiveReminder(const ReminderTick&) override {
+    state().set_cents(state().cents() + 1);
+    co_await WriteState();
+  }
 };
 
 }  // namespace
