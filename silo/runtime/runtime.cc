@@ -384,8 +384,7 @@ void Runtime::InvokeReminder(CallBase* call) {
   if (type == nullptr && router_ != nullptr &&
       !router_->HostedTypeName(call->target().type()).empty() &&
       state_.load(std::memory_order_acquire) == State::kRunning) {
-    // A type this silo does not know (a later release's) but a live silo
-    // hosts: the tick goes to the grain's silo, as its calls would.
+    // A type unknown here (a later release's): to the grain's silo.
     ArmDeadline(call);
     router_->Route(call);
     return;
