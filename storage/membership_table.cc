@@ -123,6 +123,17 @@ absl::Status ValidateMember(const v1::Member& m, const v1::Member* previous) {
   return absl::OkStatus();
 }
 
+Task<absl::StatusOr<v1::Member>> MembershipTable::ReadRow(v1::Member member) {
+  absl::StatusOr<v1::MembershipView> view = co_await Read();
+  if (!view.ok()) co_return view.status();
+  const std::string id = MemberId(member);
+  for (const v1::Member& m : view->members()) {
+    if (MemberId(m) == id) co_return m;
+  }
+  co_return absl::NotFoundError(
+      absl::StrCat("the membership table has no row for ", id));
+}
+
 absl::Status ValidateLoad(const v1::SiloLoad& load) {
   if (load.cpu_permille() > 1000) {
     return absl::InvalidArgumentError(

@@ -39,6 +39,11 @@ class MembershipTable {
  public:
   virtual ~MembershipTable() = default;
   virtual Task<absl::StatusOr<v1::MembershipView>> Read() = 0;
+  // The row of `member` (by address and generation) as the table holds it
+  // now; NOT_FOUND when there is none. The membership lease renews on it:
+  // a read of one row where a table can (PostgreSQL), the whole view
+  // otherwise.
+  virtual Task<absl::StatusOr<v1::Member>> ReadRow(v1::Member member);
   // Writes `member` (replacing the row of the same address and generation)
   // if the table is at `expected_version`: the new version, ABORTED when it
   // is not, INVALID_ARGUMENT for a malformed row or a backwards status.

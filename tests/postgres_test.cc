@@ -426,6 +426,47 @@ TEST_F(PostgresTest, AHeartbeatChangesItsRowButNotTheVersion) {
   EXPECT_THAT(T::WriteOn(*db, "c", Member(2), 1), IsOkAndHolds(2));
 }
 
+// Every membership write notifies the silos listening on the table's
+// channel with its cluster id, once it commits; a write that fails, and a
+// heartbeat, notify nobody.
+TEST_F(PostgresTest, MembershipWritesNotifyListenersWithTheirCluster) {
+  std::unique_ptr<PgConnection> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  std::unique_ptr<PgConnection> listener = Connect();
+  ASSERT_NE(listener, nullptr);
+  EXPECT_THAT(listener->Listen("no such; channel"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(listener->Listen(""),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_THAT(listener->Listen(kMembershipChannel), IsOk());
+  absl::StatusOr<std::vector<std::string>> none =
+      listener->AwaitNotifications(absl::Milliseconds(50));
+  ASSERT_THAT(none.status(), IsOk());
+  EXPECT_THAT(*none, IsEmpty());
+
+  using T = PostgresMembershipTable;
+  v1::Member active = Member(1, v1::MEMBER_ACTIVE);
+  ASSERT_THAT(T::WriteOn(*db, "c", active, 0), IsOkAndHolds(1));
+  absl::StatusOr<std::vector<std::string>> got =
+      listener->AwaitNotifications(absl::Seconds(10));
+  ASSERT_THAT(got.status(), IsOk());
+  EXPECT_THAT(*got, ElementsAre("c"));
+  // A write at a stale version commits nothing, and a heartbeat moves no
+  // version: neither notifies.
+  EXPECT_THAT(T::WriteOn(*db, "c", Member(2), 0),
+              StatusIs(absl::StatusCode::kAborted));
+  active.set_heartbeat_unix_ms(5000);
+  ASSERT_THAT(T::HeartbeatOn(*db, "c", active), IsOk());
+  none = listener->AwaitNotifications(absl::Milliseconds(300));
+  ASSERT_THAT(none.status(), IsOk());
+  EXPECT_THAT(*none, IsEmpty());
+  // Another cluster's write names that cluster.
+  ASSERT_THAT(T::WriteOn(*db, "other", Member(3), 0), IsOkAndHolds(1));
+  got = listener->AwaitNotifications(absl::Seconds(10));
+  ASSERT_THAT(got.status(), IsOk());
+  EXPECT_THAT(*got, ElementsAre("other"));
+}
+
 TEST_F(PostgresTest, AHeartbeatOfADeadOrMissingMemberIsNotFound) {
   std::unique_ptr<PgConnection> db = Migrated();
   ASSERT_NE(db, nullptr);

@@ -249,20 +249,17 @@ Task<void> MembershipAgent::LeaseRounds() {
   const absl::Duration period = options_.lease / 3;
   while (!declared_dead()) {
     const int64_t sent = ClockNanos(*clock_);
-    absl::StatusOr<v1::MembershipView> view = co_await table_->Read();
-    if (view.ok()) {
-      bool alive = false;
-      for (const v1::Member& m : view->members()) {
-        if (storage::MemberId(m) == id_) alive = storage::IsLive(m);
-      }
-      // The table showed this silo alive at some moment after `sent`
-      // (renewed before the view's listeners run, which take their time).
-      if (alive) {
-        const int64_t until = sent + absl::ToInt64Nanoseconds(options_.lease);
-        lease_until_ns_.store(until);
-        on_lease_(until);
-      }
-      OnView(*view);
+    // This silo's row alone: the views come from the table's watch.
+    absl::StatusOr<v1::Member> row = co_await table_->ReadRow(self_);
+    // The table showed this silo alive at some moment after `sent`.
+    if (row.ok() && storage::IsLive(*row)) {
+      const int64_t until = sent + absl::ToInt64Nanoseconds(options_.lease);
+      lease_until_ns_.store(until);
+      on_lease_(until);
+    } else if (row.ok() || row.status().code() == absl::StatusCode::kNotFound) {
+      // Dead (or its row gone): the whole view, which says so to the
+      // rounds and the listeners.
+      co_await Refresh();
     }
     if (!co_await lease_sleeper_.Until(Now() + period)) co_return;
   }

@@ -1,6 +1,7 @@
 #include "silo/cluster/postgres_cluster.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <thread>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "core/detach.h"
 #include "core/log.h"
 #include "core/sleeper.h"
+#include "core/status.h"
 #include "core/sync.h"
 #include "grpcpp/grpcpp.h"
 #include "silo/cluster/reminder_remote.h"
@@ -54,10 +56,14 @@ class PostgresCluster final : public ClusterProvider {
              std::function<void(const v1::MembershipView&)> fn) override {
     sleeper_ = std::make_unique<Sleeper>(timers);
     clock_ = timers->clock();
+    stop_listening_ = false;
+    listener_ = std::thread([this, fn] { Listen(fn); });
     Detach(Poll(std::move(fn)), [this](absl::Status) { done_.Notify(); });
   }
   void StopWatch() override {
     if (sleeper_ == nullptr) return;
+    stop_listening_ = true;
+    if (listener_.joinable()) listener_.join();
     sleeper_->Wake();
     done_.WaitForNotification();
     sleeper_.reset();
@@ -93,6 +99,50 @@ class PostgresCluster final : public ClusterProvider {
     }
   }
 
+  // LISTENs on the table's channel from a connection of its own and reads
+  // the table as soon as a write of this cluster commits (and once each
+  // time it starts listening, for the writes it may have missed), so a
+  // change reaches this silo within one round trip rather than a poll.
+  // Reconnects after a second when the connection is lost.
+  void Listen(const std::function<void(const v1::MembershipView&)>& fn) {
+    bool failing = false;
+    while (!stop_listening_) {
+      absl::StatusOr<std::unique_ptr<storage::PgConnection>> db =
+          storage::PgConnection::Connect(options_.conninfo, absl::Seconds(5));
+      absl::Status s =
+          db.ok() ? (*db)->Listen(storage::kMembershipChannel) : db.status();
+      bool changed = true;  // read once now that it listens
+      while (s.ok() && !stop_listening_) {
+        if (changed) {
+          changed = false;
+          Task<absl::StatusOr<v1::MembershipView>> read = table_.Read();
+          absl::StatusOr<v1::MembershipView> view =
+              Flatten(std::move(read).Get());
+          if (view.ok()) fn(*view);
+        }
+        absl::StatusOr<std::vector<std::string>> payloads =
+            (*db)->AwaitNotifications(absl::Milliseconds(200));
+        s = payloads.status();
+        if (s.ok()) {
+          changed = std::find(payloads->begin(), payloads->end(),
+                              options_.cluster_id) != payloads->end();
+        }
+      }
+      if (stop_listening_) return;
+      if (!failing) {
+        failing = true;
+        GRANARY_LOG(kWarning)
+            << "cannot listen for membership changes: " << s
+            << " (the table is still read every "
+            << absl::FormatDuration(options_.poll_interval)
+            << "; retrying, logged once until it listens again)";
+      }
+      for (int i = 0; i < 5 && !stop_listening_; ++i) {
+        absl::SleepFor(absl::Milliseconds(200));
+      }
+    }
+  }
+
   const PostgresClusterOptions options_;
   std::unique_ptr<storage::PgPool> pool_;
   storage::PostgresMembershipTable table_;
@@ -100,6 +150,8 @@ class PostgresCluster final : public ClusterProvider {
   std::unique_ptr<Sleeper> sleeper_;
   Clock* clock_ = nullptr;
   Notification done_;
+  std::atomic<bool> stop_listening_{false};
+  std::thread listener_;
 };
 
 }  // namespace

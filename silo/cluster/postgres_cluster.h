@@ -12,9 +12,13 @@
 //
 // The provider has a pool of its own (two connections) for the membership
 // table, so grain-state traffic never delays a heartbeat, a vote or the
-// lease's re-reads. Its watch reads the table every `poll_interval` and
-// passes on every newer version, and the current one again (heartbeats
-// and loads change rows without a new version). Reminders are scheduled by
+// lease's re-reads. Its watch LISTENs on the table's channel from a
+// connection of its own (every write NOTIFYs it) and reads the table as
+// soon as a write of its cluster commits; it also reads it every
+// `poll_interval`, a safety net that also brings other silos' loads
+// (heartbeats notify nobody). It passes on every newer version, and the
+// current one again (heartbeats and loads change rows without a new
+// version). Reminders are scheduled by
 // range: each silo runs the reminders whose grain falls in its range of the
 // directory ring (reminders_by_range), and serves granary.v1.Reminders on its
 // silo endpoint so that a grain elsewhere can register its reminders with the
@@ -50,8 +54,10 @@ struct PostgresClusterOptions {
   absl::Duration dead_retention = absl::Hours(24);
   // How long start-up keeps trying to reach the database.
   absl::Duration wait = absl::Seconds(30);
-  // How often the watch reads the table.
-  absl::Duration poll_interval = absl::Milliseconds(250);
+  // How often the watch reads the table: a safety net for missed
+  // notifications, and how fresh other silos' loads are (heartbeats notify
+  // nobody).
+  absl::Duration poll_interval = absl::Seconds(1);
   // How suspicion votes declare a silo dead (every write obeys them).
   storage::VoteRules vote_rules;
 };

@@ -307,6 +307,48 @@ bool PgConnection::Usable() {
   return true;
 }
 
+absl::Status PgConnection::Listen(absl::string_view channel) {
+  if (channel.empty() || channel.size() > 63 ||
+      !std::all_of(channel.begin(), channel.end(), [](char c) {
+        return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+      })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", channel, "' is not a notification channel name"));
+  }
+  return Exec(absl::StrCat("LISTEN ", channel)).status();
+}
+
+void PgConnection::TakeNotifications(std::vector<std::string>* out) {
+  while (PGnotify* n = PQnotifies(c_)) {
+    out->emplace_back(n->extra != nullptr ? n->extra : "");
+    PQfreemem(n);
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> PgConnection::AwaitNotifications(
+    absl::Duration timeout) {
+  std::vector<std::string> out;
+  if (broken()) return LostError("waiting for notifications");
+  TakeNotifications(&out);  // read with an earlier statement's answer
+  if (!out.empty()) return out;
+  pollfd p{PQsocket(c_), POLLIN, 0};
+  const int ms = static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(timeout), 0, 24 * 3600 * 1000));
+  const int ready = poll(&p, 1, ms);
+  if (ready < 0 && errno != EINTR) {
+    lost_ = true;
+    return LostError("waiting for notifications");
+  }
+  if (ready > 0) {
+    if (PQconsumeInput(c_) == 0 || PQstatus(c_) != CONNECTION_OK) {
+      lost_ = true;
+      return LostError("waiting for notifications");
+    }
+    TakeNotifications(&out);
+  }
+  return out;
+}
+
 pg_result* PgConnection::AwaitResult(absl::string_view what,
                                      absl::Status* error) {
   const absl::Time deadline = absl::Now() + answer_timeout_;

@@ -138,8 +138,20 @@ class PgConnection {
   // the connection), which marks it broken. Cheap: one poll of its socket.
   bool Usable();
 
+  // LISTEN on `channel` (letters, digits and _; INVALID_ARGUMENT
+  // otherwise): NOTIFYs on it, committed by any session, are then queued
+  // for AwaitNotifications.
+  absl::Status Listen(absl::string_view channel);
+  // The payloads of the notifications that came, waiting up to `timeout`
+  // for the first (none: an empty list). UNAVAILABLE once the connection
+  // is lost. Not while a statement runs.
+  absl::StatusOr<std::vector<std::string>> AwaitNotifications(
+      absl::Duration timeout);
+
  private:
   explicit PgConnection(pg_conn* c) : c_(c) {}
+  // Takes the notifications libpq has read.
+  void TakeNotifications(std::vector<std::string>* out);
   absl::Status ErrorOf(pg_result* r, absl::string_view what);
   // The sent statement's result (the first failed one of a script), or
   // nullptr with `error` set when none came within answer_timeout_.

@@ -142,6 +142,11 @@ absl::StatusOr<int64_t> PostgresMembershipTable::WriteOn(
                 {cluster, absl::StrCat(static_cast<int>(v1::MEMBER_DEAD)),
                  absl::StrCat(absl::ToInt64Milliseconds(dead_retention))})
             .status());
+    // Delivered to the listening silos when (and only if) this commits.
+    GRANARY_RETURN_IF_ERROR(db.Exec(absl::StrCat("SELECT pg_notify('",
+                                                 kMembershipChannel, "', $1)"),
+                                    {cluster})
+                                .status());
     return advanced.Int64(0, 0);
   });
 }
@@ -207,6 +212,35 @@ Task<absl::StatusOr<int64_t>> PostgresMembershipTable::Write(
         return WriteOn(db, cluster, member, expected_version, retention, rules);
       };
   co_return co_await pool_->Run<int64_t>(std::move(job));
+}
+
+absl::StatusOr<v1::Member> PostgresMembershipTable::ReadRowOn(
+    PgConnection& db, const std::string& cluster, const v1::Member& member) {
+  GRANARY_ASSIGN_OR_RETURN(
+      PgResult row,
+      db.Exec("SELECT member FROM granary_members WHERE cluster_id = $1 "
+              "AND address = $2 AND generation = $3",
+              {cluster, member.address(), absl::StrCat(member.generation())}));
+  if (row.rows() != 1) {
+    return absl::NotFoundError(absl::StrCat("membership table of cluster '",
+                                            cluster, "' has no row for ",
+                                            MemberId(member)));
+  }
+  v1::Member stored;
+  if (!stored.ParseFromString(row.Bytes(0, 0))) {
+    return absl::DataLossError(absl::StrCat(
+        "the member row of ", MemberId(member), " does not decode"));
+  }
+  return stored;
+}
+
+Task<absl::StatusOr<v1::Member>> PostgresMembershipTable::ReadRow(
+    v1::Member member) {
+  std::function<absl::StatusOr<v1::Member>(PgConnection&)> job =
+      [cluster = cluster_id_, member = std::move(member)](PgConnection& db) {
+        return ReadRowOn(db, cluster, member);
+      };
+  co_return co_await pool_->Run<v1::Member>(std::move(job));
 }
 
 Task<absl::Status> PostgresMembershipTable::Heartbeat(v1::Member member) {

@@ -19,8 +19,9 @@
 // Dead rows last changed longer than `dead_retention` ago, so the table
 // does not grow with every silo that ever ran.
 //
-// A heartbeat is a transaction of its own that locks the member's row
-// (SELECT ... FOR UPDATE), copies only heartbeat_unix_ms, activations and
+// Every write NOTIFYs kMembershipChannel with the cluster id in its
+// transaction. A heartbeat is a transaction of its own that locks the member's
+// row (SELECT ... FOR UPDATE), copies only heartbeat_unix_ms, activations and
 // the load onto the stored member (INVALID_ARGUMENT for a malformed
 // load), and rewrites the row; the version row is not
 // touched. The lock orders it with a concurrent write of the same row, so
@@ -35,6 +36,11 @@
 #include "storage/postgres/pg_pool.h"
 
 namespace granary::storage {
+
+// The channel every membership write NOTIFYs, its payload the cluster id:
+// silos LISTEN on it and read the table at once (silo/cluster/
+// postgres_cluster.h). Heartbeats notify nobody.
+inline constexpr char kMembershipChannel[] = "granary_membership";
 
 // The longest --cluster_id, in bytes.
 inline constexpr size_t kMaxClusterIdBytes = 128;
@@ -59,6 +65,11 @@ class PostgresMembershipTable final : public MembershipTable {
   Task<absl::StatusOr<int64_t>> Write(v1::Member member,
                                       int64_t expected_version) override;
   Task<absl::Status> Heartbeat(v1::Member member) override;
+  // One row by its key (the lease's renewals).
+  Task<absl::StatusOr<v1::Member>> ReadRow(v1::Member member) override;
+  static absl::StatusOr<v1::Member> ReadRowOn(PgConnection& db,
+                                              const std::string& cluster,
+                                              const v1::Member& member);
 
   // The same on a connection of the caller's (tools and tests).
   static absl::StatusOr<v1::MembershipView> ReadOn(PgConnection& db,
