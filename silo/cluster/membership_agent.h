@@ -85,10 +85,10 @@ struct MembershipOptions {
   std::shared_ptr<TimerThread> timer_thread;
   // The membership lease (zero: none). The agent reads its own row
   // (MembershipTable::ReadRow) every lease / 3; a read sent at time S that
-  // shows this silo alive (and not Dead) holds it until S + lease. Shorter than the quickest the others
-  // can declare this silo dead (SafeLease), so once a silo cut off from the
-  // table stops running grain code, no other silo has activated its grains
-  // yet.
+  // shows this silo alive (and not Dead) holds it until S + lease. Shorter than
+  // the quickest the others can declare this silo dead (SafeLease), so once a
+  // silo cut off from the table stops running grain code, no other silo has
+  // activated its grains yet.
   absl::Duration lease = absl::ZeroDuration();
 
   // The table's rules for these votes: a silo silent for three heartbeat
