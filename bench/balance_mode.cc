@@ -10,11 +10,8 @@
 #include "bench/balance.h"
 #include "bench/main_util.h"
 #include "bench/report.h"
-#include "storage/postgres/pg_connection.h"
 
-ABSL_DECLARE_FLAG(int32_t, rounds);             // bench/main.cc
-ABSL_DECLARE_FLAG(std::string, postgres);       // bench/main.cc
-ABSL_DECLARE_FLAG(std::string, postgres_file);  // bench/main.cc
+ABSL_DECLARE_FLAG(int32_t, rounds);  // bench/main.cc
 
 ABSL_FLAG(bool, balance, false,
           "Mode: the balance scenario (bench/balance.h). Each round starts "
@@ -42,13 +39,7 @@ int RunBalanceMode() {
   options.ramp = absl::GetFlag(FLAGS_balance_ramp);
   options.measure = absl::GetFlag(FLAGS_balance_measure);
   options.silo_binary = SiloBinaryFlag();
-  const std::string value = absl::GetFlag(FLAGS_postgres);
-  const std::string file = absl::GetFlag(FLAGS_postgres_file);
-  if (value.empty() && file.empty() &&
-      std::getenv("GRANARY_POSTGRES") == nullptr) {
-    return Fail("balance needs a PostgreSQL database: --postgres_file=FILE");
-  }
-  absl::StatusOr<std::string> conninfo = storage::ResolveConninfo(value, file);
+  absl::StatusOr<std::string> conninfo = RequiredConninfo("balance");
   if (!conninfo.ok()) return Fail(std::string(conninfo.status().message()));
   options.conninfo = *conninfo;
   if (absl::Status s = ValidateBalanceOptions(options); !s.ok()) {

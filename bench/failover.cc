@@ -39,17 +39,6 @@ namespace {
 
 using Silo = SiloProcess;
 
-// "silo/activation id" of one Where answer.
-absl::StatusOr<std::string> Where(Client& client, const std::string& key,
-                                  absl::Duration timeout) {
-  CallOptions options;
-  options.timeout = timeout;
-  absl::StatusOr<WhereReply> r =
-      client.Get<BenchGrainRef>(key).Where(WhereRequest(), options).Get();
-  if (!r.ok()) return r.status();
-  return absl::StrCat(r->silo(), "/", r->activation_id());
-}
-
 bool OnSilo(const std::string& where, const std::string& silo_address) {
   return absl::StartsWith(where, silo_address + "@");
 }
@@ -161,7 +150,7 @@ absl::Status RunRound(RunSetup& setup, int round, ScenarioResult* result) {
       threads.emplace_back([&, t] {
         for (int g = t; g < n; g += options.threads) {
           absl::StatusOr<std::string> w =
-              Where(**client, key(g), absl::Seconds(10));
+              WhereAnswer(**client, key(g), absl::Seconds(10));
           if (w.ok()) {
             home[static_cast<size_t>(g)] = *w;
           } else {
@@ -214,7 +203,7 @@ absl::Status RunRound(RunSetup& setup, int round, ScenarioResult* result) {
              i += static_cast<size_t>(options.threads)) {
           while (absl::Now() < give_up) {
             absl::StatusOr<std::string> w =
-                Where(**client, key(victims[i]), absl::Seconds(1));
+                WhereAnswer(**client, key(victims[i]), absl::Seconds(1));
             if (w.ok() && !OnSilo(*w, victim)) {
               recovered[i] = absl::ToInt64Nanoseconds(absl::Now() - killed);
               new_home[i] = *w;
@@ -236,7 +225,7 @@ absl::Status RunRound(RunSetup& setup, int round, ScenarioResult* result) {
     const std::string& was = home[static_cast<size_t>(g)];
     if (OnSilo(was, victim)) continue;
     absl::StatusOr<std::string> now =
-        Where(**client, key(g), absl::Seconds(10));
+        WhereAnswer(**client, key(g), absl::Seconds(10));
     if (!now.ok() || *now != was) ++disturbed;
   }
   (*client)->Close();
@@ -295,6 +284,16 @@ absl::Status RunRound(RunSetup& setup, int round, ScenarioResult* result) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> WhereAnswer(Client& client, const std::string& key,
+                                        absl::Duration timeout) {
+  CallOptions options;
+  options.timeout = timeout;
+  absl::StatusOr<WhereReply> r =
+      client.Get<BenchGrainRef>(key).Where(WhereRequest(), options).Get();
+  if (!r.ok()) return r.status();
+  return absl::StrCat(r->silo(), "/", r->activation_id());
+}
 
 absl::Status RunFailover(const FailoverOptions& options, int rounds,
                          std::vector<ScenarioResult>* results) {

@@ -31,7 +31,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "bench/report.h"
+
+namespace granary {
+class Client;
+}  // namespace granary
 
 namespace granary::bench {
 
@@ -57,5 +63,10 @@ absl::Status RunFailover(const FailoverOptions& options, int rounds,
 // The mode its rows are reported under: "cluster" (dev) or
 // "cluster-postgres".
 std::string FailoverMode(const FailoverOptions& options);
+
+// "silo/activation id" of BenchGrain `key`'s Where answer through `client`
+// (the failover and scale scenarios).
+absl::StatusOr<std::string> WhereAnswer(Client& client, const std::string& key,
+                                        absl::Duration timeout);
 
 }  // namespace granary::bench

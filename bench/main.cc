@@ -17,6 +17,9 @@
 //                                               # its one-way capacity
 //   granary-bench balance --postgres_file=FILE  # placement under a skewed
 //                                               # load (bench/balance.h)
+//   granary-bench scale --postgres_file=FILE --scale_silos=100
+//                                               # a large cluster
+//                                               # (bench/scale.h)
 //
 // A flag of another mode (`hosted --target=...`, `remote --storage=...`) is
 // refused, exit 2. The older form, a mode flag instead of the subcommand
@@ -100,8 +103,9 @@ ABSL_FLAG(bool, failover, false,
           "deactivated.");
 ABSL_FLAG(std::string, silo_binary, "",
           "granary-silo for --failover (default: next to this binary).");
-ABSL_DECLARE_FLAG(bool, overload);  // bench/overload_mode.cc
-ABSL_DECLARE_FLAG(bool, balance);   // bench/balance_mode.cc
+ABSL_DECLARE_FLAG(bool, overload);       // bench/overload_mode.cc
+ABSL_DECLARE_FLAG(bool, balance);        // bench/balance_mode.cc
+ABSL_DECLARE_FLAG(bool, cluster_scale);  // bench/scale_mode.cc
 ABSL_FLAG(int32_t, failover_silos, 3, "Silos per --failover round (2..16).");
 ABSL_FLAG(int32_t, failover_grains, 3000,
           "Grains per --failover round (1..1000000).");
@@ -501,6 +505,16 @@ int Main() {
         "--cluster=postgres needs --failover (grain state on PostgreSQL: "
         "--hosted --storage=postgres)");
   }
+  if (absl::GetFlag(FLAGS_cluster_scale)) {
+    if (absl::GetFlag(FLAGS_hosted) || !absl::GetFlag(FLAGS_target).empty() ||
+        absl::GetFlag(FLAGS_failover) || absl::GetFlag(FLAGS_overload) ||
+        absl::GetFlag(FLAGS_balance)) {
+      return Fail(
+          "--cluster_scale, --balance, --overload, --failover, --hosted and "
+          "--target are mutually exclusive");
+    }
+    return RunScaleMode();
+  }
   if (absl::GetFlag(FLAGS_balance)) {
     if (absl::GetFlag(FLAGS_hosted) || !absl::GetFlag(FLAGS_target).empty() ||
         absl::GetFlag(FLAGS_failover) || absl::GetFlag(FLAGS_overload)) {
@@ -571,7 +585,7 @@ int main(int argc, char** argv) {
   }
   absl::SetProgramUsageMessage(
       "Granary load generator. granary-bench "
-      "hosted|remote|failover|overload|balance "
+      "hosted|remote|failover|overload|balance|scale "
       "[flags]. Examples: granary-bench hosted --rounds=5; granary-bench "
       "remote --target=127.0.0.1:30000 --concurrency=16");
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);

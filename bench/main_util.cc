@@ -2,6 +2,7 @@
 #include "bench/main_util.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -9,9 +10,13 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "storage/postgres/pg_connection.h"
 
-ABSL_DECLARE_FLAG(std::string, json);         // bench/main.cc
-ABSL_DECLARE_FLAG(std::string, silo_binary);  // bench/main.cc
+ABSL_DECLARE_FLAG(std::string, json);           // bench/main.cc
+ABSL_DECLARE_FLAG(std::string, silo_binary);    // bench/main.cc
+ABSL_DECLARE_FLAG(std::string, postgres);       // bench/main.cc
+ABSL_DECLARE_FLAG(std::string, postgres_file);  // bench/main.cc
 
 namespace granary::bench {
 
@@ -44,6 +49,20 @@ std::string SiloBinaryFlag() {
     binary = (self.parent_path() / "granary-silo").string();
   }
   return binary;
+}
+
+absl::StatusOr<std::string> RequiredConninfo(absl::string_view mode) {
+  const std::string value = absl::GetFlag(FLAGS_postgres);
+  const std::string file = absl::GetFlag(FLAGS_postgres_file);
+  if (value.empty() && file.empty() &&
+      std::getenv("GRANARY_POSTGRES") == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        mode, " needs a PostgreSQL database: --postgres_file=FILE"));
+  }
+  absl::StatusOr<std::string> conninfo = storage::ResolveConninfo(value, file);
+  if (!conninfo.ok())
+    return absl::InvalidArgumentError(conninfo.status().message());
+  return conninfo;
 }
 
 }  // namespace granary::bench

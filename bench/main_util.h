@@ -25,6 +25,11 @@ int Finish(const Report& report, const std::vector<ScenarioResult>& results);
 absl::StatusOr<std::vector<int>> ParsePids(
     absl::string_view flag, const std::vector<std::string>& texts);
 
+// The connection string of --postgres, --postgres_file or GRANARY_POSTGRES
+// for a mode that needs a database (`mode`: "balance", "scale");
+// INVALID_ARGUMENT when none is given or it cannot be used.
+absl::StatusOr<std::string> RequiredConninfo(absl::string_view mode);
+
 // --silo_binary, or the granary-silo next to this binary.
 std::string SiloBinaryFlag();
 
@@ -32,5 +37,7 @@ std::string SiloBinaryFlag();
 int RunOverloadMode();
 // The --balance mode (bench/balance_mode.cc): its exit code.
 int RunBalanceMode();
+// The --cluster_scale mode (bench/scale_mode.cc): its exit code.
+int RunScaleMode();
 
 }  // namespace granary::bench

@@ -7,7 +7,9 @@
 #   2. --hosted --storage=postgres at a tiny size: verified storage rows,
 #      the postgres_floor row (pgbench) and the RATIO line;
 #   3. balance, one short round: verified rows of both placements and their
-#      BALANCE lines.
+#      BALANCE lines;
+#   4. scale at 4 silos, one killed: a verified scale_kill row and the SCALE
+#      line.
 # Every run must exit 0 with no unverified row, and the password must be in
 # no output. No timing is asserted.
 #
@@ -62,4 +64,8 @@ expect balance 'BALANCE round=0 placement=RESOURCE_OPTIMIZED silos=3 grains=6 cp
 expect balance 'BALANCE round=0 placement=RANDOM '
 expect balance 'SUMMARY scenario=balance mode=cluster-postgres .*verified=true'
 expect balance 'SUMMARY scenario=balance_random mode=cluster-postgres .*verified=true'
+run scale "$bench" scale --postgres_file="$pg_conninfo_file" --scale_silos=4 \
+    --scale_kill=1 --scale_grains=40 --silo_binary="$silo"
+expect scale 'SCALE silos=4 join_s=[0-9.]+ change_seen_ms=[0-9]+ rss_mb_median=[0-9.]+ rss_mb_max=[0-9.]+ threads_median=[0-9]+ threads_max=[0-9]+ db_xacts_per_s=[0-9]+ db_xacts_per_silo_s=[0-9.]+ kill=1 moved=[0-9]+ all_recovered_s=[0-9.]+ disturbed=0 duplicates=0 unrecovered=0'
+expect scale 'SUMMARY scenario=scale_kill mode=cluster-postgres .*verified=true'
 echo PASS

@@ -14,6 +14,7 @@ ABSL_DECLARE_FLAG(bool, failover);       // bench/main.cc
 ABSL_DECLARE_FLAG(std::string, target);  // bench/main.cc
 ABSL_DECLARE_FLAG(bool, overload);       // bench/overload_mode.cc
 ABSL_DECLARE_FLAG(bool, balance);        // bench/balance_mode.cc
+ABSL_DECLARE_FLAG(bool, cluster_scale);  // bench/scale_mode.cc
 
 namespace granary::bench {
 namespace {
@@ -43,8 +44,12 @@ const std::map<std::string, std::vector<std::string>>& ModeFlags() {
           {"scale", {"hosted", "remote"}},
           {"profile", {"hosted", "remote"}},
           {"run_name", {"hosted", "remote"}},
-          {"postgres", {"hosted", "failover", "balance"}},
-          {"postgres_file", {"hosted", "failover", "balance"}},
+          {"postgres", {"hosted", "failover", "balance", "scale"}},
+          {"postgres_file", {"hosted", "failover", "balance", "scale"}},
+          {"scale_silos", {"scale"}},
+          {"scale_kill", {"scale"}},
+          {"scale_grains", {"scale"}},
+          {"scale_silo_flags", {"scale"}},
           {"balance_grains", {"balance"}},
           {"balance_ramp", {"balance"}},
           {"balance_measure", {"balance"}},
@@ -64,7 +69,8 @@ const std::map<std::string, std::vector<std::string>>& ModeFlags() {
 
 absl::Status ApplySubcommand(const std::vector<std::string>& args) {
   if (args.empty()) return absl::OkStatus();  // the mode flags' form
-  constexpr char kModes[] = "hosted, remote, failover, overload or balance";
+  constexpr char kModes[] =
+      "hosted, remote, failover, overload, balance or scale";
   if (args.size() > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("one subcommand (", kModes, "), then flags; got '",
@@ -72,15 +78,16 @@ absl::Status ApplySubcommand(const std::vector<std::string>& args) {
   }
   const std::string& mode = args[0];
   if (mode != "hosted" && mode != "remote" && mode != "failover" &&
-      mode != "overload" && mode != "balance") {
+      mode != "overload" && mode != "balance" && mode != "scale") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown subcommand '", mode, "' (", kModes, ")"));
   }
   if (absl::GetFlag(FLAGS_hosted) || absl::GetFlag(FLAGS_failover) ||
-      absl::GetFlag(FLAGS_overload) || absl::GetFlag(FLAGS_balance)) {
+      absl::GetFlag(FLAGS_overload) || absl::GetFlag(FLAGS_balance) ||
+      absl::GetFlag(FLAGS_cluster_scale)) {
     return absl::InvalidArgumentError(
         "give the mode once: as the subcommand, without --hosted, "
-        "--failover, --overload or --balance");
+        "--failover, --overload, --balance or --cluster_scale");
   }
   for (const auto& [name, modes] : ModeFlags()) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
@@ -101,6 +108,7 @@ absl::Status ApplySubcommand(const std::vector<std::string>& args) {
   if (mode == "failover") absl::SetFlag(&FLAGS_failover, true);
   if (mode == "overload") absl::SetFlag(&FLAGS_overload, true);
   if (mode == "balance") absl::SetFlag(&FLAGS_balance, true);
+  if (mode == "scale") absl::SetFlag(&FLAGS_cluster_scale, true);
   return absl::OkStatus();
 }
 

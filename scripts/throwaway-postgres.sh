@@ -91,7 +91,7 @@ pg_server_start() {
   # here so no configuration file can turn them off.
   if ! pg_as_server_user "$pg_bin/pg_ctl" -D "$pg_dir/data" \
       -l "$pg_dir/server.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$pg_dir -c fsync=on -c synchronous_commit=on -c max_connections=200" \
+      -o "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$pg_dir -c fsync=on -c synchronous_commit=on -c max_connections=600" \
       start > /dev/null; then
     echo "throwaway-postgres.sh: PostgreSQL did not start:" >&2
     tail -n 20 "$pg_dir/server.log" >&2

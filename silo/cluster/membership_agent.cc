@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "core/callback_task.h"
 #include "core/detach.h"
@@ -169,13 +170,21 @@ Task<absl::Status> MembershipAgent::JoinAsync(absl::Duration timeout) {
   for (v1::MemberStatus status : {v1::MEMBER_JOINING, v1::MEMBER_ACTIVE}) {
     while (true) {
       s = co_await WriteSelf(status);
-      if (s.ok() || s.code() != absl::StatusCode::kUnavailable ||
+      // The table is not reachable yet, or other silos' writes kept winning
+      // the compare-and-swap (many silos joining at once): try again
+      // shortly, after a random pause for the latter, so that the writers
+      // spread out.
+      const bool lost_race = s.code() == absl::StatusCode::kAborted;
+      if (s.ok() ||
+          (s.code() != absl::StatusCode::kUnavailable && !lost_race) ||
           Now() >= give_up) {
         break;
       }
-      // The table is not reachable yet: try again shortly.
+      thread_local absl::InsecureBitGen gen;
       Sleeper pause(&timers_);
-      co_await pause.Until(Now() + absl::Milliseconds(200));
+      co_await pause.Until(
+          Now() + (lost_race ? absl::Milliseconds(absl::Uniform(gen, 10, 500))
+                             : absl::Milliseconds(200)));
     }
     if (!s.ok()) {
       co_return absl::Status(
