@@ -66,6 +66,6 @@ expect balance 'SUMMARY scenario=balance mode=cluster-postgres .*verified=true'
 expect balance 'SUMMARY scenario=balance_random mode=cluster-postgres .*verified=true'
 run scale "$bench" scale --postgres_file="$pg_conninfo_file" --scale_silos=4 \
     --scale_kill=1 --scale_grains=40 --silo_binary="$silo"
-expect scale 'SCALE silos=4 join_s=[0-9.]+ change_seen_ms=[0-9]+ rss_mb_median=[0-9.]+ rss_mb_max=[0-9.]+ threads_median=[0-9]+ threads_max=[0-9]+ db_xacts_per_s=[0-9]+ db_xacts_per_silo_s=[0-9.]+ kill=1 moved=[0-9]+ all_recovered_s=[0-9.]+ disturbed=0 duplicates=0 unrecovered=0'
+expect scale 'SCALE silos=4 join_s=[0-9.]+ change_seen_ms=[0-9]+ rss_mb_median=[0-9.]+ rss_mb_max=[0-9.]+ threads_median=[0-9]+ threads_max=[0-9]+ db_xacts_per_s=[0-9]+ db_xacts_per_silo_s=[0-9.]+ row_bytes=[0-9]+ kill=1 moved=[0-9]+ all_recovered_s=[0-9.]+ disturbed=0 duplicates=0 unrecovered=0'
 expect scale 'SUMMARY scenario=scale_kill mode=cluster-postgres .*verified=true'
 echo PASS

@@ -89,6 +89,20 @@ absl::StatusOr<int64_t> DatabaseXacts(const std::string& conninfo) {
   return r.Int64(0, 0);
 }
 
+// The average size of `cluster`'s membership rows, in bytes.
+absl::StatusOr<double> RowBytes(const std::string& conninfo,
+                                const std::string& cluster) {
+  GRANARY_ASSIGN_OR_RETURN(
+      std::unique_ptr<storage::PgConnection> db,
+      storage::PgConnection::Connect(conninfo, absl::Seconds(5)));
+  GRANARY_ASSIGN_OR_RETURN(
+      storage::PgResult r,
+      db->Exec("SELECT coalesce(avg(octet_length(member)), 0)::bigint FROM "
+               "granary_members WHERE cluster_id = $1",
+               {cluster}));
+  return static_cast<double>(r.Int64(0, 0));
+}
+
 template <typename T>
 T Median(std::vector<T> v) {
   if (v.empty()) return T();
@@ -287,6 +301,10 @@ absl::Status RunScale(const ScaleOptions& options, ScenarioResult* result,
   run.keep_logs = true;  // until the run is through
   GRANARY_ASSIGN_OR_RETURN(absl::Duration join, run.StartAll());
   figures->join_s = absl::ToDoubleSeconds(join);
+  if (absl::StatusOr<double> bytes = RowBytes(options.conninfo, run.cluster_id);
+      bytes.ok()) {
+    figures->row_bytes = *bytes;
+  }
 
   // 2. A change: the last silo leaves gracefully.
   GRANARY_ASSIGN_OR_RETURN(absl::Duration seen,
@@ -447,13 +465,14 @@ absl::Status RunScale(const ScaleOptions& options, ScenarioResult* result,
   std::printf(
       "SCALE silos=%d join_s=%.2f change_seen_ms=%.0f rss_mb_median=%.1f "
       "rss_mb_max=%.1f threads_median=%d threads_max=%d db_xacts_per_s=%.0f "
-      "db_xacts_per_silo_s=%.2f kill=%d moved=%zu all_recovered_s=%.2f "
-      "disturbed=%d duplicates=%d unrecovered=%d\n",
+      "db_xacts_per_silo_s=%.2f row_bytes=%.0f kill=%d moved=%zu "
+      "all_recovered_s=%.2f disturbed=%d duplicates=%d unrecovered=%d\n",
       options.silos, figures->join_s, figures->change_seen_ms,
       figures->rss_mb_median, figures->rss_mb_max, figures->threads_median,
       figures->threads_max, figures->db_xacts_per_s,
-      figures->db_xacts_per_s / (options.silos - 1), options.kill, moved.size(),
-      result->seconds, figures->disturbed, figures->duplicates, unrecovered);
+      figures->db_xacts_per_s / (options.silos - 1), figures->row_bytes,
+      options.kill, moved.size(), result->seconds, figures->disturbed,
+      figures->duplicates, unrecovered);
   std::fflush(stdout);
   return absl::OkStatus();
 }

@@ -11,7 +11,8 @@
 //   - each silo's resident memory and threads, quiet, with `grains`
 //     activations spread over the cluster;
 //   - the database's transactions per second (pg_stat_database) while the
-//     cluster is quiet, in all and per silo;
+//     cluster is quiet, in all and per silo, and the membership rows'
+//     average size (what every silo reads each time the table changes);
 //   - a kill of `kill` silos at once (SIGKILL): for each of their grains
 //     the time until it answers from a survivor (the latency samples), the
 //     survivors' grains disturbed (their activation changed: goal 0), and
@@ -56,6 +57,7 @@ struct ScaleFigures {
   double rss_mb_median = 0, rss_mb_max = 0;
   int threads_median = 0, threads_max = 0;
   double db_xacts_per_s = 0;
+  double row_bytes = 0;  // a membership row's size, on average
   int disturbed = 0;
   int duplicates = 0;
   int unrecovered = 0;

@@ -65,6 +65,7 @@ int RunScaleMode() {
   report.SetEnv("scale_threads_max", absl::StrCat(figures.threads_max));
   report.SetEnv("scale_db_xacts_per_s",
                 absl::StrFormat("%.0f", figures.db_xacts_per_s));
+  report.SetEnv("scale_row_bytes", absl::StrFormat("%.0f", figures.row_bytes));
   report.SetEnv("scale_disturbed", absl::StrCat(figures.disturbed));
   report.SetEnv("scale_duplicates", absl::StrCat(figures.duplicates));
   return Finish(report, {kill});
