@@ -136,6 +136,13 @@ SCENARIO_TEXT = {
                 "the ramp). The goal is the busiest silo's CPU over the least busy's"),
     "balance_random": ("`balance` with the grains placed RANDOM (the default), in the same "
                        "rounds: the skew left alone"),
+    "scale_kill": ("a PostgreSQL cluster of many silos as processes (bench/scale.h; its size and "
+                   "the other figures -- join time, a change seen by all, memory, threads and "
+                   "database transactions per silo -- are in the report's env): SIGKILL of k "
+                   "silos at once, the time from the kill to each of their grains' first answer "
+                   "from a survivor; verified only when every grain answered again and no grain "
+                   "was disturbed or duplicated, and refused, with the reason, when the cluster "
+                   "never formed"),
     "overload": ("awaited Pings of a calm client, one at a time, while another client offers a "
                  "granary-silo twice the one-way load it served closed loop, open loop (see "
                  "Overload below)"),

@@ -39,10 +39,12 @@ case "$size" in
   full)  rounds=5; filter_rounds=15; hosted_scale=5; remote_scale=1; arm_scale=1
          failover_rounds=3; failover_grains=3000; pg_scale=1
          balance_rounds=3; balance_ramp=20s; balance_measure=10s
+         scale_silos=100; scale_kill=10; scale_grains=3000
          overload_rounds=3; overload_time=10s; memory_scale=1 ;;
   quick) rounds=2; filter_rounds=3; hosted_scale=0.5; remote_scale=0.2; arm_scale=0.2
          failover_rounds=1; failover_grains=300; pg_scale=0.1
          balance_rounds=1; balance_ramp=8s; balance_measure=4s
+         scale_silos=10; scale_kill=2; scale_grains=500
          overload_rounds=1; overload_time=3s; memory_scale=0.1
          command="make bench-quick"
          out_md="$build/RESULTS-quick.md"; out_png="$build/results_latency-quick.png" ;;
@@ -240,6 +242,11 @@ if pg_server_start; then
       --rounds="$balance_rounds" --balance_ramp="$balance_ramp" \
       --balance_measure="$balance_measure" --json="$work/balance.json"
   reports+=("$work/balance.json")
+  # A large cluster as processes, default flags (bench/scale.h).
+  run scale "$bin/granary-bench" scale --postgres_file="$pg_conninfo_file" \
+      --scale_silos="$scale_silos" --scale_kill="$scale_kill" \
+      --scale_grains="$scale_grains" --json="$work/scale.json"
+  reports+=("$work/scale.json")
   # The database server (postmaster and its backends) is the system under
   # test too: its CPU is not other work on the machine.
   pg_pid=$(head -n 1 "$pg_dir/data/postmaster.pid" 2>/dev/null)

@@ -299,8 +299,21 @@ absl::Status RunScale(const ScaleOptions& options, ScenarioResult* result,
 
   // 1. Join.
   run.keep_logs = true;  // until the run is through
-  GRANARY_ASSIGN_OR_RETURN(absl::Duration join, run.StartAll());
-  figures->join_s = absl::ToDoubleSeconds(join);
+  absl::StatusOr<absl::Duration> join = run.StartAll();
+  if (join.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    // A cluster that never formed is this run's result, not a failure to
+    // run it: the row says so (unverified), and the report shows why.
+    result->scenario = "scale_kill";
+    result->failure =
+        absl::StrCat("the cluster never formed: ", join.status().message());
+    figures->join_s = -1;
+    std::printf("SCALE silos=%d join_s=never failure=\"%s\"\n", options.silos,
+                result->failure.c_str());
+    std::fflush(stdout);
+    return absl::OkStatus();
+  }
+  if (!join.ok()) return join.status();
+  figures->join_s = absl::ToDoubleSeconds(*join);
   if (absl::StatusOr<double> bytes = RowBytes(options.conninfo, run.cluster_id);
       bytes.ok()) {
     figures->row_bytes = *bytes;

@@ -19,7 +19,10 @@
 //     grains that answered from two activations at once afterwards
 //     (duplicates: goal 0).
 // Silos start `start_parallelism` at a time. The run is verified when every
-// grain answered again, none was disturbed and none is duplicated.
+// grain answered again, none was disturbed and none is duplicated. A cluster
+// that never forms (some silo never sees all of them Active within 3
+// minutes, e.g. because silos were declared dead while the others joined)
+// ends the run there: an unverified row saying so, join_s -1.
 //
 //   ScaleOptions options;
 //   options.silo_binary = "build/bin/granary-silo";

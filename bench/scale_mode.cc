@@ -56,7 +56,9 @@ int RunScaleMode() {
   report.SetEnv("scale_kill", absl::StrCat(options.kill));
   report.SetEnv("scale_grains", absl::StrCat(options.grains));
   report.SetEnv("scale_silo_flags", absl::StrJoin(options.silo_flags, ","));
-  report.SetEnv("scale_join_s", absl::StrFormat("%.2f", figures.join_s));
+  report.SetEnv("scale_join_s", figures.join_s < 0
+                                    ? std::string("never")
+                                    : absl::StrFormat("%.2f", figures.join_s));
   report.SetEnv("scale_change_seen_ms",
                 absl::StrFormat("%.0f", figures.change_seen_ms));
   report.SetEnv("scale_rss_mb_median",
