@@ -31,29 +31,6 @@ namespace {
 constexpr int kHotThreads = 2;
 constexpr int kGrainThreads = 12;
 
-// Waits until `gateway` sees `n` Active silos.
-absl::Status WaitForActive(const std::string& gateway, int n) {
-  auto stub = v1::Gateway::NewStub(
-      grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials()));
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (true) {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-    v1::MembershipView view;
-    int active = 0;
-    if (stub->Cluster(&context, v1::ClusterRequest(), &view).ok()) {
-      for (const v1::Member& m : view.members()) {
-        active += m.status() == v1::MEMBER_ACTIVE ? 1 : 0;
-      }
-    }
-    if (active == n) return absl::OkStatus();
-    if (absl::Now() > give_up) {
-      return absl::DeadlineExceededError("the cluster did not form");
-    }
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-}
-
 // CPU ticks of one process (with its children).
 int64_t Ticks(pid_t pid) {
   const int pids[] = {static_cast<int>(pid)};
@@ -137,7 +114,7 @@ absl::Status RunOne(const BalanceOptions& options,
   }
   std::vector<std::string> gateways;
   for (const auto& s : silos) gateways.push_back(s->gateway());
-  if (status.ok()) status = WaitForActive(gateways.back(), options.silos);
+  if (status.ok()) status = WaitForActiveSilos(gateways.back(), options.silos);
   std::unique_ptr<Client> client;
   if (status.ok()) {
     ClientOptions client_options;

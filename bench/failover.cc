@@ -109,26 +109,7 @@ absl::Status RunRound(RunSetup& setup, int round, ScenarioResult* result) {
   std::vector<std::string> gateways;
   for (const auto& s : silos) gateways.push_back(s->gateway());
   // Wait until every gateway sees every silo active.
-  {
-    auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
-        gateways.back(), grpc::InsecureChannelCredentials()));
-    const absl::Time give_up = absl::Now() + absl::Seconds(30);
-    while (true) {
-      grpc::ClientContext context;
-      v1::MembershipView view;
-      int active = 0;
-      if (stub->Cluster(&context, v1::ClusterRequest(), &view).ok()) {
-        for (const v1::Member& m : view.members()) {
-          active += m.status() == v1::MEMBER_ACTIVE ? 1 : 0;
-        }
-      }
-      if (active == options.silos) break;
-      if (absl::Now() > give_up) {
-        return absl::DeadlineExceededError("the cluster did not form");
-      }
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-  }
+  GRANARY_RETURN_IF_ERROR(WaitForActiveSilos(gateways.back(), options.silos));
   ClientOptions client_options;
   client_options.gateways = gateways;
   client_options.gateway_refresh_period = absl::Seconds(1);

@@ -17,6 +17,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "granary/v1/gateway.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
 
 extern char** environ;
 
@@ -128,6 +130,28 @@ void SiloProcess::Stop() {
     absl::SleepFor(absl::Milliseconds(20));
   }
   if (!reaped_) Wait();
+}
+
+absl::Status WaitForActiveSilos(const std::string& gateway, int n) {
+  auto stub = v1::Gateway::NewStub(
+      grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials()));
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    v1::MembershipView view;
+    int active = 0;
+    if (stub->Cluster(&context, v1::ClusterRequest(), &view).ok()) {
+      for (const v1::Member& m : view.members()) {
+        active += m.status() == v1::MEMBER_ACTIVE ? 1 : 0;
+      }
+    }
+    if (active == n) return absl::OkStatus();
+    if (absl::Now() > give_up) {
+      return absl::DeadlineExceededError("the cluster did not form");
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
 }
 
 }  // namespace granary::bench

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace granary::bench {
@@ -56,5 +57,9 @@ class SiloProcess {
   std::string address_;
   std::string http_;
 };
+
+// Waits until the silo whose gateway is `gateway` sees `n` Active silos;
+// DEADLINE_EXCEEDED ("the cluster did not form") after 30 s.
+absl::Status WaitForActiveSilos(const std::string& gateway, int n);
 
 }  // namespace granary::bench
