@@ -146,6 +146,7 @@ class SiloHost {
   void SubscribeMembership();
   absl::Status JoinCluster();
   void WireCluster();
+  void AddClusterMetrics();
 
   SiloHostOptions options_;
   std::vector<std::function<absl::Status(Runtime&)>> grain_adders_;

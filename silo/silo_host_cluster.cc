@@ -11,6 +11,7 @@
 
 #include "absl/time/clock.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/process_load.h"
 #include "silo/cluster/grpc_transport.h"
 #include "silo/silo_host.h"
@@ -187,10 +188,61 @@ absl::Status SiloHost::JoinCluster() {
   GRANARY_RETURN_IF_ERROR(p.agent->Join(options_.join_timeout));
   GRANARY_RETURN_IF_ERROR(p.agent->Start());
   p.agent_ptr = agent;
+  AddClusterMetrics();
   if (p.admin != nullptr)
     p.admin->SetMembership([agent] { return agent->view(); });
   silo->internals().SetMembershipView([agent] { return agent->view(); });
   return absl::OkStatus();
+}
+
+// Failure detection and links, for dashboards and alerts (while joined).
+void SiloHost::AddClusterMetrics() {
+  Parts& p = *parts_;
+  using metrics::Samples;
+  using metrics::Type;
+  metrics::Registry& registry = p.silo->metrics_registry();
+  registry.AddCallback(
+      "granary_peer_links",
+      "Other silos this silo is connected to. Links open on the first call "
+      "to a silo and close when idle.",
+      Type::kGauge, {}, [&p] {
+        return Samples{
+            {{},
+             p.agent_ptr.load() == nullptr || p.transport == nullptr
+                 ? 0.0
+                 : static_cast<double>(p.transport->connected().size())}};
+      });
+  registry.AddCallback(
+      "granary_membership_health_score",
+      "This silo's local health score: 0 when its probe rounds run on time, "
+      "up to 8 while it runs late; probes that time out meanwhile are "
+      "excused, not counted as misses.",
+      Type::kGauge, {}, [&p] {
+        MembershipAgent* agent = p.agent_ptr.load();
+        return Samples{
+            {{}, agent == nullptr ? 0.0 : 1.0 * agent->health_score()}};
+      });
+  registry.AddCallback(
+      "granary_membership_probes_failed_total",
+      "Probes of other silos that failed: missed (counted towards a vote) "
+      "or excused (timed out while this silo ran late).",
+      Type::kCounter, {"outcome"}, [&p] {
+        MembershipAgent* agent = p.agent_ptr.load();
+        if (agent == nullptr) return Samples{};
+        return Samples{
+            {{"missed"}, static_cast<double>(agent->probes_missed())},
+            {{"excused"}, static_cast<double>(agent->probes_excused())}};
+      });
+  registry.AddCallback(
+      "granary_membership_votes_total",
+      "Votes this silo wrote against silos it could not reach.", Type::kCounter,
+      {}, [&p] {
+        MembershipAgent* agent = p.agent_ptr.load();
+        return Samples{{{},
+                        agent == nullptr
+                            ? 0.0
+                            : static_cast<double>(agent->votes_cast())}};
+      });
 }
 
 // Every membership view reaches the directory, the transport and the router.

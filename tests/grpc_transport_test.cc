@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "silo/gateway/gateway_server.h"
 #include "silo/runtime/runtime.h"
+#include "testing/wait.h"
 #include "tests/silo_fixture.h"
 #include "tests/test_grains.h"
 
@@ -152,6 +153,49 @@ TEST_F(GrpcTransportTest, ACrashedSiloFailsItsCallsInFlight) {
   gateway_->Stop();  // the connection drops
   ASSERT_TRUE(hung_done_.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_THAT(hung_, StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// Links are lazy: a view alone connects to nobody; the first call makes the
+// link (Send holds the call until it is up), and a link that carries no
+// call for the idle timeout closes, to open again on the next call.
+TEST_F(GrpcTransportTest, ALinkOpensOnTheFirstCallAndClosesWhenIdle) {
+  silo::GrpcTransport lazy("127.0.0.1:1@1", {&CounterRef::Interface()},
+                           absl::Seconds(2), rpc::ClientSecurity{}, timers_,
+                           /*idle_timeout=*/absl::Milliseconds(300));
+  ASSERT_TRUE(lazy.Start().ok());
+  lazy.OnView(View(v1::MEMBER_ACTIVE));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(lazy.links(), 0u);
+  ToSilo to_b(&lazy, b_id_);
+  CounterRef counter(&to_b, "lazy");
+  AddRequest add;
+  add.set_amount(2);
+  EXPECT_EQ(counter.Add(add).Get()->value(), 2);
+  EXPECT_EQ(lazy.links(), 1u);
+  ASSERT_TRUE(WaitUntil([&] { return lazy.links() == 0; }));
+  EXPECT_EQ(counter.Add(add).Get()->value(), 4);
+  EXPECT_EQ(lazy.links(), 1u);
+  lazy.Stop();
+}
+
+// TrySend never holds a call: it is false (and asks for the link) until
+// the link is up.
+TEST_F(GrpcTransportTest, TrySendIsFalseUntilTheLinkIsUp) {
+  transport_->OnView(View(v1::MEMBER_ACTIVE));
+  EXPECT_FALSE(transport_->IsConnected(b_id_));
+  ASSERT_TRUE(WaitUntil([&] { return transport_->IsConnected(b_id_); }));
+  EXPECT_EQ(transport_->connected(), std::vector<std::string>{b_id_});
+}
+
+// A live member nothing answers for: the call Send held fails UNAVAILABLE
+// once the connection fails, rather than waiting for its deadline.
+TEST_F(GrpcTransportTest, ACallHeldForAnUnreachableSiloFails) {
+  b_member_.set_address("127.0.0.1:1");  // nothing listens there
+  b_id_ = "127.0.0.1:1@42";
+  transport_->OnView(View(v1::MEMBER_ACTIVE));
+  ToSilo nowhere(transport_.get(), b_id_);
+  EXPECT_THAT(ProbeRef(&nowhere, "p").Echo(MakeText("x")).Get(),
+              StatusIs(absl::StatusCode::kUnavailable));
 }
 
 }  // namespace

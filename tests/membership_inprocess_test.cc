@@ -99,6 +99,37 @@ class MembershipInProcessTest : public ::testing::Test {
     }
   }
 
+  std::vector<uint64_t> RoundCounts() {
+    std::vector<uint64_t> out;
+    for (auto& n : nodes_) out.push_back(n->agent->rounds());
+    return out;
+  }
+  bool Finished(const std::vector<uint64_t>& before, std::vector<int> which,
+                absl::Duration limit = absl::Seconds(30)) {
+    return WaitUntil(
+        [&] {
+          for (int i : which) {
+            if (nodes_[i]->agent->rounds() <= before[i]) return false;
+          }
+          return true;
+        },
+        limit);
+  }
+  // Moves the clock in steps of 100 ms until silos `which` each finished a
+  // round (so no round starts more than a step late).
+  void StepUntilRound(std::vector<int> which) {
+    const std::vector<uint64_t> before = RoundCounts();
+    for (int step = 0; step < 100; ++step) {
+      clock_.Advance(absl::Milliseconds(100));
+      if (Finished(before, which, absl::Milliseconds(200))) return;
+    }
+    ADD_FAILURE() << "no round ended within 10 s of the clock";
+  }
+  // Waits until `n` more requests are held by black holes than `before`.
+  void AwaitHeld(size_t before, size_t n) {
+    ASSERT_TRUE(WaitUntil([&] { return net_.held() >= before + n; }));
+  }
+
   v1::Member Row(int i) {
     const v1::MembershipView view = table_.Snapshot();
     for (const v1::Member& m : view.members()) {
@@ -238,6 +269,86 @@ TEST_F(MembershipInProcessTest, ARestartedSiloRetiresItsOlderGeneration) {
   EXPECT_TRUE(old_dead);
   EXPECT_TRUE(new_live);
   agent.Leave();
+}
+
+// Local health: rounds that start 2 s late (a starved host) excuse the
+// probes that time out, and lengthen the next ones; once on time again the
+// prober counts them, and a silo that really stopped answering is voted out.
+TEST_F(MembershipInProcessTest, ALateProberExcusesTimeoutsUntilItCatchesUp) {
+  StartSilos(3);
+  net_.SetFault(nodes_[0]->id, nodes_[2]->id, Fault::kBlackHole);
+  net_.SetFault(nodes_[1]->id, nodes_[2]->id, Fault::kBlackHole);
+  std::vector<uint64_t> before = RoundCounts();
+  size_t held = net_.held();
+  clock_.Advance(absl::Seconds(3));  // the round due in 1 s, 2 s late
+  AwaitHeld(held, 2);
+  clock_.Advance(absl::Milliseconds(500));  // the probes time out
+  ASSERT_TRUE(Finished(before, {0, 1}));
+  for (int i : {0, 1}) {
+    EXPECT_EQ(nodes_[i]->agent->probes_excused(), 1u);
+    EXPECT_EQ(nodes_[i]->agent->probes_missed(), 0u);
+    EXPECT_EQ(nodes_[i]->agent->health_score(), 1);
+  }
+  // On time, but still recovering: a 1 s timeout, excused once more.
+  before = RoundCounts();
+  held = net_.held();
+  clock_.Advance(absl::Seconds(1));
+  AwaitHeld(held, 2);
+  clock_.Advance(absl::Milliseconds(500));
+  EXPECT_FALSE(Finished(before, {0}, absl::Milliseconds(100)));  // 1 s
+  clock_.Advance(absl::Milliseconds(500));
+  ASSERT_TRUE(Finished(before, {0, 1}));
+  for (int i : {0, 1}) {
+    EXPECT_EQ(nodes_[i]->agent->probes_excused(), 2u);
+    EXPECT_EQ(nodes_[i]->agent->health_score(), 0);
+  }
+  EXPECT_EQ(Row(2).status(), v1::MEMBER_ACTIVE);
+  // Healthy: two timeouts in a row are two misses, and silo 2 is voted out.
+  for (int r = 0; r < 2; ++r) {
+    before = RoundCounts();
+    held = net_.held();
+    clock_.Advance(absl::Seconds(1));
+    AwaitHeld(held, 2);
+    clock_.Advance(absl::Milliseconds(500));
+    ASSERT_TRUE(Finished(before, {0, 1}));
+  }
+  EXPECT_EQ(Row(2).status(), v1::MEMBER_DEAD);
+  EXPECT_EQ(nodes_[0]->agent->probes_missed(), 2u);
+  EXPECT_EQ(nodes_[0]->agent->probes_excused(), 2u);
+}
+
+// A refused probe (nothing listens) is a miss however late the prober is:
+// a crashed silo is found as fast on a starved host.
+TEST_F(MembershipInProcessTest, ARefusedProbeIsAMissEvenWhenTheProberIsLate) {
+  StartSilos(3);
+  net_.SetFault(nodes_[0]->id, nodes_[2]->id, Fault::kRefuse);
+  net_.SetFault(nodes_[1]->id, nodes_[2]->id, Fault::kRefuse);
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<uint64_t> before = RoundCounts();
+    clock_.Advance(absl::Seconds(3));
+    ASSERT_TRUE(Finished(before, {0, 1}));
+  }
+  EXPECT_EQ(Row(2).status(), v1::MEMBER_DEAD);
+  EXPECT_GT(nodes_[0]->agent->health_score(), 0);
+  EXPECT_EQ(nodes_[0]->agent->probes_excused(), 0u);
+}
+
+// Answers that take more than half the timeout raise the score, and the
+// timeout grows with it: an 800 ms answer is then an answer, not a miss.
+TEST_F(MembershipInProcessTest, SlowAnswersLengthenTheProbeTimeout) {
+  StartSilos(3);
+  net_.SetDelay(nodes_[0]->id, nodes_[2]->id, absl::Milliseconds(400));
+  StepUntilRound({0});
+  EXPECT_EQ(nodes_[0]->agent->health_score(), 1);
+  net_.SetDelay(nodes_[0]->id, nodes_[2]->id, absl::Milliseconds(800));
+  StepUntilRound({0});
+  EXPECT_EQ(nodes_[0]->agent->health_score(), 2);
+  EXPECT_EQ(nodes_[0]->agent->probes_missed(), 0u);
+  EXPECT_EQ(nodes_[0]->agent->probes_excused(), 0u);
+  net_.HealAll();
+  for (int r = 0; r < 2; ++r) StepUntilRound({0});
+  EXPECT_EQ(nodes_[0]->agent->health_score(), 0);
+  EXPECT_EQ(Row(2).suspicions_size(), 0);
 }
 
 // A table that records heartbeats in place, without a new version, as

@@ -21,10 +21,17 @@
 // requests go over each silo's granary.v1.Directory service, probes over
 // granary.v1.SiloControl.
 //
+// Links open lazily: a view only says where the live silos are, and a silo
+// is connected to once a call is sent to it (TrySend, which is false until
+// the link is up, or Send, which holds the call until then). A link that
+// carried no call for `idle_timeout`, with none in flight, is closed. So a
+// silo keeps links to the silos it calls, not to every silo of the cluster.
+//
 // Threading: thread-safe; OnView never blocks on the network (a connector
 // thread of the transport's makes the connections, retrying failed ones).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -51,6 +58,11 @@ class Reconnector;
 
 namespace granary::silo {
 
+// How long a link to another silo stays open without a call.
+inline constexpr absl::Duration kPeerLinkIdleTimeout = absl::Minutes(2);
+// Calls Send holds for one silo while its link is being made.
+inline constexpr size_t kMaxCallsAwaitingLink = 4096;
+
 class GrpcTransport final : public Transport {
  public:
   // `interfaces`: every grain type calls may be sent for. No thread runs
@@ -62,7 +74,8 @@ class GrpcTransport final : public Transport {
                 std::vector<const InterfaceInfo*> interfaces,
                 absl::Duration connect_timeout = absl::Seconds(2),
                 rpc::ClientSecurity security = {},
-                std::shared_ptr<TimerThread> timers = nullptr);
+                std::shared_ptr<TimerThread> timers = nullptr,
+                absl::Duration idle_timeout = kPeerLinkIdleTimeout);
   ~GrpcTransport() override;
   GrpcTransport(const GrpcTransport&) = delete;
   GrpcTransport& operator=(const GrpcTransport&) = delete;
@@ -72,9 +85,11 @@ class GrpcTransport final : public Transport {
   // peer's lost connection back (one each, however many peers).
   absl::Status Start() override;
   void OnView(const v1::MembershipView& view) override;
-  // Waits until every live member of the last view is connected; false
-  // after `timeout`.
+  // Connects to every live member of the last view and waits until each
+  // is connected; false after `timeout`.
   bool WaitForConnections(absl::Duration timeout);
+  // Links open now (connected or reconnecting).
+  size_t links() const;
 
   void Send(const std::string& silo_id, CallBase* call) override;
   bool TrySend(const std::string& silo_id, CallBase* call) override;
@@ -101,13 +116,33 @@ class GrpcTransport final : public Transport {
   const rpc::ClientSecurity security_;
   const std::shared_ptr<TimerThread> timers_;
   const std::shared_ptr<rpc::Reconnector> reconnector_;
+  const absl::Duration idle_timeout_;
   directory::GrpcDirectoryTransport directory_;
+  struct PeerLink {
+    std::shared_ptr<rpc::GatewaySet> set;
+    std::atomic<int64_t> used_ns{0};  // MonoNanos of the last call sent
+  };
+  // Asks the connector for a link to `id` (a live member not linked yet).
+  void DemandLocked(const std::string& id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes links idle for idle_timeout_; returns when to look again.
+  absl::Time CloseIdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the calls Send holds for `id` with `why` (outside mu_).
+  static void FailAll(std::vector<CallBase*> calls, const absl::Status& why);
   mutable Mutex mu_;
-  CondVar cv_;
-  absl::flat_hash_map<std::string, std::shared_ptr<rpc::GatewaySet>> links_
+  mutable CondVar cv_;
+  absl::flat_hash_map<std::string, std::shared_ptr<PeerLink>> links_
       ABSL_GUARDED_BY(mu_);
   // Live members of the last view: id -> silo endpoint.
   absl::flat_hash_map<std::string, std::string> wanted_ ABSL_GUARDED_BY(mu_);
+  // Members a call asked for that are not linked yet, with when it last
+  // did: the connector makes these links, and forgets a demand no call
+  // renewed for idle_timeout_.
+  mutable absl::flat_hash_map<std::string, absl::Time> demanded_
+      ABSL_GUARDED_BY(mu_);
+  // Calls Send holds until their silo's link is up.
+  absl::flat_hash_map<std::string, std::vector<CallBase*>> awaiting_
+      ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::thread connector_;
   // Close connections of silos that left the view.

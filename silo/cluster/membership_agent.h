@@ -27,6 +27,17 @@
 // A silo is Dead once `votes_to_kill` votes younger than `vote_expiry` are on
 // its row (fewer when fewer other silos are alive to vote).
 //
+// Local health (after SWIM's Lifeguard): a prober whose round starts late,
+// or whose answered probes come back slowly, is itself starved (an
+// overloaded host, a long pause) and cannot tell a slow peer from a dead one.
+// Each such round raises its health score by one (up to kMaxHealthScore) and
+// each clean round lowers it by one. Its probe timeout is probe_timeout x
+// (1 + score), and while the score is above zero a probe that timed out is
+// excused: it neither counts as a miss nor breaks a run of misses. A probe
+// refused (an error before the timeout: nothing listens, another generation
+// answers) is a miss whatever the score, so a crashed silo is found as fast
+// on a busy host as on an idle one.
+//
 // Rounds and the lease's re-reads are coroutines that sleep on a timer queue
 // of the agent's, on `options.clock` (a FakeClock in tests: a round runs
 // when the test moves the clock), and await the table and the probes; no
@@ -59,6 +70,9 @@ namespace granary::silo {
 // Live silos with a stale heartbeat that one round probes beyond its
 // ring neighbours (silo/cluster/membership_agent.cc, ProbeRound).
 inline constexpr size_t kMaxStaleProbes = 32;
+// The highest local health score (see above): probes then wait up to
+// (1 + kMaxHealthScore) x probe_timeout.
+inline constexpr int kMaxHealthScore = 8;
 
 struct MembershipOptions {
   absl::Duration probe_interval = absl::Seconds(1);
@@ -157,6 +171,10 @@ class MembershipAgent {
   const std::string& id() const { return id_; }
   // Probes this agent sent that failed, votes it wrote, and rounds it ran.
   uint64_t probes_missed() const { return probes_missed_.load(); }
+  // Probes that timed out while this silo was itself late (not misses).
+  uint64_t probes_excused() const { return probes_excused_.load(); }
+  // The local health score: 0 healthy, up to kMaxHealthScore.
+  int health_score() const { return health_.load(); }
   uint64_t votes_cast() const { return votes_cast_.load(); }
   uint64_t rounds() const { return rounds_.load(); }
 
@@ -174,7 +192,14 @@ class MembershipAgent {
       std::function<bool(const v1::MembershipView&, v1::Member*)> mutate);
   Task<absl::Status> WriteSelf(v1::MemberStatus status);
   Task<void> ProbeRound();
-  Task<bool> Probe(const v1::Member& target);
+  enum class Outcome { kAnswered, kRefused, kTimedOut };
+  struct ProbeResult {
+    Outcome outcome = Outcome::kRefused;
+    absl::Duration took;
+  };
+  Task<ProbeResult> Probe(const v1::Member& target, absl::Duration timeout);
+  // Moves the health score after a round (see the file comment).
+  void UpdateHealth(bool slow, absl::Duration lag, absl::Duration slowest);
   Task<void> Vote(std::string target_id);
   // Runs `task` to its end on this thread.
   static absl::Status Wait(Task<absl::Status> task);
@@ -208,6 +233,7 @@ class MembershipAgent {
 
   // The rounds' coroutine only (one step at a time).
   std::map<std::string, int> misses_;
+  absl::Duration round_lag_;  // how late the running round started
   absl::Time last_heartbeat_ = absl::InfinitePast();
   // The table has a heartbeat write that keeps the version (until it
   // answers UNIMPLEMENTED): heartbeats then go every load_period.
@@ -216,6 +242,8 @@ class MembershipAgent {
   // Until when (ClockNanos) the lease holds; no lease: forever.
   std::atomic<int64_t> lease_until_ns_{INT64_MAX};
   std::atomic<uint64_t> probes_missed_{0};
+  std::atomic<uint64_t> probes_excused_{0};
+  std::atomic<int> health_{0};
   std::atomic<uint64_t> votes_cast_{0};
   std::atomic<uint64_t> rounds_{0};
 
