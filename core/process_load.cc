@@ -57,6 +57,30 @@ int64_t HostMemoryBytes() {
 
 }  // namespace
 
+std::optional<double> ParsePressureSome10(absl::string_view text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "some ")) continue;
+    for (absl::string_view field : absl::StrSplit(line, ' ')) {
+      double value = 0;
+      if (absl::ConsumePrefix(&field, "avg10=") &&
+          absl::SimpleAtod(field, &value) && value >= 0 && value <= 100) {
+        return value;
+      }
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> CpuPressure() {
+  if (std::optional<std::string> dir = CgroupDir()) {
+    std::optional<double> mine =
+        ParsePressureSome10(ReadFile(*dir + "/cpu.pressure"));
+    if (mine.has_value()) return mine;
+  }
+  return ParsePressureSome10(ReadFile("/proc/pressure/cpu"));
+}
+
 std::optional<double> ParseCpuMax(absl::string_view text) {
   std::vector<absl::string_view> parts =
       absl::StrSplit(absl::StripAsciiWhitespace(text), ' ', absl::SkipEmpty());

@@ -53,6 +53,15 @@ double UsableCores();
 // The memory this process may use, in bytes; 0 when unknown.
 int64_t MemoryLimitBytes();
 
+// How starved of CPU this process's cgroup is (else the host): the share
+// of the last 10 s in which some runnable task waited for a CPU, 0..100
+// (Linux pressure stall information: "some avg10" of cgroup v2's
+// cpu.pressure, else /proc/pressure/cpu). nullopt where the kernel does not
+// report it.
+std::optional<double> CpuPressure();
+// The "some avg10" figure of a pressure file's text; nullopt when absent.
+std::optional<double> ParsePressureSome10(absl::string_view text);
+
 // Parsers of the cgroup v2 files, exposed for tests. cpu.max holds
 // "QUOTA PERIOD" or "max PERIOD": the cores QUOTA / PERIOD, nullopt for
 // "max" or a malformed line. memory.max holds bytes or "max" (nullopt).

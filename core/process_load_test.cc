@@ -44,6 +44,31 @@ TEST(ParseCgroupPathTest, FindsTheV2Line) {
   EXPECT_EQ(ParseCgroupPath("0::relative"), std::nullopt);
 }
 
+TEST(ParsePressureTest, ReadsSomeAvg10) {
+  EXPECT_EQ(ParsePressureSome10("some avg10=43.49 avg60=17.44 avg300=4.92 "
+                                "total=17316921\n"
+                                "full avg10=0.00 avg60=0.00 avg300=0.00 "
+                                "total=0\n"),
+            43.49);
+  EXPECT_EQ(ParsePressureSome10("full avg10=1.00\nsome avg10=0.00 avg60=1"),
+            0.0);
+}
+
+TEST(ParsePressureTest, MalformedOrAbsentIsNullopt) {
+  EXPECT_EQ(ParsePressureSome10(""), std::nullopt);
+  EXPECT_EQ(ParsePressureSome10("full avg10=3.00"), std::nullopt);
+  EXPECT_EQ(ParsePressureSome10("some avg10=abc avg60=1.0"), std::nullopt);
+  EXPECT_EQ(ParsePressureSome10("some avg10=150.0"), std::nullopt);
+  EXPECT_EQ(ParsePressureSome10("some avg10=-1"), std::nullopt);
+  EXPECT_EQ(ParsePressureSome10("some avg60=3.0"), std::nullopt);
+  // Whatever the kernel says, the figure read is within 0..100 or absent.
+  const std::optional<double> now = CpuPressure();
+  if (now.has_value()) {
+    EXPECT_GE(*now, 0);
+    EXPECT_LE(*now, 100);
+  }
+}
+
 TEST(LoadMeterTest, ReportsMemoryAndABoundedCpuFigure) {
   LoadMeter meter;
   // Keep one core busy for a while: the figure must be above zero.

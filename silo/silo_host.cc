@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/process_load.h"
 #include "silo/grain_library_loader.h"
 #include "silo/silo_host_parts.h"
 #include "silo/systemd_notify.h"
@@ -161,6 +162,12 @@ absl::Status SiloHost::StartStores() {
   p.membership.table_host = options_.primary;
   p.membership.clock = p.env.clock;
   p.membership.timer_thread = p.timers;
+  // A silo on a host starved of CPU excuses its probes' timeouts for a
+  // while (silo/cluster/membership_agent.h). Not in one process on a fake
+  // clock, whose rounds must not depend on the machine's load.
+  if (!p.env.in_process.has_value()) {
+    p.membership.cpu_pressure = [] { return CpuPressure(); };
+  }
   GRANARY_RETURN_IF_ERROR(CheckProviderNames(options_, p.env.providers));
   absl::StatusOr<std::unique_ptr<ClusterProvider>> cluster =
       p.env.providers.cluster.at(options_.cluster)(options_);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,15 +116,18 @@ class MembershipInProcessTest : public ::testing::Test {
         },
         limit);
   }
-  // Moves the clock in steps of 100 ms until silos `which` each finished a
-  // round (so no round starts more than a step late).
-  void StepUntilRound(std::vector<int> which) {
+  // Moves the clock by `jump` (to the next round's due time), then in
+  // steps until silos `which` each finished a round.
+  void StepUntilRound(std::vector<int> which,
+                      absl::Duration step_by = absl::Milliseconds(100),
+                      absl::Duration jump = absl::ZeroDuration()) {
     const std::vector<uint64_t> before = RoundCounts();
+    if (jump > absl::ZeroDuration()) clock_.Advance(jump);
     for (int step = 0; step < 100; ++step) {
-      clock_.Advance(absl::Milliseconds(100));
-      if (Finished(before, which, absl::Milliseconds(200))) return;
+      if (Finished(before, which, absl::Milliseconds(50))) return;
+      clock_.Advance(step_by);
     }
-    ADD_FAILURE() << "no round ended within 10 s of the clock";
+    ADD_FAILURE() << "no round ended within 100 steps of the clock";
   }
   // Waits until `n` more requests are held by black holes than `before`.
   void AwaitHeld(size_t before, size_t n) {
@@ -337,18 +341,47 @@ TEST_F(MembershipInProcessTest, ARefusedProbeIsAMissEvenWhenTheProberIsLate) {
 // timeout grows with it: an 800 ms answer is then an answer, not a miss.
 TEST_F(MembershipInProcessTest, SlowAnswersLengthenTheProbeTimeout) {
   StartSilos(3);
+  // Each round ends with the delayed answer, the next is due a second
+  // later: the clock jumps there, then moves in 100 ms steps.
+  const absl::Duration second = absl::Seconds(1);
   net_.SetDelay(nodes_[0]->id, nodes_[2]->id, absl::Milliseconds(400));
-  StepUntilRound({0});
+  StepUntilRound({0}, absl::Milliseconds(100), second);
   EXPECT_EQ(nodes_[0]->agent->health_score(), 1);
   net_.SetDelay(nodes_[0]->id, nodes_[2]->id, absl::Milliseconds(800));
-  StepUntilRound({0});
+  StepUntilRound({0}, absl::Milliseconds(100), second);
   EXPECT_EQ(nodes_[0]->agent->health_score(), 2);
   EXPECT_EQ(nodes_[0]->agent->probes_missed(), 0u);
   EXPECT_EQ(nodes_[0]->agent->probes_excused(), 0u);
   net_.HealAll();
-  for (int r = 0; r < 2; ++r) StepUntilRound({0});
+  for (int r = 0; r < 2; ++r) {
+    StepUntilRound({0}, absl::Milliseconds(100), second);
+  }
   EXPECT_EQ(nodes_[0]->agent->health_score(), 0);
   EXPECT_EQ(Row(2).suspicions_size(), 0);
+}
+
+// A host starved of CPU (pressure over kStarvedCpuPressure) excuses
+// timeouts, but only kMaxExcusedTimeouts in a row per silo: a silo that
+// stays silent is voted out all the same, a few rounds later.
+TEST_F(MembershipInProcessTest, AStarvedHostExcusesTimeoutsOnlyForAWhile) {
+  MembershipOptions o = Fast();
+  o.cpu_pressure = []() -> std::optional<double> { return 90.0; };
+  StartSilos(3, o);
+  net_.SetFault(nodes_[0]->id, nodes_[2]->id, Fault::kBlackHole);
+  net_.SetFault(nodes_[1]->id, nodes_[2]->id, Fault::kBlackHole);
+  // (Steps of half a second: the pressure alone makes each round slow.)
+  const absl::Duration step = absl::Milliseconds(250);
+  for (int r = 0; r < silo::kMaxExcusedTimeouts; ++r) {
+    StepUntilRound({0, 1}, step);
+  }
+  EXPECT_EQ(Row(2).status(), v1::MEMBER_ACTIVE);
+  EXPECT_EQ(nodes_[0]->agent->probes_excused(),
+            static_cast<uint64_t>(silo::kMaxExcusedTimeouts));
+  EXPECT_EQ(nodes_[0]->agent->probes_missed(), 0u);
+  EXPECT_GT(nodes_[0]->agent->health_score(), 0);
+  for (int r = 0; r < 2; ++r) StepUntilRound({0, 1}, step);
+  EXPECT_EQ(Row(2).status(), v1::MEMBER_DEAD);
+  EXPECT_EQ(nodes_[0]->agent->probes_missed(), 2u);
 }
 
 // A table that records heartbeats in place, without a new version, as

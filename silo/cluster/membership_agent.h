@@ -28,15 +28,17 @@
 // its row (fewer when fewer other silos are alive to vote).
 //
 // Local health (after SWIM's Lifeguard): a prober whose round starts late,
-// or whose answered probes come back slowly, is itself starved (an
-// overloaded host, a long pause) and cannot tell a slow peer from a dead one.
-// Each such round raises its health score by one (up to kMaxHealthScore) and
-// each clean round lowers it by one. Its probe timeout is probe_timeout x
-// (1 + score), and while the score is above zero a probe that timed out is
-// excused: it neither counts as a miss nor breaks a run of misses. A probe
-// refused (an error before the timeout: nothing listens, another generation
-// answers) is a miss whatever the score, so a crashed silo is found as fast
-// on a busy host as on an idle one.
+// whose answered probes come back slowly, or whose host (cgroup) is starved
+// of CPU (cpu_pressure) cannot tell a slow peer from a dead one. Each such
+// round raises its health score by one (up to kMaxHealthScore) and each
+// clean round lowers it by one. Its probe timeout is probe_timeout x
+// (1 + score), and in such a round, or while the score is above zero, a
+// probe that timed out is excused: it neither counts as a miss nor breaks a
+// run of misses, up to kMaxExcusedTimeouts in a row per peer (a peer silent
+// that long counts again). A probe refused (an error before the timeout:
+// nothing listens, another generation answers) is a miss whatever the
+// score, so a crashed silo is found as fast on a busy host as on an idle
+// one.
 //
 // Rounds and the lease's re-reads are coroutines that sleep on a timer queue
 // of the agent's, on `options.clock` (a FakeClock in tests: a round runs
@@ -52,6 +54,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -73,6 +76,11 @@ inline constexpr size_t kMaxStaleProbes = 32;
 // The highest local health score (see above): probes then wait up to
 // (1 + kMaxHealthScore) x probe_timeout.
 inline constexpr int kMaxHealthScore = 8;
+// Timeouts of one peer excused in a row before they count as misses.
+inline constexpr int kMaxExcusedTimeouts = 4;
+// CPU pressure (core/process_load.h CpuPressure, percent) from which a
+// prober counts as starved.
+inline constexpr double kStarvedCpuPressure = 50;
 
 struct MembershipOptions {
   absl::Duration probe_interval = absl::Seconds(1);
@@ -92,6 +100,9 @@ struct MembershipOptions {
   // The silo endpoint that hosts the table (a dev cluster's primary): never
   // voted dead, since nobody could record anything without it anyway.
   std::string table_host;
+  // This silo's CPU pressure now (CpuPressure; nullopt: not known), read
+  // each probe round for the local health score; nullptr: not read.
+  std::function<std::optional<double>()> cpu_pressure;
   // Time of rounds, heartbeats, votes and the lease's re-reads; nullptr:
   // the system clock.
   Clock* clock = nullptr;
@@ -196,11 +207,14 @@ class MembershipAgent {
   struct ProbeResult {
     Outcome outcome = Outcome::kRefused;
     absl::Duration took;
+    absl::Status why;  // of a miss
   };
   Task<ProbeResult> Probe(const v1::Member& target, absl::Duration timeout);
   // Moves the health score after a round (see the file comment).
-  void UpdateHealth(bool slow, absl::Duration lag, absl::Duration slowest);
-  Task<void> Vote(std::string target_id);
+  void UpdateHealth(bool slow, absl::Duration lag, absl::Duration slowest,
+                    double pressure);
+  // `why`: the last probe's failure, for the log.
+  Task<void> Vote(std::string target_id, absl::Status why);
   // Runs `task` to its end on this thread.
   static absl::Status Wait(Task<absl::Status> task);
   bool declared_dead() const {
@@ -233,7 +247,8 @@ class MembershipAgent {
 
   // The rounds' coroutine only (one step at a time).
   std::map<std::string, int> misses_;
-  absl::Duration round_lag_;  // how late the running round started
+  std::map<std::string, int> excused_;  // timeouts excused in a row
+  absl::Duration round_lag_;            // how late the running round started
   absl::Time last_heartbeat_ = absl::InfinitePast();
   // The table has a heartbeat write that keeps the version (until it
   // answers UNIMPLEMENTED): heartbeats then go every load_period.

@@ -98,8 +98,11 @@ Task<void> MembershipAgent::ProbeRound() {
       slowest = std::max(slowest, r->took);
     }
   }
-  const bool slow =
-      round_lag_ > options_.probe_timeout / 2 || slowest > timeout / 2;
+  std::optional<double> pressure;
+  if (options_.cpu_pressure) pressure = options_.cpu_pressure();
+  const bool slow = round_lag_ > options_.probe_timeout / 2 ||
+                    slowest > timeout / 2 ||
+                    pressure.value_or(0) >= kStarvedCpuPressure;
   for (size_t i = 0; i < chosen.size(); ++i) {
     const v1::Member& target = chosen[i];
     const std::string target_id = storage::MemberId(target);
@@ -107,25 +110,31 @@ Task<void> MembershipAgent::ProbeRound() {
         results[i].ok() ? results[i]->outcome : Outcome::kRefused;
     if (outcome == Outcome::kAnswered) {
       misses_.erase(target_id);
+      excused_.erase(target_id);
       continue;
     }
-    if (outcome == Outcome::kTimedOut && (health > 0 || slow)) {
+    if (outcome == Outcome::kTimedOut && (health > 0 || slow) &&
+        excused_[target_id] < kMaxExcusedTimeouts) {
+      ++excused_[target_id];
       probes_excused_.fetch_add(1);
       continue;
     }
     probes_missed_.fetch_add(1);
     if (++misses_[target_id] >= options_.missed_probes &&
         target.address() != options_.table_host) {
-      co_await Vote(target_id);
+      co_await Vote(target_id,
+                    results[i].ok() ? results[i]->why : results[i].status());
     }
   }
-  UpdateHealth(slow, round_lag_, slowest);
+  UpdateHealth(slow, round_lag_, slowest, pressure.value_or(0));
   // Misses count only while consecutive and while the silo is a target.
-  for (auto it = misses_.begin(); it != misses_.end();) {
-    if (!targets.contains(it->first)) {
-      misses_.erase(it++);
-    } else {
-      ++it;
+  for (auto* counts : {&misses_, &excused_}) {
+    for (auto it = counts->begin(); it != counts->end();) {
+      if (!targets.contains(it->first)) {
+        counts->erase(it++);
+      } else {
+        ++it;
+      }
     }
   }
 }
@@ -149,7 +158,12 @@ Task<MembershipAgent::ProbeResult> MembershipAgent::Probe(
     result.outcome = reply->id() == storage::MemberId(target)
                          ? Outcome::kAnswered
                          : Outcome::kRefused;
+    if (result.outcome == Outcome::kRefused) {
+      result.why = absl::NotFoundError(
+          absl::StrCat("silo ", reply->id(), " answers at its address"));
+    }
   } else {
+    result.why = reply.status();
     result.outcome =
         reply.status().code() == absl::StatusCode::kDeadlineExceeded
             ? Outcome::kTimedOut
@@ -159,7 +173,7 @@ Task<MembershipAgent::ProbeResult> MembershipAgent::Probe(
 }
 
 void MembershipAgent::UpdateHealth(bool slow, absl::Duration lag,
-                                   absl::Duration slowest) {
+                                   absl::Duration slowest, double pressure) {
   const int before = health_.load();
   const int after =
       slow ? std::min(before + 1, kMaxHealthScore) : std::max(before - 1, 0);
@@ -168,16 +182,17 @@ void MembershipAgent::UpdateHealth(bool slow, absl::Duration lag,
     GRANARY_LOG(kWarning)
         << "silo=" << id_ << " is running late (round "
         << absl::FormatDuration(lag) << " late, slowest probe answer "
-        << absl::FormatDuration(slowest)
-        << "): probes that time out are not counted as misses, and wait "
-        << "longer, until it catches up";
+        << absl::FormatDuration(slowest) << ", CPU pressure " << pressure
+        << "%): probes that time out are not counted as misses (up to "
+        << kMaxExcusedTimeouts << " in a row per silo), and wait longer, "
+        << "until it catches up";
   } else if (before > 0 && after == 0) {
     GRANARY_LOG(kInfo) << "silo=" << id_
                        << " caught up: probes that time out count again";
   }
 }
 
-Task<void> MembershipAgent::Vote(std::string target_id) {
+Task<void> MembershipAgent::Vote(std::string target_id, absl::Status why) {
   int votes = 0, needed = 0;
   bool killed = false;
   absl::Status s = co_await Update(
@@ -220,7 +235,8 @@ Task<void> MembershipAgent::Vote(std::string target_id) {
   votes_cast_.fetch_add(1);
   GRANARY_LOG(kWarning) << "silo=" << id_ << " suspect=" << target_id
                         << " votes=" << votes << " needed=" << needed
-                        << (killed ? " declared dead" : " suspected");
+                        << (killed ? " declared dead" : " suspected")
+                        << " (last probe: " << why << ")";
   if (killed) misses_.erase(target_id);
 }
 
