@@ -15,6 +15,15 @@ Task<DirectoryClient::Reply> DirectoryClient::Register(
   co_return co_await Send(DirectoryOp::kRegister, std::move(request));
 }
 
+Task<DirectoryClient::Reply> DirectoryClient::Move(v1::DirectoryEntry entry,
+                                                   v1::DirectoryEntry from) {
+  v1::DirectoryRequest request;
+  *request.mutable_entry() = std::move(entry);
+  *request.mutable_replace() = std::move(from);
+  request.set_move(true);
+  co_return co_await Send(DirectoryOp::kRegister, std::move(request));
+}
+
 Task<DirectoryClient::Reply> DirectoryClient::Lookup(GrainId id) {
   v1::DirectoryRequest request;
   request.mutable_entry()->set_type(std::string(id.type()));

@@ -282,7 +282,21 @@ absl::StatusOr<v1::DirectoryReply> DirectoryPartition::Register(
   }
   const GrainId id(InternTypeName(checked.type()), checked.key());
   absl::StatusOr<ActivationAddress> winner;
-  if (r.has_replace()) {
+  if (r.move()) {
+    // A migration: from exactly the entry in force, never registering a
+    // grain nobody hosts (its old activation is gone: it lost the race).
+    if (!r.has_replace() || r.replace().silo() == r.entry().silo() ||
+        r.replace().type() != r.entry().type() ||
+        r.replace().key() != r.entry().key()) {
+      return absl::InvalidArgumentError(
+          "a move names the same grain's entry on another silo to replace");
+    }
+    winner = partition_.ReplaceIf(id, ToAddress(r.replace()), mine);
+    if (winner.status().code() == absl::StatusCode::kNotFound) {
+      return absl::AbortedError(absl::StrCat(
+          "no directory entry of ", id.ToString(), " to move: it was removed"));
+    }
+  } else if (r.has_replace()) {
     // A silo retires only its own stale entry, and only the one in force.
     if (r.replace().silo() != r.entry().silo()) {
       return absl::InvalidArgumentError(

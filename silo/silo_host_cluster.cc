@@ -86,6 +86,13 @@ absl::Status SiloHost::StartCluster() {
       p.silo.get(), &p.partition, p.directory.get(), p.transport.get(), router);
   GRANARY_RETURN_IF_ERROR(p.router->Start());
   p.silo->internals().SetRouter(p.router.get());
+  // Activations other silos hand over (live migration).
+  p.control.set_migrations(
+      [silo = p.silo.get()](
+          const v1::MigrationRequest& request,
+          std::function<void(absl::StatusOr<v1::MigrationReply>)> done) {
+        silo->AcceptMigration(request, std::move(done));
+      });
   if (p.cluster->reminders_by_range()) {
     // Each silo schedules the reminders of its range of the ring.
     auto owner = [&p](const GrainId& grain) {
@@ -118,6 +125,7 @@ void SiloHost::SubscribeMembership() {
         if (joined && p.halting) p.agent->Stop();    // the row stays
         if (joined && !p.halting) p.agent->Leave();  // Dead: a graceful exit
         if (p.silo != nullptr) p.silo->internals().SetMembershipView(nullptr);
+        p.control.set_migrations(nullptr);
       });
   // ShuttingDown: the others stop counting on this silo.
   p.lifecycle.Subscribe(Stage::kActive, "membership", nullptr, [&p] {

@@ -485,6 +485,27 @@ void LoopbackTransport::Probe(const std::string& address,
       [shared](absl::Status why) { (*shared)(std::move(why)); }, timeout);
 }
 
+void LoopbackTransport::SendMigration(const std::string& silo_id,
+                                      v1::MigrationRequest request,
+                                      absl::Duration timeout,
+                                      MigrationDone done) {
+  auto shared = std::make_shared<MigrationDone>(std::move(done));
+  network_->Send(
+      self_id_, silo_id,
+      [request = std::move(request),
+       shared](const LoopbackNetwork::Endpoint& to) {
+        if (to.silo == nullptr) {
+          (*shared)(absl::UnavailableError("no silo runs there"));
+          return;
+        }
+        to.silo->AcceptMigration(
+            request, [shared](absl::StatusOr<v1::MigrationReply> r) {
+              (*shared)(std::move(r));
+            });
+      },
+      [shared](absl::Status why) { (*shared)(std::move(why)); }, timeout);
+}
+
 void LoopbackTransport::Stop() {
   std::vector<std::string> live;
   {

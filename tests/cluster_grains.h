@@ -52,4 +52,24 @@ class PooledGrain final : public clustertest::PooledGrainBase {
   const uint64_t activation_;
 };
 
+// Mover: counts calls per caller in its persistent state (Tally) and in
+// memory (carried by OnDehydrate/OnRehydrate), and migrates on Move.
+class MoverGrain final : public clustertest::MoverGrainBase {
+ public:
+  MoverGrain();
+  Task<clustertest::CountReply> Count(
+      const clustertest::CountRequest& r) override;
+  Task<clustertest::Location> Move(const clustertest::MoveRequest&) override;
+  Task<clustertest::CountReply> Where(
+      const clustertest::WhereRequest&) override;
+  void OnDehydrate(std::string* extra) override;
+  void OnRehydrate(const std::string& extra) override;
+
+ private:
+  clustertest::CountReply Reply() const;
+  const uint64_t activation_;
+  clustertest::Tally tally_;
+  int64_t unsaved_ = 0;
+};
+
 }  // namespace granary::testing

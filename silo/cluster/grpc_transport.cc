@@ -392,6 +392,30 @@ void GrpcTransport::Probe(const std::string& address, v1::ProbeRequest request,
       std::move(done));
 }
 
+void GrpcTransport::SendMigration(const std::string& silo_id,
+                                  v1::MigrationRequest request,
+                                  absl::Duration timeout, MigrationDone done) {
+  std::string address;
+  {
+    ReaderMutexLock lock(&mu_);
+    auto it = wanted_.find(silo_id);
+    if (it != wanted_.end()) address = it->second;
+  }
+  if (address.empty()) {
+    done(absl::UnavailableError(
+        absl::StrCat("silo ", silo_id, " is not a live member")));
+    return;
+  }
+  std::shared_ptr<v1::SiloControl::Stub> stub = ControlStub(address);
+  rpc::StartUnary<v1::MigrationRequest, v1::MigrationReply>(
+      std::move(request), timeout, /*wait_for_ready=*/false, stub,
+      [&](grpc::ClientContext* c, const v1::MigrationRequest* q,
+          v1::MigrationReply* r, std::function<void(grpc::Status)> on_done) {
+        stub->async()->AcceptMigration(c, q, r, std::move(on_done));
+      },
+      std::move(done));
+}
+
 void GrpcTransport::Stop() {
   absl::flat_hash_map<std::string, std::shared_ptr<PeerLink>> links;
   std::vector<CallBase*> held;

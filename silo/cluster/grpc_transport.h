@@ -102,6 +102,8 @@ class GrpcTransport final : public Transport {
                    RebuildDone done) override;
   void Probe(const std::string& address, v1::ProbeRequest request,
              absl::Duration timeout, ProbeDone done) override;
+  void SendMigration(const std::string& silo_id, v1::MigrationRequest request,
+                     absl::Duration timeout, MigrationDone done) override;
 
   void Stop() override;
 

@@ -240,6 +240,28 @@ grpc::ServerUnaryReactor* SiloControlService::Probe(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* SiloControlService::AcceptMigration(
+    grpc::CallbackServerContext* context, const v1::MigrationRequest* request,
+    v1::MigrationReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Migrations migrations;
+  {
+    MutexLock lock(&mu_);
+    migrations = migrations_;
+  }
+  if (!migrations) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 "this silo takes no migrations now"));
+    return reactor;
+  }
+  // The request and reply live until Finish.
+  migrations(*request, [reactor, reply](absl::StatusOr<v1::MigrationReply> r) {
+    if (r.ok()) *reply = *std::move(r);
+    reactor->Finish(r.ok() ? grpc::Status::OK : rpc::ToGrpc(r.status()));
+  });
+  return reactor;
+}
+
 RemoteMembershipTable::RemoteMembershipTable(
     const std::string& primary, absl::Duration timeout,
     const rpc::ClientSecurity& security)

@@ -78,14 +78,27 @@ class SiloControlService final : public v1::SiloControl::CallbackService {
     MutexLock lock(&mu_);
     health_ = std::move(health);
   }
+  // Who takes activations other silos migrate here (Runtime::
+  // AcceptMigration); unset, they are refused UNAVAILABLE.
+  using Migrations = std::function<void(
+      const v1::MigrationRequest&,
+      std::function<void(absl::StatusOr<v1::MigrationReply>)>)>;
+  void set_migrations(Migrations fn) {
+    MutexLock lock(&mu_);
+    migrations_ = std::move(fn);
+  }
   grpc::ServerUnaryReactor* Probe(grpc::CallbackServerContext* context,
                                   const v1::ProbeRequest* request,
                                   v1::ProbeReply* reply) override;
+  grpc::ServerUnaryReactor* AcceptMigration(
+      grpc::CallbackServerContext* context, const v1::MigrationRequest* request,
+      v1::MigrationReply* reply) override;
 
  private:
   Mutex mu_;
   std::string id_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status()> health_ ABSL_GUARDED_BY(mu_);
+  Migrations migrations_ ABSL_GUARDED_BY(mu_);
 };
 
 class RemoteMembershipTable final : public storage::MembershipTable {

@@ -60,6 +60,14 @@ class Transport : public directory::DirectoryTransport {
   virtual void Probe(const std::string& address, v1::ProbeRequest request,
                      absl::Duration timeout, ProbeDone done) = 0;
 
+  using MigrationDone = std::function<void(absl::StatusOr<v1::MigrationReply>)>;
+  // Hands an activation to silo `silo_id` (SiloControl.AcceptMigration);
+  // UNAVAILABLE when it cannot be reached, DEADLINE_EXCEEDED after
+  // `timeout`.
+  virtual void SendMigration(const std::string& silo_id,
+                             v1::MigrationRequest request,
+                             absl::Duration timeout, MigrationDone done) = 0;
+
   // Closes every connection; later sends fail UNAVAILABLE. Idempotent.
   virtual void Stop() = 0;
 };

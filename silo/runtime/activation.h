@@ -56,6 +56,10 @@
 #include "silo/runtime/scheduler.h"
 #include "silo/runtime/silo_metrics.h"
 
+namespace granary::v1 {
+class MigrationRequest;
+}  // namespace granary::v1
+
 namespace granary::silo {
 
 class Runtime;
@@ -83,6 +87,11 @@ enum class DeactivationReason : uint8_t {
   kShutdown,
   kActivationFailed,
   kMemoryPressure,  // shed: the silo was over max_activations/memory_limit
+  kMigrated,        // handed over to another silo (live migration)
+  // Handing over to another silo (MigrateOnIdle): once OnDeactivate ran,
+  // the activation goes to its new silo; kMigrated when that took it,
+  // else it deactivates as kRequested.
+  kMigrating,
 };
 const char* DeactivationReasonName(DeactivationReason r);
 
@@ -135,6 +144,17 @@ class Activation final : public Runnable, public MessageSink {
   // Under the catalog shard lock: the silo is short of memory; deactivate
   // now if idle (nothing running or queued), whatever the idle timeout.
   void RequestShed();
+  // Live migration, on the silo taking an activation over (Runtime::
+  // AcceptMigration), before the catalog has it: the activation waits,
+  // holding the calls that reach it, with `grain` made and its state read
+  // from `incoming`, until MoveIn (its directory entry moved here: it runs
+  // OnRehydrate, then OnActivate) or MoveFailed (it never was: its calls
+  // are routed again).
+  void AwaitMove(std::unique_ptr<Grain> grain,
+                 std::unique_ptr<v1::MigrationRequest> incoming);
+  // Under the catalog shard lock.
+  void MoveIn() { RequestControl(kMoveIn); }
+  void MoveFailed() { RequestControl(kMoveFailed); }
   // When the activation last finished a request (Runtime::IdleClockNs).
   int64_t last_active_ns() const {
     return last_active_ns_.load(std::memory_order_relaxed);
@@ -142,6 +162,9 @@ class Activation final : public Runnable, public MessageSink {
 
   // --- for the grain base class (on this activation's worker) -------------
   void DeactivateOnIdle();
+  // Once no request runs: OnDeactivate, then a hand-over to another silo
+  // (silo/runtime/migration.cc); a plain deactivation when none takes it.
+  void MigrateOnIdle();
   TimerId RegisterTimer(std::function<Task<void>()> tick, absl::Duration due,
                         absl::Duration period);
   void CancelTimer(TimerId id);
@@ -254,7 +277,13 @@ class Activation final : public Runnable, public MessageSink {
   // check, a shed, a shutdown (which stays set). One control message
   // carries whatever is requested when it is handled; it is posted when a
   // request finds it not posted.
-  enum ControlRequest : uint8_t { kCollect = 1, kShed = 2, kShutdown = 4 };
+  enum ControlRequest : uint8_t {
+    kCollect = 1,
+    kShed = 2,
+    kShutdown = 4,
+    kMoveIn = 8,
+    kMoveFailed = 16,
+  };
   std::atomic<uint8_t> control_requests_{0};
   std::atomic<bool> control_posted_{false};
   // Worker-only.
@@ -363,7 +392,17 @@ class Activation final : public Runnable, public MessageSink {
     // KeepStream: one reference each; ended ones pruned as it grows.
     std::vector<CallBase*> streams;
     size_t streams_pruned_at = 0;
+    // AwaitMove: the grain made for a migration coming in, and what came.
+    std::unique_ptr<Grain> moving_grain;
+    std::unique_ptr<v1::MigrationRequest> moving_in;
+    Extras();
+    ~Extras();
   };
+  bool AwaitingMove() const {
+    return extras_ != nullptr && extras_->moving_in != nullptr;
+  }
+  // After OnDeactivate: a migration's hand-over, then OnDeactivated.
+  void AfterOnDeactivate();
   Extras& extras() {
     if (extras_ == nullptr) extras_ = std::make_unique<Extras>();
     return *extras_;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "granary/v1/cluster.pb.h"
 #include "silo/runtime/activation.h"
 #include "silo/runtime/call_filter.h"
 #include "silo/runtime/grain_timer.h"
@@ -27,6 +28,10 @@ const char* DeactivationReasonName(DeactivationReason r) {
       return "activation_failed";
     case DeactivationReason::kMemoryPressure:
       return "memory_pressure";
+    case DeactivationReason::kMigrating:
+      return "migrating";  // it stayed: the move failed
+    case DeactivationReason::kMigrated:
+      return "migrated";
   }
   return "unknown";
 }
@@ -55,10 +60,42 @@ Task<void> LoadThenActivate(Grain* grain) {
   co_await grain->OnActivate();
 }
 
+// A migrated activation: its state came with it (AwaitMove).
+Task<void> RehydrateThenActivate(Grain* grain, std::string extra) {
+  internal::RehydrateGrain(grain, extra);
+  co_await grain->OnActivate();
+}
+
 }  // namespace
+
+Activation::Extras::Extras() = default;
+Activation::Extras::~Extras() = default;
+
+void Activation::AwaitMove(std::unique_ptr<Grain> grain,
+                           std::unique_ptr<v1::MigrationRequest> incoming) {
+  state_ = State::kActivating;  // calls are held; no lifecycle runs yet
+  extras().moving_grain = std::move(grain);
+  extras().moving_in = std::move(incoming);
+}
 
 void Activation::BeginActivation() {
   state_ = State::kActivating;
+  if (AwaitingMove()) {
+    grain_ = std::move(extras_->moving_grain);
+    std::string extra = std::move(*extras_->moving_in->mutable_extra());
+    extras_->moving_in.reset();
+    grain_->activation_ = this;
+    try {
+      StartLifecycle(RehydrateThenActivate(grain_.get(), std::move(extra)),
+                     [](void* self) {
+                       auto* a = static_cast<Activation*>(self);
+                       a->OnActivated(a->TakeLifecycleResult());
+                     });
+    } catch (...) {
+      OnActivated(StatusFromException(std::current_exception()));
+    }
+    return;
+  }
   try {
     grain_ = type_->factory();
   } catch (...) {
@@ -135,7 +172,7 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
         GRANARY_LOG(kWarning) << "grain=" << LogQuote(a->id_.ToString())
                               << " OnDeactivate failed: " << s;
       }
-      a->OnDeactivated();
+      a->AfterOnDeactivate();
     });
   } catch (...) {
     GRANARY_LOG(kWarning) << "grain=" << LogQuote(id_.ToString())
@@ -144,7 +181,29 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
   }
 }
 
+void Activation::AfterOnDeactivate() {
+  if (deactivation_reason_ == DeactivationReason::kMigrating &&
+      grain_ != nullptr && !silo_->internals().stopping()) {
+    try {
+      StartLifecycle(internal::MigrateGrainOut(grain_.get()), [](void* self) {
+        auto* a = static_cast<Activation*>(self);
+        a->deactivation_reason_ = a->TakeLifecycleResult().ok()
+                                      ? DeactivationReason::kMigrated
+                                      : DeactivationReason::kRequested;
+        a->OnDeactivated();
+      });
+      return;
+    } catch (...) {
+      // Not moved: a plain deactivation.
+    }
+  }
+  OnDeactivated();
+}
+
 void Activation::OnDeactivated() {
+  if (deactivation_reason_ == DeactivationReason::kMigrating) {
+    deactivation_reason_ = DeactivationReason::kRequested;  // it stayed
+  }
   type_->metrics->deactivated[static_cast<int>(deactivation_reason_)]->Inc();
   type_->metrics->activations->Add(-1);
   silo_->internals().catalog().Remove(this);
@@ -299,11 +358,29 @@ void Activation::DeactivateOnIdle() {
   deactivation_reason_ = DeactivationReason::kRequested;
 }
 
+void Activation::MigrateOnIdle() {
+  deactivate_requested_ = true;
+  deactivation_reason_ = DeactivationReason::kMigrating;
+}
+
 void Activation::HandleControl(Message*) {
   // Cleared first: a request set after the read below posts it again.
   control_posted_.store(false, std::memory_order_seq_cst);
   const uint8_t requests =
       control_requests_.fetch_and(kShutdown, std::memory_order_seq_cst);
+  if ((requests & (kMoveIn | kMoveFailed)) && AwaitingMove()) {
+    if (requests & kMoveIn) {
+      BeginActivation();  // held calls run once OnActivate is done
+    } else {
+      // It never was: the calls it held go where the directory says.
+      extras_->moving_in.reset();
+      extras_->moving_grain.reset();
+      state_ = State::kDeactivating;
+      deactivation_reason_ = DeactivationReason::kActivationFailed;
+      OnDeactivated();
+      return;
+    }
+  }
   if (requests & kShutdown) {
     deactivate_requested_ = true;
     deactivation_reason_ = DeactivationReason::kShutdown;

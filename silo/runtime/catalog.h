@@ -80,6 +80,19 @@ class Catalog {
     return true;
   }
 
+  // Adds the activation `make()` makes (under the shard's writer lock) when
+  // `id` has none here; false, without calling `make`, when it has one.
+  template <typename MakeFn>
+  bool CreateIfAbsent(const GrainId& id, MakeFn make) {
+    Shard& s = ShardFor(id);
+    MutexLock lock(&s.mu);
+    if (s.map.find(id) != s.map.end()) return false;
+    s.map.insert(make());
+    size_.fetch_add(1, std::memory_order_relaxed);
+    grains_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
   // Posts `m` only to the activation `activation_id` of `id` (timers address
   // the activation that registered them, never a later one).
   bool PostIfCurrent(const GrainId& id, uint64_t activation_id, Message* m) {

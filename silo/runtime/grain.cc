@@ -3,8 +3,11 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "core/callback_task.h"
 #include "core/detach.h"
+#include "core/log.h"
 #include "core/status.h"
+#include "granary/v1/cluster.pb.h"
 #include "silo/runtime/activation.h"
 #include "silo/runtime/reminder_service.h"
 #include "silo/runtime/runtime.h"
@@ -132,9 +135,58 @@ Task<void> LoadGrainState(Grain* grain) {
   grain->state_etag_ = stored->etag;
 }
 
+Task<absl::Status> SendMigration(silo::CallRouter* router,
+                                 v1::MigrationRequest request) {
+  co_return co_await FromCallback<absl::Status>(
+      [&](std::function<void(absl::Status)> done) {
+        router->MigrateOut(std::move(request), "", std::move(done));
+      });
+}
+
+Task<void> MigrateGrainOut(Grain* grain) {
+  silo::Activation* activation = grain->activation_;
+  silo::CallRouter* router = activation->silo()->internals().router();
+  if (router == nullptr) {
+    throw StatusError(absl::FailedPreconditionError(
+        "a silo alone has nowhere to migrate a grain to"));
+  }
+  v1::MigrationRequest request;
+  v1::DirectoryEntry* from = request.mutable_from();
+  from->set_type(std::string(activation->id().type()));
+  from->set_key(activation->id().key());
+  from->set_activation_id(activation->activation_id());
+  if (grain->state_ != nullptr) {
+    request.set_has_state(true);
+    grain->state_->SerializeToString(request.mutable_state());
+    request.set_etag(grain->state_etag_);
+  }
+  grain->OnDehydrate(request.mutable_extra());
+  absl::Status moved = co_await StorageAwaiter<absl::Status>(
+      activation, nullptr, SendMigration(router, std::move(request)));
+  if (!moved.ok()) {
+    GRANARY_LOG(kWarning) << "grain=" << LogQuote(activation->id().ToString())
+                          << " was not migrated (it deactivates instead): "
+                          << moved;
+    throw StatusError(std::move(moved));
+  }
+}
+
+void RehydrateGrain(Grain* grain, const std::string& extra) {
+  grain->OnRehydrate(extra);
+}
+
 }  // namespace internal
 
 const GrainId& Grain::GetGrainId() const { return activation_->id(); }
+
+void Grain::MigrateOnIdle() {
+  if (activation_->stateless()) {
+    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
+        activation_->id().ToString(),
+        " is a stateless worker: its activations are not migrated")));
+  }
+  activation_->MigrateOnIdle();
+}
 
 void Grain::DeactivateOnIdle() { activation_->DeactivateOnIdle(); }
 

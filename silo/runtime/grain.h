@@ -45,6 +45,7 @@ namespace granary {
 
 namespace silo {
 class Activation;
+class Runtime;
 }  // namespace silo
 
 class Grain;
@@ -77,6 +78,12 @@ class Grain;
 namespace internal {
 // Reads `grain`'s persistent state, if it declared one (before OnActivate).
 Task<void> LoadGrainState(Grain* grain);
+// Live migration (silo/runtime/migration.cc): hands `grain`, whose
+// OnDeactivate ran, to another silo; throws StatusError when none took it.
+Task<void> MigrateGrainOut(Grain* grain);
+// On the silo taking it over: the state that came with it, then
+// OnRehydrate(extra).
+void RehydrateGrain(Grain* grain, const std::string& extra);
 }  // namespace internal
 
 class Grain {
@@ -92,6 +99,12 @@ class Grain {
   // Runs before the activation is discarded (idle collection,
   // DeactivateOnIdle, silo shutdown). No other turn runs meanwhile.
   virtual Task<void> OnDeactivate() { co_return; }
+  // Live migration (MigrateOnIdle): what the grain keeps in memory beyond
+  // its persistent state, written into `extra` on the silo it leaves and
+  // read back on the silo that takes it over, before OnActivate. The
+  // defaults carry nothing.
+  virtual void OnDehydrate(std::string* extra) { (void)extra; }
+  virtual void OnRehydrate(const std::string& extra) { (void)extra; }
   // A tick of a reminder this grain registered (RegisterReminder), delivered
   // as a turn like a request: the grain is activated for it if it was not
   // active. A failure is logged and the reminder keeps ticking. The default
@@ -108,6 +121,17 @@ class Grain {
   // Deactivates this activation once the current request completes; a later
   // call activates the grain anew.
   void DeactivateOnIdle();
+  // Moves this activation to another silo of the cluster once the current
+  // request completes (live migration): OnDeactivate runs here, then the
+  // persistent state as it is in memory (PersistState, with its etag) and
+  // what OnDehydrate writes go to a new activation on the least loaded
+  // other Active silo that hosts the type, which runs OnRehydrate and then
+  // OnActivate instead of reading storage. Calls that arrive meanwhile
+  // follow it there, in order; the grain never has two live activations.
+  // When no silo takes it (a silo alone, none other hosts the type) it
+  // deactivates as with DeactivateOnIdle. Throws StatusError
+  // (FAILED_PRECONDITION) in a stateless worker.
+  void MigrateOnIdle();
   // Runs `tick` as a turn after `due`, then every `period` after each tick
   // completes (ticks never overlap). A zero period fires once. Timers are not
   // durable and stop when the activation deactivates.
@@ -155,6 +179,9 @@ class Grain {
  private:
   friend class silo::Activation;
   friend Task<void> internal::LoadGrainState(Grain* grain);
+  friend Task<void> internal::MigrateGrainOut(Grain* grain);
+  friend void internal::RehydrateGrain(Grain* grain, const std::string& extra);
+  friend class silo::Runtime;  // AcceptMigration reads the state in
   CallInvoker* Invoker() const;
   silo::Activation* activation_ = nullptr;
   google::protobuf::Message* state_ = nullptr;

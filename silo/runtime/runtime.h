@@ -53,7 +53,10 @@
 #include "storage/reminder_table.h"
 
 namespace granary::v1 {
+class DirectoryEntry;
 class MembershipView;
+class MigrationReply;
+class MigrationRequest;
 }  // namespace granary::v1
 
 namespace granary::silo {
@@ -85,6 +88,18 @@ class CallRouter {
   // Whether a live member hosts `type` in a version after `version`.
   virtual bool LaterVersionHosted(absl::string_view type,
                                   uint32_t version) const = 0;
+  // Live migration (silo/runtime/migration.cc). Hands `request`, an
+  // activation of this silo that finished its turns, to the silo that takes
+  // it over: `to`, or when empty the least loaded other Active silo that
+  // hosts its type; `done` gets OK once that silo took it.
+  virtual void MigrateOut(v1::MigrationRequest request, std::string to,
+                          std::function<void(absl::Status)> done) = 0;
+  // On the silo taking an activation over: moves the grain's directory
+  // entry from `from` to `entry` (its silo set to this one); `done` gets
+  // the entry once it moved, ABORTED when the grain's entry was another.
+  virtual void ClaimMoved(
+      v1::DirectoryEntry entry, v1::DirectoryEntry from,
+      std::function<void(absl::StatusOr<v1::DirectoryEntry>)> done) = 0;
 };
 
 struct RuntimeOptions {
@@ -255,6 +270,18 @@ class Runtime final : public CallInvoker {
   Clock* clock() const { return clock_; }
   // The silo's metrics (Prometheus text: metrics_registry().Render()).
   metrics::Registry& metrics_registry() { return registry_; }
+
+  // Live migration, on the silo that takes an activation over
+  // (SiloControl.AcceptMigration; silo/runtime/migration.cc): makes the
+  // grain with the state that came, holds it while the grain's directory
+  // entry moves here, and answers once it did (the activation then runs
+  // OnRehydrate and OnActivate). INVALID_ARGUMENT for a malformed request
+  // or a state that does not parse, FAILED_PRECONDITION when this silo does
+  // not host the type or is not in a cluster, ABORTED when the entry was no
+  // longer the one that moves (or the grain is already active here).
+  void AcceptMigration(
+      const v1::MigrationRequest& request,
+      std::function<void(absl::StatusOr<v1::MigrationReply>)> done);
 
   // What the activations, the router, the gateways, the admin endpoint and
   // the silo's host reach of the runtime beyond the calls above

@@ -23,7 +23,8 @@ SiloMetrics::SiloMetrics(metrics::Registry* registry) : registry_(registry) {
   deactivated_ = &r.AddCounter(
       "granary_activations_deactivated_total",
       "Activations that deactivated, by grain type and reason (idle, "
-      "requested, shutdown, activation_failed, memory_pressure).",
+      "requested, shutdown, activation_failed, memory_pressure, migrated: "
+      "handed to another silo).",
       {"type", "reason"});
   request_duration_ = &r.AddHistogram(
       "granary_request_duration_seconds",
@@ -148,7 +149,7 @@ std::unique_ptr<TypeMetrics> SiloMetrics::ForType(const InterfaceInfo& iface) {
   for (DeactivationReason r :
        {DeactivationReason::kIdle, DeactivationReason::kRequested,
         DeactivationReason::kShutdown, DeactivationReason::kActivationFailed,
-        DeactivationReason::kMemoryPressure}) {
+        DeactivationReason::kMemoryPressure, DeactivationReason::kMigrated}) {
     m->deactivated[static_cast<int>(r)] =
         deactivated_->WithLabels({type, DeactivationReasonName(r)});
   }

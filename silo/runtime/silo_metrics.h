@@ -46,7 +46,7 @@ struct MethodMetrics {
 struct TypeMetrics {
   metrics::Gauge* activations = nullptr;
   metrics::Counter* created = nullptr;
-  std::array<metrics::Counter*, 5> deactivated{};  // by DeactivationReason
+  std::array<metrics::Counter*, 6> deactivated{};  // by DeactivationReason
   std::unique_ptr<MethodMetrics[]> methods;
 };
 

@@ -128,6 +128,24 @@ class ClusterRouter final : public CallRouter {
   absl::string_view HostedTypeName(absl::string_view type) const override;
   bool LaterVersionHosted(absl::string_view type,
                           uint32_t version) const override;
+  // Live migration (router_migration.cc).
+  void MigrateOut(v1::MigrationRequest request, std::string to,
+                  std::function<void(absl::Status)> done) override;
+  void ClaimMoved(
+      v1::DirectoryEntry entry, v1::DirectoryEntry from,
+      std::function<void(absl::StatusOr<v1::DirectoryEntry>)> done) override;
+  // The silo an activation of `id` leaving this one goes to: the Active
+  // silo other than this one, hosting its type in this silo's version or
+  // later with matching labels, with the fewest activations (as reported,
+  // plus those placed there since); "" when there is none.
+  std::string MigrationTarget(const GrainId& id);
+  // Activations this silo handed to others, and took from them.
+  uint64_t migrated_out() const {
+    return migrated_out_.load(std::memory_order_relaxed);
+  }
+  uint64_t migrated_in() const {
+    return migrated_in_.load(std::memory_order_relaxed);
+  }
 
   // Fails every waiting call UNAVAILABLE and stops retrying. After the
   // silo stopped.
@@ -328,6 +346,8 @@ class ClusterRouter final : public CallRouter {
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   CondVar idle_;
   std::atomic<uint64_t> forwarded_{0};  // counted without mu_ (per call)
+  std::atomic<uint64_t> migrated_out_{0};
+  std::atomic<uint64_t> migrated_in_{0};
   uint64_t rebuilds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
