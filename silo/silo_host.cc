@@ -96,12 +96,18 @@ absl::Status SiloHost::Start() {
   l.Subscribe(Stage::kRuntime, "runtime", [this] { return MakeRuntime(); });
   l.Subscribe(Stage::kPeerCalls, "runtime", [this] { return StartRuntime(); });
   SubscribeMembership();
-  l.Subscribe(Stage::kGrains, "grains", nullptr, [&p] {
+  l.Subscribe(Stage::kGrains, "grains", nullptr, [this, &p] {
     if (p.halting) {
       // A crash: nothing the grains do on the way out (directory entries
       // removed, queued calls passed on) reaches the other silos.
       if (p.router != nullptr) p.router->Stop();
       if (p.transport != nullptr) p.transport->Stop();
+    }
+    // A graceful leave of a cluster hands the grains to the other silos
+    // with their state (live migration) rather than deactivating them.
+    if (p.silo != nullptr && !p.halting && p.router != nullptr &&
+        options_.hand_off_on_leave) {
+      p.silo->internals().SetHandOff(true);
     }
     if (p.silo != nullptr) p.silo->Stop();
   });

@@ -235,6 +235,10 @@
   X(absl::Duration, route_timeout, absl::Seconds(30), \
     "How long such a call keeps being retried before it fails " \
     "UNAVAILABLE (100ms to 10m).") \
+  X(bool, hand_off_on_leave, true, \
+    "On a graceful stop (SIGTERM) of a cluster's silo, hand its grains " \
+    "to the other silos with their state in memory (live migration) " \
+    "instead of deactivating them; those no silo takes deactivate.") \
   X(absl::Duration, join_timeout, absl::Seconds(30), \
     "How long to keep trying to join the cluster (reach the primary, " \
     "or the PostgreSQL server) before giving up.") \

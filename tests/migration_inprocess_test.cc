@@ -5,6 +5,7 @@
 // order per caller, with its state (persistent and in memory) intact; a
 // move that races a silo's crash ends with one activation and every
 // acknowledged write kept.
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -257,6 +258,61 @@ TEST(MigrationInProcessTest, ATargetThatCrashesMidMoveLeavesOneActivation) {
   EXPECT_EQ(after->at().silo(), c.id(0));
   EXPECT_EQ(after->total(), 3);
   EXPECT_EQ(MovedOut(c), 0u);
+}
+
+// A graceful leave hands the silo's grains to the others with their state
+// in memory (no storage read), while a caller keeps calling them: no call
+// fails, and every call is counted once.
+TEST(MigrationInProcessTest, AGracefulLeaveHandsItsGrainsOver) {
+  InProcessCluster c(MoverSilos(3));
+  ASSERT_THAT(c.Start(), IsOk());
+  constexpr int kGrains = 10;
+  std::vector<std::string> keys;
+  for (int g = 0; g < kGrains; ++g) {
+    keys.push_back(MoverOn(c, 0, absl::StrCat("leaving", g, "-")));
+    ASSERT_THAT(Count(c, 0, keys.back(), "a", 1, /*write=*/true), IsOk());
+    ASSERT_THAT(Count(c, 0, keys.back(), "a", 2, /*write=*/false), IsOk());
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<bool> caller_done{false};
+  std::vector<int64_t> sent(kGrains, 2);
+  std::vector<absl::Status> failures;
+  std::thread caller([&] {
+    while (!stop.load()) {
+      for (int g = 0; g < kGrains; ++g) {
+        absl::StatusOr<CountReply> r =
+            Count(c, 1, keys[g], "a", sent[g] + 1, /*write=*/false);
+        if (!r.ok()) {
+          failures.push_back(r.status());
+        } else {
+          ++sent[g];
+          EXPECT_EQ(r->previous(), sent[g] - 1) << keys[g];
+        }
+      }
+    }
+    caller_done = true;
+  });
+  c.StopSilo(0);
+  stop = true;
+  // (Calls caught by the leave retry on the clock: it keeps moving.)
+  ASSERT_TRUE(c.AdvanceUntil([&] { return caller_done.load(); },
+                             absl::Milliseconds(10), 3000));
+  caller.join();
+  EXPECT_THAT(failures, ::testing::IsEmpty());
+  EXPECT_EQ(c.router(1).migrated_in() + c.router(2).migrated_in(),
+            static_cast<uint64_t>(kGrains));
+  for (int g = 0; g < kGrains; ++g) {
+    absl::StatusOr<CountReply> r;
+    ASSERT_TRUE(c.AdvanceUntil([&] {
+      r = WhereIs(c, 1, keys[g]);
+      return r.ok();
+    }));
+    EXPECT_NE(r->at().silo(), c.id(0));
+    // Every call counted, and the calls never written still in memory: the
+    // new activation did not read the stored state (which holds 1).
+    EXPECT_EQ(r->total(), sent[g]) << keys[g];
+    EXPECT_EQ(r->unsaved(), sent[g] - 1) << keys[g];
+  }
 }
 
 absl::StatusOr<v1::MigrationReply> Accept(InProcessCluster& c, int at,

@@ -226,6 +226,7 @@ TEST(SiloProcessTest, BadFlagsFailClearly) {
            {{"--load_report_period=10ms"}, "--load_report_period must be from"},
            {{"--load_report_period=1m"}, "--load_report_period must be from"},
            {{"--route_timeout=1ms"}, "--route_timeout must be from 100ms"},
+           {{"--hand_off_on_leave=perhaps"}, "hand_off_on_leave"},
            {{"--workers=abc"}, "workers"},
            {{"--no_such_flag=1"}, "no_such_flag"},
            {{"--config=" + dir + "/missing.flags"}, "missing.flags"},

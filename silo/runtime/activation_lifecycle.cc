@@ -183,7 +183,8 @@ void Activation::BeginDeactivation(DeactivationReason reason) {
 
 void Activation::AfterOnDeactivate() {
   if (deactivation_reason_ == DeactivationReason::kMigrating &&
-      grain_ != nullptr && !silo_->internals().stopping()) {
+      grain_ != nullptr &&
+      (!silo_->internals().stopping() || silo_->internals().handing_off())) {
     try {
       StartLifecycle(internal::MigrateGrainOut(grain_.get()), [](void* self) {
         auto* a = static_cast<Activation*>(self);
@@ -383,7 +384,10 @@ void Activation::HandleControl(Message*) {
   }
   if (requests & kShutdown) {
     deactivate_requested_ = true;
-    deactivation_reason_ = DeactivationReason::kShutdown;
+    // A graceful leave hands the grain to another silo.
+    deactivation_reason_ = silo_->internals().handing_off() && !stateless_
+                               ? DeactivationReason::kMigrating
+                               : DeactivationReason::kShutdown;
   } else if (requests & kCollect) {
     const absl::Duration idle =
         absl::Nanoseconds(silo_->internals().IdleClockNs() -

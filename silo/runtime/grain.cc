@@ -164,9 +164,17 @@ Task<void> MigrateGrainOut(Grain* grain) {
   absl::Status moved = co_await StorageAwaiter<absl::Status>(
       activation, nullptr, SendMigration(router, std::move(request)));
   if (!moved.ok()) {
-    GRANARY_LOG(kWarning) << "grain=" << LogQuote(activation->id().ToString())
-                          << " was not migrated (it deactivates instead): "
-                          << moved;
+    // Nowhere to go (a silo alone, the last silos of a cluster stopping)
+    // is routine; any other failure is worth a warning.
+    if (moved.code() == absl::StatusCode::kFailedPrecondition) {
+      GRANARY_LOG(kInfo) << "grain=" << LogQuote(activation->id().ToString())
+                         << " was not migrated (it deactivates instead): "
+                         << moved;
+    } else {
+      GRANARY_LOG(kWarning)
+          << "grain=" << LogQuote(activation->id().ToString())
+          << " was not migrated (it deactivates instead): " << moved;
+    }
     throw StatusError(std::move(moved));
   }
 }

@@ -472,6 +472,9 @@ class Runtime final : public CallInvoker {
   // it lapsed, on a clock that is not the system's).
   std::atomic<int64_t> lease_until_ns_{INT64_MAX};
   std::atomic<bool> fenced_{false};
+  // A graceful leave of a cluster: Stop hands activations to other silos
+  // (live migration) instead of deactivating them (SetHandOff).
+  std::atomic<bool> hand_off_{false};
   std::atomic<uint64_t> lease_waits_{0};
   Mutex lease_mu_;
   // Activations waiting for the lease (ParkUntilLease).

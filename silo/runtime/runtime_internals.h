@@ -51,6 +51,11 @@ class RuntimeInternals {
 
   // Routing and activation.
   void SetRouter(CallRouter* router) const { r_->SetRouter(router); }
+  // A graceful leave of a cluster (before Stop): the activations Stop ends
+  // are handed to other silos with their state (live migration), those no
+  // silo takes deactivate.
+  void SetHandOff(bool on) const { r_->hand_off_.store(on); }
+  bool handing_off() const { return r_->hand_off_.load(); }
   CallRouter* router() const { return r_->router_; }
   void Reroute(CallBase* call) const { r_->Reroute(call); }
   void InvokeReminder(CallBase* call) const { r_->InvokeReminder(call); }
