@@ -64,8 +64,10 @@ expect balance 'BALANCE round=0 placement=RESOURCE_OPTIMIZED silos=3 grains=6 cp
 expect balance 'BALANCE round=0 placement=RANDOM '
 expect balance 'SUMMARY scenario=balance mode=cluster-postgres .*verified=true'
 expect balance 'SUMMARY scenario=balance_random mode=cluster-postgres .*verified=true'
-run scale "$bench" scale --postgres_file="$pg_conninfo_file" --scale_silos=4 \
-    --scale_kill=1 --scale_grains=40 --silo_binary="$silo"
-expect scale 'SCALE silos=4 join_s=[0-9.]+ change_seen_ms=[0-9]+ rss_mb_median=[0-9.]+ rss_mb_max=[0-9.]+ threads_median=[0-9]+ threads_max=[0-9]+ db_xacts_per_s=[0-9]+ db_xacts_per_silo_s=[0-9.]+ row_bytes=[0-9]+ kill=1 moved=[0-9]+ all_recovered_s=[0-9.]+ disturbed=0 duplicates=0 unrecovered=0'
+# 20 silos as processes with default flags: all join, a leave is seen by
+# all, and 2 killed at once lose no grain to a duplicate and disturb none.
+run scale "$bench" scale --postgres_file="$pg_conninfo_file" --scale_silos=20 \
+    --scale_kill=2 --scale_grains=400 --silo_binary="$silo"
+expect scale 'SCALE silos=20 join_s=[0-9.]+ change_seen_ms=[0-9]+ rss_mb_median=[0-9.]+ rss_mb_max=[0-9.]+ threads_median=[0-9]+ threads_max=[0-9]+ db_xacts_per_s=[0-9]+ db_xacts_per_silo_s=[0-9.]+ row_bytes=[0-9]+ kill=2 moved=[0-9]+ all_recovered_s=[0-9.]+ disturbed=0 duplicates=0 unrecovered=0'
 expect scale 'SUMMARY scenario=scale_kill mode=cluster-postgres .*verified=true'
 echo PASS
