@@ -292,6 +292,7 @@ void GrpcTransport::Send(const std::string& silo_id, CallBase* call) {
     auto it = links_.find(silo_id);
     if (it != links_.end()) {
       link = it->second;
+      link->used_ns.store(MonoNanos(), std::memory_order_relaxed);
     } else if (!closed_ && wanted_.contains(silo_id)) {
       std::vector<CallBase*>& held = awaiting_[silo_id];
       if (held.size() < kMaxCallsAwaitingLink) {
@@ -308,7 +309,6 @@ void GrpcTransport::Send(const std::string& silo_id, CallBase* call) {
     // Outside the lock: a call that fails at once runs its caller's
     // continuation here, which may send again. A link closed meanwhile
     // fails the call UNAVAILABLE (closed_code).
-    link->used_ns.store(MonoNanos(), std::memory_order_relaxed);
     link->set->Invoke(call);
     return;
   }
@@ -321,7 +321,12 @@ bool GrpcTransport::TrySend(const std::string& silo_id, CallBase* call) {
   {
     ReaderMutexLock lock(&mu_);
     auto it = links_.find(silo_id);
-    if (it != links_.end()) link = it->second;
+    if (it != links_.end()) {
+      link = it->second;
+      // Marked used under the lock, so the idle sweep (which holds it
+      // exclusively) never closes a link a call has just taken.
+      link->used_ns.store(MonoNanos(), std::memory_order_relaxed);
+    }
   }
   if (link == nullptr) {
     // Not linked yet: the link is made in the background, and the caller
@@ -333,7 +338,6 @@ bool GrpcTransport::TrySend(const std::string& silo_id, CallBase* call) {
   // Not connected (reconnecting, or the peer is gone but not yet declared
   // dead): the caller tries again later rather than fail the call here.
   if (link->set->connected() == 0) return false;
-  link->used_ns.store(MonoNanos(), std::memory_order_relaxed);
   link->set->Invoke(call);
   return true;
 }

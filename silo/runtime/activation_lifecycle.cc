@@ -383,11 +383,18 @@ void Activation::HandleControl(Message*) {
     }
   }
   if (requests & kShutdown) {
+    // A graceful leave hands the grain to another silo, unless it is
+    // deactivating already or asked to (DeactivateOnIdle: its state in
+    // memory may differ from what is stored, and must not travel).
+    const bool requested =
+        deactivate_requested_ &&
+        deactivation_reason_ == DeactivationReason::kRequested;
     deactivate_requested_ = true;
-    // A graceful leave hands the grain to another silo.
-    deactivation_reason_ = silo_->internals().handing_off() && !stateless_
-                               ? DeactivationReason::kMigrating
-                               : DeactivationReason::kShutdown;
+    if (state_ != State::kDeactivating && !requested) {
+      deactivation_reason_ = silo_->internals().handing_off() && !stateless_
+                                 ? DeactivationReason::kMigrating
+                                 : DeactivationReason::kShutdown;
+    }
   } else if (requests & kCollect) {
     const absl::Duration idle =
         absl::Nanoseconds(silo_->internals().IdleClockNs() -

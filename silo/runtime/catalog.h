@@ -81,13 +81,16 @@ class Catalog {
   }
 
   // Adds the activation `make()` makes (under the shard's writer lock) when
-  // `id` has none here; false, without calling `make`, when it has one.
+  // `id` has none here; false, without calling `make`, when it has one, or
+  // when `make` returns nullptr to refuse.
   template <typename MakeFn>
   bool CreateIfAbsent(const GrainId& id, MakeFn make) {
     Shard& s = ShardFor(id);
     MutexLock lock(&s.mu);
     if (s.map.find(id) != s.map.end()) return false;
-    s.map.insert(make());
+    Activation* a = make();
+    if (a == nullptr) return false;
+    s.map.insert(a);
     size_.fetch_add(1, std::memory_order_relaxed);
     grains_.fetch_add(1, std::memory_order_relaxed);
     return true;

@@ -51,11 +51,13 @@ void ClusterRouter::MigrateOut(v1::MigrationRequest request, std::string to,
     request.mutable_from()->set_silo(self_);
     request.set_view_version(view_version_);
   }
+  BeginRpc();  // the router outlives the answer
   transport_->SendMigration(
       to, std::move(request), options_.give_up_after,
       [this, done = std::move(done)](absl::StatusOr<v1::MigrationReply> r) {
         if (r.ok()) migrated_out_.fetch_add(1, std::memory_order_relaxed);
         done(r.status());
+        EndRpc();
       });
 }
 
