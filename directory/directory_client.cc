@@ -16,11 +16,13 @@ Task<DirectoryClient::Reply> DirectoryClient::Register(
 }
 
 Task<DirectoryClient::Reply> DirectoryClient::Move(v1::DirectoryEntry entry,
-                                                   v1::DirectoryEntry from) {
+                                                   v1::DirectoryEntry from,
+                                                   bool confirm) {
   v1::DirectoryRequest request;
   *request.mutable_entry() = std::move(entry);
   *request.mutable_replace() = std::move(from);
   request.set_move(true);
+  request.set_confirm(confirm);
   co_return co_await Send(DirectoryOp::kRegister, std::move(request));
 }
 

@@ -40,7 +40,10 @@ class DirectoryClient {
   // A live migration: moves the grain's entry from `from` (another silo's
   // activation) to `entry`, only while `from` is the entry in force. The
   // reply's entry is the one in force after it (not `entry`: it lost).
-  Task<Reply> Move(v1::DirectoryEntry entry, v1::DirectoryEntry from);
+  // `confirm`: sent by the silo `from` names once the move succeeded, it
+  // registers `entry` where the owner has no entry.
+  Task<Reply> Move(v1::DirectoryEntry entry, v1::DirectoryEntry from,
+                   bool confirm = false);
   Task<Reply> Lookup(GrainId id);
   Task<Reply> Unregister(v1::DirectoryEntry entry);
   // Sends a rebuild report to silo `owner` (this silo's own partition

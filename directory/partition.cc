@@ -293,8 +293,12 @@ absl::StatusOr<v1::DirectoryReply> DirectoryPartition::Register(
     }
     winner = partition_.ReplaceIf(id, ToAddress(r.replace()), mine);
     if (winner.status().code() == absl::StatusCode::kNotFound) {
-      return absl::AbortedError(absl::StrCat(
-          "no directory entry of ", id.ToString(), " to move: it was removed"));
+      if (!r.confirm()) {
+        return absl::AbortedError(absl::StrCat("no directory entry of ",
+                                               id.ToString(),
+                                               " to move: it was removed"));
+      }
+      winner = partition_.RegisterIfAbsent(id, mine);
     }
   } else if (r.has_replace()) {
     // A silo retires only its own stale entry, and only the one in force.

@@ -314,6 +314,24 @@ TEST_F(DirectoryServiceTest, ADeadSilosEntriesGoAndAStaleOwnEntryIsReplaced) {
       Wait(silos_[1]->directory.Unregister(Entry("s", silos_[0]->id, 2)));
   ASSERT_TRUE(gone.ok());
   EXPECT_FALSE(gone->found());
+  // A migration moves only from the entry in force: "s" has none now, so
+  // the target's move is refused; the source's confirmation of a move
+  // that succeeded registers the new entry all the same.
+  auto refused = Wait(silos_[1]->directory.Move(Entry("s", silos_[1]->id, 9),
+                                                Entry("s", silos_[0]->id, 2)));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAborted);
+  auto confirmed = Wait(silos_[0]->directory.Move(Entry("s", silos_[1]->id, 9),
+                                                  Entry("s", silos_[0]->id, 2),
+                                                  /*confirm=*/true));
+  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  EXPECT_EQ(confirmed->entry().silo(), silos_[1]->id);
+  EXPECT_EQ(confirmed->entry().activation_id(), 9u);
+  // A move from the entry in force replaces it.
+  auto back = Wait(silos_[0]->directory.Move(Entry("s", silos_[0]->id, 3),
+                                             Entry("s", silos_[1]->id, 9)));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->entry().silo(), silos_[0]->id);
+  EXPECT_EQ(back->entry().activation_id(), 3u);
 }
 
 TEST_F(DirectoryServiceTest, RebuildReportsAreCheckedAndConflictsReported) {

@@ -347,6 +347,10 @@ class ClusterRouter final : public CallRouter {
   CondVar idle_;
   std::atomic<uint64_t> forwarded_{0};  // counted without mu_ (per call)
   std::atomic<uint64_t> migrated_out_{0};
+  // Grains whose activation here migrated: (that activation, the grain's
+  // new entry), until its departure confirms the move (SendUnregister).
+  absl::flat_hash_map<GrainId, std::pair<uint64_t, v1::DirectoryEntry>> moved_
+      ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> migrated_in_{0};
   uint64_t rebuilds_ ABSL_GUARDED_BY(mu_) = 0;
 };

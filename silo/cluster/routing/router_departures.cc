@@ -25,6 +25,7 @@
 // 3. The owner answered (or the retries gave up: the entry may remain, and
 //    a call that finds it here replaces or removes it, see OnLookup).
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/detach.h"
@@ -62,6 +63,7 @@ void ClusterRouter::OnActivationGone(const GrainId& id,
 void ClusterRouter::SendUnregister(Departure* d) {
   v1::DirectoryEntry entry;
   GrainId id;
+  std::optional<v1::DirectoryEntry> moved_to;
   {
     MutexLock lock(&mu_);
     if (closed_) return;  // Stop failed the held calls
@@ -70,14 +72,30 @@ void ClusterRouter::SendUnregister(Departure* d) {
     entry.set_key(id.key());
     entry.set_silo(self_);
     entry.set_activation_id(d->activation_id);
+    // An activation that migrated: its new one is the grain's entry at the
+    // owner, even one whose ring changed meanwhile and that rebuilt without
+    // it (tried once; a retry removes this silo's entry instead).
+    auto moved = moved_.find(id);
+    if (moved != moved_.end()) {
+      if (moved->second.first == d->activation_id) {
+        moved_to = std::move(moved->second.second);
+      }
+      moved_.erase(moved);
+    }
     ++in_flight_;
   }
   const uint64_t activation_id = entry.activation_id();
-  DetachFlat(directory_->Unregister(std::move(entry)),
-             [this, id, activation_id](absl::StatusOr<v1::DirectoryReply> r) {
-               OnUnregistered(id, activation_id, r.status());
-               EndRpc();
-             });
+  auto done = [this, id, activation_id](absl::StatusOr<v1::DirectoryReply> r) {
+    OnUnregistered(id, activation_id, r.status());
+    EndRpc();
+  };
+  if (moved_to.has_value()) {
+    DetachFlat(directory_->Move(*std::move(moved_to), std::move(entry),
+                                /*confirm=*/true),
+               std::move(done));
+    return;
+  }
+  DetachFlat(directory_->Unregister(std::move(entry)), std::move(done));
 }
 
 void ClusterRouter::OnUnregistered(const GrainId& id, uint64_t activation_id,

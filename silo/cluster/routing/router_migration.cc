@@ -51,11 +51,19 @@ void ClusterRouter::MigrateOut(v1::MigrationRequest request, std::string to,
     request.mutable_from()->set_silo(self_);
     request.set_view_version(view_version_);
   }
+  const uint64_t from_activation = request.from().activation_id();
   BeginRpc();  // the router outlives the answer
   transport_->SendMigration(
       to, std::move(request), options_.give_up_after,
-      [this, done = std::move(done)](absl::StatusOr<v1::MigrationReply> r) {
-        if (r.ok()) migrated_out_.fetch_add(1, std::memory_order_relaxed);
+      [this, id, from_activation,
+       done = std::move(done)](absl::StatusOr<v1::MigrationReply> r) {
+        if (r.ok()) {
+          migrated_out_.fetch_add(1, std::memory_order_relaxed);
+          // The activation's departure confirms the move at the grain's
+          // owner then, rather than removing the entry (SendUnregister).
+          MutexLock lock(&mu_);
+          moved_[id] = {from_activation, r->entry()};
+        }
         done(r.status());
         EndRpc();
       });
